@@ -1,9 +1,10 @@
 package frame
 
-// API CONTRACT SKELETON — the frame helper replaces these bodies (and may
-// split this file), keeping every exported name and signature below.
-
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
 
 // MaxEventSize bounds one event: Kubernetes' own limit on a watch frame
 // (16 MiB, see k8s.io/apimachinery/pkg/util/framer).
@@ -31,12 +32,6 @@ func (f Format) String() string {
 	return "unknown"
 }
 
-// FormatOf picks the event format from a response Content-Type and whether
-// the request was a watch. Protobuf and CBOR watch streams say so in their
-// media type; a JSON watch response is plain application/json, so watch
-// decides. It returns Unknown for anything that is not a watch stream.
-func FormatOf(contentType string, watch bool) Format { panic("unimplemented") }
-
 var (
 	// ErrTooLarge: an event exceeds MaxEventSize (or the configured limit).
 	ErrTooLarge = errors.New("frame: event too large")
@@ -44,6 +39,10 @@ var (
 	ErrSyntax = errors.New("frame: bad event framing")
 	// ErrTruncated: the body ended inside an event.
 	ErrTruncated = errors.New("frame: body ended inside an event")
+	// ErrInvalid: an event or list whose content Peek, EventObject or
+	// ListItems cannot read (framing may be fine; the bytes inside are not a
+	// watch event or a list).
+	ErrInvalid = errors.New("frame: malformed event")
 )
 
 // Error is a framing error with its position in the body.
@@ -52,7 +51,14 @@ type Error struct {
 	Err    error // one of the sentinels above, possibly wrapped with detail
 }
 
-func (e *Error) Error() string { panic("unimplemented") }
+func (e *Error) Error() string {
+	msg := "<nil>"
+	if e.Err != nil {
+		msg = strings.TrimPrefix(e.Err.Error(), "frame: ")
+	}
+	return fmt.Sprintf("frame: offset %d: %s", e.Offset, msg)
+}
+
 func (e *Error) Unwrap() error { return e.Err }
 
 // Event is one watch event found in a body.
@@ -69,52 +75,14 @@ type Event struct {
 
 // Options configure a Splitter. The zero value is ready to use.
 type Options struct {
-	// MaxEventSize bounds one event; 0 means MaxEventSize.
+	// MaxEventSize bounds one event's Data; 0 (or less) means MaxEventSize.
 	MaxEventSize int
 	// Resync starts the splitter in resync mode: it skips bytes until the
-	// first point where an event clearly begins (see Splitter.Resync).
+	// first point where an event clearly begins (see Splitter.Resync). The
+	// first byte given to Next counts as a line start, so a body captured
+	// from its middle that happens to begin with an event keeps it.
 	Resync bool
 }
-
-// Splitter splits a body, fed incrementally, into events. It does not rely
-// on newlines or on how the body was cut into pieces: one Next input may
-// hold several events and one event may span many inputs. Not safe for
-// concurrent use.
-type Splitter struct{ _ int }
-
-// NewSplitter returns a Splitter for format f (JSON or Protobuf).
-func NewSplitter(f Format, opts Options) *Splitter { panic("unimplemented") }
-
-// Next consumes a prefix of p and reports at most one completed event.
-// It returns the number of bytes consumed; call again with p[n:] until p is
-// empty. When ok is true, ev is an event completed by these bytes; ev's
-// slices alias p when the whole event lies in p, else the Splitter's buffer,
-// and are valid only until the next call. Partial events are buffered (at
-// most the event size limit; a larger event is an *Error wrapping
-// ErrTooLarge). Errors are *Error and sticky until Resync.
-func (s *Splitter) Next(p []byte) (n int, ev Event, ok bool, err error) { panic("unimplemented") }
-
-// End reports the end of the body. tail is what remains after the last
-// event (whitespace, or the bytes of an event the body cut); err is an
-// *Error wrapping ErrTruncated if those bytes hold a partial event.
-func (s *Splitter) End() (tail []byte, err error) { panic("unimplemented") }
-
-// Resync discards any partial event and the sticky error, and skips input
-// until a point where an event clearly begins: for JSON a '{' at the start
-// of the body or after a '\n' followed by `"type":"` and one of the five
-// event types; for protobuf a length prefix whose payload starts with a
-// WatchEvent type field holding one of the five event types. Use it after a
-// gap in the body, or for a body captured from its middle.
-func (s *Splitter) Resync() { panic("unimplemented") }
-
-// Skipped returns how many bytes resync mode has discarded so far.
-func (s *Splitter) Skipped() int64 { panic("unimplemented") }
-
-// Offset returns the body offset of the next byte Next will read.
-func (s *Splitter) Offset() int64 { panic("unimplemented") }
-
-// SetOffset sets the body offset of the next byte (after a gap of known size).
-func (s *Splitter) SetOffset(off int64) { panic("unimplemented") }
 
 // Meta is what Peek reads from an event without decoding the whole object.
 // Fields that are absent are "".
@@ -133,9 +101,62 @@ type Meta struct {
 	InitialEventsEnd bool
 }
 
-// Peek reads Meta from an event's exact bytes (Event.Data) in format f.
-func Peek(f Format, data []byte) (Meta, error) { panic("unimplemented") }
+// FormatOf picks the event format from a response Content-Type and whether
+// the request was a watch. Protobuf and CBOR watch streams say so in their
+// media type; a JSON watch response is plain application/json, so watch
+// decides. It returns Unknown for anything that is not a watch stream.
+//
+// The media type is parsed leniently: case-insensitive, parameters in any
+// order, optional whitespace and quotes. Rules:
+//
+//	application/json;stream=watch              JSON
+//	application/json (watch)                   JSON
+//	application/vnd.kubernetes.protobuf;stream=watch   Protobuf (watch or not)
+//	application/vnd.kubernetes.protobuf (watch)        Protobuf
+//	application/cbor-seq                       CBOR
+//	application/cbor;stream=watch, or (watch)  CBOR
+//	anything else                              Unknown
+func FormatOf(contentType string, watch bool) Format {
+	mt, stream := parseMediaType(contentType)
+	streamWatch := stream == "watch"
+	switch mt {
+	case "application/json":
+		if watch || streamWatch {
+			return JSON
+		}
+	case "application/vnd.kubernetes.protobuf":
+		if watch || streamWatch {
+			return Protobuf
+		}
+	case "application/cbor-seq":
+		return CBOR
+	case "application/cbor":
+		if watch || streamWatch {
+			return CBOR
+		}
+	}
+	return Unknown
+}
 
-// Sniff guesses the format of a body captured from its middle (no headers):
-// it looks for JSON or protobuf event starts in p.
-func Sniff(p []byte) Format { panic("unimplemented") }
+// parseMediaType returns the lower-cased media type and the lower-cased
+// value of its "stream" parameter (RFC 9110 section 8.3.1: type, subtype
+// and parameter names are case-insensitive). It never fails: malformed
+// parameters are ignored.
+func parseMediaType(ct string) (mediaType, stream string) {
+	mt, params, _ := strings.Cut(ct, ";")
+	mediaType = strings.ToLower(strings.TrimSpace(mt))
+	for params != "" {
+		var p string
+		p, params, _ = strings.Cut(params, ";")
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || !strings.EqualFold(strings.TrimSpace(k), "stream") {
+			continue
+		}
+		v = strings.TrimSpace(v)
+		if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+			v = v[1 : len(v)-1]
+		}
+		stream = strings.ToLower(v)
+	}
+	return mediaType, stream
+}

@@ -1,0 +1,428 @@
+package capture
+
+import (
+	"fmt"
+	"mime"
+	"net/url"
+	"strings"
+
+	"github.com/wtrace/wtrace/chunked"
+	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/frame"
+)
+
+const (
+	// maxBodyPiece bounds the data of one Body record; larger pieces are
+	// split so a record stays far below formats.MaxRecordSize.
+	maxBodyPiece = 1 << 20
+	// maxSniff bounds the decoded bytes held while deciding whether a body
+	// whose head was not captured (or whose request was not) carries watch
+	// events. Kubernetes events reach a few hundred KiB in practice; 4 MiB
+	// covers the first event start after a capture began inside one.
+	maxSniff = 4 << 20
+)
+
+// exchange turns one HTTP exchange, as parsed from the wire (HTTP/1.1,
+// HTTP/2) or seen by the proxy, into session records: Request, Body pieces,
+// Response, Frames or Body pieces, Chunks, End. It is driven by one
+// goroutine.
+type exchange struct {
+	s    *session
+	id   int64
+	conn uint64
+
+	watch      bool // the request asked for a watch
+	watchKnown bool // false when the request was not captured
+	method     string
+
+	reqOff   int64
+	reqEnded bool
+
+	resp     *formats.Response // nil until the head is known
+	emitted  bool              // resp has been written
+	pending  []formats.Record  // chunk records held until resp is written
+	format   frame.Format
+	split    *frame.Splitter
+	dec      *pushDecoder
+	decErr   bool
+	sniffing bool
+	sniff    []byte
+	resync   bool // start the splitter in resync mode (body captured from its middle)
+
+	raw     int64 // body bytes seen (after transfer decoding, before content decoding)
+	bodyOff int64 // next Body record offset (opaque bodies)
+	seq     int64
+	skipped int64 // Skipped() of the splitter already reported
+	gapped  bool
+	ended   bool
+	t       int64 // time of the last input
+}
+
+// newExchange starts an exchange with its request (req.Missing for one
+// whose request was not captured) and writes the Request record.
+func (s *session) newExchange(conn uint64, req formats.Request) *exchange {
+	x := &exchange{s: s, id: s.nextExchange, conn: conn, method: req.Method}
+	s.nextExchange++
+	s.stats.Exchanges++
+	req.Exchange = x.id
+	req.Conn = conn
+	if !req.Missing {
+		x.watchKnown = true
+		x.watch = isWatchTarget(req.Target)
+	} else {
+		x.reqEnded = true
+	}
+	x.t = req.Time
+	s.emit(&req)
+	return x
+}
+
+// isWatchTarget reports whether a request-target asks for a watch: the
+// watch query parameter ("true", "1") or the legacy /watch/ path prefix.
+func isWatchTarget(target string) bool {
+	path, query, _ := strings.Cut(target, "?")
+	if strings.HasPrefix(path, "/api/v1/watch/") || strings.Contains(path, "/watch/") && strings.HasPrefix(path, "/apis/") {
+		return true
+	}
+	if query == "" {
+		return false
+	}
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return strings.Contains(query, "watch=true") || strings.Contains(query, "watch=1")
+	}
+	switch strings.ToLower(q.Get("watch")) {
+	case "true", "1":
+		return true
+	}
+	return false
+}
+
+// requestBody records a piece of the request body.
+func (x *exchange) requestBody(p []byte, t int64) {
+	for len(p) > 0 {
+		n := min(len(p), maxBodyPiece)
+		x.s.emit(&formats.Body{Exchange: x.id, Dir: formats.ClientToServer, Time: t, Offset: x.reqOff, Data: p[:n]})
+		x.reqOff += int64(n)
+		p = p[n:]
+	}
+}
+
+// requestEnd closes the request direction.
+func (x *exchange) requestEnd(st formats.EndStatus, t int64, note string) {
+	if x.reqEnded {
+		return
+	}
+	x.reqEnded = true
+	x.s.emit(&formats.End{Exchange: x.id, Dir: formats.ClientToServer, Time: t, Status: st, Size: x.reqOff, Note: note})
+}
+
+// response records the response head and decides how the body is stored.
+func (x *exchange) response(r formats.Response) {
+	r.Exchange = x.id
+	ct := headerValue(r.Header, "Content-Type")
+	enc := headerValue(r.Header, "Content-Encoding")
+	r.Encoding = enc
+	x.resp = &r
+	x.t = r.Time
+	f := frame.FormatOf(ct, x.watch)
+	switch {
+	case r.Midstream:
+		// Nothing is known about the body: look at it.
+		x.sniffing = true
+		x.resync = true
+		return
+	case !x.watchKnown && f == frame.Unknown && isJSON(ct) && r.Status == 200:
+		// The request was not captured: a JSON body may be a watch.
+		x.sniffing = true
+		return
+	}
+	x.setFormat(f, enc)
+	x.emitResponse()
+}
+
+func isJSON(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && mt == "application/json"
+}
+
+// setFormat fixes how the body is stored.
+func (x *exchange) setFormat(f frame.Format, enc string) {
+	switch f {
+	case frame.JSON, frame.Protobuf:
+	case frame.CBOR:
+		x.s.anomaly(x.conn, x.id, formats.ServerToClient, x.t, formats.AnomalyUnknown, 0, 0,
+			"CBOR watch streams are not split into events yet; the body is stored whole")
+		f = frame.Unknown
+	default:
+		f = frame.Unknown
+	}
+	if f != frame.Unknown && enc != "" && !strings.EqualFold(enc, "identity") {
+		if !supportedEncoding(enc) {
+			x.s.anomaly(x.conn, x.id, formats.ServerToClient, x.t, formats.AnomalyUnknown, 0, 0,
+				fmt.Sprintf("watch body uses Content-Encoding %q, which wtrace cannot decode; the body is stored whole", enc))
+			f = frame.Unknown
+		} else {
+			x.dec = newPushDecoder(enc)
+		}
+	}
+	x.format = f
+	switch f {
+	case frame.JSON:
+		x.resp.Events = formats.EventsJSON
+	case frame.Protobuf:
+		x.resp.Events = formats.EventsProtobuf
+	}
+	if f != frame.Unknown {
+		x.split = frame.NewSplitter(f, frame.Options{Resync: x.resync})
+	}
+}
+
+func (x *exchange) emitResponse() {
+	if x.emitted || x.resp == nil {
+		return
+	}
+	x.emitted = true
+	x.s.emit(x.resp)
+	for _, r := range x.pending {
+		x.s.emit(r)
+	}
+	x.pending = nil
+}
+
+// chunk records a transfer chunk (an HTTP/1.1 chunk or an HTTP/2 DATA frame).
+func (x *exchange) chunk(c chunked.Chunk) {
+	r := &formats.Chunk{Exchange: x.id, Time: c.Time, Offset: c.Offset, Size: c.Size, Ext: c.Ext}
+	if !x.emitted {
+		if len(x.pending) < 4096 {
+			x.pending = append(x.pending, r)
+		}
+		return
+	}
+	x.s.emit(r)
+}
+
+// body handles response body bytes after transfer decoding.
+func (x *exchange) body(p []byte, t int64) {
+	if x.ended || len(p) == 0 {
+		return
+	}
+	x.t = t
+	x.raw += int64(len(p))
+	switch {
+	case x.sniffing:
+		x.sniffData(p, t)
+	case x.split == nil:
+		x.opaque(p, t)
+	case x.dec != nil:
+		if x.decErr {
+			return
+		}
+		if err := x.dec.write(p, func(q []byte) { x.events(q, t) }); err != nil {
+			x.decodeFailed(err, t)
+		}
+	default:
+		x.events(p, t)
+	}
+}
+
+func (x *exchange) decodeFailed(err error, t int64) {
+	x.decErr = true
+	x.dec.abort()
+	x.s.anomaly(x.conn, x.id, formats.ServerToClient, t, formats.AnomalyMalformed, x.raw, 0,
+		fmt.Sprintf("content decoding failed: %v; the rest of the body is not recorded", err))
+}
+
+func (x *exchange) opaque(p []byte, t int64) {
+	for len(p) > 0 {
+		n := min(len(p), maxBodyPiece)
+		x.s.emit(&formats.Body{Exchange: x.id, Dir: formats.ServerToClient, Time: t, Offset: x.bodyOff, Data: p[:n]})
+		x.bodyOff += int64(n)
+		p = p[n:]
+	}
+}
+
+// sniffData buffers the start of a body whose kind is unknown until it can
+// tell whether it carries watch events.
+func (x *exchange) sniffData(p []byte, t int64) {
+	x.sniff = append(x.sniff, p...)
+	var f frame.Format
+	if x.resp.Midstream {
+		f = frame.Sniff(x.sniff)
+	} else if len(x.sniff) >= 16 {
+		f = sniffStart(x.sniff)
+		if f == frame.Unknown {
+			x.decide(frame.Unknown, t)
+			return
+		}
+	} else {
+		return
+	}
+	if f != frame.Unknown {
+		x.decide(f, t)
+		return
+	}
+	if len(x.sniff) > maxSniff {
+		x.decide(frame.Unknown, t)
+	}
+}
+
+// sniffStart reports whether a JSON body begins like a watch event.
+func sniffStart(b []byte) frame.Format {
+	s := strings.TrimLeft(string(b[:min(len(b), 64)]), " \t\r\n")
+	if strings.HasPrefix(s, `{"type":"`) {
+		return frame.JSON
+	}
+	return frame.Unknown
+}
+
+// decide ends sniffing: it fixes the format and replays the buffered bytes.
+func (x *exchange) decide(f frame.Format, t int64) {
+	x.sniffing = false
+	if f == frame.Unknown && x.resp.Midstream && len(x.sniff) > 0 {
+		x.s.anomaly(x.conn, x.id, formats.ServerToClient, t, formats.AnomalyResync, 0, int64(len(x.sniff)),
+			"no watch event start found in the captured part of a body whose head was not captured; stored as opaque bytes")
+	}
+	x.setFormat(f, x.resp.Encoding)
+	x.emitResponse()
+	b := x.sniff
+	x.sniff = nil
+	if len(b) == 0 {
+		return
+	}
+	if x.split == nil {
+		x.opaque(b, t)
+		return
+	}
+	if x.dec != nil {
+		if err := x.dec.write(b, func(q []byte) { x.events(q, t) }); err != nil {
+			x.decodeFailed(err, t)
+		}
+		return
+	}
+	x.events(b, t)
+}
+
+// events splits decoded body bytes into Frame records.
+func (x *exchange) events(p []byte, t int64) {
+	for len(p) > 0 {
+		n, ev, ok, err := x.split.Next(p)
+		p = p[n:]
+		if ok {
+			x.frame(ev, t)
+		}
+		if err != nil {
+			x.s.anomaly(x.conn, x.id, formats.ServerToClient, t, formats.AnomalyMalformed, x.split.Offset(), 0,
+				fmt.Sprintf("%v; skipping to the next event", err))
+			x.split.Resync()
+		}
+		if n == 0 && !ok && err == nil {
+			break
+		}
+	}
+}
+
+func (x *exchange) frame(ev frame.Event, t int64) {
+	x.reportSkipped(ev.Offset, t)
+	f := &formats.Frame{Exchange: x.id, Seq: x.seq, Time: t, Offset: ev.Offset, Pre: ev.Pre, Data: ev.Data}
+	if x.s.redactEvent != nil {
+		f.Data, f.Redacted = x.s.redactEvent(x.format, ev.Data)
+	}
+	x.seq++
+	x.s.stats.Events++
+	x.s.emit(f)
+}
+
+// reportSkipped records the bytes the splitter discarded while looking for
+// an event start (a body captured from its middle, or after a gap or a
+// framing error), up to body offset off.
+func (x *exchange) reportSkipped(off int64, t int64) {
+	sk := x.split.Skipped()
+	if sk <= x.skipped {
+		return
+	}
+	d := sk - x.skipped
+	x.skipped = sk
+	x.s.anomaly(x.conn, x.id, formats.ServerToClient, t, formats.AnomalyResync, off-d, d,
+		fmt.Sprintf("skipped %d body bytes that belong to no complete event", d))
+}
+
+// gap records n body bytes lost to capture loss (for chunked bodies, n
+// counts wire bytes, chunk framing included).
+func (x *exchange) gap(n int64, t int64) {
+	if x.ended {
+		return
+	}
+	x.gapped = true
+	x.raw += n
+	switch {
+	case x.sniffing:
+		x.decide(frame.Unknown, t)
+		x.bodyOff += n
+	case x.split == nil:
+		x.bodyOff += n
+	case x.dec != nil:
+		if !x.decErr {
+			x.decodeFailed(fmt.Errorf("%d compressed bytes lost", n), t)
+		}
+	default:
+		x.split.Resync()
+		x.split.SetOffset(x.split.Offset() + n)
+	}
+}
+
+// end closes the response. If no response head was seen, it records only
+// the end of the request.
+func (x *exchange) end(st formats.EndStatus, t int64, trailer []formats.Header, note string) {
+	if x.ended {
+		return
+	}
+	if x.resp == nil {
+		x.requestEnd(st, t, note)
+		x.ended = true
+		return
+	}
+	if x.sniffing {
+		x.decide(frame.Unknown, t)
+	}
+	if x.dec != nil && !x.decErr {
+		if err := x.dec.close(func(q []byte) { x.events(q, t) }); err != nil {
+			x.decErr = true
+			if st == formats.EndComplete {
+				x.s.anomaly(x.conn, x.id, formats.ServerToClient, t, formats.AnomalyMalformed, x.raw, 0,
+					fmt.Sprintf("content decoding failed at the end of the body: %v", err))
+			}
+		}
+	}
+	var tail []byte
+	if x.split != nil {
+		var err error
+		tail, err = x.split.End()
+		x.reportSkipped(x.split.Offset()-int64(len(tail)), t)
+		if err != nil && len(tail) > 0 {
+			kind := formats.AnomalyTruncated
+			msg := fmt.Sprintf("the body ended inside an event: %d bytes of a partial event kept as the tail", len(tail))
+			if st == formats.EndComplete {
+				kind = formats.AnomalyMalformed
+			}
+			x.s.anomaly(x.conn, x.id, formats.ServerToClient, t, kind, x.split.Offset()-int64(len(tail)), int64(len(tail)), msg)
+		}
+	}
+	if st == formats.EndComplete && x.gapped {
+		st = formats.EndGap
+	}
+	x.ended = true
+	x.emitResponse()
+	x.s.emit(&formats.End{Exchange: x.id, Dir: formats.ServerToClient, Time: t, Status: st, Size: x.raw,
+		Tail: tail, Trailer: trailer, Note: note})
+}
+
+// headerValue returns the first value of a header field (case-insensitive).
+func headerValue(h []formats.Header, name string) string {
+	for _, f := range h {
+		if strings.EqualFold(f.Name, name) {
+			return f.Value
+		}
+	}
+	return ""
+}

@@ -1,0 +1,17 @@
+package capture
+
+import "github.com/wtrace/wtrace/formats"
+
+// newOtherProto returns the handler for protocols other than plaintext
+// HTTP/1.1, or nil (after recording why) when wtrace cannot parse them.
+func (r *Recorder) newOtherProto(st *tcpStream, kind string, t int64) protoHandler {
+	switch kind {
+	case "tls":
+		r.s.anomaly(st.id, formats.NoExchange, formats.ServerToClient, t, formats.AnomalyNoKeys, 0, 0,
+			"TLS connection: no key log given (--keylog), not decrypted")
+	default:
+		r.s.anomaly(st.id, formats.NoExchange, formats.ServerToClient, t, formats.AnomalyUnknown, 0, 0,
+			kind+" is not supported yet")
+	}
+	return nil
+}

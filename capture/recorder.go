@@ -1,0 +1,559 @@
+package capture
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+	"github.com/google/gopacket/reassembly"
+
+	"github.com/wtrace/wtrace/capture/pcapfile"
+	"github.com/wtrace/wtrace/chunked"
+	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/frame"
+)
+
+// Sink receives the records of a session in order. formats.Writer is one.
+type Sink interface {
+	Write(formats.Record) error
+}
+
+// Options configure a Recorder. The zero value records every TCP
+// connection that carries HTTP, with the default limits below.
+type Options struct {
+	// Port, if set, is the server's TCP port: only connections to or from
+	// it are recorded, and its side is the server even when the traffic
+	// does not show it (a connection captured from its middle). 0 finds
+	// the HTTP side from the traffic itself.
+	Port int
+	// MaxBuffered bounds the bytes held for out-of-order TCP segments,
+	// over all connections. 0 means 256 MiB.
+	MaxBuffered int
+	// MaxBufferedPerConn bounds them per connection. 0 means 32 MiB.
+	MaxBufferedPerConn int
+	// MaxConns bounds the connections tracked at once; further
+	// connections are ignored (and reported). 0 means 65536.
+	MaxConns int
+	// ReorderWindow is how long (in capture time) data after a missing
+	// segment waits for it before the bytes are declared lost. 0 means 10s.
+	ReorderWindow time.Duration
+	// RedactEvent, if set, rewrites each watch event before it is stored
+	// (Secret values); it returns the new bytes and the lengths of the
+	// values it replaced.
+	RedactEvent func(f frame.Format, data []byte) ([]byte, []int)
+	// Logger receives debug messages; nil discards them.
+	Logger *slog.Logger
+}
+
+// Stats counts what a Recorder has seen so far.
+type Stats struct {
+	Packets      int64 // packets read
+	Bytes        int64 // captured bytes read
+	TCPPackets   int64
+	Skipped      int64 // packets that are not TCP over IP, or IP fragments
+	DecodeErrors int64 // malformed packets
+	Conns        int64 // connections recorded
+	Exchanges    int64
+	Events       int64
+	Anomalies    int64
+	LostBytes    int64 // TCP payload bytes never captured
+	First, Last  int64 // capture times of the first and last packet
+}
+
+// session writes records and hands out IDs; it is shared by every
+// connection of a recording (and by the proxy). Not safe for concurrent use.
+type session struct {
+	sink         Sink
+	err          error
+	nextConn     uint64
+	nextExchange int64
+	stats        Stats
+	redactEvent  func(frame.Format, []byte) ([]byte, []int)
+}
+
+func (s *session) emit(r formats.Record) {
+	if s.err != nil {
+		return
+	}
+	if err := s.sink.Write(r); err != nil {
+		s.err = err
+	}
+}
+
+func (s *session) anomaly(conn uint64, x int64, dir formats.Direction, t int64, kind formats.AnomalyKind, off, n int64, msg string) {
+	s.stats.Anomalies++
+	s.emit(&formats.Anomaly{Conn: conn, Exchange: x, Dir: dir, Time: t, Kind: kind, Offset: off, Bytes: n, Message: msg})
+}
+
+// protoHandler parses both directions of one connection's bytes (after
+// TLS decryption, if any). Directions are the HTTP roles.
+type protoHandler interface {
+	data(dir formats.Direction, p []byte, t int64)
+	gap(dir formats.Direction, n int64, t int64)
+	// fin: no more bytes in this direction.
+	fin(dir formats.Direction, t int64)
+	// finish: the connection is over; st says how anything still open ends
+	// (EndReset, EndTruncated).
+	finish(st formats.EndStatus, t int64)
+}
+
+// Recorder turns packets into session records: TCP reassembly (gopacket
+// reassembly, driven by capture time), then HTTP. Feed it packets in
+// capture order with Packet, then call Close. A Recorder is not safe for
+// concurrent use.
+type Recorder struct {
+	s       *session
+	opts    Options
+	log     *slog.Logger
+	pool    *reassembly.StreamPool
+	asm     *reassembly.Assembler
+	dec     decoder
+	ctx     captureContext
+	now     int64
+	flushed int64
+	open    int
+	closing bool
+	warned  map[string]bool
+}
+
+type captureContext struct{ ci gopacket.CaptureInfo }
+
+func (c *captureContext) GetCaptureInfo() gopacket.CaptureInfo { return c.ci }
+
+// pageSize is gopacket reassembly's page size (pageBytes), used to turn
+// byte limits into page limits.
+const pageSize = 1900
+
+// NewRecorder returns a Recorder writing to sink. The caller writes the
+// session's Meta before the first packet and its Summary after Close.
+func NewRecorder(sink Sink, opts Options) *Recorder {
+	if opts.MaxBuffered <= 0 {
+		opts.MaxBuffered = 256 << 20
+	}
+	if opts.MaxBufferedPerConn <= 0 {
+		opts.MaxBufferedPerConn = 32 << 20
+	}
+	if opts.MaxConns <= 0 {
+		opts.MaxConns = 65536
+	}
+	if opts.ReorderWindow <= 0 {
+		opts.ReorderWindow = 10 * time.Second
+	}
+	r := &Recorder{
+		s:      &session{sink: sink, redactEvent: opts.RedactEvent},
+		opts:   opts,
+		log:    opts.Logger,
+		warned: map[string]bool{},
+	}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	r.pool = reassembly.NewStreamPool(r)
+	r.asm = reassembly.NewAssembler(r.pool)
+	r.asm.MaxBufferedPagesTotal = opts.MaxBuffered / pageSize
+	r.asm.MaxBufferedPagesPerConnection = opts.MaxBufferedPerConn / pageSize
+	return r
+}
+
+// Stats returns what the Recorder has counted so far.
+func (r *Recorder) Stats() Stats { return r.s.stats }
+
+// Packet feeds one captured packet. Packets that are not TCP are counted
+// and skipped. It returns the Sink's error, if any (sticky).
+func (r *Recorder) Packet(p pcapfile.Packet) error {
+	if r.s.err != nil {
+		return r.s.err
+	}
+	st := &r.s.stats
+	st.Packets++
+	st.Bytes += int64(len(p.Data))
+	if st.First == 0 || p.Time < st.First {
+		st.First = p.Time
+	}
+	if p.Time > st.Last {
+		st.Last = p.Time
+	}
+	netFlow, tcp, err := r.dec.decode(p.LinkType, p.Data)
+	if err != nil {
+		if err == errNotTCP || err == errFragment {
+			st.Skipped++
+		} else {
+			st.DecodeErrors++
+			r.log.Debug("undecodable packet", "packet", st.Packets, "err", err)
+		}
+		return nil
+	}
+	st.TCPPackets++
+	if r.opts.Port != 0 && int(tcp.SrcPort) != r.opts.Port && int(tcp.DstPort) != r.opts.Port {
+		return nil
+	}
+	r.now = p.Time
+	r.ctx.ci = gopacket.CaptureInfo{Timestamp: time.Unix(0, p.Time), CaptureLength: len(p.Data), Length: p.Length}
+	r.asm.AssembleWithContext(netFlow, tcp, &r.ctx)
+	// Give up on missing segments once they are older than the reorder
+	// window; check once per second of capture time.
+	if r.now-r.flushed >= int64(time.Second) {
+		r.flushed = r.now
+		r.asm.FlushWithOptions(reassembly.FlushOptions{T: time.Unix(0, r.now-int64(r.opts.ReorderWindow))})
+	}
+	return r.s.err
+}
+
+// Close flushes every connection still open (their exchanges end as
+// truncated by the capture) and returns the Sink's error, if any.
+func (r *Recorder) Close() error {
+	r.closing = true
+	r.asm.FlushAll()
+	return r.s.err
+}
+
+// New implements reassembly.StreamFactory.
+func (r *Recorder) New(netFlow, tcpFlow gopacket.Flow, tcp *layers.TCP, ac reassembly.AssemblerContext) reassembly.Stream {
+	st := &tcpStream{r: r, first: r.now, last: r.now}
+	st.addr[0] = endpoint(netFlow.Src(), tcpFlow.Src())
+	st.addr[1] = endpoint(netFlow.Dst(), tcpFlow.Dst())
+	st.port[0] = uint16(tcp.SrcPort)
+	st.port[1] = uint16(tcp.DstPort)
+	if r.open >= r.opts.MaxConns {
+		st.ignored = true
+		if !r.warned["conns"] {
+			r.warned["conns"] = true
+			r.s.anomaly(0, formats.NoExchange, 0, r.now, formats.AnomalyLimit, 0, 0,
+				fmt.Sprintf("more than %d connections open at once: further connections are not recorded (raise the limit)", r.opts.MaxConns))
+		}
+		return st
+	}
+	r.open++
+	return st
+}
+
+func endpoint(ip, port gopacket.Endpoint) string {
+	p := port.String()
+	if a, ok := netip.AddrFromSlice(ip.Raw()); ok {
+		return netip.AddrPortFrom(a.Unmap(), 0).Addr().String() + ":" + p
+	}
+	return net.JoinHostPort(ip.String(), p)
+}
+
+// tcpStream is one TCP connection as gopacket reassembly sees it.
+// Reassembly direction 0 (TCPDirClientToServer) is the direction of the
+// first packet seen, which need not be the HTTP client's.
+type tcpStream struct {
+	r           *Recorder
+	addr        [2]string // by reassembly direction: sender of that direction
+	port        [2]uint16
+	first, last int64
+	syn         bool
+	rst         bool
+	fin         [2]bool
+	bytes       [2]int64
+	lost        [2]int64
+	ignored     bool
+
+	decided bool
+	client  int // reassembly direction of the HTTP client
+	pending [2][]byte
+	proto   protoHandler
+	id      uint64
+	known   bool // a Conn record was written
+	done    bool
+}
+
+// maxDetect bounds the bytes a connection buffers before its protocol and
+// roles are known. A response captured from its middle may need most of a
+// 32 KiB chunk (the kubectl proxy's chunk size) before a chunk-size line
+// shows up.
+const maxDetect = 256 << 10
+
+// Accept implements reassembly.Stream: every packet is accepted (captures
+// begin mid-connection, checksums are often offloaded), and a direction
+// whose SYN was not captured starts at its first packet.
+func (st *tcpStream) Accept(tcp *layers.TCP, ci gopacket.CaptureInfo, dir reassembly.TCPFlowDirection, nextSeq reassembly.Sequence, start *bool, ac reassembly.AssemblerContext) bool {
+	if st.ignored || st.done {
+		return false
+	}
+	t := ci.Timestamp.UnixNano()
+	if t > st.last {
+		st.last = t
+	}
+	if tcp.SYN {
+		st.syn = true
+	}
+	if tcp.RST {
+		st.rst = true
+	}
+	if tcp.FIN {
+		st.fin[dirIndex(dir)] = true
+	}
+	// A direction whose SYN was not captured starts at its first segment
+	// that carries data (or ends it): a bare ACK or a keep-alive probe
+	// (whose sequence number is one below the next byte) would make the
+	// stream start one byte early.
+	if nextSeq == -1 && !tcp.SYN && (len(tcp.Payload) > 0 || tcp.FIN || tcp.RST) {
+		*start = true
+	}
+	return true
+}
+
+func dirIndex(d reassembly.TCPFlowDirection) int {
+	if d == reassembly.TCPDirClientToServer {
+		return 0
+	}
+	return 1
+}
+
+// ReassembledSG implements reassembly.Stream.
+func (st *tcpStream) ReassembledSG(sg reassembly.ScatterGather, ac reassembly.AssemblerContext) {
+	if st.ignored || st.done {
+		return
+	}
+	rd, _, end, skip := sg.Info()
+	dir := dirIndex(rd)
+	n, _ := sg.Lengths()
+	t := st.r.now
+	if skip > 0 {
+		st.gap(dir, int64(skip), t)
+	}
+	if n > 0 {
+		st.data(dir, sg.Fetch(n), t)
+	}
+	if end {
+		st.end(dir, t)
+	}
+}
+
+// ReassemblyComplete implements reassembly.Stream.
+func (st *tcpStream) ReassemblyComplete(ac reassembly.AssemblerContext) bool {
+	if st.ignored {
+		return true
+	}
+	st.r.open--
+	if st.done {
+		return true
+	}
+	reason := formats.ConnFIN
+	status := formats.EndComplete
+	switch {
+	case st.rst:
+		reason, status = formats.ConnRST, formats.EndReset
+	case st.r.closing && !(st.fin[0] && st.fin[1]):
+		reason, status = formats.ConnCaptureEnd, formats.EndTruncated
+	}
+	st.finish(reason, status, st.last)
+	return true
+}
+
+// role maps a reassembly direction to an HTTP direction.
+func (st *tcpStream) role(dir int) formats.Direction {
+	if dir == st.client {
+		return formats.ClientToServer
+	}
+	return formats.ServerToClient
+}
+
+func (st *tcpStream) data(dir int, p []byte, t int64) {
+	st.bytes[dir] += int64(len(p))
+	if st.decided {
+		if st.proto != nil {
+			st.proto.data(st.role(dir), p, t)
+		}
+		return
+	}
+	st.pending[dir] = append(st.pending[dir], p...)
+	st.detect(dir, t)
+}
+
+func (st *tcpStream) gap(dir int, n int64, t int64) {
+	st.lost[dir] += n
+	st.r.s.stats.LostBytes += n
+	if st.decided {
+		if st.proto != nil {
+			st.proto.gap(st.role(dir), n, t)
+		}
+		return
+	}
+	// Before the protocol is known, a gap only means the buffered bytes
+	// are not the start of anything.
+	st.pending[dir] = st.pending[dir][:0]
+}
+
+func (st *tcpStream) end(dir int, t int64) {
+	if st.rst {
+		st.finish(formats.ConnRST, formats.EndReset, t)
+		return
+	}
+	if !st.decided {
+		st.decide(t, true)
+	}
+	if st.proto != nil {
+		st.proto.fin(st.role(dir), t)
+	}
+}
+
+var h2Preface = []byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+
+// detect decides, from the first bytes of either direction, which side is
+// the HTTP client and what protocol the connection carries.
+func (st *tcpStream) detect(dir int, t int64) {
+	b := st.pending[dir]
+	other := 1 - dir
+	kind := ""
+	client := -1
+	switch {
+	case looksLikeRequest(b):
+		client, kind = dir, "http/1.1"
+	case bytes.HasPrefix(b, h2Preface[:min(len(b), len(h2Preface))]) && len(b) >= 4:
+		if len(b) < len(h2Preface) {
+			return
+		}
+		client, kind = dir, "h2c"
+	case looksLikeResponse(b):
+		client, kind = other, "http/1.1"
+	case isTLSHandshake(b, 1):
+		client, kind = dir, "tls"
+	case isTLSHandshake(b, 2):
+		client, kind = other, "tls"
+	case len(b) < 9 && couldBeHTTP(b):
+		return // wait for more bytes
+	}
+	if client < 0 && st.r.opts.Port != 0 {
+		client = 0
+		if int(st.port[0]) == st.r.opts.Port {
+			client = 1
+		}
+		kind = "http/1.1"
+	}
+	if client < 0 {
+		// A connection captured from its middle: a response body is found
+		// by its chunk framing.
+		if _, ok := chunked.NewDecoder().Resync(b); ok && len(b) >= 16 {
+			client, kind = other, "http/1.1"
+		} else if len(b) < maxDetect {
+			return
+		}
+	}
+	if client < 0 {
+		st.decided = true
+		st.client = st.guessClient()
+		st.announce("unknown", t)
+		st.r.s.anomaly(st.id, formats.NoExchange, st.role(dir), t, formats.AnomalyUnknown, 0, int64(len(b)),
+			"traffic on this connection is neither HTTP/1.1, HTTP/2 nor TLS; not recorded")
+		st.pending = [2][]byte{}
+		return
+	}
+	st.client = client
+	st.start(kind, t)
+}
+
+// decide is called when a direction ends before detection finished.
+func (st *tcpStream) decide(t int64, ended bool) {
+	if st.decided {
+		return
+	}
+	for dir := range 2 {
+		if len(st.pending[dir]) == 0 {
+			continue
+		}
+		st.detect(dir, t)
+		if st.decided {
+			return
+		}
+	}
+	if len(st.pending[0])+len(st.pending[1]) == 0 {
+		// No payload at all: nothing to record.
+		st.decided = true
+		return
+	}
+	// Too little to tell: treat it as HTTP with the guessed roles.
+	st.client = st.guessClient()
+	st.start("http/1.1", t)
+}
+
+// guessClient picks the client side from the ports: the side whose port
+// is the higher (ephemeral) one.
+func (st *tcpStream) guessClient() int {
+	if st.r.opts.Port != 0 {
+		if int(st.port[0]) == st.r.opts.Port {
+			return 1
+		}
+		return 0
+	}
+	if st.port[0] < st.port[1] {
+		return 1
+	}
+	return 0
+}
+
+func couldBeHTTP(b []byte) bool {
+	for _, m := range knownMethods {
+		if bytes.HasPrefix([]byte(m), b) {
+			return true
+		}
+	}
+	return bytes.HasPrefix([]byte("HTTP/1.1 "), b) || bytes.HasPrefix(h2Preface, b)
+}
+
+// isTLSHandshake reports whether b starts with a TLS handshake record
+// (RFC 8446 §5.1) holding a message of type typ (1 ClientHello, 2 ServerHello).
+func isTLSHandshake(b []byte, typ byte) bool {
+	return len(b) >= 6 && b[0] == 22 && b[1] == 3 && b[2] <= 4 && b[5] == typ
+}
+
+// start announces the connection and hands it the buffered bytes.
+func (st *tcpStream) start(kind string, t int64) {
+	st.decided = true
+	st.announce(kind, t)
+	c, s := st.client, 1-st.client
+	midstream := [2]bool{!st.syn, !st.syn}
+	switch kind {
+	case "http/1.1":
+		st.proto = newH1Conn(st.r.s, st.id, midstream)
+	default:
+		st.proto = st.r.newOtherProto(st, kind, t)
+	}
+	pc, ps := st.pending[c], st.pending[s]
+	st.pending = [2][]byte{}
+	if st.proto == nil {
+		return
+	}
+	if len(pc) > 0 {
+		st.proto.data(formats.ClientToServer, pc, t)
+	}
+	if len(ps) > 0 {
+		st.proto.data(formats.ServerToClient, ps, t)
+	}
+}
+
+func (st *tcpStream) announce(kind string, t int64) {
+	s := st.r.s
+	st.id = s.nextConn
+	st.known = true
+	s.nextConn++
+	s.stats.Conns++
+	s.emit(&formats.Conn{ID: st.id, Time: st.first, Client: st.addr[st.client], Server: st.addr[1-st.client],
+		Proto: kind, Midstream: !st.syn})
+}
+
+// finish ends the connection once.
+func (st *tcpStream) finish(reason formats.ConnEndReason, status formats.EndStatus, t int64) {
+	if st.done {
+		return
+	}
+	if !st.decided {
+		st.decide(t, true)
+	}
+	st.done = true
+	if st.proto != nil {
+		st.proto.finish(status, t)
+	}
+	if !st.known {
+		return
+	}
+	st.r.s.emit(&formats.ConnEnd{Conn: st.id, Time: st.last, Reason: reason,
+		ClientBytes: st.bytes[st.client], ServerBytes: st.bytes[1-st.client], LostBytes: st.lost[0] + st.lost[1]})
+}

@@ -1,0 +1,127 @@
+package tlsdec
+
+import (
+	"testing"
+)
+
+type nopSink struct{ n int64 }
+
+func (s *nopSink) Data(_ Direction, p []byte, _ int64) { s.n += int64(len(p)) }
+
+// segments cuts a session's writes into TCP-sized pieces.
+func segments(s *session, mss int) []piece {
+	var ps []piece
+	for _, c := range s.chunks {
+		for p := c.data; len(p) > 0; {
+			n := min(len(p), mss)
+			ps = append(ps, piece{dir: c.dir, data: p[:n]})
+			p = p[n:]
+		}
+	}
+	return ps
+}
+
+var benchSuites = []struct {
+	name string
+	id   uint16
+	v13  bool
+}{
+	{"tls13-aes128gcm", 0x1301, true},
+	{"tls13-aes256gcm", 0x1302, true},
+	{"tls13-chacha20", 0x1303, true},
+	{"tls12-aes128gcm", 0xc02f, false},
+	{"tls12-chacha20", 0xcca8, false},
+}
+
+func benchSession(b testing.TB, id uint16, v13 bool) *session {
+	o := synthOpts{records: 256, recordSize: 16384} // 4 MiB each way in full-size records
+	if v13 {
+		return newSynth(b, id, true).tls13(o)
+	}
+	return newSynth(b, id, false).tls12(o)
+}
+
+// BenchmarkDecrypt decrypts a whole session (handshake, then 4 MiB each way
+// in 16 KiB records) per iteration; MB/s counts ciphertext fed. The
+// segment sizes are an Ethernet MSS (records are copied together across
+// Feed calls) and a loopback one (most records are decrypted straight
+// from the caller's bytes).
+func BenchmarkDecrypt(b *testing.B) {
+	for _, bs := range benchSuites {
+		s := benchSession(b, bs.id, bs.v13)
+		keys := mustKeyLog(b, s.keylog)
+		for _, seg := range []struct {
+			name string
+			mss  int
+		}{{"", 1448}, {"/seg64k", 65483}} {
+			ps := segments(s, seg.mss)
+			var total int64
+			for _, p := range ps {
+				total += int64(len(p.data))
+			}
+			b.Run(bs.name+seg.name, func(b *testing.B) {
+				b.SetBytes(total)
+				b.ReportAllocs()
+				for b.Loop() {
+					sink := &nopSink{}
+					c := NewConn(keys, sink, Options{})
+					for _, p := range ps {
+						if err := c.Feed(p.dir, p.data, 0); err != nil {
+							b.Fatal(err)
+						}
+					}
+					if sink.n != int64(len(s.plain[0])+len(s.plain[1])) {
+						b.Fatalf("decrypted %d bytes", sink.n)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestSteadyStateAllocs pins the per-record cost: once the keys are set
+// up, decrypting records allocates nothing, whether a record arrives whole
+// or in pieces.
+func TestSteadyStateAllocs(t *testing.T) {
+	sessions := map[string]*session{}
+	for _, bs := range benchSuites {
+		sessions[bs.name] = benchSession(t, bs.id, bs.v13)
+	}
+	// A crypto/tls CBC session: the synthetic builder seals AEAD only.
+	cfg := goSessions[6].cfg // tls12/ecdhe-ecdsa-aes128cbc-sha
+	cfg.uploadSize, cfg.downloadSize = 1<<20, 1<<20
+	sessions["tls12-aes128cbc-sha"] = runSession(t, cfg)
+	for name, s := range sessions {
+		for _, mss := range []int{1448, 65483} {
+			t.Run(name, func(t *testing.T) {
+				ps := segments(s, mss)
+				c := NewConn(mustKeyLog(t, s.keylog), &nopSink{}, Options{})
+				// The handshake, the first records (key setup), and one
+				// record split across calls (pool warm-up).
+				i := 0
+				for ; i < len(ps)/4; i++ {
+					if err := c.Feed(ps[i].dir, ps[i].data, 0); err != nil {
+						t.Fatal(err)
+					}
+				}
+				// AllocsPerRun runs the function twice (a warm-up, then
+				// the measured run), each feeding a quarter of the
+				// session: the count is the exact total over many records.
+				q := len(ps) / 4
+				allocs := testing.AllocsPerRun(1, func() {
+					for end := i + q; i < end; i++ {
+						if err := c.Feed(ps[i].dir, ps[i].data, int64(i)); err != nil {
+							t.Fatal(err)
+						}
+					}
+				})
+				if allocs != 0 {
+					t.Fatalf("mss %d: %v allocations feeding %d pieces; want 0", mss, allocs, q)
+				}
+				if in := c.Info(); in.Dir[0].Err != nil || in.Dir[1].Err != nil {
+					t.Fatal(in.Note)
+				}
+			})
+		}
+	}
+}

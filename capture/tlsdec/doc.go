@@ -1,0 +1,76 @@
+// Package tlsdec decrypts captured TLS 1.2 and 1.3 connections with the
+// secrets of an NSS key log (SSLKEYLOGFILE), as written by Go's
+// tls.Config.KeyLogWriter, curl, browsers or OpenSSL's keylog callback.
+//
+// It sits between TCP reassembly and HTTP parsing: the caller pushes each
+// direction's in-order TCP payload, in pieces of any size, with the capture
+// time of each piece, and a Sink receives the decrypted application data of
+// each direction in order, with the capture time of the piece that completed
+// the record carrying it.
+//
+//	keys, err := tlsdec.ParseKeyLog(f)      // bad lines are counted in keys.Stats(), not fatal
+//	c := tlsdec.NewConn(keys, sink, tlsdec.Options{})
+//	c.Feed(tlsdec.ClientToServer, payload, t) // for every in-order piece
+//	c.Gap(tlsdec.ServerToClient, n)           // capture loss
+//	info := c.Info()                          // version, suite, ALPN, SNI, Decrypted, Note, counters
+//
+// # What is decrypted
+//
+// TLS 1.3 (RFC 8446) with TLS_AES_128_GCM_SHA256, TLS_AES_256_GCM_SHA384 and
+// TLS_CHACHA20_POLY1305_SHA256: handshake records under the handshake
+// traffic secrets (EncryptedExtensions gives the ALPN), application records
+// under CLIENT_/SERVER_TRAFFIC_SECRET_0 after each side's Finished,
+// KeyUpdate in either direction, HelloRetryRequest, PSK resumption, and
+// 0-RTT data when CLIENT_EARLY_TRAFFIC_SECRET is logged (otherwise it is
+// skipped and counted). Middlebox-compatibility ChangeCipherSpec records are
+// ignored. If a handshake secret is missing but the application secret is
+// not, the handshake records are skipped and application data is still
+// decrypted.
+//
+// TLS 1.2 (RFC 5246) with the master secret of a CLIENT_RANDOM line, any key
+// exchange: AES-GCM (RFC 5288/5289), ChaCha20-Poly1305 (RFC 7905) and
+// AES-CBC with HMAC-SHA1/SHA256/SHA384 (MAC-then-encrypt). A resumed session
+// is decrypted when the key log has a CLIENT_RANDOM line for the resumed
+// connection's client random (Go's client logs only full handshakes; the
+// master secret of the original session can be logged under the new
+// random).
+//
+// Not supported, with a Note saying so: TLS 1.0/1.1 and SSL 3, other suites
+// (3DES, RC4, CCM, ARIA, Camellia, ...), encrypt_then_mac (RFC 7366), TLS 1.2
+// renegotiation (decryption stops at the renegotiation), SSLv2-format
+// ClientHellos, and connections whose handshake is not in the capture: the
+// client random comes from the ClientHello, so a capture that starts
+// mid-connection cannot be decrypted.
+//
+// # Contract
+//
+// A Conn is for one TCP connection. It is not safe for concurrent use: one
+// goroutine calls Feed, Gap and Info. Feed never retains p. Sink.Data's
+// slice is valid only during the call. Direction ClientToServer is the side
+// that sent the ClientHello.
+//
+// The directions may be fed in any interleaving. The client's records after
+// its ClientHello are held until the ServerHello is fed (and the server's
+// until the ClientHello), up to Options.MaxPending bytes per direction; feed
+// roughly in capture order to keep that small.
+//
+// Errors: Feed returns an *Error (direction, record number, stream offset)
+// wrapping ErrNotTLS, ErrMalformed or ErrDecrypt at most once per direction;
+// that direction then only counts bytes. Missing keys are not errors:
+// Info.Decrypted is false and Info.Note names the missing secret and client
+// random. A Gap ends decryption of its direction (record boundaries and
+// sequence numbers are lost). Nothing is ever invented: data reaches the
+// Sink only after it authenticated.
+//
+// # Limits and memory
+//
+// Record lengths are checked against MaxCiphertext13 / MaxCiphertext12
+// before anything is buffered, plaintext against MaxPlaintext. Only the
+// hello messages and EncryptedExtensions are buffered (bounded by the
+// largest size their wire format allows, about 128 KiB); other handshake
+// messages, certificates included, stream by without being kept. A Conn
+// holds no record buffer between records: a record split across Feed calls
+// borrows one from a shared pool, and decryption borrows another, so the
+// steady state allocates nothing per record. The KeyLog is safe for
+// concurrent use and may be shared by every Conn of a capture.
+package tlsdec

@@ -1,0 +1,318 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wtrace/wtrace/formats"
+)
+
+type inspectOptions struct {
+	json      bool
+	anomalies int
+}
+
+func newInspectCmd(s streams) *cobra.Command {
+	o := &inspectOptions{}
+	c := &cobra.Command{
+		Use:   "inspect SESSION.wt",
+		Short: "Summarise a session: connections, exchanges, events, anomalies",
+		Long: `Inspect prints what a session holds: where it was recorded from, each
+connection (addresses, protocol, TLS, how it ended) and each exchange on it
+(method, path, status, duration, bytes, watch events by type), and every
+anomaly: bytes the capture lost, streams captured from their middle, bodies
+the capture cut, malformed framing. It reads only the index when the file has
+one.`,
+		Example: `  wtrace inspect session.wt
+  wtrace inspect --json session.wt | jq '.Exchanges[] | select(.Frames > 0)'`,
+		Args: exactArgs(1, "one session file"),
+		RunE: func(c *cobra.Command, args []string) error {
+			return runInspect(s, args[0], o)
+		},
+	}
+	c.Flags().BoolVar(&o.json, "json", false, "print the session index as JSON instead")
+	c.Flags().IntVar(&o.anomalies, "anomalies", 50, "show at most `n` anomalies (0: all)")
+	return c
+}
+
+func runInspect(s streams, path string, o *inspectOptions) error {
+	f, err := openSession(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	idx := f.Index()
+	if o.json {
+		enc := json.NewEncoder(s.out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(idx)
+	}
+	w := bufio.NewWriter(s.out)
+	defer w.Flush()
+	printInspect(w, path, f, idx, o)
+	return nil
+}
+
+func fmtTime(ns int64) string {
+	if ns == 0 {
+		return "-"
+	}
+	return time.Unix(0, ns).UTC().Format("15:04:05.000000")
+}
+
+func fmtDur(a, b int64) string {
+	if a == 0 || b == 0 || b < a {
+		return "-"
+	}
+	d := time.Duration(b - a)
+	switch {
+	case d >= time.Second:
+		return d.Round(time.Millisecond).String()
+	case d >= time.Millisecond:
+		return d.Round(10 * time.Microsecond).String()
+	}
+	return d.String()
+}
+
+func printInspect(w io.Writer, path string, f *formats.File, idx *formats.Index, o *inspectOptions) {
+	m := idx.Meta
+	if m == nil {
+		m = &formats.Meta{}
+	}
+	fmt.Fprintf(w, "%s\n", path)
+	fmt.Fprintf(w, "  recorded by   %s on %s from %s\n", orDash(m.Tool), orDash(m.Host), orDash(m.Description))
+	if m.Redaction != "" {
+		fmt.Fprintf(w, "  redaction     %s\n", m.Redaction)
+	}
+	var first, last int64
+	for _, b := range idx.Blocks {
+		if b.First != 0 && (first == 0 || b.First < first) {
+			first = b.First
+		}
+		if b.Last > last {
+			last = b.Last
+		}
+	}
+	if first != 0 {
+		fmt.Fprintf(w, "  capture time  %s → %s (%s)\n",
+			time.Unix(0, first).UTC().Format(time.RFC3339Nano), time.Unix(0, last).UTC().Format("15:04:05.000000"), fmtDur(first, last))
+	}
+	if sum := idx.Summary; sum != nil {
+		fmt.Fprintf(w, "  file          closed cleanly; %d packets (%s) read", sum.Packets, humanBytes(sum.Bytes))
+		if sum.CaptureSHA256 != "" {
+			fmt.Fprintf(w, ", capture sha256 %.16s…", sum.CaptureSHA256)
+		}
+		fmt.Fprintln(w)
+		if sum.Note != "" {
+			fmt.Fprintf(w, "  note          %s\n", sum.Note)
+		}
+	} else {
+		fmt.Fprintf(w, "  file          NOT closed cleanly (the recorder was killed or the file was cut): read up to the last intact block\n")
+	}
+	for _, p := range f.Problems() {
+		fmt.Fprintf(w, "  problem       %v\n", p)
+	}
+	var events int64
+	types := map[string]int64{}
+	for _, x := range idx.Exchanges {
+		events += x.Frames
+		for k, v := range x.FrameTypes {
+			types[k] += v
+		}
+	}
+	fmt.Fprintf(w, "  contents      %d connections, %d exchanges, %d watch events%s, %d anomalies\n\n",
+		len(idx.Conns), len(idx.Exchanges), events, typeCounts(types, true), len(idx.Anomalies))
+
+	for _, c := range idx.Conns {
+		ended := "open at the end of the file"
+		if c.End != nil {
+			ended = "ended " + c.End.Reason.String() + " at " + fmtTime(c.End.Time)
+		}
+		fmt.Fprintf(w, "conn %d  %s → %s  %s", c.Conn.ID, c.Conn.Client, c.Conn.Server, c.Conn.Proto)
+		if c.Conn.Midstream {
+			fmt.Fprint(w, "  (began before the capture)")
+		}
+		fmt.Fprintf(w, "\n  first packet %s, %s", fmtTime(c.Conn.Time), ended)
+		if c.End != nil {
+			fmt.Fprintf(w, "; client sent %s, server sent %s", humanBytes(c.End.ClientBytes), humanBytes(c.End.ServerBytes))
+			if c.End.LostBytes > 0 {
+				fmt.Fprintf(w, ", %s not captured", humanBytes(c.End.LostBytes))
+			}
+		}
+		fmt.Fprintln(w)
+		if t := c.TLS; t != nil {
+			state := "decrypted"
+			if !t.Decrypted {
+				state = "NOT decrypted"
+				if t.Note != "" {
+					state += " (" + t.Note + ")"
+				}
+			}
+			fmt.Fprintf(w, "  tls %s, %s, alpn %s, sni %s: %s\n", tlsVersion(t.Version), cipherName(t.Cipher), orDash(t.ALPN), orDash(t.SNI), state)
+		}
+		for _, id := range c.Exchanges {
+			x := exchangeInfo(idx, id)
+			if x == nil {
+				continue
+			}
+			printExchange(w, x)
+		}
+		fmt.Fprintln(w)
+	}
+	if len(idx.Anomalies) > 0 {
+		fmt.Fprintf(w, "anomalies (%d):\n", len(idx.Anomalies))
+		for i, a := range idx.Anomalies {
+			if o.anomalies > 0 && i >= o.anomalies {
+				fmt.Fprintf(w, "  … %d more (--anomalies 0 shows all)\n", len(idx.Anomalies)-i)
+				break
+			}
+			where := fmt.Sprintf("conn %d", a.Conn)
+			if a.Exchange != formats.NoExchange {
+				where += fmt.Sprintf(" #%d", a.Exchange)
+			}
+			fmt.Fprintf(w, "  %s  %-9s %s %s: %s\n", fmtTime(a.Time), a.Kind, where, a.Dir, a.Message)
+		}
+	}
+}
+
+func printExchange(w io.Writer, x *formats.ExchangeInfo) {
+	req := "(request not captured)"
+	if !x.Request.Missing {
+		req = x.Request.Method + " " + x.Request.Target
+	}
+	status := "no response"
+	detail := ""
+	if r := x.Response; r != nil {
+		if r.Midstream {
+			status = "(response head not captured)"
+		} else {
+			status = fmt.Sprintf("%d %s", r.Status, r.Reason)
+		}
+		ct := headerOf(r.Header, "Content-Type")
+		if enc := r.Encoding; enc != "" {
+			ct += "; " + enc
+		}
+		if ct != "" {
+			detail += "  " + ct
+		}
+	}
+	end := "-"
+	endNote := ""
+	if x.End != nil {
+		end = x.End.Status.String()
+		endNote = x.End.Note
+	}
+	start := x.Request.Time
+	if start == 0 {
+		start = x.First
+	}
+	endTime := x.Last
+	if x.End != nil {
+		endTime = x.End.Time
+	}
+	fmt.Fprintf(w, "  #%-4d %s\n", x.Request.Exchange, clipLine(req, 110))
+	fmt.Fprintf(w, "        → %s%s  %s  %s, %s", status, detail, fmtTime(start), fmtDur(start, endTime), humanBytes(x.BodyBytes))
+	if x.Frames > 0 || (x.Response != nil && x.Response.Events != formats.EventsNone) {
+		fmt.Fprintf(w, ", %d events%s", x.Frames, typeCounts(x.FrameTypes, false))
+	}
+	if x.Chunks > 0 {
+		fmt.Fprintf(w, ", %d chunks", x.Chunks)
+	}
+	fmt.Fprintf(w, ", %s", end)
+	if endNote != "" {
+		fmt.Fprintf(w, " (%s)", endNote)
+	}
+	if x.Anomalies > 0 {
+		fmt.Fprintf(w, ", %d anomalies", x.Anomalies)
+	}
+	fmt.Fprintln(w)
+}
+
+func headerOf(h []formats.Header, name string) string {
+	for _, f := range h {
+		if strings.EqualFold(f.Name, name) {
+			return f.Value
+		}
+	}
+	return ""
+}
+
+func typeCounts(m map[string]int64, paren bool) string {
+	if len(m) == 0 {
+		return ""
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteString(" (")
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteString(" ")
+		}
+		fmt.Fprintf(&b, "%s %d", k, m[k])
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+func clipLine(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func tlsVersion(v uint16) string {
+	switch v {
+	case 0x0301:
+		return "TLS 1.0"
+	case 0x0302:
+		return "TLS 1.1"
+	case 0x0303:
+		return "TLS 1.2"
+	case 0x0304:
+		return "TLS 1.3"
+	}
+	return fmt.Sprintf("TLS 0x%04x", v)
+}
+
+func cipherName(c uint16) string {
+	switch c {
+	case 0x1301:
+		return "TLS_AES_128_GCM_SHA256"
+	case 0x1302:
+		return "TLS_AES_256_GCM_SHA384"
+	case 0x1303:
+		return "TLS_CHACHA20_POLY1305_SHA256"
+	case 0xc02b:
+		return "ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"
+	case 0xc02f:
+		return "ECDHE_RSA_WITH_AES_128_GCM_SHA256"
+	case 0xc02c:
+		return "ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"
+	case 0xc030:
+		return "ECDHE_RSA_WITH_AES_256_GCM_SHA384"
+	case 0xcca9:
+		return "ECDHE_ECDSA_WITH_CHACHA20_POLY1305"
+	case 0xcca8:
+		return "ECDHE_RSA_WITH_CHACHA20_POLY1305"
+	}
+	return fmt.Sprintf("cipher 0x%04x", c)
+}

@@ -1,0 +1,297 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wtrace/wtrace/capture"
+	"github.com/wtrace/wtrace/capture/pcapfile"
+	"github.com/wtrace/wtrace/formats"
+)
+
+type recordOptions struct {
+	pcap        string
+	out         string
+	port        int
+	keepSecrets bool
+	keylog      string
+	maxBuffered int
+}
+
+func newRecordCmd(s streams) *cobra.Command {
+	o := &recordOptions{}
+	c := &cobra.Command{
+		Use:   "record --pcap FILE -o OUT.wt",
+		Short: "Record the watch streams of a packet capture into a session file",
+		Long: `Record reads a packet capture (pcap or pcapng, optionally gzip'd or zstd'd),
+reassembles its TCP connections, parses HTTP/1.1 and writes every exchange —
+requests, responses, and each watch event with its exact bytes and the capture
+time of the packet that completed it — to a session file.
+
+The HTTP side of each connection is found from the traffic itself; --port
+forces it (and records only that port). Authorization headers, tokens and
+cookies are never stored.
+
+Progress is shown on stderr when it is a terminal; a summary is printed at
+the end. The first Ctrl-C stops reading and closes the session cleanly; a
+second one aborts (the file stays readable up to its last block).`,
+		Example: `  # capture while kubectl proxy / an informer runs, then record
+  tcpdump -i lo -w capture.pcap tcp port 8001
+  wtrace record --pcap capture.pcap -o session.wt
+
+  # only port 8001, from a gzip'd pcapng
+  wtrace record --pcap capture.pcapng.gz --port 8001 -o session.wt`,
+		Args: exactArgs(0, "no arguments (the capture is given with --pcap)"),
+		RunE: func(c *cobra.Command, _ []string) error {
+			if o.pcap == "" {
+				return &usageError{errors.New("--pcap FILE is required\nSee 'wtrace record --help'.")}
+			}
+			if o.out == "" {
+				return &usageError{errors.New("-o OUT.wt is required\nSee 'wtrace record --help'.")}
+			}
+			return runRecord(s, o)
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&o.pcap, "pcap", "", "packet capture `file` to read (pcap/pcapng, .gz/.zst ok; - for stdin)")
+	f.StringVarP(&o.out, "out", "o", "", "session `file` to write (.wt); - for stdout")
+	f.IntVar(&o.port, "port", 0, "server TCP `port` to record (default: find HTTP from the traffic)")
+	f.BoolVar(&o.keepSecrets, "keep-secrets", false, "store Secret objects' values as captured (credentials in headers are never stored)")
+	f.StringVar(&o.keylog, "keylog", "", "NSS key log `file` (SSLKEYLOGFILE) to decrypt TLS")
+	f.IntVar(&o.maxBuffered, "max-buffered", 256<<20, "`bytes` of out-of-order TCP data to hold, over all connections")
+	return c
+}
+
+// countingReader counts and hashes what passes through it.
+type countingReader struct {
+	r io.Reader
+	h hash.Hash
+	n atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if n > 0 {
+		c.h.Write(p[:n])
+		c.n.Add(int64(n))
+	}
+	return n, err
+}
+
+func runRecord(s streams, o *recordOptions) error {
+	var in io.Reader
+	var size int64
+	name := o.pcap
+	if o.pcap == "-" {
+		in, name = s.in, "stdin"
+	} else {
+		f, err := os.Open(o.pcap)
+		if err != nil {
+			return withHint(err, "check the path given to --pcap")
+		}
+		defer f.Close()
+		if fi, err := f.Stat(); err == nil {
+			size = fi.Size()
+		}
+		in = f
+	}
+	cr := &countingReader{r: in, h: sha256.New()}
+	pr, err := pcapfile.NewReader(cr, pcapfile.Options{})
+	if err != nil {
+		if errors.Is(err, pcapfile.ErrNotCapture) {
+			return withHint(fmt.Errorf("%s is not a packet capture (pcap or pcapng)", name),
+				"capture with: tcpdump -i lo -w capture.pcap tcp port 8001")
+		}
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	defer pr.Close()
+
+	var out io.Writer
+	var file *os.File
+	if o.out == "-" {
+		out = s.out
+	} else {
+		file, err = os.Create(o.out)
+		if err != nil {
+			return withHint(err, "check that the directory of -o exists and is writable")
+		}
+		defer file.Close()
+		out = file
+	}
+	w, err := formats.NewWriter(out, formats.WriterOptions{})
+	if err != nil {
+		return err
+	}
+	host, _ := os.Hostname()
+	redaction := "default"
+	if o.keepSecrets {
+		redaction = "headers-only"
+		fmt.Fprintln(s.err, "Warning: --keep-secrets: Secret values are stored as captured; treat the session file as a secret.")
+	}
+	meta := &formats.Meta{
+		Tool:        "wtrace " + toolVersion(),
+		Recorded:    time.Now().UnixNano(),
+		Host:        host,
+		Source:      "pcap",
+		Description: "pcap " + filepath.Base(name),
+		CaptureFile: filepath.Base(name),
+		Redaction:   redaction,
+	}
+	if err := w.Write(meta); err != nil {
+		return err
+	}
+	rec := capture.NewRecorder(w, capture.Options{Port: o.port, MaxBuffered: o.maxBuffered})
+
+	// First Ctrl-C: stop reading and close cleanly. Second: abort.
+	var stop atomic.Bool
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	go func() {
+		<-sig
+		stop.Store(true)
+		fmt.Fprintln(s.err, "\nStopping: finishing the session file (Ctrl-C again to abort)")
+		<-sig
+		fmt.Fprintln(s.err, "Aborted: the session file is readable up to its last complete block.")
+		os.Exit(1)
+	}()
+
+	prog := newProgress(s.err, size)
+	var readErr error
+	for !stop.Load() {
+		p, err := pr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			readErr = err
+			break
+		}
+		if err := rec.Packet(p); err != nil {
+			return fmt.Errorf("writing %s: %w", o.out, err)
+		}
+		if prog != nil && rec.Stats().Packets%1024 == 0 {
+			prog.update(cr.n.Load(), rec.Stats())
+		}
+	}
+	if err := rec.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", o.out, err)
+	}
+	st := rec.Stats()
+	if prog != nil {
+		prog.done()
+	}
+	sum := &formats.Summary{
+		Time:      st.Last,
+		Packets:   st.Packets,
+		Bytes:     cr.n.Load(),
+		Conns:     st.Conns,
+		Exchanges: st.Exchanges,
+		Events:    st.Events,
+		Anomalies: st.Anomalies,
+	}
+	if readErr == nil && !stop.Load() {
+		sum.CaptureSHA256 = hex.EncodeToString(cr.h.Sum(nil))
+	}
+	switch {
+	case readErr != nil:
+		sum.Note = "capture file damaged: " + readErr.Error()
+	case stop.Load():
+		sum.Note = "stopped by the user before the end of the capture"
+	}
+	if err := w.Write(sum); err != nil {
+		return err
+	}
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", o.out, err)
+	}
+	if file != nil {
+		if err := file.Sync(); err != nil {
+			return fmt.Errorf("writing %s: %w", o.out, err)
+		}
+		if err := file.Close(); err != nil {
+			return fmt.Errorf("writing %s: %w", o.out, err)
+		}
+	}
+	printRecordSummary(s.err, name, o.out, st, w.Size())
+	if readErr != nil {
+		fmt.Fprintf(s.err, "Warning: %s: %v\n  Everything before that point was recorded; the rest of the file was not read.\n", name, readErr)
+	}
+	return nil
+}
+
+func printRecordSummary(w io.Writer, in, out string, st capture.Stats, size int64) {
+	dur := time.Duration(st.Last - st.First)
+	fmt.Fprintf(w, "Recorded %s → %s: %d packets (%s) over %s; %d connections, %d exchanges, %d watch events",
+		in, out, st.Packets, humanBytes(st.Bytes), dur.Round(time.Millisecond), st.Conns, st.Exchanges, st.Events)
+	if st.Anomalies > 0 {
+		fmt.Fprintf(w, ", %d anomalies (see 'wtrace inspect')", st.Anomalies)
+	}
+	if st.LostBytes > 0 {
+		fmt.Fprintf(w, "; %s of TCP payload were not captured", humanBytes(st.LostBytes))
+	}
+	if st.Skipped > 0 || st.DecodeErrors > 0 {
+		fmt.Fprintf(w, "; %d packets were not TCP and %d could not be decoded", st.Skipped, st.DecodeErrors)
+	}
+	fmt.Fprintf(w, ". Session file: %s.\n", humanBytes(size))
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// progress shows a one-line status on a terminal.
+type progress struct {
+	w     io.Writer
+	total int64
+	last  time.Time
+	shown bool
+}
+
+func newProgress(w io.Writer, total int64) *progress {
+	if !isTerminal(w) {
+		return nil
+	}
+	return &progress{w: w, total: total}
+}
+
+func (p *progress) update(read int64, st capture.Stats) {
+	now := time.Now()
+	if now.Sub(p.last) < 200*time.Millisecond {
+		return
+	}
+	p.last = now
+	pct := ""
+	if p.total > 0 {
+		pct = fmt.Sprintf(" (%d%%)", read*100/p.total)
+	}
+	fmt.Fprintf(p.w, "\r\033[K%s read%s  %d packets  %d connections  %d exchanges  %d events",
+		humanBytes(read), pct, st.Packets, st.Conns, st.Exchanges, st.Events)
+	p.shown = true
+}
+
+func (p *progress) done() {
+	if p.shown {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+}

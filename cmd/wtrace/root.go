@@ -1,0 +1,143 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// version is set at build time with -ldflags "-X main.version=v1.2.3";
+// otherwise it comes from the module version, or "devel".
+var version = ""
+
+func toolVersion() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "devel"
+}
+
+// streams are the command's standard streams.
+type streams struct {
+	in       io.Reader
+	out, err io.Writer
+}
+
+// isTerminal reports whether w is a terminal (progress is shown only there).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// usageError is a mistake in how the command was called: exit status 2.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// hintError carries a suggestion of what to do next, printed as "Try: …".
+type hintError struct {
+	err  error
+	hint string
+}
+
+func (e *hintError) Error() string { return e.err.Error() }
+func (e *hintError) Unwrap() error { return e.err }
+
+func withHint(err error, format string, a ...any) error {
+	return &hintError{err: err, hint: fmt.Sprintf(format, a...)}
+}
+
+// silentError has already been reported on stderr; only the exit status
+// remains to be set.
+type silentError struct{}
+
+func (silentError) Error() string { return "" }
+
+func newRootCmd(s streams) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "wtrace",
+		Short: "Record and replay Kubernetes watch streams, byte for byte",
+		Long: `wtrace records what a Kubernetes apiserver sent its watch clients — from a
+packet capture — into a session file (.wt), shows what it holds, and serves it
+back to real clients with the original timing.`,
+		Example: `  wtrace record --pcap capture.pcap -o session.wt
+  wtrace inspect session.wt
+  wtrace events session.wt | jq .`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       toolVersion(),
+	}
+	root.SetIn(s.in)
+	root.SetOut(s.out)
+	root.SetErr(s.err)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &usageError{fmt.Errorf("%w\nSee '%s --help'.", err, c.CommandPath())}
+	})
+	root.AddCommand(
+		newRecordCmd(s),
+		newInspectCmd(s),
+		newEventsCmd(s),
+		newVerifyCmd(s),
+	)
+	return root
+}
+
+// run executes the command line and returns the exit status: 0 success,
+// 1 failure, 2 usage error.
+func run(args []string, in io.Reader, out, errw io.Writer) int {
+	root := newRootCmd(streams{in: in, out: out, err: errw})
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return 0
+	}
+	var se silentError
+	if errors.As(err, &se) {
+		return 1
+	}
+	fmt.Fprintf(errw, "Error: %v\n", err)
+	var he *hintError
+	if errors.As(err, &he) && he.hint != "" {
+		fmt.Fprintf(errw, "Try: %s\n", he.hint)
+	}
+	var ue *usageError
+	if errors.As(err, &ue) || isCobraUsage(err) {
+		return 2
+	}
+	return 1
+}
+
+// isCobraUsage recognises cobra's own usage errors (unknown command,
+// wrong number of arguments).
+func isCobraUsage(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "accepts ", "requires at least", "requires at most", "unknown flag", "unknown shorthand flag", "required flag"} {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// exactArgs is cobra.ExactArgs with a usage error that names the argument.
+func exactArgs(n int, what string) cobra.PositionalArgs {
+	return func(c *cobra.Command, args []string) error {
+		if len(args) != n {
+			return &usageError{fmt.Errorf("%s expects %s (got %d arguments)\nSee '%s --help'.", c.CommandPath(), what, len(args), c.CommandPath())}
+		}
+		return nil
+	}
+}

@@ -1,0 +1,239 @@
+package formats
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"sync"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// On-disk framing; FORMAT.md specifies every byte.
+
+// Version is the format version this package writes and the newest it reads.
+const Version = 1
+
+var (
+	fileMagic   = [8]byte{0x89, 'W', 'T', 'R', '\r', '\n', 0x1a, '\n'}
+	blockMagic  = [4]byte{0x93, 'W', 'T', 'B'}
+	footerMagic = [8]byte{0x89, 'W', 'T', 'R', 'e', 'n', 'd', '\n'}
+)
+
+const (
+	fileHeaderSize = 16 // magic, version, flags, CRC
+	footerSize     = 32 // index offset, index length, flags, CRC, magic
+
+	// blockHeaderSize is the size of a version 1 block header. Later
+	// versions may write longer headers (the header says its length).
+	blockHeaderSize = 48
+	// blockPrefixSize is how much of a header a reader needs to learn the
+	// header's length: magic, type, codec, header length.
+	blockPrefixSize = 8
+	// maxBlockHeaderSize bounds the header length a reader accepts: room
+	// for later versions to add fields, small enough to read blindly.
+	maxBlockHeaderSize = 1024
+)
+
+// Block types.
+const (
+	blockData  = 1
+	blockIndex = 2
+)
+
+// Payload codecs.
+const (
+	codecNone = 0
+	codecZstd = 1
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func crc(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+
+// blockHeader is a parsed block header.
+type blockHeader struct {
+	typ         uint8
+	codec       uint8
+	hdrLen      int
+	seq         uint32
+	clen, ulen  int // payload bytes on disk, after decompression
+	records     int
+	first, last int64
+	payloadCRC  uint32
+}
+
+// size is the block's size on disk, header included.
+func (h *blockHeader) size() int64 { return int64(h.hdrLen) + int64(h.clen) }
+
+// put writes a version 1 header into b[:blockHeaderSize].
+func (h *blockHeader) put(b []byte) {
+	_ = b[blockHeaderSize-1]
+	copy(b[0:4], blockMagic[:])
+	b[4] = h.typ
+	b[5] = h.codec
+	binary.LittleEndian.PutUint16(b[6:], blockHeaderSize)
+	binary.LittleEndian.PutUint32(b[8:], h.seq)
+	binary.LittleEndian.PutUint32(b[12:], uint32(h.clen))
+	binary.LittleEndian.PutUint32(b[16:], uint32(h.ulen))
+	binary.LittleEndian.PutUint32(b[20:], uint32(h.records))
+	binary.LittleEndian.PutUint64(b[24:], uint64(h.first))
+	binary.LittleEndian.PutUint64(b[32:], uint64(h.last))
+	binary.LittleEndian.PutUint32(b[40:], h.payloadCRC)
+	binary.LittleEndian.PutUint32(b[44:], crc(b[:44]))
+}
+
+// headerLen checks the fixed prefix of a block header (at least
+// blockPrefixSize bytes) and returns the header's length.
+func headerLen(b []byte) (int, error) {
+	if [4]byte(b[0:4]) != blockMagic {
+		return 0, errMagic
+	}
+	n := int(binary.LittleEndian.Uint16(b[6:]))
+	if n < blockHeaderSize || n > maxBlockHeaderSize {
+		return 0, fmt.Errorf("%w: block header length %d", errCorrupt, n)
+	}
+	return n, nil
+}
+
+// parseHeader checks and parses a whole block header b (len(b) ==
+// headerLen). Lengths are checked against the limits for the block's type,
+// so the caller may allocate them.
+func parseHeader(b []byte) (blockHeader, error) {
+	n, err := headerLen(b)
+	if err != nil {
+		return blockHeader{}, err
+	}
+	if len(b) != n {
+		return blockHeader{}, fmt.Errorf("%w: block header length %d, have %d bytes", errCorrupt, n, len(b))
+	}
+	if got, want := crc(b[:n-4]), binary.LittleEndian.Uint32(b[n-4:]); got != want {
+		return blockHeader{}, fmt.Errorf("block header %w (crc %08x, stored %08x)", errChecksum, got, want)
+	}
+	h := blockHeader{
+		typ:        b[4],
+		codec:      b[5],
+		hdrLen:     n,
+		seq:        binary.LittleEndian.Uint32(b[8:]),
+		clen:       int(binary.LittleEndian.Uint32(b[12:])),
+		ulen:       int(binary.LittleEndian.Uint32(b[16:])),
+		records:    int(binary.LittleEndian.Uint32(b[20:])),
+		first:      int64(binary.LittleEndian.Uint64(b[24:])),
+		last:       int64(binary.LittleEndian.Uint64(b[32:])),
+		payloadCRC: binary.LittleEndian.Uint32(b[40:]),
+	}
+	limit := MaxBlockSize
+	if h.typ == blockIndex {
+		limit = MaxIndexSize
+	}
+	if h.clen > limit || h.ulen > limit {
+		return h, fmt.Errorf("%w: block of %d bytes (%d uncompressed) exceeds the limit of %d", errCorrupt, h.clen, h.ulen, limit)
+	}
+	if h.codec == codecNone && h.clen != h.ulen {
+		return h, fmt.Errorf("%w: uncompressed block with %d stored and %d uncompressed bytes", errCorrupt, h.clen, h.ulen)
+	}
+	return h, nil
+}
+
+// decoder decompresses payloads for every reader; zstd.Decoder.DecodeAll is
+// safe for concurrent use and starts no goroutines. WithDecodeAllCapLimit
+// makes DecodeAll write no more than the capacity of the buffer it is given,
+// which the header's (checked) uncompressed length sets.
+var decoder = sync.OnceValues(func() (*zstd.Decoder, error) {
+	return zstd.NewReader(nil,
+		zstd.WithDecoderConcurrency(0),
+		zstd.WithDecoderMaxMemory(MaxIndexSize),
+		zstd.WithDecodeAllCapLimit(true))
+})
+
+// decompress checks payload against h and returns its uncompressed bytes,
+// in buf if it is large enough. For codecNone it returns payload itself.
+func decompress(h *blockHeader, payload, buf []byte) ([]byte, error) {
+	if len(payload) != h.clen {
+		return nil, fmt.Errorf("%w: payload of %d bytes, header says %d", errCorrupt, len(payload), h.clen)
+	}
+	if got := crc(payload); got != h.payloadCRC {
+		return nil, fmt.Errorf("payload %w (crc %08x, stored %08x)", errChecksum, got, h.payloadCRC)
+	}
+	switch h.codec {
+	case codecNone:
+		return payload, nil
+	case codecZstd:
+	default:
+		return nil, fmt.Errorf("%w: unknown codec %d", errCorrupt, h.codec)
+	}
+	d, err := decoder()
+	if err != nil {
+		return nil, err
+	}
+	if cap(buf) < h.ulen {
+		buf = make([]byte, 0, h.ulen)
+	}
+	out, err := d.DecodeAll(payload, buf[:0:h.ulen])
+	if err != nil {
+		return nil, fmt.Errorf("%w: zstd: %v", errCorrupt, err)
+	}
+	if len(out) != h.ulen {
+		return nil, fmt.Errorf("%w: payload decompressed to %d bytes, header says %d", errCorrupt, len(out), h.ulen)
+	}
+	return out, nil
+}
+
+// encodeBlock appends a whole block (header and payload) holding raw to dst.
+// It compresses with enc, storing raw bytes instead when compression does
+// not help.
+func encodeBlock(dst []byte, enc *zstd.Encoder, h blockHeader, raw []byte) []byte {
+	start := len(dst)
+	dst = append(dst, make([]byte, blockHeaderSize)...)
+	h.codec = codecZstd
+	dst = enc.EncodeAll(raw, dst)
+	if len(dst)-start-blockHeaderSize >= len(raw) {
+		h.codec = codecNone
+		dst = append(dst[:start+blockHeaderSize], raw...)
+	}
+	payload := dst[start+blockHeaderSize:]
+	h.hdrLen = blockHeaderSize
+	h.clen = len(payload)
+	h.ulen = len(raw)
+	h.payloadCRC = crc(payload)
+	h.put(dst[start:])
+	return dst
+}
+
+// fileHeader returns the file header.
+func fileHeader() []byte {
+	b := make([]byte, fileHeaderSize)
+	copy(b, fileMagic[:])
+	binary.LittleEndian.PutUint16(b[8:], Version)
+	binary.LittleEndian.PutUint16(b[10:], 0)
+	binary.LittleEndian.PutUint32(b[12:], crc(b[:12]))
+	return b
+}
+
+var errHeaderChecksum = fmt.Errorf("file header %w", errChecksum)
+
+// checkFileHeader checks the file header b. n is how many bytes of it the
+// file holds (fewer than fileHeaderSize for a cut file). A damaged header
+// whose magic is intact is a *DamageError (the blocks may still be read);
+// a wrong magic is ErrNotSession, a newer version ErrVersion.
+func checkFileHeader(b []byte) error {
+	n := len(b)
+	if n < fileHeaderSize {
+		if n <= len(fileMagic) && string(b) == string(fileMagic[:n]) ||
+			n > len(fileMagic) && [8]byte(b[:8]) == fileMagic {
+			return &DamageError{Offset: 0, Block: -1, Err: io.ErrUnexpectedEOF}
+		}
+		return ErrNotSession
+	}
+	if [8]byte(b[:8]) != fileMagic {
+		return ErrNotSession
+	}
+	if crc(b[:12]) != binary.LittleEndian.Uint32(b[12:]) {
+		return &DamageError{Offset: 0, Block: -1, Err: errHeaderChecksum}
+	}
+	if v := binary.LittleEndian.Uint16(b[8:]); v != Version {
+		return fmt.Errorf("%w %d (this reader knows version %d)", ErrVersion, v, Version)
+	}
+	return nil
+}

@@ -1,0 +1,43 @@
+// Package formats defines the wtrace session model (record.go) and the .wt
+// session file that stores it: a Writer that appends records, a streaming
+// Reader, a File that reads through the index, and Recover.
+//
+// # File layout
+//
+// A .wt file (FORMAT.md specifies every byte) is a 16-byte header, then
+// data blocks, then at Close an index block and a 32-byte footer:
+//
+//	header | block 0 | block 1 | … | index block | footer
+//
+// Each block is self-delimiting: a 48-byte header with a magic, lengths,
+// record count, time range, the CRC32-C of the payload and a CRC32-C of the
+// header itself, then a zstd-compressed payload of records. The Writer never
+// seeks or rewrites: each block goes out in one Write, so a file whose
+// writer was killed is readable up to its last complete block.
+//
+// # Damage
+//
+// Readers check every length read from a file against MaxBlockSize,
+// MaxRecordSize or MaxIndexSize before allocating, and every block against
+// its checksums before decompressing it. A cut file is a *DamageError
+// wrapping io.ErrUnexpectedEOF; a checksum mismatch a *DamageError naming
+// the block and its offset. After damage, readers resume at the next offset
+// holding a block header whose checksum checks out (unless
+// ReaderOptions.StopOnDamage). Open rebuilds a missing or damaged index by
+// reading every block; Recover writes a clean copy of what is intact.
+//
+// # Compatibility
+//
+// A reader skips record types, block types and index entry types it does
+// not know, and ignores bytes after the fields it knows in a record, so
+// later versions can add all of these without changing Version. Empty byte
+// slices, lists and maps are read back as nil.
+//
+// # Memory and concurrency
+//
+// The Writer holds one pending block and the index (O(blocks + connections
+// + exchanges + anomalies)); the Reader holds one block. A File holds its
+// index and a small cache of decompressed blocks (16 MiB at most) shared by
+// its exchange Scanners. Writer, Reader and Scanner are not safe for
+// concurrent use; a File is, by any number of Scanners.
+package formats

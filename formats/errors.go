@@ -1,0 +1,57 @@
+package formats
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Limits on what a reader accepts from disk. Every length read from a file is
+// checked against one of these before anything is allocated.
+const (
+	// MaxBlockSize bounds a block's compressed and uncompressed sizes. A block
+	// holds whole records; the largest record is a 16 MiB event (Kubernetes'
+	// own frame limit) plus small overhead, so 64 MiB leaves room.
+	MaxBlockSize = 64 << 20
+	// MaxRecordSize bounds one encoded record: a 16 MiB event plus its
+	// metadata and prefix bytes.
+	MaxRecordSize = 17 << 20
+	// MaxIndexSize bounds the index block (uncompressed).
+	MaxIndexSize = 512 << 20
+)
+
+// Sentinel errors callers branch on.
+var (
+	ErrNotSession = errors.New("formats: not a wtrace session file")   // bad magic
+	ErrVersion    = errors.New("formats: unsupported session version") // newer format
+	ErrNoIndex    = errors.New("formats: no index (file not closed cleanly)")
+)
+
+// Causes wrapped by a DamageError (unexported: callers branch on
+// *DamageError and io.ErrUnexpectedEOF; tests on these).
+var (
+	errChecksum = errors.New("checksum mismatch")
+	errMagic    = errors.New("no block magic")
+	errCorrupt  = errors.New("corrupt")
+)
+
+// DamageError reports a damaged or cut region of a session file. Everything
+// before Offset was read intact.
+type DamageError struct {
+	Offset  int64 // file offset where the damage starts
+	Block   int   // number of the damaged block (0-based), -1 if not in a block
+	Skipped int64 // bytes skipped to reach the next intact block (0 if none followed)
+	Err     error // what was wrong (io.ErrUnexpectedEOF for a cut file, a checksum mismatch, …)
+}
+
+func (e *DamageError) Error() string {
+	s := fmt.Sprintf("formats: block %d at offset %d: %v", e.Block, e.Offset, e.Err)
+	if e.Block < 0 {
+		s = fmt.Sprintf("formats: offset %d: %v", e.Offset, e.Err)
+	}
+	if e.Skipped > 0 {
+		s += fmt.Sprintf(" (skipped %d bytes to the next intact block)", e.Skipped)
+	}
+	return s
+}
+
+func (e *DamageError) Unwrap() error { return e.Err }

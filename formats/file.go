@@ -1,0 +1,416 @@
+package formats
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"sync"
+)
+
+// File is an opened session file with its index. Safe for concurrent use by
+// several Scanners.
+type File struct {
+	r        io.ReaderAt
+	closer   io.Closer // for Open
+	stop     bool
+	idx      *Index
+	clean    bool
+	problems []error
+	damage   []*DamageError // the DamageErrors among problems
+	exPos    map[int64]int  // exchange ID → index in idx.Exchanges
+	cache    blockCache
+	once     sync.Once
+	closeErr error
+}
+
+// Open opens a session file: header, then footer and index; if the footer or
+// index is missing or damaged it rebuilds the index by scanning forward.
+func Open(name string, opts ReaderOptions) (*File, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	file, err := OpenReaderAt(f, st.Size(), opts)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	file.closer = f
+	return file, nil
+}
+
+// OpenReaderAt is Open for an io.ReaderAt of the given size. A file too
+// short for its header is a *DamageError; a wrong magic ErrNotSession, a
+// newer version ErrVersion. Anything else is reported by Problems: a header
+// whose checksum fails, a missing or damaged index (an error wrapping
+// ErrNoIndex; the index is then rebuilt by reading every block, which
+// finds the damaged regions too).
+func OpenReaderAt(r io.ReaderAt, size int64, opts ReaderOptions) (*File, error) {
+	f := &File{r: r, stop: opts.StopOnDamage}
+	if err := checkHeaderAt(r, size); err != nil {
+		var d *DamageError
+		if size < fileHeaderSize || !errors.As(err, &d) {
+			return nil, err
+		}
+		f.problems = append(f.problems, err)
+	}
+	idx, _, err := readIndex(r, size)
+	if err == nil {
+		f.idx = idx
+		f.clean = len(f.problems) == 0 && idx.Summary != nil
+	} else {
+		f.problems = append(f.problems, fmt.Errorf("%w: %v; index rebuilt by reading every block", ErrNoIndex, err))
+		b := newIndexBuilder()
+		problems, err := scan(r, size, func(blk block, recs []Record) error {
+			pos := len(b.idx.Blocks)
+			b.addBlock(BlockInfo{Offset: blk.off, Size: blk.hdr.size(), Records: blk.hdr.records, First: blk.hdr.first, Last: blk.hdr.last})
+			for _, rec := range recs {
+				b.add(rec, pos)
+			}
+			return nil
+		})
+		f.problems = append(f.problems, problems...)
+		if err != nil {
+			return nil, err
+		}
+		f.idx = b.finish()
+	}
+	for _, p := range f.problems {
+		var d *DamageError
+		if errors.As(p, &d) && d.Block >= 0 {
+			f.damage = append(f.damage, d)
+		}
+	}
+	f.exPos = make(map[int64]int, len(f.idx.Exchanges))
+	for i := range f.idx.Exchanges {
+		f.exPos[f.idx.Exchanges[i].Request.Exchange] = i
+	}
+	return f, nil
+}
+
+// checkHeaderAt reads and checks the file header of r.
+func checkHeaderAt(r io.ReaderAt, size int64) error {
+	hdr := make([]byte, min(size, fileHeaderSize))
+	if n, err := r.ReadAt(hdr, 0); n < len(hdr) {
+		return fmt.Errorf("formats: read file header: %w", err)
+	}
+	return checkFileHeader(hdr)
+}
+
+// scan reads every block of r after the file header, calls fn with the
+// records (aliasing the block) of each intact one, and returns the damage
+// it found. It returns an error only if r or fn fails.
+func scan(r io.ReaderAt, size int64, fn func(block, []Record) error) (problems []error, err error) {
+	br := newBlockReader(io.NewSectionReader(r, fileHeaderSize, max(size-fileHeaderSize, 0)), fileHeaderSize, false)
+	var recs []Record
+	for {
+		blk, err := br.next()
+		if err == io.EOF {
+			return problems, nil
+		}
+		var d *DamageError
+		if errors.As(err, &d) {
+			problems = append(problems, d)
+			continue
+		}
+		if err != nil {
+			return problems, err
+		}
+		recs, err = blockRecords(blk, recs[:0], nil, true)
+		if err != nil {
+			problems = append(problems, err)
+			continue
+		}
+		if err := fn(blk, recs); err != nil {
+			return problems, err
+		}
+	}
+}
+
+// readIndex reads the footer and the index block it points at.
+func readIndex(r io.ReaderAt, size int64) (idx *Index, off int64, err error) {
+	if size < fileHeaderSize+footerSize {
+		return nil, 0, fmt.Errorf("file of %d bytes has no room for a footer", size)
+	}
+	fb := make([]byte, footerSize)
+	if _, err := r.ReadAt(fb, size-footerSize); err != nil {
+		return nil, 0, fmt.Errorf("read footer: %w", err)
+	}
+	off, n, err := parseFooter(fb)
+	if err != nil {
+		return nil, 0, fmt.Errorf("footer at offset %d: %w", size-footerSize, err)
+	}
+	if off < fileHeaderSize || n < blockHeaderSize || n > MaxIndexSize+maxBlockHeaderSize || off+n != size-footerSize {
+		return nil, 0, fmt.Errorf("footer at offset %d: %w: index at offset %d of %d bytes does not end at the footer", size-footerSize, errCorrupt, off, n)
+	}
+	buf := make([]byte, n)
+	if _, err := r.ReadAt(buf, off); err != nil {
+		return nil, 0, fmt.Errorf("read index at offset %d: %w", off, err)
+	}
+	h, err := parseBlock(buf, blockIndex)
+	if err == nil {
+		var payload []byte
+		if payload, err = decompress(&h, buf[h.hdrLen:], nil); err == nil {
+			if idx, err = decodeIndex(payload); err == nil {
+				err = idx.validate(fileHeaderSize, off)
+			}
+		}
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("index at offset %d: %w", off, err)
+	}
+	return idx, off, nil
+}
+
+// parseBlock parses the header of the whole block b, which must be of type
+// typ and fill b exactly.
+func parseBlock(b []byte, typ uint8) (blockHeader, error) {
+	if len(b) < blockPrefixSize {
+		return blockHeader{}, fmt.Errorf("%w: block of %d bytes", errCorrupt, len(b))
+	}
+	n, err := headerLen(b)
+	if err != nil {
+		return blockHeader{}, err
+	}
+	if n > len(b) {
+		return blockHeader{}, fmt.Errorf("%w: block header of %d bytes in a block of %d", errCorrupt, n, len(b))
+	}
+	h, err := parseHeader(b[:n])
+	if err != nil {
+		return h, err
+	}
+	if h.typ != typ || h.size() != int64(len(b)) {
+		return h, fmt.Errorf("%w: block of type %d and %d bytes where the index says type %d and %d bytes", errCorrupt, h.typ, h.size(), typ, len(b))
+	}
+	return h, nil
+}
+
+// Index returns the file's index (read or rebuilt). The caller must not modify it.
+func (f *File) Index() *Index { return f.idx }
+
+// Clean reports whether the file has a valid footer, index and Summary.
+// It does not read the data blocks: a clean file may still hold a block
+// that fails its checksum, which its Scanners report.
+func (f *File) Clean() bool { return f.clean }
+
+// Problems lists every damage found while opening (each a *DamageError or
+// a note about the missing index, wrapping ErrNoIndex), in file order.
+func (f *File) Problems() []error { return f.problems }
+
+// Records returns a reader over all records in file order. With an index
+// rebuilt by scanning, the damage found while opening is reported again,
+// as a *DamageError in its place among the records.
+func (f *File) Records() *Scanner {
+	blocks := make([]int, len(f.idx.Blocks))
+	for i := range blocks {
+		blocks[i] = i
+	}
+	return &Scanner{f: f, blocks: blocks, damage: f.damage}
+}
+
+// ExchangeRecords returns a reader over the records of the given exchanges
+// (and nothing else), in file order, reading only the blocks that hold them.
+// Damage found while opening is reported where it lies between the first
+// block of these exchanges and the last (or after it, for an exchange
+// without an End). IDs the index does not know are ignored. Scanners of
+// several exchanges share a small cache of decompressed blocks.
+func (f *File) ExchangeRecords(ids ...int64) *Scanner {
+	s := &Scanner{f: f, filter: recordFilter{}, cached: true}
+	first, last := int64(-1), int64(-1)
+	for _, id := range ids {
+		pos, ok := f.exPos[id]
+		if !ok {
+			continue
+		}
+		x := &f.idx.Exchanges[pos]
+		s.filter[id] = true
+		s.blocks = append(s.blocks, x.Blocks...)
+		if len(x.Blocks) == 0 {
+			continue
+		}
+		b0, b1 := f.idx.Blocks[x.Blocks[0]], f.idx.Blocks[x.Blocks[len(x.Blocks)-1]]
+		if first < 0 || b0.Offset < first {
+			first = b0.Offset
+		}
+		end := b1.Offset + b1.Size
+		if x.End == nil {
+			end = 1<<63 - 1
+		}
+		last = max(last, end)
+	}
+	slices.Sort(s.blocks)
+	s.blocks = slices.Compact(s.blocks)
+	for _, d := range f.damage {
+		if first >= 0 && d.Offset >= first && d.Offset < last {
+			s.damage = append(s.damage, d)
+		}
+	}
+	return s
+}
+
+// Close releases the file. It is safe to call more than once.
+func (f *File) Close() error {
+	f.once.Do(func() {
+		if f.closer != nil {
+			f.closeErr = f.closer.Close()
+		}
+	})
+	return f.closeErr
+}
+
+// Scanner iterates records of a File. Not safe for concurrent use; open
+// several for concurrency.
+type Scanner struct {
+	f      *File
+	blocks []int // indexes into f.idx.Blocks still to read, ascending
+	bi     int
+	damage []*DamageError // to report among the records, by offset
+	di     int
+	filter recordFilter
+	cached bool // use the File's block cache
+	recs   []Record
+	ri     int
+	raw    []byte // a block as read
+	buf    []byte // a block decompressed
+	err    error  // sticky
+}
+
+// Next returns the next record, io.EOF at the end, or a *DamageError
+// (sticky with StopOnDamage). The record is the caller's.
+func (s *Scanner) Next() (Record, error) {
+	for {
+		if s.ri < len(s.recs) {
+			rec := s.recs[s.ri]
+			s.recs[s.ri] = nil
+			s.ri++
+			return rec, nil
+		}
+		if s.err != nil {
+			return nil, s.err
+		}
+		if s.di < len(s.damage) && (s.bi >= len(s.blocks) || s.damage[s.di].Offset < s.f.idx.Blocks[s.blocks[s.bi]].Offset) {
+			d := s.damage[s.di]
+			s.di++
+			if s.f.stop {
+				s.err = d
+			}
+			return nil, d
+		}
+		if s.bi >= len(s.blocks) {
+			s.err = io.EOF
+			return nil, s.err
+		}
+		i := s.blocks[s.bi]
+		s.bi++
+		blk, err := s.read(i)
+		if err == nil {
+			s.recs, err = blockRecords(blk, s.recs[:0], s.filter, false)
+			s.ri = 0
+		}
+		if err != nil {
+			var d *DamageError
+			if s.f.stop || !errors.As(err, &d) {
+				s.err = err
+			}
+			return nil, err
+		}
+	}
+}
+
+// read reads, checks and decompresses block i of the index.
+func (s *Scanner) read(i int) (block, error) {
+	bi := s.f.idx.Blocks[i]
+	if s.cached {
+		if blk, ok := s.f.cache.get(bi.Offset); ok {
+			return blk, nil
+		}
+		s.raw, s.buf = nil, nil // the cache keeps what is decompressed
+	}
+	damage := func(err error) (block, error) {
+		return block{}, &DamageError{Offset: bi.Offset, Block: i, Err: err}
+	}
+	if bi.Size > MaxBlockSize+maxBlockHeaderSize {
+		return damage(fmt.Errorf("%w: index says block of %d bytes", errCorrupt, bi.Size))
+	}
+	if int64(cap(s.raw)) < bi.Size {
+		s.raw = make([]byte, bi.Size)
+	}
+	raw := s.raw[:bi.Size]
+	if n, err := s.f.r.ReadAt(raw, bi.Offset); n < len(raw) {
+		if err == nil || err == io.EOF {
+			return damage(io.ErrUnexpectedEOF)
+		}
+		return block{}, fmt.Errorf("formats: read block %d at offset %d: %w", i, bi.Offset, err)
+	}
+	h, err := parseBlock(raw, blockData)
+	if err != nil {
+		return damage(err)
+	}
+	payload, err := decompress(&h, raw[h.hdrLen:], s.buf)
+	if err != nil {
+		return damage(err)
+	}
+	if h.codec != codecNone {
+		s.buf = payload
+	}
+	blk := block{off: bi.Offset, hdr: h, payload: payload}
+	if s.cached {
+		s.f.cache.put(blk)
+	}
+	return blk, nil
+}
+
+// Limits of the decompressed-block cache a File's exchange Scanners share:
+// enough for the blocks a handful of concurrent replays of interleaved
+// exchanges are reading.
+const (
+	cacheBytes  = 16 << 20
+	cacheBlocks = 64
+)
+
+// blockCache keeps the most recently used decompressed blocks. Cached
+// payloads are never written to.
+type blockCache struct {
+	mu     sync.Mutex
+	blocks []block // most recently used last
+	bytes  int
+}
+
+func (c *blockCache) get(off int64) (block, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, b := range c.blocks {
+		if b.off == off {
+			c.blocks = append(append(c.blocks[:i], c.blocks[i+1:]...), b)
+			return b, true
+		}
+	}
+	return block{}, false
+}
+
+func (c *blockCache) put(b block) {
+	if len(b.payload) > cacheBytes/4 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, x := range c.blocks {
+		if x.off == b.off {
+			return
+		}
+	}
+	c.blocks = append(c.blocks, b)
+	c.bytes += len(b.payload)
+	for len(c.blocks) > cacheBlocks || c.bytes > cacheBytes {
+		c.bytes -= len(c.blocks[0].payload)
+		c.blocks[0] = block{}
+		c.blocks = c.blocks[1:]
+	}
+}

@@ -1,0 +1,200 @@
+package formats
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// FuzzReader feeds arbitrary bytes to every reading path: Reader,
+// OpenReaderAt with Records and ExchangeRecords, and Recover. None may
+// panic, loop, or allocate beyond the limits; what Recover writes must open
+// clean.
+func FuzzReader(f *testing.F) {
+	f.Add(fileHeader())
+	f.Add(encode(f, []Record{&Meta{Tool: "x"}, &Conn{ID: 1}}, WriterOptions{}, false))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, stop := range []bool{false, true} {
+			opts := ReaderOptions{StopOnDamage: stop}
+			if r, err := NewReader(bytes.NewReader(data), opts); err == nil {
+				drainLimited(t, r)
+			}
+			file, err := OpenReaderAt(bytes.NewReader(data), int64(len(data)), opts)
+			if err != nil {
+				continue
+			}
+			drainLimited(t, file.Records())
+			for _, x := range file.Index().Exchanges {
+				drainLimited(t, file.ExchangeRecords(x.Request.Exchange))
+			}
+		}
+		var out bytes.Buffer
+		if _, err := Recover(bytes.NewReader(data), int64(len(data)), &out); err == nil {
+			f, err := OpenReaderAt(bytes.NewReader(out.Bytes()), int64(out.Len()), ReaderOptions{})
+			if err != nil || !f.Clean() {
+				t.Fatalf("Recover wrote a file that does not open clean: %v", err)
+			}
+		}
+	})
+}
+
+// drainLimited reads s to its end: io.EOF, another error, or a sticky
+// DamageError (StopOnDamage).
+func drainLimited(t *testing.T, s recordSource) {
+	var last error
+	for i := range 1 << 20 {
+		_, err := s.Next()
+		if err == io.EOF || err != nil && err == last {
+			return
+		}
+		if _, ok := err.(*DamageError); err != nil && !ok {
+			return
+		}
+		last = err
+		if i == 1<<20-1 {
+			t.Fatalf("no end after %d calls", i)
+		}
+	}
+}
+
+// FuzzRecordDecode decodes an arbitrary record body of any type, and also
+// as a block payload. A body that decodes must encode to something that
+// decodes to the same record.
+func FuzzRecordDecode(f *testing.F) {
+	for _, r := range fullRecords() {
+		f.Add(byte(r.Type()), body(r))
+	}
+	f.Fuzz(func(t *testing.T, typ byte, b []byte) {
+		decodeRecords(b, nil, nil, false)
+		decodeRecords(b, nil, recordFilter{0: true, 1: true}, true)
+		r, err := decodeRecord(Type(typ), b, false)
+		if err != nil {
+			return
+		}
+		enc, err := appendBody(nil, r)
+		if err != nil {
+			t.Fatalf("appendBody(%#v) = %v", r, err)
+		}
+		r2, err := decodeRecord(Type(typ), enc, true)
+		if err != nil || !reflect.DeepEqual(r, r2) {
+			t.Fatalf("decode(encode(%#v)) = %#v, %v", r, r2, err)
+		}
+	})
+}
+
+// FuzzIndexDecode decodes an arbitrary index payload; what decodes and
+// validates must encode back to the same index.
+func FuzzIndexDecode(f *testing.F) {
+	data := encode(f, session(10, 100, time.Second), WriterOptions{BlockSize: 500}, false)
+	idx, _, err := readIndex(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		f.Fatal(err)
+	}
+	payload, err := appendIndex(nil, idx)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(payload)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		idx, err := decodeIndex(b)
+		if err != nil || idx.validate(fileHeaderSize, 1<<62) != nil {
+			return
+		}
+		enc, err := appendIndex(nil, idx)
+		if err != nil {
+			t.Fatalf("appendIndex: %v", err)
+		}
+		idx2, err := decodeIndex(enc)
+		if err != nil || !reflect.DeepEqual(idx, idx2) {
+			t.Fatalf("decode(encode(index)) differs: %v", err)
+		}
+	})
+}
+
+// TestWriteFuzzSeeds writes the seed corpora (with -update): small whole,
+// cut, unclosed and damaged files.
+func TestWriteFuzzSeeds(t *testing.T) {
+	if !*update {
+		t.Skip("run with -update to rewrite the seed corpora")
+	}
+	small := encode(t, session(6, 120, 300*time.Millisecond), WriterOptions{BlockSize: 500}, false)
+	blocks, indexOff := blockSpans(t, small)
+	flipped := bytes.Clone(small)
+	flipped[blocks[1].Offset+20] ^= 4
+	seeds := map[string][]byte{
+		"whole":    small,
+		"unclosed": small[:indexOff],
+		"cut":      small[:blocks[2].Offset+30],
+		"flipped":  flipped,
+		"nometa":   append(fileHeader(), craftBlock(blockData, 64, 0, 1, rec(TypeConnEnd, body(&ConnEnd{Conn: 2})))...),
+	}
+	writeSeeds(t, "FuzzReader", seeds)
+	recs := map[string][]byte{}
+	for i, r := range fullRecords() {
+		recs[fmt.Sprintf("%s-%d", r.Type(), i)] = append([]byte{byte(r.Type())}, body(r)...)
+	}
+	writeSeeds(t, "FuzzRecordDecode", recs, true)
+}
+
+// writeSeeds writes seeds in the go fuzz corpus format; with split, the
+// first byte of each seed is a separate byte argument.
+func writeSeeds(t *testing.T, name string, seeds map[string][]byte, split ...bool) {
+	dir := filepath.Join("testdata", "fuzz", name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range seeds {
+		s := "go test fuzz v1\n"
+		if len(split) > 0 && split[0] {
+			s += "byte(" + strconv.QuoteRune(rune(v[0])) + ")\n"
+			v = v[1:]
+		}
+		s += "[]byte(" + strconv.Quote(string(v)) + ")\n"
+		if err := os.WriteFile(filepath.Join(dir, k), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// FuzzCraftedFile builds a file whose checksums are right around arbitrary
+// block fields and payloads, so that the fuzzer reaches the decompressor,
+// the record decoder and the index decoder through every reading path.
+// (The uncompressed length is kept under 1 MiB only to keep executions
+// fast; TestHostileLengths covers the limits.)
+func FuzzCraftedFile(f *testing.F) {
+	payload := rec(TypeMeta, body(&Meta{Tool: "x"}))
+	f.Add(byte(blockData), byte(codecNone), uint32(1), uint32(len(payload)), payload, []byte(nil))
+	data := encode(f, session(4, 100, time.Second), WriterOptions{}, false)
+	blks := rawBlocks(f, data)
+	for _, b := range blks {
+		f.Add(b.hdr.typ, byte(codecZstd), uint32(b.hdr.records), uint32(b.hdr.ulen), data[b.off+int64(b.hdr.hdrLen):b.off+b.hdr.size()], blks[len(blks)-1].payload)
+	}
+	f.Fuzz(func(t *testing.T, typ, codec byte, records, ulen uint32, payload, index []byte) {
+		h := blockHeader{typ: typ, codec: codec, records: int(records), clen: len(payload), ulen: int(ulen % (1 << 20)), payloadCRC: crc(payload)}
+		b := make([]byte, blockHeaderSize)
+		h.put(b)
+		file := append(fileHeader(), b...)
+		file = append(file, payload...)
+		indexOff := int64(len(file))
+		file = append(file, craftBlock(blockIndex, blockHeaderSize, 1, 0, index)...)
+		file = appendFooter(file, indexOff, int64(len(file))-indexOff)
+		if r, err := NewReader(bytes.NewReader(file), ReaderOptions{}); err == nil {
+			drainLimited(t, r)
+		}
+		fl, err := OpenReaderAt(bytes.NewReader(file), int64(len(file)), ReaderOptions{})
+		if err != nil {
+			t.Fatalf("OpenReaderAt: %v", err)
+		}
+		drainLimited(t, fl.Records())
+		for _, x := range fl.Index().Exchanges {
+			drainLimited(t, fl.ExchangeRecords(x.Request.Exchange))
+		}
+		Recover(bytes.NewReader(file), int64(len(file)), io.Discard)
+	})
+}

@@ -1,0 +1,123 @@
+package formats
+
+import (
+	"bytes"
+	"flag"
+
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/golden-v1.wt from the current writer")
+
+const goldenFile = "testdata/golden-v1.wt"
+
+// goldenRecords is what golden-v1.wt holds: every record type with every
+// field, a small session, and an incompressible body (stored without
+// compression).
+func goldenRecords() []Record {
+	recs := fullRecords()
+	rng := rand.New(rand.NewPCG(1, 2))
+	noise := make([]byte, 3000)
+	for i := range noise {
+		noise[i] = byte(rng.Uint32())
+	}
+	recs = append(recs, session(20, 200, 100*time.Millisecond)[1:]...)
+	// Later than the block before by more than BlockInterval, larger than
+	// BlockSize: a block of its own.
+	return append(recs, &Body{Exchange: 5, Dir: ServerToClient, Time: t0 + int64(100*time.Second), Data: noise})
+}
+
+var goldenOptions = WriterOptions{BlockSize: 2500}
+
+// TestGolden pins format version 1: the current reader must read the
+// committed file, written by an earlier writer, exactly. The file is never
+// rewritten unless -update is given, which is only right while version 1
+// is not yet released or for a change old readers read the same way.
+func TestGolden(t *testing.T) {
+	want := goldenRecords()
+	if *update {
+		data := encode(t, want, goldenOptions, false)
+		if err := os.MkdirAll(filepath.Dir(goldenFile), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(goldenFile, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	golden, err := os.ReadFile(goldenFile)
+	if err != nil {
+		t.Fatalf("%v (run go test -run TestGolden -update to create it)", err)
+	}
+	for i, r := range want {
+		want[i] = normalize(r)
+	}
+
+	got, damage, err := readStream(t, golden, ReaderOptions{})
+	if err != nil || len(damage) > 0 || !reflect.DeepEqual(got, want) {
+		t.Errorf("Reader on %s: %v, %v\n%s", goldenFile, err, damage, diffRecords(got, want))
+	}
+	f, err := Open(goldenFile, ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if !f.Clean() {
+		t.Errorf("%s: Clean() = false, Problems() = %v", goldenFile, f.Problems())
+	}
+	got, damage, err = drain(t, f.Records())
+	if err != nil || len(damage) > 0 || !reflect.DeepEqual(got, want) {
+		t.Errorf("File.Records on %s: %v, %v\n%s", goldenFile, err, damage, diffRecords(got, want))
+	}
+	codecs := map[uint8]int{}
+	goldenBlocks := rawBlocks(t, golden)
+	for _, b := range goldenBlocks {
+		codecs[b.hdr.codec]++
+	}
+	if codecs[codecNone] == 0 || codecs[codecZstd] == 0 || len(f.Index().Exchanges) < 3 {
+		t.Errorf("golden file has blocks by codec %v and %d exchanges; want both codecs and several exchanges", codecs, len(f.Index().Exchanges))
+	}
+
+	// The current writer writes the same blocks (compared uncompressed, so
+	// that a different zstd encoder does not matter) and the same index.
+	cur := encode(t, goldenRecords(), goldenOptions, false)
+	curBlocks := rawBlocks(t, cur)
+	if len(curBlocks) != len(goldenBlocks) {
+		t.Fatalf("writer writes %d blocks; golden file has %d", len(curBlocks), len(goldenBlocks))
+	}
+	for i := range curBlocks {
+		g, c := goldenBlocks[i], curBlocks[i]
+		g.hdr.codec, g.hdr.clen, g.hdr.payloadCRC, c.hdr.codec, c.hdr.clen, c.hdr.payloadCRC = 0, 0, 0, 0, 0, 0
+		if g.hdr != c.hdr || !bytes.Equal(g.payload, c.payload) {
+			t.Errorf("block %d: writer writes header %+v and %d payload bytes; golden %+v and %d bytes", i, c.hdr, len(c.payload), g.hdr, len(g.payload))
+		}
+	}
+}
+
+// rawBlocks returns every block of a file (the index block included) with
+// its uncompressed payload.
+func rawBlocks(t testing.TB, data []byte) []block {
+	t.Helper()
+	var out []block
+	for off := int64(fileHeaderSize); off < int64(len(data))-footerSize; {
+		n, err := headerLen(data[off:])
+		if err != nil {
+			t.Fatalf("block at %d: %v", off, err)
+		}
+		h, err := parseHeader(data[off : off+int64(n)])
+		if err != nil {
+			t.Fatalf("block at %d: %v", off, err)
+		}
+		payload, err := decompress(&h, data[off+int64(n):off+h.size()], nil)
+		if err != nil {
+			t.Fatalf("block at %d: %v", off, err)
+		}
+		out = append(out, block{off: off, hdr: h, payload: bytes.Clone(payload)})
+		off += h.size()
+	}
+	return out
+}

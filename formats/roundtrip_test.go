@@ -1,0 +1,279 @@
+package formats
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"strings"
+	"testing"
+	"testing/iotest"
+	"time"
+)
+
+// normalize returns r as a reader gives it back: empty slices and maps nil.
+func normalize(r Record) Record {
+	switch r := r.(type) {
+	case *Meta:
+		c := *r
+		if len(c.Labels) == 0 {
+			c.Labels = nil
+		}
+		return &c
+	case *Frame:
+		c := *r
+		c.Pre, c.Data, c.Redacted = nilIfEmpty(c.Pre), nilIfEmpty(c.Data), nil
+		if len(r.Redacted) > 0 {
+			c.Redacted = r.Redacted
+		}
+		return &c
+	case *Body:
+		c := *r
+		c.Data = nilIfEmpty(c.Data)
+		return &c
+	case *End:
+		c := *r
+		c.Tail = nilIfEmpty(c.Tail)
+		if len(c.Trailer) == 0 {
+			c.Trailer = nil
+		}
+		return &c
+	case *Request:
+		c := *r
+		if len(c.Header) == 0 {
+			c.Header = nil
+		}
+		return &c
+	case *Response:
+		c := *r
+		if len(c.Header) == 0 {
+			c.Header = nil
+		}
+		return &c
+	}
+	return r
+}
+
+func nilIfEmpty(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}
+
+func TestRoundTripRecords(t *testing.T) {
+	for _, r := range fullRecords() {
+		t.Run(r.Type().String(), func(t *testing.T) {
+			body, err := appendBody(nil, r)
+			if err != nil {
+				t.Fatalf("appendBody(%#v): %v", r, err)
+			}
+			got, err := decodeRecord(r.Type(), body, false)
+			if err != nil || !reflect.DeepEqual(got, normalize(r)) {
+				t.Errorf("decodeRecord(%q) = %#v, %v; want %#v", body, got, err, r)
+			}
+			// Later versions append fields: a reader ignores them.
+			got, err = decodeRecord(r.Type(), append(body, 1, 2, 3), false)
+			if err != nil || !reflect.DeepEqual(got, normalize(r)) {
+				t.Errorf("decodeRecord(%q + trailing fields) = %#v, %v; want %#v", body, got, err, r)
+			}
+			// Every cut body is an error, never a panic or a wrong record.
+			for n := range len(body) {
+				if got, err := decodeRecord(r.Type(), body[:n], false); err == nil {
+					t.Errorf("decodeRecord(%q) (cut at %d) = %#v, nil; want error", body[:n], n, got)
+				}
+			}
+		})
+	}
+}
+
+func TestRoundTripFile(t *testing.T) {
+	recs := append(fullRecords(), session(40, 300, time.Millisecond)[1:]...)
+	// The writer must not keep references to what it was given.
+	data := encode(t, recs, WriterOptions{BlockSize: 2000}, false)
+	want := make([]Record, len(recs))
+	for i, r := range recs {
+		want[i] = normalize(r)
+	}
+
+	t.Run("Reader", func(t *testing.T) {
+		got, damage, err := readStream(t, data, ReaderOptions{})
+		if err != nil || len(damage) > 0 {
+			t.Fatalf("read: %v, damage %v", err, damage)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("Reader records differ from written:\n%s", diffRecords(got, want))
+		}
+	})
+	t.Run("OneByteReader", func(t *testing.T) {
+		r, err := NewReader(oneByteReader{bytes.NewReader(data)}, ReaderOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, damage, err := drain(t, r)
+		if err != nil || len(damage) > 0 || !reflect.DeepEqual(got, want) {
+			t.Errorf("one byte at a time: %d records, %v, damage %v; want %d records", len(got), err, damage, len(want))
+		}
+	})
+	t.Run("File", func(t *testing.T) {
+		f, err := OpenReaderAt(bytes.NewReader(data), int64(len(data)), ReaderOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !f.Clean() || len(f.Problems()) > 0 {
+			t.Errorf("Clean() = %v, Problems() = %v; want true, none", f.Clean(), f.Problems())
+		}
+		got, damage, err := drain(t, f.Records())
+		if err != nil || len(damage) > 0 || !reflect.DeepEqual(got, want) {
+			t.Errorf("Records(): %v, damage %v\n%s", err, damage, diffRecords(got, want))
+		}
+	})
+	t.Run("ReadError", func(t *testing.T) {
+		r, err := NewReader(io.MultiReader(bytes.NewReader(data[:len(data)/2]), iotest.ErrReader(errors.New("disk on fire"))), ReaderOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = drain(t, r)
+		if err == nil || !strings.Contains(err.Error(), "disk on fire") {
+			t.Errorf("read error = %v; want disk on fire", err)
+		}
+		if _, err2 := r.Next(); err2 != err {
+			t.Errorf("second Next after read error = %v; want sticky %v", err2, err)
+		}
+	})
+}
+
+func diffRecords(got, want []Record) string {
+	var b strings.Builder
+	for i := range max(len(got), len(want)) {
+		var g, w Record
+		if i < len(got) {
+			g = got[i]
+		}
+		if i < len(want) {
+			w = want[i]
+		}
+		if !reflect.DeepEqual(g, w) {
+			fmt.Fprintf(&b, "record %d:\n got  %#v\n want %#v\n", i, g, w)
+			if b.Len() > 4000 {
+				break
+			}
+		}
+	}
+	return b.String()
+}
+
+func TestWriterCopies(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := &Meta{Tool: "x", Labels: map[string]string{"a": "b"}}
+	req := &Request{Exchange: 0, Header: []Header{{Name: "A", Value: "1"}}}
+	frame := &Frame{Exchange: 0, Data: []byte(`{"type":"ADDED"}`)}
+	for _, r := range []Record{meta, req, frame} {
+		if err := w.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	meta.Labels["a"] = "changed"
+	req.Header[0].Value = "changed"
+	copy(frame.Data, "XXXXXXXXXXXXXXXX")
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := OpenReaderAt(bytes.NewReader(buf.Bytes()), int64(buf.Len()), ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := f.Index()
+	if idx.Meta.Labels["a"] != "b" || idx.Exchanges[0].Request.Header[0].Value != "1" || idx.Exchanges[0].FrameTypes["ADDED"] != 1 {
+		t.Errorf("index kept caller's memory: meta %v, request %v, frame types %v", idx.Meta, idx.Exchanges[0].Request, idx.Exchanges[0].FrameTypes)
+	}
+	recs, _, _ := drain(t, f.Records())
+	if got := string(recs[2].(*Frame).Data); got != `{"type":"ADDED"}` {
+		t.Errorf("frame data = %q; want what was written", got)
+	}
+}
+
+func TestWriterErrors(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(&Conn{}); err == nil {
+		t.Errorf("Write(Conn) first = nil; want error (Meta first)")
+	}
+	if err := w.Write(nil); err == nil {
+		t.Errorf("Write(nil) = nil; want error")
+	}
+	if err := w.Write((*Frame)(nil)); err == nil {
+		t.Errorf("Write((*Frame)(nil)) = nil; want error")
+	}
+	if err := w.Write(&Meta{}); err != nil {
+		t.Fatalf("Write(Meta) = %v", err)
+	}
+	if err := w.Write(&Frame{Data: make([]byte, MaxRecordSize)}); err == nil {
+		t.Errorf("Write(frame of MaxRecordSize data bytes) = nil; want error")
+	}
+	if err := w.Write(&Conn{ID: 1}); err != nil {
+		t.Errorf("Write after a rejected record = %v; want the writer usable", err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Errorf("second Close = %v; want nil", err)
+	}
+	if err := w.Write(&Conn{}); err == nil {
+		t.Errorf("Write after Close = nil; want error")
+	}
+	if _, err := NewWriter(&buf, WriterOptions{Level: 99}); err == nil {
+		t.Errorf("NewWriter(Level 99) = nil error; want error")
+	}
+	// A failing underlying writer is sticky.
+	fw := &failWriter{after: 1}
+	w, err = NewWriter(fw, WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write(&Meta{})
+	if err := w.Flush(); err == nil || !strings.Contains(err.Error(), "offset 16") {
+		t.Errorf("Flush to a failing writer = %v; want error naming offset 16", err)
+	}
+	if err := w.Write(&Conn{}); err == nil {
+		t.Errorf("Write after write error = nil; want sticky error")
+	}
+}
+
+type failWriter struct{ after int }
+
+func (f *failWriter) Write(p []byte) (int, error) {
+	if f.after == 0 {
+		return 0, errors.New("disk full")
+	}
+	f.after--
+	return len(p), nil
+}
+
+func TestLargeRecord(t *testing.T) {
+	// The largest Frame that fits MaxRecordSize.
+	data := make([]byte, MaxRecordSize-40)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	big := &Frame{Exchange: 1, Time: t0, Data: data}
+	recs := []Record{&Meta{}, &Conn{ID: 1, Time: t0}, big, &Conn{ID: 2, Time: t0}}
+	bin := encode(t, recs, WriterOptions{}, false)
+	got, damage, err := readStream(t, bin, ReaderOptions{})
+	if err != nil || len(damage) > 0 || len(got) != len(recs) || !bytes.Equal(got[2].(*Frame).Data, data) {
+		t.Fatalf("read back %d records, %v, %v; want %d with the large frame intact", len(got), err, damage, len(recs))
+	}
+	blocks, _ := blockSpans(t, bin)
+	if len(blocks) != 2 {
+		t.Errorf("large record in %d blocks; want 2 (cut by size after the large record)", len(blocks))
+	}
+}

@@ -1,0 +1,296 @@
+package formats
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// WriterOptions configure a Writer. The zero value is ready to use.
+type WriterOptions struct {
+	// BlockSize is the uncompressed size at which a block is cut. 0 means
+	// 256 KiB; values above MaxBlockSize mean MaxBlockSize.
+	BlockSize int
+	// BlockInterval cuts a block when a record's Time is this much later than
+	// the first timed record of the current block. 0 means 1s. Negative disables.
+	BlockInterval time.Duration
+	// Level is the zstd encoder level (zstd.SpeedFastest …
+	// zstd.SpeedBestCompression); 0 means zstd.SpeedDefault.
+	Level int
+}
+
+// DefaultBlockSize is the BlockSize a zero WriterOptions means.
+const DefaultBlockSize = 256 << 10
+
+// DefaultBlockInterval is the BlockInterval a zero WriterOptions means.
+const DefaultBlockInterval = time.Second
+
+var errClosed = errors.New("formats: writer is closed")
+
+// Writer appends records to a session file. It never rewrites bytes it has
+// written: a file whose writer was killed is readable up to its last flushed
+// block. Each block (and, at Close, the index and footer) goes to the
+// underlying writer in a single Write call. Memory: the pending block, one
+// compressed block, and the index (O(blocks + connections + exchanges +
+// anomalies)). A Writer is not safe for concurrent use.
+type Writer struct {
+	w         io.Writer
+	blockSize int
+	interval  int64 // ns; < 0 disables cutting by time
+	enc       *zstd.Encoder
+
+	n      int64 // bytes written to w
+	err    error // sticky: the underlying writer failed
+	closed bool
+	meta   bool // the first record (a Meta) was written
+
+	pending []byte // records of the current block
+	scratch []byte // a record body being encoded
+	out     []byte // a block being written
+
+	// Statistics of the pending block.
+	records     int
+	timed       bool  // it holds a timed record
+	firstTimed  int64 // time of its first timed record (for BlockInterval)
+	first, last int64 // smallest and largest record time
+
+	seq       uint32 // number of the next block
+	idx       *indexBuilder
+	raw, comp int64 // bytes before and after compression, for Size
+}
+
+// NewWriter writes the file header to w and returns a Writer. The first
+// record written must be a *Meta.
+func NewWriter(w io.Writer, opts WriterOptions) (*Writer, error) {
+	level := zstd.SpeedDefault
+	if opts.Level != 0 {
+		level = zstd.EncoderLevel(opts.Level)
+		if level < zstd.SpeedFastest || level > zstd.SpeedBestCompression {
+			return nil, fmt.Errorf("formats: zstd level %d out of range [%d, %d]", opts.Level, zstd.SpeedFastest, zstd.SpeedBestCompression)
+		}
+	}
+	enc, err := encoder(level)
+	if err != nil {
+		return nil, fmt.Errorf("formats: %w", err)
+	}
+	wr := &Writer{
+		w:         w,
+		blockSize: opts.BlockSize,
+		interval:  int64(opts.BlockInterval),
+		enc:       enc,
+		idx:       newIndexBuilder(),
+	}
+	if wr.blockSize <= 0 {
+		wr.blockSize = DefaultBlockSize
+	}
+	wr.blockSize = min(wr.blockSize, MaxBlockSize)
+	if wr.interval == 0 {
+		wr.interval = int64(DefaultBlockInterval)
+	}
+	if _, err := w.Write(fileHeader()); err != nil {
+		return nil, fmt.Errorf("formats: write file header: %w", err)
+	}
+	wr.n = fileHeaderSize
+	return wr, nil
+}
+
+// Write adds r to the current block, cutting blocks by size and time. The
+// Writer copies what it keeps; r may be reused after Write returns. A record
+// that cannot be encoded (too large, not a known type, the first record not
+// a *Meta) is an error that leaves the Writer usable; an error of the
+// underlying writer is sticky.
+func (w *Writer) Write(r Record) error {
+	switch {
+	case w.closed:
+		return errClosed
+	case w.err != nil:
+		return w.err
+	case r == nil:
+		return errors.New("formats: write of a nil record")
+	}
+	if !w.meta {
+		if _, ok := r.(*Meta); !ok {
+			return fmt.Errorf("formats: the first record must be a *Meta, not %T", r)
+		}
+	}
+	t, timed := recordTime(r)
+	// t-firstTimed as uint64 cannot overflow when t >= firstTimed.
+	if timed && w.timed && w.interval >= 0 && t >= w.firstTimed && uint64(t-w.firstTimed) >= uint64(w.interval) {
+		if err := w.Flush(); err != nil {
+			return err
+		}
+	}
+	mark := len(w.pending)
+	var err error
+	w.pending, w.scratch, err = appendRecord(w.pending, w.scratch, r)
+	if err != nil {
+		w.pending = w.pending[:mark]
+		return err
+	}
+	w.meta = true
+	if len(w.pending) > MaxBlockSize {
+		// A record ≤ MaxRecordSize fits an empty block, so mark > 0.
+		if err := w.writeBlock(w.pending[:mark]); err != nil {
+			return err
+		}
+		w.pending = w.pending[:copy(w.pending, w.pending[mark:])]
+	}
+	w.idx.add(r, int(w.seq))
+	w.records++
+	if timed {
+		if !w.timed {
+			w.timed, w.firstTimed, w.first, w.last = true, t, t, t
+		}
+		w.first, w.last = min(w.first, t), max(w.last, t)
+	}
+	if len(w.pending) >= w.blockSize {
+		return w.Flush()
+	}
+	return nil
+}
+
+// Flush ends the current block (if not empty) and writes it to the
+// underlying writer. It does not call Sync.
+func (w *Writer) Flush() error {
+	switch {
+	case w.closed:
+		return errClosed
+	case w.err != nil:
+		return w.err
+	case len(w.pending) == 0:
+		return nil
+	}
+	if err := w.writeBlock(w.pending); err != nil {
+		return err
+	}
+	w.pending = w.pending[:0]
+	if cap(w.pending) > 4*w.blockSize { // after a huge record
+		w.pending, w.scratch, w.out = nil, nil, nil
+	}
+	return nil
+}
+
+// writeBlock writes raw, the records of the pending block, as a data block
+// and resets the block statistics.
+func (w *Writer) writeBlock(raw []byte) error {
+	h := blockHeader{typ: blockData, seq: w.seq, records: w.records}
+	if w.timed {
+		h.first, h.last = w.first, w.last
+	}
+	w.out = encodeBlock(w.out[:0], w.enc, h, raw)
+	if _, err := w.w.Write(w.out); err != nil {
+		w.err = fmt.Errorf("formats: write block %d at offset %d: %w", w.seq, w.n, err)
+		return w.err
+	}
+	w.idx.addBlock(BlockInfo{Offset: w.n, Size: int64(len(w.out)), Records: h.records, First: h.first, Last: h.last})
+	w.n += int64(len(w.out))
+	w.raw += int64(len(raw))
+	w.comp += int64(len(w.out))
+	w.seq++
+	w.records, w.timed, w.firstTimed, w.first, w.last = 0, false, 0, 0, 0
+	return nil
+}
+
+// Size returns the number of bytes written to the underlying writer so far,
+// plus the estimated compressed size of the pending block (at the
+// compression ratio of the blocks written so far; 1 before the first).
+func (w *Writer) Size() int64 {
+	p := int64(len(w.pending))
+	if w.raw > 0 {
+		p = p * w.comp / w.raw
+	}
+	return w.n + p
+}
+
+// Close flushes, then writes the index and the footer. It does not close the
+// underlying writer. Write a *Summary before Close so the file records that it
+// was closed cleanly. After Close every method but Size returns an error;
+// a second Close returns nil.
+func (w *Writer) Close() error {
+	if w.closed {
+		return nil
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	w.closed = true
+	idx := w.idx.finish()
+	payload, err := appendIndex(nil, idx)
+	if err != nil {
+		return err
+	}
+	if len(payload) > MaxIndexSize {
+		return fmt.Errorf("formats: index of %d bytes exceeds MaxIndexSize (%d); the data blocks are intact", len(payload), MaxIndexSize)
+	}
+	h := blockHeader{typ: blockIndex, seq: w.seq}
+	if n := len(idx.Blocks); n > 0 {
+		h.first, h.last = idx.Blocks[0].First, idx.Blocks[0].Last
+		for _, b := range idx.Blocks[1:] {
+			h.first, h.last = min(h.first, b.First), max(h.last, b.Last)
+		}
+	}
+	out := encodeBlock(w.out[:0], w.enc, h, payload)
+	out = appendFooter(out, w.n, int64(len(out)))
+	w.out = nil
+	if _, err := w.w.Write(out); err != nil {
+		w.err = fmt.Errorf("formats: write index at offset %d: %w", w.n, err)
+		return w.err
+	}
+	w.n += int64(len(out))
+	return nil
+}
+
+// encoders holds one zstd encoder per level, shared by every Writer:
+// EncodeAll is safe for concurrent use, and an encoder's tables (over 1 MiB
+// at the default level) are worth allocating once per process, not once
+// per file. Up to maxEncoders blocks are compressed at the same time.
+var encoders [zstd.SpeedBestCompression + 1]struct {
+	once sync.Once
+	enc  *zstd.Encoder
+	err  error
+}
+
+const maxEncoders = 4
+
+func encoder(level zstd.EncoderLevel) (*zstd.Encoder, error) {
+	e := &encoders[level]
+	e.once.Do(func() {
+		e.enc, e.err = zstd.NewWriter(nil,
+			zstd.WithEncoderLevel(level),
+			zstd.WithEncoderConcurrency(min(runtime.GOMAXPROCS(0), maxEncoders)),
+			zstd.WithEncoderCRC(false)) // blocks carry their own CRC32-C
+	})
+	return e.enc, e.err
+}
+
+// appendFooter appends the footer pointing at the index block at off of
+// length n.
+func appendFooter(dst []byte, off, n int64) []byte {
+	start := len(dst)
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(off))
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(n))
+	dst = binary.LittleEndian.AppendUint32(dst, 0) // flags
+	dst = binary.LittleEndian.AppendUint32(dst, crc(dst[start:]))
+	return append(dst, footerMagic[:]...)
+}
+
+// parseFooter checks a footer and returns where the index block is.
+func parseFooter(b []byte) (off, n int64, err error) {
+	if len(b) != footerSize || [8]byte(b[24:32]) != footerMagic {
+		return 0, 0, errors.New("no footer magic")
+	}
+	if got, want := crc(b[:20]), binary.LittleEndian.Uint32(b[20:]); got != want {
+		return 0, 0, fmt.Errorf("footer %w (crc %08x, stored %08x)", errChecksum, got, want)
+	}
+	u, v := binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:])
+	if u > 1<<62 || v > 1<<62 {
+		return 0, 0, fmt.Errorf("%w: footer index offset %d length %d", errCorrupt, u, v)
+	}
+	return int64(u), int64(v), nil
+}

@@ -1,0 +1,220 @@
+package frame
+
+import (
+	"fmt"
+
+	jsoniter "github.com/json-iterator/go"
+)
+
+// annInitialEventsEnd marks the bookmark that ends a streaming list
+// (k8s.io/apimachinery pkg/apis/meta/v1: InitialEventsAnnotationKey).
+const annInitialEventsEnd = "k8s.io/initial-events-end"
+
+// Peek reads Meta from an event's exact bytes (Event.Data) in format f.
+//
+// JSON: the event object's "type", and from "object" its "kind",
+// "apiVersion", "metadata" ("name", "namespace", "resourceVersion",
+// annotation k8s.io/initial-events-end) and, for a Status, "code", "reason"
+// and "message". Fields may come in any order; others are skipped without
+// being decoded. Protobuf: WatchEvent.type, then the object's
+// runtime.Unknown envelope (TypeMeta) and the object message's field 1
+// (ObjectMeta, or for kind Status the Status fields). Status fields are
+// kept only for ERROR events. Errors wrap ErrInvalid; Peek never panics.
+func Peek(f Format, data []byte) (Meta, error) {
+	switch f {
+	case JSON:
+		return peekJSON(data)
+	case Protobuf:
+		return peekProto(data)
+	}
+	return Meta{}, fmt.Errorf("%w: cannot peek format %v", ErrInvalid, f)
+}
+
+func peekJSON(data []byte) (Meta, error) {
+	var m Meta
+	var code int32
+	var reason, message string
+	cfg := jsoniter.ConfigFastest
+	it := cfg.BorrowIterator(data)
+	defer cfg.ReturnIterator(it)
+	if it.WhatIsNext() != jsoniter.ObjectValue {
+		return m, fmt.Errorf("%w: json: event is not an object", ErrInvalid)
+	}
+	it.ReadObjectCB(func(it *jsoniter.Iterator, k string) bool {
+		switch k {
+		case "type":
+			m.Type = it.ReadString()
+		case "object":
+			if it.WhatIsNext() != jsoniter.ObjectValue {
+				it.Skip()
+				return true
+			}
+			it.ReadObjectCB(func(it *jsoniter.Iterator, k string) bool {
+				switch k {
+				case "kind":
+					m.Kind = it.ReadString()
+				case "apiVersion":
+					m.APIVersion = it.ReadString()
+				case "metadata":
+					peekJSONMetadata(it, &m)
+				case "code":
+					if it.WhatIsNext() == jsoniter.NumberValue {
+						code = it.ReadInt32()
+					} else {
+						it.Skip()
+					}
+				case "reason":
+					reason = readJSONString(it)
+				case "message":
+					message = readJSONString(it)
+				default:
+					it.Skip()
+				}
+				return it.Error == nil
+			})
+		default:
+			it.Skip()
+		}
+		return it.Error == nil
+	})
+	if it.Error != nil {
+		return Meta{}, fmt.Errorf("%w: json: %v", ErrInvalid, it.Error)
+	}
+	if m.Type == "ERROR" {
+		m.Code, m.Reason, m.Message = code, reason, message
+	}
+	return m, nil
+}
+
+// readJSONString reads a string value, or skips a value of another type.
+func readJSONString(it *jsoniter.Iterator) string {
+	if it.WhatIsNext() != jsoniter.StringValue {
+		it.Skip()
+		return ""
+	}
+	return it.ReadString()
+}
+
+func peekJSONMetadata(it *jsoniter.Iterator, m *Meta) {
+	if it.WhatIsNext() != jsoniter.ObjectValue {
+		it.Skip()
+		return
+	}
+	it.ReadObjectCB(func(it *jsoniter.Iterator, k string) bool {
+		switch k {
+		case "name":
+			m.Name = it.ReadString()
+		case "namespace":
+			m.Namespace = it.ReadString()
+		case "resourceVersion":
+			m.ResourceVersion = it.ReadString()
+		case "annotations":
+			if it.WhatIsNext() != jsoniter.ObjectValue {
+				it.Skip()
+				return it.Error == nil
+			}
+			it.ReadObjectCB(func(it *jsoniter.Iterator, k string) bool {
+				if k == annInitialEventsEnd {
+					m.InitialEventsEnd = readJSONString(it) == "true"
+				} else {
+					it.Skip()
+				}
+				return it.Error == nil
+			})
+		default:
+			it.Skip()
+		}
+		return it.Error == nil
+	})
+}
+
+func peekProto(data []byte) (Meta, error) {
+	var m Meta
+	typ, raw, rawOff, err := parseWatchEvent(data)
+	if err != nil {
+		return Meta{}, err
+	}
+	m.Type = typ
+	u, err := parseUnknown(raw, rawOff)
+	if err != nil {
+		return Meta{}, err
+	}
+	m.APIVersion, m.Kind = u.apiVersion, u.kind
+	if !u.protobufRaw() {
+		return m, nil
+	}
+	obj, base := u.raw, u.rawOff
+	if m.Kind == "Status" {
+		var code int32
+		var reason, message string
+		err = eachField(obj, base, func(f pbField) error {
+			switch f.num {
+			case fStatusMessage:
+				v, err := bytesField(f, "Status.message")
+				message = string(v)
+				return err
+			case fStatusReason:
+				v, err := bytesField(f, "Status.reason")
+				reason = string(v)
+				return err
+			case fStatusCode:
+				code = int32(f.v)
+			}
+			return nil
+		})
+		if err != nil {
+			return Meta{}, err
+		}
+		if m.Type == "ERROR" {
+			m.Code, m.Reason, m.Message = code, reason, message
+		}
+		return m, nil
+	}
+	err = eachField(obj, base, func(f pbField) error {
+		if f.num != fObjectMetadata {
+			return nil
+		}
+		om, err := bytesField(f, "ObjectMeta")
+		if err != nil {
+			return err
+		}
+		return eachField(om, base+offsetIn(obj, om), func(f pbField) error {
+			var err error
+			var v []byte
+			switch f.num {
+			case fObjectMetaName:
+				v, err = bytesField(f, "ObjectMeta.name")
+				m.Name = string(v)
+			case fObjectMetaNamespace:
+				v, err = bytesField(f, "ObjectMeta.namespace")
+				m.Namespace = string(v)
+			case fObjectMetaResourceVersion:
+				v, err = bytesField(f, "ObjectMeta.resourceVersion")
+				m.ResourceVersion = string(v)
+			case fObjectMetaAnnotations:
+				var e []byte
+				if e, err = bytesField(f, "ObjectMeta.annotations"); err != nil {
+					return err
+				}
+				var key, val []byte
+				err = eachField(e, f.off, func(f pbField) error {
+					switch f.num {
+					case fMapKey:
+						key = f.b
+					case fMapValue:
+						val = f.b
+					}
+					return nil
+				})
+				if string(key) == annInitialEventsEnd {
+					m.InitialEventsEnd = string(val) == "true"
+				}
+			}
+			return err
+		})
+	})
+	if err != nil {
+		return Meta{}, err
+	}
+	return m, nil
+}
