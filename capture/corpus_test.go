@@ -2,6 +2,7 @@ package capture
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -80,12 +81,12 @@ func recordFile(t testing.TB, path string, opts Options) (*memSink, Stats) {
 
 // event is what `wtrace events` reports, as the tests compare it.
 type event struct {
-	Conn, Request                                         string
-	Exchange, Seq                                         int64
-	Time                                                  int64
-	Type, Kind, APIVersion, Namespace, Name, RV, SHA256   string
-	Code                                                  int32
-	Reason, Message                                       string
+	Conn, Request                                       string
+	Exchange, Seq                                       int64
+	Time                                                int64
+	Type, Kind, APIVersion, Namespace, Name, RV, SHA256 string
+	Code                                                int32
+	Reason, Message                                     string
 }
 
 // events derives the event list from records, the way `wtrace events` does.
@@ -244,7 +245,7 @@ func TestCorpus(t *testing.T) {
 	for _, name := range []string{"basic-json", "multi-watch", "protobuf", "gone-410"} {
 		t.Run(name, func(t *testing.T) {
 			dir := filepath.Join("..", "testdata", "corpus", name)
-			sink, st := recordFile(t, filepath.Join(dir, "capture.pcap"), Options{})
+			sink, st := recordFile(t, filepath.Join(dir, "capture.pcap"), Options{KeepSecrets: true})
 			got := events(t, sink.recs)
 			truth := readTruth(t, filepath.Join(dir, "truth.jsonl"))
 			compareTruth(t, truth, got)
@@ -273,8 +274,78 @@ func TestCorpusShared(t *testing.T) {
 			if testing.Short() {
 				t.Skip("large capture; skipped with -short")
 			}
-			sink, _ := recordFile(t, filepath.Join(dir, "capture.pcap"), Options{})
+			sink, _ := recordFile(t, filepath.Join(dir, "capture.pcap"), Options{KeepSecrets: true})
 			compareTruth(t, readTruth(t, filepath.Join(dir, "truth.jsonl")), events(t, sink.recs))
 		})
 	}
+}
+
+// TestRedactSecrets records multi-watch (a watch on Secrets, JSON) with and
+// without redaction: Secret events keep their length and framing but none
+// of their values; every other event is untouched.
+func TestRedactSecrets(t *testing.T) {
+	path := filepath.Join("..", "testdata", "corpus", "multi-watch", "capture.pcap")
+	kept, _ := recordFile(t, path, Options{KeepSecrets: true})
+	red, _ := recordFile(t, path, Options{})
+	var kf, rf []*formats.Frame
+	for _, r := range kept.recs {
+		if f, ok := r.(*formats.Frame); ok {
+			kf = append(kf, f)
+		}
+	}
+	for _, r := range red.recs {
+		if f, ok := r.(*formats.Frame); ok {
+			rf = append(rf, f)
+		}
+	}
+	if len(kf) != len(rf) {
+		t.Fatalf("%d frames redacted, %d kept", len(rf), len(kf))
+	}
+	var values [][]byte
+	secrets := 0
+	for i := range kf {
+		m, _ := frame.Peek(frame.JSON, kf[i].Data)
+		if m.Kind != "Secret" || m.Type == "BOOKMARK" {
+			if string(kf[i].Data) != string(rf[i].Data) {
+				t.Errorf("frame %d (%s %s) changed by redaction", i, m.Type, m.Kind)
+			}
+			continue
+		}
+		secrets++
+		var ev struct {
+			Object struct {
+				Data map[string]string `json:"data"`
+			} `json:"object"`
+		}
+		if err := json.Unmarshal(kf[i].Data, &ev); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range ev.Object.Data {
+			if len(v) >= 8 {
+				values = append(values, []byte(v))
+			}
+		}
+		if len(rf[i].Data) != len(kf[i].Data) || len(rf[i].Redacted) == 0 || !json.Valid(rf[i].Data) {
+			t.Errorf("frame %d: redacted %d bytes (want %d), %d values, valid JSON %v",
+				i, len(rf[i].Data), len(kf[i].Data), len(rf[i].Redacted), json.Valid(rf[i].Data))
+		}
+	}
+	if secrets == 0 || len(values) == 0 {
+		t.Fatalf("no Secret events with data in multi-watch (%d events)", secrets)
+	}
+	for _, r := range red.recs {
+		var b []byte
+		switch v := r.(type) {
+		case *formats.Frame:
+			b = v.Data
+		case *formats.Body:
+			b = v.Data
+		}
+		for _, v := range values {
+			if len(b) > 0 && bytes.Contains(b, v) {
+				t.Fatalf("secret value %q stored in a %T", v, r)
+			}
+		}
+	}
+	t.Logf("%d Secret events redacted, %d values checked", secrets, len(values))
 }

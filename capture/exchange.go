@@ -9,12 +9,17 @@ import (
 	"github.com/wtrace/wtrace/chunked"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
+	"github.com/wtrace/wtrace/internal/redact"
 )
 
 const (
 	// maxBodyPiece bounds the data of one Body record; larger pieces are
 	// split so a record stays far below formats.MaxRecordSize.
 	maxBodyPiece = 1 << 20
+	// maxRedactBody bounds a Secret body (a LIST of Secrets, a request
+	// creating one) held in memory until it is complete and can be
+	// redacted. Bodies beyond it are not stored at all.
+	maxRedactBody = 64 << 20
 	// maxSniff bounds the decoded bytes held while deciding whether a body
 	// whose head was not captured (or whose request was not) carries watch
 	// events. Kubernetes events reach a few hundred KiB in practice; 4 MiB
@@ -37,6 +42,15 @@ type exchange struct {
 
 	reqOff   int64
 	reqEnded bool
+	reqCT    string // request Content-Type
+	reqEnc   string // request Content-Encoding
+
+	// secret: bodies of this exchange are about Secrets; they are held
+	// whole (reqHold, hold) and redacted before they are stored.
+	secret   bool
+	reqHold  []byte
+	hold     []byte
+	tooLarge [2]bool
 
 	resp     *formats.Response // nil until the head is known
 	emitted  bool              // resp has been written
@@ -69,6 +83,9 @@ func (s *session) newExchange(conn uint64, req formats.Request) *exchange {
 	if !req.Missing {
 		x.watchKnown = true
 		x.watch = isWatchTarget(req.Target)
+		x.secret = s.secrets != nil && redact.SecretPath(req.Target)
+		x.reqCT = headerValue(req.Header, "Content-Type")
+		x.reqEnc = headerValue(req.Header, "Content-Encoding")
 	} else {
 		x.reqEnded = true
 	}
@@ -100,12 +117,74 @@ func isWatchTarget(target string) bool {
 
 // requestBody records a piece of the request body.
 func (x *exchange) requestBody(p []byte, t int64) {
+	if x.secret {
+		x.holdBody(formats.ClientToServer, p, t)
+		return
+	}
+	x.emitBody(formats.ClientToServer, p, t)
+}
+
+// emitBody writes Body records for p at the next offset of direction dir.
+func (x *exchange) emitBody(dir formats.Direction, p []byte, t int64) {
+	off := &x.bodyOff
+	if dir == formats.ClientToServer {
+		off = &x.reqOff
+	}
 	for len(p) > 0 {
 		n := min(len(p), maxBodyPiece)
-		x.s.emit(&formats.Body{Exchange: x.id, Dir: formats.ClientToServer, Time: t, Offset: x.reqOff, Data: p[:n]})
-		x.reqOff += int64(n)
+		x.s.emit(&formats.Body{Exchange: x.id, Dir: dir, Time: t, Offset: *off, Data: p[:n]})
+		*off += int64(n)
 		p = p[n:]
 	}
+}
+
+// holdBody keeps a Secret body until it is complete.
+func (x *exchange) holdBody(dir formats.Direction, p []byte, t int64) {
+	h := &x.hold
+	if dir == formats.ClientToServer {
+		h = &x.reqHold
+	}
+	if x.tooLarge[dir] {
+		return
+	}
+	if len(*h)+len(p) > maxRedactBody {
+		x.tooLarge[dir] = true
+		*h = nil
+		x.s.anomaly(x.conn, x.id, dir, t, formats.AnomalyLimit, 0, 0,
+			fmt.Sprintf("a Secret body larger than %d bytes cannot be redacted: it is not stored", maxRedactBody))
+		return
+	}
+	*h = append(*h, p...)
+}
+
+// flushHeld redacts a held Secret body and writes it. The body is stored
+// with its Content-Encoding as sent: a compressed body is decoded,
+// redacted and compressed again (so its bytes, unlike its content, differ
+// from the wire).
+func (x *exchange) flushHeld(dir formats.Direction, ct, enc string, t int64) string {
+	h := &x.hold
+	if dir == formats.ClientToServer {
+		h = &x.reqHold
+	}
+	body := *h
+	*h = nil
+	if x.tooLarge[dir] {
+		return "Secret body not stored (too large to redact)"
+	}
+	if len(body) == 0 {
+		return ""
+	}
+	out, lens, err := redactBody(x.s.secrets, ct, enc, body)
+	if err != nil {
+		x.s.anomaly(x.conn, x.id, dir, t, formats.AnomalyUnknown, 0, int64(len(body)),
+			fmt.Sprintf("Secret body not stored: %v", err))
+		return "Secret body not stored (cannot redact)"
+	}
+	x.emitBody(dir, out, t)
+	if len(lens) > 0 {
+		return fmt.Sprintf("%d Secret values redacted", len(lens))
+	}
+	return ""
 }
 
 // requestEnd closes the request direction.
@@ -114,6 +193,11 @@ func (x *exchange) requestEnd(st formats.EndStatus, t int64, note string) {
 		return
 	}
 	x.reqEnded = true
+	if x.secret {
+		if n := x.flushHeld(formats.ClientToServer, x.reqCT, x.reqEnc, t); n != "" {
+			note = joinNote(note, n)
+		}
+	}
 	x.s.emit(&formats.End{Exchange: x.id, Dir: formats.ClientToServer, Time: t, Status: st, Size: x.reqOff, Note: note})
 }
 
@@ -192,6 +276,11 @@ func (x *exchange) emitResponse() {
 
 // chunk records a transfer chunk (an HTTP/1.1 chunk or an HTTP/2 DATA frame).
 func (x *exchange) chunk(c chunked.Chunk) {
+	if x.secret && x.split == nil && x.resp != nil && x.resp.Encoding != "" {
+		// The body is stored re-encoded after redaction: the wire's chunk
+		// boundaries do not fit it.
+		return
+	}
 	r := &formats.Chunk{Exchange: x.id, Time: c.Time, Offset: c.Offset, Size: c.Size, Ext: c.Ext}
 	if !x.emitted {
 		if len(x.pending) < 4096 {
@@ -234,12 +323,11 @@ func (x *exchange) decodeFailed(err error, t int64) {
 }
 
 func (x *exchange) opaque(p []byte, t int64) {
-	for len(p) > 0 {
-		n := min(len(p), maxBodyPiece)
-		x.s.emit(&formats.Body{Exchange: x.id, Dir: formats.ServerToClient, Time: t, Offset: x.bodyOff, Data: p[:n]})
-		x.bodyOff += int64(n)
-		p = p[n:]
+	if x.secret {
+		x.holdBody(formats.ServerToClient, p, t)
+		return
 	}
+	x.emitBody(formats.ServerToClient, p, t)
 }
 
 // sniffData buffers the start of a body whose kind is unknown until it can
@@ -325,8 +413,8 @@ func (x *exchange) events(p []byte, t int64) {
 func (x *exchange) frame(ev frame.Event, t int64) {
 	x.reportSkipped(ev.Offset, t)
 	f := &formats.Frame{Exchange: x.id, Seq: x.seq, Time: t, Offset: ev.Offset, Pre: ev.Pre, Data: ev.Data}
-	if x.s.redactEvent != nil {
-		f.Data, f.Redacted = x.s.redactEvent(x.format, ev.Data)
+	if x.s.secrets != nil {
+		f.Data, f.Redacted = x.s.secrets.Event(x.format, ev.Data)
 	}
 	x.seq++
 	x.s.stats.Events++
@@ -413,8 +501,20 @@ func (x *exchange) end(st formats.EndStatus, t int64, trailer []formats.Header, 
 	}
 	x.ended = true
 	x.emitResponse()
+	if x.secret && x.split == nil {
+		if n := x.flushHeld(formats.ServerToClient, headerValue(x.resp.Header, "Content-Type"), x.resp.Encoding, t); n != "" {
+			note = joinNote(note, n)
+		}
+	}
 	x.s.emit(&formats.End{Exchange: x.id, Dir: formats.ServerToClient, Time: t, Status: st, Size: x.raw,
 		Tail: tail, Trailer: trailer, Note: note})
+}
+
+func joinNote(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
 }
 
 // headerValue returns the first value of a header field (case-insensitive).

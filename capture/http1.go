@@ -237,11 +237,11 @@ const (
 // requests with responses (keep-alive, pipelining: responses come in request
 // order, RFC 9112 §9.3.2).
 type h1Conn struct {
-	s     *session
-	id    uint64
-	d     [2]h1Dir
-	queue []*exchange // requests waiting for their response
-	raw   int64       // bytes not parsed after a protocol switch
+	s       *session
+	id      uint64
+	d       [2]h1Dir
+	queue   []*exchange // requests waiting for their response
+	raw     int64       // bytes not parsed after a protocol switch
 	rawNote string
 }
 

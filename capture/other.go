@@ -6,6 +6,8 @@ import "github.com/wtrace/wtrace/formats"
 // HTTP/1.1, or nil (after recording why) when wtrace cannot parse them.
 func (r *Recorder) newOtherProto(st *tcpStream, kind string, t int64) protoHandler {
 	switch kind {
+	case "h2c":
+		return newH2Conn(r.s, st.id)
 	case "tls":
 		r.s.anomaly(st.id, formats.NoExchange, formats.ServerToClient, t, formats.AnomalyNoKeys, 0, 0,
 			"TLS connection: no key log given (--keylog), not decrypted")

@@ -15,7 +15,7 @@ import (
 	"github.com/wtrace/wtrace/capture/pcapfile"
 	"github.com/wtrace/wtrace/chunked"
 	"github.com/wtrace/wtrace/formats"
-	"github.com/wtrace/wtrace/frame"
+	"github.com/wtrace/wtrace/internal/redact"
 )
 
 // Sink receives the records of a session in order. formats.Writer is one.
@@ -42,10 +42,11 @@ type Options struct {
 	// ReorderWindow is how long (in capture time) data after a missing
 	// segment waits for it before the bytes are declared lost. 0 means 10s.
 	ReorderWindow time.Duration
-	// RedactEvent, if set, rewrites each watch event before it is stored
-	// (Secret values); it returns the new bytes and the lengths of the
-	// values it replaced.
-	RedactEvent func(f frame.Format, data []byte) ([]byte, []int)
+	// KeepSecrets stores Secret objects' values as captured. By default
+	// they are replaced (see internal/redact) in watch events, in bodies
+	// sent to or from Secret endpoints, and in request bodies creating
+	// them. Credentials in headers are never stored either way.
+	KeepSecrets bool
 	// Logger receives debug messages; nil discards them.
 	Logger *slog.Logger
 }
@@ -73,7 +74,15 @@ type session struct {
 	nextConn     uint64
 	nextExchange int64
 	stats        Stats
-	redactEvent  func(frame.Format, []byte) ([]byte, []int)
+	secrets      *redact.Secrets // nil: keep Secret values
+}
+
+func newSession(sink Sink, keepSecrets bool) *session {
+	s := &session{sink: sink}
+	if !keepSecrets {
+		s.secrets = redact.NewSecrets()
+	}
+	return s
 }
 
 func (s *session) emit(r formats.Record) {
@@ -145,7 +154,7 @@ func NewRecorder(sink Sink, opts Options) *Recorder {
 		opts.ReorderWindow = 10 * time.Second
 	}
 	r := &Recorder{
-		s:      &session{sink: sink, redactEvent: opts.RedactEvent},
+		s:      newSession(sink, opts.KeepSecrets),
 		opts:   opts,
 		log:    opts.Logger,
 		warned: map[string]bool{},

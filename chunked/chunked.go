@@ -41,7 +41,11 @@ var (
 
 // Error is a decoding error with its offset in the encoded stream.
 type Error struct {
-	Offset int64 // offset in the encoded (wire) stream of the offending byte
+	// Offset is the offset in the encoded (wire) stream of the byte at
+	// which the input became invalid: the bad byte, the first byte beyond
+	// MaxLineLength, or, for ErrChunkTooLarge on a size above MaxChunkSize
+	// and for ErrOverhead, the start of the offending line.
+	Offset int64
 	Err    error // a sentinel above, wrapped with detail
 }
 

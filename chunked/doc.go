@@ -86,7 +86,10 @@
 // # Reader
 //
 // [Reader] is an io.Reader on top of a Decoder, a drop-in for
-// net/http/httputil.NewChunkedReader that also reads the trailer section.
+// net/http/httputil.NewChunkedReader that also reads the trailer section
+// (so it ends after the final CRLF, not after the "0" line) and is as
+// strict as the Decoder. Its 32 KiB read buffer is pooled; large chunks
+// are read straight into the caller's buffer.
 //
 // # Concurrency
 //

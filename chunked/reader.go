@@ -1,10 +1,13 @@
 package chunked
 
-import "io"
+import (
+	"io"
+	"sync"
+)
 
 const (
-	// readBufSize is the Reader's input buffer, allocated once per Reader.
-	// 32 KiB is what Go's ReverseProxy (and kubectl proxy) writes per
+	// readBufSize is the size of the Reader's input buffer (pooled). 32 KiB
+	// is what Go's ReverseProxy (and kubectl proxy) writes per
 	// chunk, so a large chunk arrives in one or two reads.
 	readBufSize = 32 << 10
 	// directRead is the least chunk data, and room in the caller's buffer,
@@ -28,28 +31,34 @@ const (
 //
 // Reader reads ahead from its source into a 32 KiB buffer, so bytes after
 // the end of the body may have been read from the source and are lost; use
-// a Decoder to keep them. Like httputil's reader, Read does not wait for a
-// new chunk once it has data to return, but it may wait for the rest of the
-// current chunk's data, which it then reads straight into p (one copy
-// instead of two for large chunks). Not safe for concurrent use.
+// a Decoder to keep them. The buffer comes from a package-wide pool and
+// goes back to it once Read has returned io.EOF or another error, so
+// decoding body after body does not allocate it again.
+//
+// Like httputil's reader, Read does not wait for a new chunk once it has
+// data to return, but it may wait for the rest of the current chunk's data,
+// which it then reads straight into p (one copy instead of two for large
+// chunks). Not safe for concurrent use.
 type Reader struct {
 	src     io.Reader
-	buf     []byte // read buffer, allocated once
-	r, w    int    // buf[r:w] is input not yet given to the decoder
-	srcErr  error  // error from src, reported once buf is drained
-	err     error  // sticky
-	large   bool   // the last chunk was large: read framing in small reads
+	buf     *[readBufSize]byte // read buffer, from bufPool; nil once returned
+	r, w    int                // buf[r:w] is input not yet given to the decoder
+	srcErr  error              // error from src, reported once buf is drained
+	err     error              // sticky
+	large   bool               // the last chunk was large: read framing in small reads
 	trailer [][2]string
 	d       Decoder
 }
 
+var bufPool = sync.Pool{New: func() any { return new([readBufSize]byte) }}
+
 // NewReader returns a Reader decoding from r.
 func NewReader(r io.Reader) *Reader {
-	return &Reader{src: r, buf: make([]byte, readBufSize)}
+	return &Reader{src: r}
 }
 
 // Reset discards the Reader's state and makes it decode from src, keeping
-// its buffers.
+// its memory.
 func (r *Reader) Reset(src io.Reader) {
 	r.src, r.r, r.w, r.srcErr, r.err, r.large, r.trailer = src, 0, 0, nil, nil, false, nil
 	r.d.Reset()
@@ -57,6 +66,9 @@ func (r *Reader) Reset(src io.Reader) {
 
 // Read reads decoded body bytes into p.
 func (r *Reader) Read(p []byte) (int, error) {
+	if r.buf == nil && r.err == nil {
+		r.buf = bufPool.Get().(*[readBufSize]byte)
+	}
 	n := 0
 	empty := 0 // reads in a row that returned nothing
 	d := &r.d
@@ -85,6 +97,13 @@ func (r *Reader) Read(p []byte) (int, error) {
 				}
 				continue
 			}
+		}
+		if d.state == stCR && r.w-r.r >= 2 && r.buf[r.r] == '\r' && r.buf[r.r+1] == '\n' {
+			// The CRLF ending a chunk's data, without the Token machinery.
+			r.r += 2
+			d.off += 2
+			d.state = stSize
+			continue
 		}
 		if r.r < r.w {
 			m, kind, err := d.step(r.buf[r.r:r.w], 0)
@@ -129,6 +148,11 @@ func (r *Reader) Read(p []byte) (int, error) {
 				r.srcErr = io.ErrNoProgress
 			}
 		}
+	}
+	if r.err != nil && r.buf != nil {
+		// Terminal: Read never looks at the buffer again (Reset starts over).
+		bufPool.Put(r.buf)
+		r.buf = nil
 	}
 	if n > 0 {
 		return n, nil

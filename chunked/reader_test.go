@@ -126,25 +126,36 @@ func TestReaderFixtures(t *testing.T) {
 	for _, name := range []string{"basic-json-watch.chunked", "large-objects-watch.chunked"} {
 		in := readFixture(t, name)
 		want := httputilDecode(t, in)
+		sources := map[string]func() io.Reader{
+			"bytes":   func() io.Reader { return bytes.NewReader(in) },
+			"half":    func() io.Reader { return iotest.HalfReader(bytes.NewReader(in)) },
+			"dataerr": func() io.Reader { return iotest.DataErrReader(bytes.NewReader(in)) },
+			"odd":     func() io.Reader { return &funcReader{f: oddPieces(in)} },
+		}
 		for _, size := range []int{1, 100, 4095, 4096, 32 << 10, 100000} {
-			t.Run(fmt.Sprintf("%s/%d", name, size), func(t *testing.T) {
-				r := NewReader(bytes.NewReader(in))
-				var got []byte
-				buf := make([]byte, size)
-				for {
-					n, err := r.Read(buf)
-					got = append(got, buf[:n]...)
-					if err == io.EOF {
-						break
-					}
-					if err != nil {
-						t.Fatal(err)
-					}
+			for srcName, src := range sources {
+				if size == 1 && srcName != "bytes" {
+					continue
 				}
-				if !bytes.Equal(got, want) {
-					t.Fatalf("Read(%s) with %d-byte buffer: %d bytes differ from httputil's %d", name, size, len(got), len(want))
-				}
-			})
+				t.Run(fmt.Sprintf("%s/%s/%d", name, srcName, size), func(t *testing.T) {
+					r := NewReader(src())
+					var got []byte
+					buf := make([]byte, size)
+					for {
+						n, err := r.Read(buf)
+						got = append(got, buf[:n]...)
+						if err == io.EOF {
+							break
+						}
+						if err != nil {
+							t.Fatal(err)
+						}
+					}
+					if !bytes.Equal(got, want) {
+						t.Fatalf("Read(%s) with %d-byte buffer: %d bytes differ from httputil's %d", name, size, len(got), len(want))
+					}
+				})
+			}
 		}
 	}
 }
@@ -169,5 +180,19 @@ func TestReaderAllocs(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("%v allocations per body; want 0", allocs)
+	}
+}
+
+// oddPieces serves in in pieces of 1, 2, 3, ... 997 bytes, cycling, so
+// that lines and CRLFs are cut everywhere.
+func oddPieces(in []byte) func(int) ([]byte, error) {
+	return func(i int) ([]byte, error) {
+		n := min(i%997+1, len(in))
+		p := in[:n]
+		in = in[n:]
+		if len(in) == 0 {
+			return p, io.EOF
+		}
+		return p, nil
 	}
 }

@@ -37,13 +37,21 @@ import "bytes"
 // is kept is at most a candidate size line (or last-chunk with its
 // trailers) that is not complete yet. The decoder remembers the two bytes
 // before p[skip] so that the next call knows whether its p[0] follows a
-// CRLF. A call to Next ends such a sequence.
+// CRLF. A call to Next, or to Resync with an empty p (do that after a
+// further gap), ends such a sequence.
+//
+// Weak evidence can be wrong; Next then fails at the first chunk boundary
+// that does not fit, and the caller may Resync again from there.
 //
 // Resync allocates (it memoizes chains); it is meant for the rare moments
 // a stream is joined, not for every segment.
 func (d *Decoder) Resync(p []byte) (skip int, ok bool) {
 	cont, tail := d.rsCont, d.rsTail
 	d.state, d.err, d.rem, d.excess, d.lineN, d.chunk = stSize, nil, 0, 0, 0, Chunk{}
+	if len(p) == 0 {
+		d.rsCont = false
+		return 0, false
+	}
 
 	r := resyncer{p: p}
 	weak, pending := -1, -1

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -53,6 +54,21 @@ func TestResync(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestResyncGapDuringResync: Resync(nil) forgets the continuation, so the
+// first byte after a further gap is a candidate again.
+func TestResyncGapDuringResync(t *testing.T) {
+	d := NewDecoder()
+	if skip, ok := d.Resync([]byte("zz")); ok || skip != 2 {
+		t.Fatalf("Resync(zz) = %d, %v", skip, ok)
+	}
+	if skip, ok := d.Resync(nil); ok || skip != 0 {
+		t.Fatalf("Resync(nil) = %d, %v", skip, ok)
+	}
+	if skip, ok := d.Resync([]byte("5\r\nhello\r\n0\r\n\r\n")); !ok || skip != 0 || d.Offset() != 2 {
+		t.Fatalf("Resync after gap = %d, %v, Offset %d; want 0, true, 2", skip, ok, d.Offset())
 	}
 }
 
@@ -224,5 +240,37 @@ func TestResyncLinear(t *testing.T) {
 	in = []byte(strings.Repeat("\r\n0\r\na:b", 20000))
 	if _, ok := d.Resync(in); ok {
 		t.Fatal("Resync accepted a trailer section without end")
+	}
+}
+
+// TestResyncEveryStart starts the M1 capture at many offsets (inside data,
+// inside "8000\r\n", between CR and LF): Resync must always land on a true
+// size line.
+func TestResyncEveryStart(t *testing.T) {
+	fx := midstreamFixtures(t)[0]
+	in := readFixture(t, fx.File)
+	heads := map[int]bool{}
+	for off := fx.Skip; off < len(in); {
+		heads[off] = true
+		e := bytes.Index(in[off:], []byte("\r\n"))
+		size, err := strconv.ParseInt(string(in[off:off+e]), 16, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		off += e + 2 + int(size) + 2
+	}
+	var starts []int
+	for s := fx.Skip - 8; s <= fx.Skip+8; s++ {
+		starts = append(starts, s)
+	}
+	for s := 0; s < len(in)/2; s += 4999 {
+		starts = append(starts, s)
+	}
+	for _, s := range starts {
+		d := NewDecoder()
+		skip, ok := d.Resync(in[s:])
+		if !ok || !heads[s+skip] {
+			t.Errorf("Resync(M1[%d:]) = %d, %v: offset %d is not a size line", s, skip, ok, s+skip)
+		}
 	}
 }

@@ -16,8 +16,8 @@ import (
 // smallFile is a closed multi-block file, its records (as read back) and
 // its blocks.
 func smallFile(t testing.TB) (data []byte, want []Record, blocks []BlockInfo, indexOff int64) {
-	recs := session(12, 150, 200*time.Millisecond)
-	data = encode(t, recs, WriterOptions{BlockSize: 600}, false)
+	recs := session(8, 120, 200*time.Millisecond)
+	data = encode(t, recs, WriterOptions{BlockSize: 450}, false)
 	for _, r := range recs {
 		want = append(want, normalize(r))
 	}
@@ -48,6 +48,9 @@ func without(want []Record, blocks []BlockInfo, skip, stop int) []Record {
 func TestCutEveryOffset(t *testing.T) {
 	data, want, blocks, indexOff := smallFile(t)
 	for n := 0; n <= len(data); n++ {
+		if raceEnabled && n%7 != 0 && n != len(data) {
+			continue
+		}
 		cut := data[:n]
 		complete, partial := 0, -1
 		for i, b := range blocks {
@@ -108,7 +111,7 @@ func TestCutEveryOffset(t *testing.T) {
 		got, damage, err = drain(t, f.Records())
 		check("File.Records", got, damage, err)
 
-		if n%7 == 0 || n == len(data) {
+		if n%7 == 0 || n == len(data) || n == fileHeaderSize {
 			checkRecover(t, cut, wantRecs, n < len(data))
 		}
 	}
@@ -156,6 +159,9 @@ func TestBitFlips(t *testing.T) {
 	data, want, blocks, indexOff := smallFile(t)
 	d := bytes.Clone(data)
 	for i := range d {
+		if raceEnabled && i%7 != 0 {
+			continue
+		}
 		inBlock := -1
 		for bi, b := range blocks {
 			if int64(i) >= b.Offset && int64(i) < b.Offset+b.Size {
@@ -462,7 +468,24 @@ func TestHostileLengths(t *testing.T) {
 	})
 }
 
-// sameRecords is reflect.DeepEqual, but a nil and an empty list are the same.
+// sameRecords reports whether a and b hold the same records, comparing
+// their encodings: cheaper than reflect.DeepEqual, and equivalent for
+// records read back (TestRoundTripRecords checks that decoding an
+// encoding gives back the record).
 func sameRecords(a, b []Record) bool {
-	return len(a) == 0 && len(b) == 0 || reflect.DeepEqual(a, b)
+	if len(a) != len(b) {
+		return false
+	}
+	var ea, eb []byte
+	for i := range a {
+		if a[i].Type() != b[i].Type() {
+			return false
+		}
+		ea, _ = appendBody(ea[:0], a[i])
+		eb, _ = appendBody(eb[:0], b[i])
+		if !bytes.Equal(ea, eb) {
+			return false
+		}
+	}
+	return true
 }

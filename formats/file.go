@@ -84,7 +84,7 @@ func OpenReaderAt(r io.ReaderAt, size int64, opts ReaderOptions) (*File, error) 
 	}
 	for _, p := range f.problems {
 		var d *DamageError
-		if errors.As(p, &d) && d.Block >= 0 {
+		if errors.As(p, &d) {
 			f.damage = append(f.damage, d)
 		}
 	}

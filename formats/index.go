@@ -173,7 +173,7 @@ func (b *indexBuilder) add(r Record, block int) {
 			if x.FrameTypes == nil {
 				x.FrameTypes = map[string]int64{}
 			}
-			x.FrameTypes[string(typ)]++
+			x.FrameTypes[internType(typ)]++
 		}
 	case *Body:
 		x, _ := b.exchange(r.Exchange, block, r.Time)
@@ -217,6 +217,24 @@ func (b *indexBuilder) finish() *Index {
 	})
 	b.conns, b.exs = nil, nil
 	return &b.idx
+}
+
+// internType returns typ as a string, without allocating for the five
+// Kubernetes watch event types.
+func internType(typ []byte) string {
+	switch string(typ) {
+	case "ADDED":
+		return "ADDED"
+	case "MODIFIED":
+		return "MODIFIED"
+	case "DELETED":
+		return "DELETED"
+	case "BOOKMARK":
+		return "BOOKMARK"
+	case "ERROR":
+		return "ERROR"
+	}
+	return string(typ)
 }
 
 func cloneMeta(m *Meta) *Meta {

@@ -277,3 +277,20 @@ func TestLargeRecord(t *testing.T) {
 		t.Errorf("large record in %d blocks; want 2 (cut by size after the large record)", len(blocks))
 	}
 }
+
+func TestWriteAllocs(t *testing.T) {
+	w, err := NewWriter(io.Discard, WriterOptions{BlockSize: MaxBlockSize, BlockInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write(&Meta{})
+	w.Write(&Response{Exchange: 1, Events: EventsJSON})
+	fr := &Frame{Exchange: 1, Time: t0, Pre: []byte("\n"), Data: event("MODIFIED", 1, 1200)}
+	for range 300 {
+		w.Write(fr)
+	}
+	w.Flush() // keeps the buffers
+	if n := testing.AllocsPerRun(200, func() { w.Write(fr) }); n != 0 {
+		t.Errorf("Writer.Write(frame) allocates %v times; want 0", n)
+	}
+}

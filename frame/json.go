@@ -90,6 +90,10 @@ func (s *Splitter) stepJSON(p []byte) (n int, ev Event, ok bool, err error) {
 	return j, ev, true, nil
 }
 
+// shortString is how many string bytes scanJSON inspects one by one before
+// it searches with bytes.IndexByte (whose call costs more than a short loop).
+const shortString = 16
+
 // scanJSON advances the JSON state machine over b and returns the index
 // just past the '}' that closes the event, or -1 if b ends first. It only
 // tracks strings, escapes and brace depth: '{' and '}' outside strings.
@@ -109,6 +113,28 @@ func (s *Splitter) scanJSON(b []byte) int {
 	q := -1 // index of the next '"' at or after i, when known
 	for i < len(b) {
 		if inStr {
+			// Most strings (keys, short values) end within a few bytes:
+			// look at them one by one before calling bytes.IndexByte.
+			j, end := i, min(i+shortString, len(b))
+			for j < end && b[j] != '"' && b[j] != '\\' {
+				j++
+			}
+			if j < end {
+				if b[j] == '"' {
+					i = j + 1
+					inStr = false
+					continue
+				}
+				i = j + 2 // the backslash and the byte it escapes
+				if i > len(b) {
+					s.esc = true
+				}
+				continue
+			}
+			i = j
+			if i == len(b) {
+				break
+			}
 			if q < i {
 				q = bytes.IndexByte(b[i:], '"')
 				if q < 0 {

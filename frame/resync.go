@@ -253,21 +253,17 @@ func (s *Splitter) findCandidate(p []byte) (int, int) {
 		}
 	}
 	// Protobuf: every position is a candidate; the payload's first byte
-	// (p[c+4]) must be 0x0a, which bytes.IndexByte finds quickly.
+	// (p[c+4]) must be 0x0a, which bytes.IndexByte finds quickly. The last
+	// four positions, whose payload byte is not here yet, are probed one by
+	// one so that the decision does not depend on where p ends.
 	for c := 0; c < len(p); {
-		if c+4 >= len(p) {
-			return c, probeMore
-		}
-		if p[c+4] != 0x0a {
+		if c+4 < len(p) && p[c+4] != 0x0a {
 			j := bytes.IndexByte(p[c+4:], 0x0a)
 			if j < 0 {
-				c = len(p) - 4
-				if c < 0 {
-					c = 0
-				}
-				continue
+				c = max(c+1, len(p)-4)
+			} else {
+				c += j
 			}
-			c += j
 			continue
 		}
 		if r := probeProto(p[c:], s.limit); r != probeNo {

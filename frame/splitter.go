@@ -79,8 +79,10 @@ func NewSplitter(f Format, opts Options) *Splitter {
 //
 // Without an error, n < len(p) only when ok is true. n may be 0 with ok true
 // (an event completed by bytes buffered earlier). On error, n counts the
-// bytes consumed before the error; the byte at fault is not consumed, so
-// after Resync the caller goes on with p[n:].
+// bytes consumed up to the problem: for JSON, up to (not including) a bad
+// byte between events, or up to one byte past the limit inside an event;
+// for protobuf, through the bad length prefix. After Resync the caller goes
+// on with p[n:]; the consumed bytes of the failed event count as skipped.
 //
 // JSON framing follows strings, escapes and brace depth only: it does not
 // validate the JSON inside an event. Between events only JSON whitespace

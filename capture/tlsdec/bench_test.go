@@ -1,6 +1,7 @@
 package tlsdec
 
 import (
+	"runtime/debug"
 	"testing"
 )
 
@@ -33,8 +34,8 @@ var benchSuites = []struct {
 	{"tls12-chacha20", 0xcca8, false},
 }
 
-func benchSession(b testing.TB, id uint16, v13 bool) *session {
-	o := synthOpts{records: 256, recordSize: 16384} // 4 MiB each way in full-size records
+func benchSession(b testing.TB, id uint16, v13 bool, records int) *session {
+	o := synthOpts{records: records, recordSize: 16384}
 	if v13 {
 		return newSynth(b, id, true).tls13(o)
 	}
@@ -44,11 +45,12 @@ func benchSession(b testing.TB, id uint16, v13 bool) *session {
 // BenchmarkDecrypt decrypts a whole session (handshake, then 4 MiB each way
 // in 16 KiB records) per iteration; MB/s counts ciphertext fed. The
 // segment sizes are an Ethernet MSS (records are copied together across
-// Feed calls) and a loopback one (most records are decrypted straight
-// from the caller's bytes).
+// Feed calls) and a loopback one (/seg64k: most records are decrypted
+// straight from the caller's bytes); /open-only is the AEAD alone on the
+// same record size, the ceiling.
 func BenchmarkDecrypt(b *testing.B) {
 	for _, bs := range benchSuites {
-		s := benchSession(b, bs.id, bs.v13)
+		s := benchSession(b, bs.id, bs.v13, 256) // 4 MiB each way
 		keys := mustKeyLog(b, s.keylog)
 		for _, seg := range []struct {
 			name string
@@ -76,6 +78,68 @@ func BenchmarkDecrypt(b *testing.B) {
 				}
 			})
 		}
+		benchOpenOnly(b, bs)
+	}
+}
+
+// benchOpenOnly is the baseline for BenchmarkDecrypt: the AEAD alone
+// opening 16 KiB records, with no record layer.
+func benchOpenOnly(b *testing.B, bs struct {
+	name string
+	id   uint16
+	v13  bool
+}) {
+	{
+		su := lookupSuite(bs.id, bs.v13)
+		var seal, open *keys
+		var err error
+		if bs.v13 {
+			secret := make([]byte, max(su.hashLen, 32))
+			seal, _ = newKeys13(su, secret)
+			open, err = newKeys13(su, secret)
+		} else {
+			var cr, sr [32]byte
+			seal, _, _ = newKeys12(su, make([]byte, 48), &cr, &sr)
+			open, _, err = newKeys12(su, make([]byte, 48), &cr, &sr)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		var recs [][]byte
+		var total int64
+		payload := pattern(16384, 1)
+		for range 64 {
+			var r []byte
+			if bs.v13 {
+				r = sealRecord13(seal, typeAppData, payload, 0)
+			} else {
+				sy := &synth{t: b, out: [2]*keys{seal}}
+				sy.seal(ClientToServer, typeAppData, payload, 0)
+				r = sy.sess.chunks[0].data
+			}
+			recs = append(recs, r)
+			total += int64(len(r))
+		}
+		dst := make([]byte, MaxCiphertext12)
+		b.Run(bs.name+"/open-only", func(b *testing.B) {
+			b.SetBytes(total)
+			b.ReportAllocs()
+			for b.Loop() {
+				open.seq = 0
+				for _, r := range recs {
+					hdr := [5]byte(r[:5])
+					var err error
+					if bs.v13 {
+						_, err = open.open13(dst, &hdr, r[5:])
+					} else {
+						_, err = open.open12(dst, &hdr, r[5:])
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
 	}
 }
 
@@ -85,7 +149,7 @@ func BenchmarkDecrypt(b *testing.B) {
 func TestSteadyStateAllocs(t *testing.T) {
 	sessions := map[string]*session{}
 	for _, bs := range benchSuites {
-		sessions[bs.name] = benchSession(t, bs.id, bs.v13)
+		sessions[bs.name] = benchSession(t, bs.id, bs.v13, 64)
 	}
 	// A crypto/tls CBC session: the synthetic builder seals AEAD only.
 	cfg := goSessions[6].cfg // tls12/ecdhe-ecdsa-aes128cbc-sha
@@ -107,7 +171,11 @@ func TestSteadyStateAllocs(t *testing.T) {
 				// AllocsPerRun runs the function twice (a warm-up, then
 				// the measured run), each feeding a quarter of the
 				// session: the count is the exact total over many records.
+				// GC is off while counting: a sync.Pool may drop its
+				// buffers at a collection, and refilling costs one
+				// allocation, whoever triggered the collection.
 				q := len(ps) / 4
+				defer debug.SetGCPercent(debug.SetGCPercent(-1))
 				allocs := testing.AllocsPerRun(1, func() {
 					for end := i + q; i < end; i++ {
 						if err := c.Feed(ps[i].dir, ps[i].data, int64(i)); err != nil {

@@ -397,7 +397,7 @@ func (c *Conn) checkHeader(h *half) error {
 
 // lose ends parsing of h: record boundaries are unknown from here on.
 func (c *Conn) lose(h *half, sentinel error, detail string) error {
-	err := &Error{Dir: h.dir, Record: h.recNo, Offset: h.recOff, Err: fmt.Errorf("%w: %s", sentinel, detail)}
+	var err error = &Error{Dir: h.dir, Record: h.recNo, Offset: h.recOff, Err: fmt.Errorf("%w: %s", sentinel, detail)}
 	if errors.Is(sentinel, ErrNotTLS) {
 		c.note("%s does not start with a TLS record (not TLS, or the capture began mid-connection)", h.dir)
 	} else {
@@ -407,6 +407,8 @@ func (c *Conn) lose(h *half, sentinel error, detail string) error {
 	h.hdrN = 0
 	if h.err == nil {
 		h.err = err
+	} else {
+		err = nil // this direction already reported its error
 	}
 	c.releaseBufs(h)
 	if p := c.pump(); p != nil {

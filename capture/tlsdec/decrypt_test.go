@@ -446,6 +446,10 @@ func TestDecryptFailure(t *testing.T) {
 					gotErr = err
 				}
 			}
+			// A direction reports one error: garbage after it is counted.
+			if err := c.Feed(ServerToClient, []byte{99, 3, 3, 0, 1, 0}, 0); err != nil {
+				t.Fatalf("Feed after the failure = %v; want nil", err)
+			}
 			var e *Error
 			if !errors.As(gotErr, &e) || !errors.Is(gotErr, ErrDecrypt) {
 				t.Fatalf("Feed error = %v; want *Error wrapping ErrDecrypt", gotErr)

@@ -271,3 +271,121 @@ func pattern(n int, seed byte) []byte {
 	}
 	return b
 }
+
+// TestGoServerKeyUpdate checks KeyUpdate against crypto/tls, which never
+// starts one but answers one: the test injects a KeyUpdate
+// (update_requested) sealed under the client's current keys into the
+// client's byte stream, then a request under the next client keys. The Go
+// server accepting both proves the test's key derivation; its answering
+// KeyUpdate and the response under its next keys are what is decrypted.
+func TestGoServerKeyUpdate(t *testing.T) {
+	for _, suite := range []uint16{tls.TLS_AES_128_GCM_SHA256, tls.TLS_AES_256_GCM_SHA384, tls.TLS_CHACHA20_POLY1305_SHA256} {
+		t.Run(suiteName(suite), func(t *testing.T) {
+			s := runKeyUpdateSession(t, suite)
+			keys := mustKeyLog(t, s.keylog)
+			for _, m := range feedModes {
+				sink := &capSink{}
+				c := NewConn(keys, sink, Options{MaxPending: 1 << 20})
+				feedAll(t, c, m.cut(s, newRand(3)))
+				for d := range sink.data {
+					if !bytes.Equal(sink.data[d], s.plain[d]) {
+						t.Fatalf("%s %s: got %d bytes, want %d", m.name, Direction(d), len(sink.data[d]), len(s.plain[d]))
+					}
+				}
+				in := c.Info()
+				if !in.Decrypted || in.Dir[0].KeyUpdates != 1 || in.Dir[1].KeyUpdates != 1 || in.Cipher != suite {
+					t.Fatalf("%s: Info = %+v; want decrypted, one KeyUpdate each way", m.name, in)
+				}
+			}
+		})
+	}
+}
+
+func runKeyUpdateSession(t *testing.T, suite uint16) *session {
+	testCerts(t)
+	old, oldNoAES := defaultCipherSuitesTLS13, defaultCipherSuitesTLS13NoAES
+	defaultCipherSuitesTLS13, defaultCipherSuitesTLS13NoAES = []uint16{suite}, []uint16{suite}
+	defer func() { defaultCipherSuitesTLS13, defaultCipherSuitesTLS13NoAES = old, oldNoAES }()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	rec := &recorder{}
+	var keylog syncBuffer
+	reqA, respA := pattern(30000, 1), pattern(50000, 2)
+	reqB, respB := pattern(40000, 3), pattern(70000, 4)
+	srvErr := make(chan error, 1)
+	go func() {
+		srvErr <- func() error {
+			raw, err := ln.Accept()
+			if err != nil {
+				return err
+			}
+			sc := tls.Server(&recConn{Conn: raw, dir: ServerToClient, rec: rec}, &tls.Config{Certificates: []tls.Certificate{ecdsaCert}})
+			defer sc.Close()
+			for _, x := range [][2][]byte{{reqA, respA}, {reqB, respB}} {
+				got := make([]byte, len(x[0]))
+				if _, err := io.ReadFull(sc, got); err != nil || !bytes.Equal(got, x[0]) {
+					return fmt.Errorf("server read: %v", err)
+				}
+				if _, err := sc.Write(x[1]); err != nil {
+					return err
+				}
+			}
+			sc.Read(make([]byte, 1)) // until the client goes away
+			return nil
+		}()
+	}()
+	raw, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	rc := &recConn{Conn: raw, dir: ClientToServer, rec: rec}
+	cc := tls.Client(rc, &tls.Config{ServerName: "kube.test", RootCAs: certPool, KeyLogWriter: &keylog})
+	if _, err := cc.Write(reqA); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(cc, make([]byte, len(respA))); err != nil {
+		t.Fatal(err)
+	}
+	// The client's current keys and sequence number: decrypt what it sent.
+	c := NewConn(mustKeyLog(t, keylog.b.Bytes()), nil, Options{})
+	rec.mu.Lock()
+	for _, ch := range rec.chunks {
+		if err := c.Feed(ch.dir, ch.data, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec.mu.Unlock()
+	k := c.half[ClientToServer].cur
+	if k == nil || c.half[ClientToServer].phase != phaseApp {
+		t.Fatal("client keys not found")
+	}
+	if _, err := rc.Write(sealRecord13(k, typeHandshake, hsMsg(hsKeyUpdate, []byte{1}), 0)); err != nil {
+		t.Fatal(err)
+	}
+	k = mustNext(t, k)
+	for p := reqB; len(p) > 0; {
+		n := min(len(p), MaxPlaintext)
+		if _, err := rc.Write(sealRecord13(k, typeAppData, p[:n], 0)); err != nil {
+			t.Fatal(err)
+		}
+		p = p[n:]
+	}
+	// The server answers with its own KeyUpdate, which the Go client
+	// handles while reading the response.
+	if _, err := io.ReadFull(cc, make([]byte, len(respB))); err != nil {
+		t.Fatalf("client read after KeyUpdate: %v", err)
+	}
+	raw.Close() // no close_notify: the client's own keys are stale
+	if err := <-srvErr; err != nil {
+		t.Fatal(err)
+	}
+	s := &session{keylog: keylog.b.Bytes(), plain: [2][]byte{append(bytes.Clone(reqA), reqB...), append(bytes.Clone(respA), respB...)}}
+	rec.mu.Lock()
+	s.chunks = rec.chunks
+	rec.mu.Unlock()
+	return s
+}

@@ -79,31 +79,36 @@ func (b *synth) plainRecord(d Direction, typ byte, payload []byte) {
 // seal writes a protected record of d under b.out[d].
 func (b *synth) seal(d Direction, typ byte, payload []byte, pad int) {
 	k := b.out[d]
-	var r []byte
 	if k.s.v13 {
-		inner := append(append(bytes.Clone(payload), typ), make([]byte, pad)...)
-		hdr := []byte{typeAppData, 3, 3, 0, 0}
-		binary.BigEndian.PutUint16(hdr[3:], uint16(len(inner)+k.aead.Overhead()))
-		k.setNonce()
-		r = k.aead.Seal(hdr, k.nonce[:], inner, hdr)
-	} else {
-		hdr := [5]byte{typ, 3, 3}
-		k.setAAD12(&hdr, len(payload))
-		var explicit []byte
-		if k.s.bulk == bulkAESGCM {
-			explicit = binary.BigEndian.AppendUint64(nil, k.seq^0x5a5a)
-			copy(k.nonce[:4], k.iv[:4])
-			copy(k.nonce[4:], explicit)
-		} else {
-			k.setNonce()
-		}
-		n := len(explicit) + len(payload) + k.aead.Overhead()
-		binary.BigEndian.PutUint16(hdr[3:], uint16(n))
-		r = append(hdr[:], explicit...)
-		r = k.aead.Seal(r, k.nonce[:], payload, k.aad[:])
+		b.write(d, sealRecord13(k, typ, payload, pad))
+		return
 	}
+	hdr := [5]byte{typ, 3, 3}
+	k.setAAD12(&hdr, len(payload))
+	var explicit []byte
+	if k.s.bulk == bulkAESGCM {
+		explicit = binary.BigEndian.AppendUint64(nil, k.seq^0x5a5a)
+		copy(k.nonce[:4], k.iv[:4])
+		copy(k.nonce[4:], explicit)
+	} else {
+		k.setNonce()
+	}
+	n := len(explicit) + len(payload) + k.aead.Overhead()
+	binary.BigEndian.PutUint16(hdr[3:], uint16(n))
+	r := append(hdr[:], explicit...)
+	r = k.aead.Seal(r, k.nonce[:], payload, k.aad[:])
 	k.seq++
 	b.write(d, r)
+}
+
+// sealRecord13 returns a TLS 1.3 record of inner type typ under k.
+func sealRecord13(k *keys, typ byte, payload []byte, pad int) []byte {
+	inner := append(append(bytes.Clone(payload), typ), make([]byte, pad)...)
+	hdr := []byte{typeAppData, 3, 3, 0, 0}
+	binary.BigEndian.PutUint16(hdr[3:], uint16(len(inner)+k.aead.Overhead()))
+	k.setNonce()
+	k.seq++
+	return k.aead.Seal(hdr, k.nonce[:], inner, hdr)
 }
 
 func hsMsg(typ byte, body []byte) []byte {
@@ -380,22 +385,29 @@ func TestSynthEarlyData(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newSynth(t, 0x1301, true).tls13(synthOpts{early: 3, earlyRejected: tc.rejected, records: 5, recordSize: 700})
-			c, sink := decryptSession(t, s, (&synth{}).keylogOf(s, tc.omit), 1)
-			in := c.Info()
-			if !in.EarlyData || !in.Resumed || in.Decrypted != (tc.note == "") {
-				t.Fatalf("Info: %+v", in)
-			}
-			if tc.note != "" && !bytes.Contains([]byte(in.Note), []byte(tc.note)) {
-				t.Fatalf("Note %q; want %q", in.Note, tc.note)
-			}
-			want := s.plain[ClientToServer]
-			if !tc.complete && !tc.rejected {
-				want = want[300:] // the three 100-byte early records
-			}
-			if !bytes.Equal(sink.data[ClientToServer], want) || !bytes.Equal(sink.data[ServerToClient], s.plain[ServerToClient]) {
-				t.Fatalf("plaintext: got %d/%d bytes; want %d/%d", len(sink.data[0]), len(sink.data[1]), len(want), len(s.plain[1]))
+			for m := range feedModes {
+				checkEarly(t, s, tc.omit, m, tc.rejected, tc.complete, tc.note)
 			}
 		})
+	}
+}
+
+func checkEarly(t *testing.T, s *session, omit []label, mode int, rejected, complete bool, note string) {
+	t.Helper()
+	c, sink := decryptSession(t, s, (&synth{}).keylogOf(s, omit), mode)
+	in := c.Info()
+	if !in.EarlyData || !in.Resumed || in.Decrypted != (note == "") {
+		t.Fatalf("%s: Info: %+v", feedModes[mode].name, in)
+	}
+	if note != "" && !bytes.Contains([]byte(in.Note), []byte(note)) {
+		t.Fatalf("%s: Note %q; want %q", feedModes[mode].name, in.Note, note)
+	}
+	want := s.plain[ClientToServer]
+	if !complete && !rejected {
+		want = want[300:] // the three 100-byte early records
+	}
+	if !bytes.Equal(sink.data[ClientToServer], want) || !bytes.Equal(sink.data[ServerToClient], s.plain[ServerToClient]) {
+		t.Fatalf("%s: plaintext: got %d/%d bytes; want %d/%d", feedModes[mode].name, len(sink.data[0]), len(sink.data[1]), len(want), len(s.plain[1]))
 	}
 }
 
@@ -411,7 +423,7 @@ func (*synth) keylogOf(s *session, omit []label) []byte {
 func TestSynthTLS12(t *testing.T) {
 	for _, id := range []uint16{0xc02f, 0xc030, 0xcca8, 0x009c, 0x009f} {
 		t.Run(suiteName(id), func(t *testing.T) {
-			s := newSynth(t, id, false).tls12(synthOpts{records: 30, recordSize: 16384})
+			s := newSynth(t, id, false).tls12(synthOpts{records: 8, recordSize: 16384})
 			for m := range feedModes {
 				c, sink := decryptSession(t, s, s.keylog, m)
 				if in := c.Info(); !in.Decrypted || in.ALPN != "h2" || in.Version != versionTLS12 {

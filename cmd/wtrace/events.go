@@ -148,7 +148,7 @@ func runEvents(s streams, path string, o *eventsOptions) error {
 		sum := sha256.Sum256(fr.Data)
 		line := eventLine{
 			Exchange: fr.Exchange, Seq: fr.Seq,
-			Time:            time.Unix(0, fr.Time).UTC().Format(time.RFC3339Nano),
+			Time:            time.Unix(0, fr.Time).UTC().Format(timeFormat),
 			Type:            m.Type,
 			APIVersion:      m.APIVersion,
 			Kind:            m.Kind,
@@ -240,3 +240,7 @@ func reportDamage(s streams, path string, f *formats.File, damage []error) error
 	}
 	return nil
 }
+
+// timeFormat is RFC 3339 with all nine digits of nanoseconds, so times sort
+// as strings.
+const timeFormat = "2006-01-02T15:04:05.000000000Z07:00"

@@ -152,7 +152,7 @@ func runRecord(s streams, o *recordOptions) error {
 	if err := w.Write(meta); err != nil {
 		return err
 	}
-	rec := capture.NewRecorder(w, capture.Options{Port: o.port, MaxBuffered: o.maxBuffered})
+	rec := capture.NewRecorder(w, capture.Options{Port: o.port, MaxBuffered: o.maxBuffered, KeepSecrets: o.keepSecrets})
 
 	// First Ctrl-C: stop reading and close cleanly. Second: abort.
 	var stop atomic.Bool

@@ -1,0 +1,134 @@
+package frame
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"testing"
+)
+
+// splitBody feeds pieces to s and counts events; it panics on error.
+func splitBody(s *Splitter, pieces [][]byte) int {
+	n := 0
+	for _, p := range pieces {
+		for len(p) > 0 {
+			k, _, ok, err := s.Next(p)
+			if err != nil {
+				panic(err)
+			}
+			if ok {
+				n++
+			}
+			p = p[k:]
+		}
+	}
+	return n
+}
+
+// BenchmarkSplitJSON splits the real basic-json watch body (243 KB, 200
+// events). wtrace is one input (zero-copy); wtrace_1448 cuts it into
+// Ethernet-sized pieces (events span pieces and are copied); encoding_json
+// is an encoding/json.Decoder reading json.RawMessage values, the usual
+// hand-rolled splitter.
+func BenchmarkSplitJSON(b *testing.B) {
+	body := fixtureNamed(b, "basic-json-watch").body(b)
+	want := len(truthFor(b, "basic-json-watch"))
+	for _, bc := range []struct {
+		name   string
+		pieces [][]byte
+	}{{"wtrace", oneShot(body)}, {"wtrace_1448", fixed(1448)(body)}} {
+		b.Run(bc.name, func(b *testing.B) {
+			s := NewSplitter(JSON, Options{})
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if n := splitBody(s, bc.pieces); n != want {
+					b.Fatalf("%d events; want %d", n, want)
+				}
+			}
+		})
+	}
+	b.Run("encoding_json", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		b.ReportAllocs()
+		for b.Loop() {
+			dec := json.NewDecoder(bytes.NewReader(body))
+			n := 0
+			for {
+				var raw json.RawMessage
+				if err := dec.Decode(&raw); err == io.EOF {
+					break
+				} else if err != nil {
+					b.Fatal(err)
+				}
+				n++
+			}
+			if n != want {
+				b.Fatalf("%d events; want %d", n, want)
+			}
+		}
+	})
+}
+
+// BenchmarkSplitProtobuf splits the real protobuf watch body (197 KB, 201
+// frames), in one input and in 1448-byte pieces.
+func BenchmarkSplitProtobuf(b *testing.B) {
+	body := fixtureNamed(b, "protobuf-p1-watch").body(b)
+	want := len(truthFor(b, "protobuf-p1-watch"))
+	for _, bc := range []struct {
+		name   string
+		pieces [][]byte
+	}{{"wtrace", oneShot(body)}, {"wtrace_1448", fixed(1448)(body)}} {
+		b.Run(bc.name, func(b *testing.B) {
+			s := NewSplitter(Protobuf, Options{})
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if n := splitBody(s, bc.pieces); n != want {
+					b.Fatalf("%d events; want %d", n, want)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkResync scans the real bodies in resync mode from byte 1 (the
+// first event is lost, the rest is split normally).
+func BenchmarkResync(b *testing.B) {
+	for _, bc := range []struct{ name, fixture string }{{"json", "basic-json-watch"}, {"protobuf", "protobuf-p1-watch"}} {
+		body := fixtureNamed(b, bc.fixture).body(b)[1:]
+		f := fixtureNamed(b, bc.fixture).format()
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				s := NewSplitter(f, Options{Resync: true})
+				splitBody(s, [][]byte{body})
+			}
+		})
+	}
+}
+
+// BenchmarkPeek peeks every event of the real watch bodies; bytes are the
+// events' bytes.
+func BenchmarkPeek(b *testing.B) {
+	for _, bc := range []struct{ name, fixture string }{{"json", "basic-json-watch"}, {"protobuf", "protobuf-p1-watch"}} {
+		fx := fixtureNamed(b, bc.fixture)
+		evs := splitAll(b, fx.format(), fx.body(b))
+		total := 0
+		for _, ev := range evs {
+			total += len(ev)
+		}
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(total))
+			b.ReportAllocs()
+			for b.Loop() {
+				for _, ev := range evs {
+					if _, err := Peek(fx.format(), ev); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}
