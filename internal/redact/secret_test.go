@@ -235,12 +235,12 @@ func TestBody(t *testing.T) {
 
 func TestSecretPath(t *testing.T) {
 	for target, want := range map[string]bool{
-		"/api/v1/namespaces/demo/secrets":                  true,
-		"/api/v1/namespaces/demo/secrets/db":               true,
-		"/api/v1/secrets?watch=true":                       true,
-		"/api/v1/watch/namespaces/demo/secrets":            true,
-		"/api/v1/namespaces/demo/configmaps?name=secrets":  false,
-		"/api/v1/namespaces/secrets-team/configmaps":       false,
+		"/api/v1/namespaces/demo/secrets":                 true,
+		"/api/v1/namespaces/demo/secrets/db":              true,
+		"/api/v1/secrets?watch=true":                      true,
+		"/api/v1/watch/namespaces/demo/secrets":           true,
+		"/api/v1/namespaces/demo/configmaps?name=secrets": false,
+		"/api/v1/namespaces/secrets-team/configmaps":      false,
 	} {
 		if got := SecretPath(target); got != want {
 			t.Errorf("SecretPath(%q) = %v; want %v", target, got, want)
