@@ -329,7 +329,7 @@ func (d *h1Dir) readHead(p []byte, t int64) int {
 	}
 	old := len(d.head)
 	d.head = append(d.head, p...)
-	end := headEnd(d.head, d.scan-1)
+	end := headEnd(d.head, d.scan-3) // the empty line may begin in earlier bytes
 	if end < 0 {
 		if len(d.head) > MaxHeadSize {
 			d.malformed(t, errHeadTooLarge)
