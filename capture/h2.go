@@ -235,7 +235,10 @@ func (d *h2Dir) feed(p []byte, t int64) {
 			break
 		}
 		if len(p) < size {
-			d.buf = append(make([]byte, 0, size), p...)
+			if cap(d.buf) < size {
+				d.buf = make([]byte, 0, size)
+			}
+			d.buf = append(d.buf[:0], p...)
 			return
 		}
 		d.frame(p[:size], t)

@@ -184,7 +184,7 @@ func runH2Session(t testing.TB) ([]wirePiece, map[string]*h2Want) {
 		ctype: "application/json", body: []byte(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"posted"}}`)})
 
 	// A watch the client cancels after two events (RST_STREAM CANCEL).
-	cancelled := &h2Want{method: "GET", target: "/api/v1/namespaces/demo/secrets?watch=true", status: 200,
+	cancelled := &h2Want{method: "GET", target: "/api/v1/namespaces/demo/events?watch=true", status: 200,
 		ctype: "application/json", format: formats.EventsJSON, end: formats.EndReset, note: "RST_STREAM CANCEL from the client",
 		events: [][]byte{jsonEvent("ADDED", 20, 30), jsonEvent("ADDED", 21, 30)}}
 	add(cancelled)

@@ -234,7 +234,7 @@ func (d *Decoder) nextLine(p []byte, t int64) (int, Kind, error) {
 	if len(q) > room {
 		q = q[:room]
 	}
-	i := bytes.IndexByte(q, '\n')
+	i := indexLF(q)
 	if i < 0 {
 		if len(q) == room {
 			return d.fail(start+MaxLineLength, codeLineTooLong, 0)
@@ -250,10 +250,14 @@ func (d *Decoder) nextLine(p []byte, t int64) (int, Kind, error) {
 		line = d.line[:d.lineN]
 		d.lineN = 0
 	}
-	c, bad, code := lineContent(line)
-	if code != codeOK {
-		return d.fail(start+int64(bad), code, line[bad])
+	// RFC 9112 §7.1: chunk lines end in CRLF; a bare LF is rejected, as
+	// net/http does (erratum 7633). A CR elsewhere in the line fails the
+	// grammar below and is reported as such by lineError.
+	ln := len(line)
+	if ln < 2 || line[ln-2] != '\r' {
+		return d.fail(start+int64(ln-1), codeBareLF, '\n')
 	}
+	c := line[:ln-2]
 	if d.state == stTrailer {
 		return d.trailerLine(c, start, n, t)
 	}
@@ -265,11 +269,7 @@ func (d *Decoder) nextLine(p []byte, t int64) (int, Kind, error) {
 func (d *Decoder) sizeLine(c []byte, start int64, n int, t int64) (int, Kind, error) {
 	size, extLo, extHi, bad, code := parseSizeLine(c)
 	if code != codeOK {
-		var b byte
-		if bad < len(c) {
-			b = c[bad]
-		}
-		return d.fail(start+int64(bad), code, b)
+		return d.lineError(c, start, bad, code)
 	}
 	// Overhead accounting exactly as net/http's chunkedReader.beginChunk:
 	// the line (without its CRLF) plus the CRLF after the data, minus 16
@@ -305,7 +305,7 @@ func (d *Decoder) trailerLine(c []byte, start int64, n int, t int64) (int, Kind,
 	}
 	nameEnd, valLo, valHi, bad, code := parseField(c)
 	if code != codeOK {
-		return d.fail(start+int64(bad), code, c[bad])
+		return d.lineError(c, start, bad, code)
 	}
 	d.excess += int64(len(c)) + 2
 	if d.excess > MaxOverhead {
@@ -325,6 +325,37 @@ func (d *Decoder) skipData(k int64) {
 	if d.rem == 0 {
 		d.state = stCR
 	}
+}
+
+// lineError reports a grammar error at c[bad] in the line c (CRLF removed)
+// starting at wire offset start, unless c holds a CR: a CR can never be
+// part of a line, so the first one is reported instead.
+func (d *Decoder) lineError(c []byte, start int64, bad int, code errCode) (int, Kind, error) {
+	if i := bytes.IndexByte(c, '\r'); i >= 0 {
+		bad, code = i, codeCR
+	}
+	var b byte
+	if bad < len(c) {
+		b = c[bad]
+	}
+	return d.fail(start+int64(bad), code, b)
+}
+
+// indexLF is bytes.IndexByte(q, '\n'), faster for the short lines that
+// chunk-size lines are.
+func indexLF(q []byte) int {
+	for i := 0; i < len(q) && i < 16; i++ {
+		if q[i] == '\n' {
+			return i
+		}
+	}
+	if len(q) <= 16 {
+		return -1
+	}
+	if i := bytes.IndexByte(q[16:], '\n'); i >= 0 {
+		return i + 16
+	}
+	return -1
 }
 
 // internExt returns b as a string, reusing the previous chunk's string when

@@ -558,3 +558,11 @@ func TestDecoderAllocs(t *testing.T) {
 		}
 	}
 }
+
+func TestKindString(t *testing.T) {
+	for k, want := range map[Kind]string{None: "None", Data: "Data", ChunkStart: "ChunkStart", ChunkEnd: "ChunkEnd", Trailer: "Trailer", Done: "Done", 42: "Kind(42)"} {
+		if got := k.String(); got != want {
+			t.Errorf("Kind(%d).String() = %q; want %q", k, got, want)
+		}
+	}
+}

@@ -118,7 +118,7 @@ func FuzzIndexDecode(f *testing.F) {
 }
 
 // TestWriteFuzzSeeds writes the seed corpora (with -update): small whole,
-// cut, unclosed and damaged files.
+// cut, unclosed and damaged files; record bodies; an index payload.
 func TestWriteFuzzSeeds(t *testing.T) {
 	if !*update {
 		t.Skip("run with -update to rewrite the seed corpora")
@@ -127,35 +127,52 @@ func TestWriteFuzzSeeds(t *testing.T) {
 	blocks, indexOff := blockSpans(t, small)
 	flipped := bytes.Clone(small)
 	flipped[blocks[1].Offset+20] ^= 4
-	seeds := map[string][]byte{
-		"whole":    small,
-		"unclosed": small[:indexOff],
-		"cut":      small[:blocks[2].Offset+30],
-		"flipped":  flipped,
-		"nometa":   append(fileHeader(), craftBlock(blockData, 64, 0, 1, rec(TypeConnEnd, body(&ConnEnd{Conn: 2})))...),
-	}
-	writeSeeds(t, "FuzzReader", seeds)
-	recs := map[string][]byte{}
+	writeSeeds(t, "FuzzReader", map[string][]any{
+		"whole":    {small},
+		"unclosed": {small[:indexOff]},
+		"cut":      {small[:blocks[2].Offset+30]},
+		"flipped":  {flipped},
+		"nometa":   {append(fileHeader(), craftBlock(blockData, 64, 0, 1, rec(TypeConnEnd, body(&ConnEnd{Conn: 2})))...)},
+	})
+	recs := map[string][]any{}
 	for i, r := range fullRecords() {
-		recs[fmt.Sprintf("%s-%d", r.Type(), i)] = append([]byte{byte(r.Type())}, body(r)...)
+		recs[fmt.Sprintf("%s-%d", r.Type(), i)] = []any{byte(r.Type()), body(r)}
 	}
-	writeSeeds(t, "FuzzRecordDecode", recs, true)
+	writeSeeds(t, "FuzzRecordDecode", recs)
+	raw := rawBlocks(t, small)
+	writeSeeds(t, "FuzzIndexDecode", map[string][]any{"small": {raw[len(raw)-1].payload}})
+	crafted := map[string][]any{}
+	for i, b := range raw[:3] {
+		crafted[fmt.Sprintf("block-%d", i)] = []any{b.hdr.typ, byte(codecZstd), uint32(b.hdr.records), uint32(b.hdr.ulen),
+			small[b.off+int64(b.hdr.hdrLen) : b.off+b.hdr.size()], raw[len(raw)-1].payload}
+	}
+	writeSeeds(t, "FuzzCraftedFile", crafted)
 }
 
-// writeSeeds writes seeds in the go fuzz corpus format; with split, the
-// first byte of each seed is a separate byte argument.
-func writeSeeds(t *testing.T, name string, seeds map[string][]byte, split ...bool) {
+// writeSeeds writes seeds (each the fuzz function's arguments: byte,
+// uint32 or []byte) in the go fuzz corpus format.
+func writeSeeds(t *testing.T, name string, seeds map[string][]any) {
 	dir := filepath.Join("testdata", "fuzz", name)
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for k, v := range seeds {
+	for k, args := range seeds {
 		s := "go test fuzz v1\n"
-		if len(split) > 0 && split[0] {
-			s += "byte(" + strconv.QuoteRune(rune(v[0])) + ")\n"
-			v = v[1:]
+		for _, a := range args {
+			switch a := a.(type) {
+			case byte:
+				s += fmt.Sprintf("byte(%d)\n", a)
+			case uint32:
+				s += fmt.Sprintf("uint32(%d)\n", a)
+			case []byte:
+				s += "[]byte(" + strconv.Quote(string(a)) + ")\n"
+			default:
+				t.Fatalf("seed argument of type %T", a)
+			}
 		}
-		s += "[]byte(" + strconv.Quote(string(v)) + ")\n"
 		if err := os.WriteFile(filepath.Join(dir, k), []byte(s), 0o644); err != nil {
 			t.Fatal(err)
 		}

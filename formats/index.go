@@ -11,8 +11,8 @@ import (
 // says about the session. It is small compared with the file: O(blocks +
 // connections + exchanges + anomalies).
 type Index struct {
-	Meta      *Meta
-	Summary   *Summary // nil if the file was not closed cleanly
+	Meta      *Meta    // the first Meta record; nil if it was lost
+	Summary   *Summary // the last Summary record; nil if the file was not closed cleanly
 	Blocks    []BlockInfo
 	Conns     []ConnInfo     // by Conn.ID order
 	Exchanges []ExchangeInfo // by exchange ID order

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"testing"
+	"time"
 )
 
 // splitBody feeds pieces to s and counts events; it panics on error.
@@ -48,25 +49,44 @@ func BenchmarkSplitJSON(b *testing.B) {
 			}
 		})
 	}
+	stdlib := func(b *testing.B) {
+		dec := json.NewDecoder(bytes.NewReader(body))
+		n := 0
+		for {
+			var raw json.RawMessage
+			if err := dec.Decode(&raw); err == io.EOF {
+				break
+			} else if err != nil {
+				b.Fatal(err)
+			}
+			n++
+		}
+		if n != want {
+			b.Fatalf("%d events; want %d", n, want)
+		}
+	}
 	b.Run("encoding_json", func(b *testing.B) {
 		b.SetBytes(int64(len(body)))
 		b.ReportAllocs()
 		for b.Loop() {
-			dec := json.NewDecoder(bytes.NewReader(body))
-			n := 0
-			for {
-				var raw json.RawMessage
-				if err := dec.Decode(&raw); err == io.EOF {
-					break
-				} else if err != nil {
-					b.Fatal(err)
-				}
-				n++
-			}
-			if n != want {
-				b.Fatalf("%d events; want %d", n, want)
-			}
+			stdlib(b)
 		}
+	})
+	// speedup alternates both splitters body by body, so that a busy
+	// machine slows both alike, and reports how many times faster wtrace
+	// (one input) is.
+	b.Run("speedup", func(b *testing.B) {
+		s := NewSplitter(JSON, Options{})
+		one := oneShot(body)
+		var tw, ts time.Duration
+		for b.Loop() {
+			t0 := time.Now()
+			splitBody(s, one)
+			t1 := time.Now()
+			stdlib(b)
+			tw, ts = tw+t1.Sub(t0), ts+time.Since(t1)
+		}
+		b.ReportMetric(float64(ts)/float64(tw), "x_vs_encoding_json")
 	})
 }
 

@@ -149,6 +149,9 @@ func (s *Splitter) fail(off int64, err error) error {
 // After a sticky error End returns that error and no tail. In resync mode
 // tail holds the bytes still being judged as a possible event start, and
 // err is nil: nothing shows they begin an event.
+//
+// End does not change the Splitter: before a gap of known size a caller may
+// call End to learn what the gap cut, then SetOffset, Resync and go on.
 func (s *Splitter) End() (tail []byte, err error) {
 	if s.err != nil {
 		return nil, s.err

@@ -37,7 +37,7 @@ const (
 type Direction uint8
 
 const (
-	ClientToServer Direction = 0
+	ClientToServer Direction = 0 // from the side that sent the ClientHello
 	ServerToClient Direction = 1
 )
 

@@ -69,8 +69,8 @@
 // hello messages and EncryptedExtensions are buffered (bounded by the
 // largest size their wire format allows, about 128 KiB); other handshake
 // messages, certificates included, stream by without being kept. A Conn
-// holds no record buffer between records: a record split across Feed calls
-// borrows one from a shared pool, and decryption borrows another, so the
-// steady state allocates nothing per record. The KeyLog is safe for
+// holds a record buffer (from a shared pool) only while a record is split
+// across Feed calls, and borrows another only while decrypting, so an idle
+// Conn is small and the steady state allocates nothing per record. The KeyLog is safe for
 // concurrent use and may be shared by every Conn of a capture.
 package tlsdec

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/frame"
 )
 
 type inspectOptions struct {
@@ -128,7 +129,7 @@ func printInspect(w io.Writer, path string, f *formats.File, idx *formats.Index,
 		}
 	}
 	fmt.Fprintf(w, "  contents      %d connections, %d exchanges, %d watch events%s, %d anomalies\n\n",
-		len(idx.Conns), len(idx.Exchanges), events, typeCounts(types, true), len(idx.Anomalies))
+		len(idx.Conns), len(idx.Exchanges), events, typeCounts(types), len(idx.Anomalies))
 
 	for _, c := range idx.Conns {
 		ended := "open at the end of the file"
@@ -163,6 +164,9 @@ func printInspect(w io.Writer, path string, f *formats.File, idx *formats.Index,
 				continue
 			}
 			printExchange(w, x)
+			if x.FrameTypes["ERROR"] > 0 {
+				printErrors(w, f, x)
+			}
 		}
 		fmt.Fprintln(w)
 	}
@@ -220,7 +224,7 @@ func printExchange(w io.Writer, x *formats.ExchangeInfo) {
 	fmt.Fprintf(w, "  #%-4d %s\n", x.Request.Exchange, clipLine(req, 110))
 	fmt.Fprintf(w, "        → %s%s  %s  %s, %s", status, detail, fmtTime(start), fmtDur(start, endTime), humanBytes(x.BodyBytes))
 	if x.Frames > 0 || (x.Response != nil && x.Response.Events != formats.EventsNone) {
-		fmt.Fprintf(w, ", %d events%s", x.Frames, typeCounts(x.FrameTypes, false))
+		fmt.Fprintf(w, ", %d events%s", x.Frames, typeCounts(x.FrameTypes))
 	}
 	if x.Chunks > 0 {
 		fmt.Fprintf(w, ", %d chunks", x.Chunks)
@@ -235,6 +239,31 @@ func printExchange(w io.Writer, x *formats.ExchangeInfo) {
 	fmt.Fprintln(w)
 }
 
+// printErrors shows the Status of each ERROR event of an exchange (a 410
+// Gone is what an SRE looks for).
+func printErrors(w io.Writer, f *formats.File, x *formats.ExchangeInfo) {
+	sc := f.ExchangeRecords(x.Request.Exchange)
+	format := frame.Unknown
+	if x.Response != nil {
+		format = frame.Format(x.Response.Events)
+	}
+	for {
+		r, err := sc.Next()
+		if err != nil {
+			return
+		}
+		fr, ok := r.(*formats.Frame)
+		if !ok {
+			continue
+		}
+		m, err := frame.Peek(format, fr.Data)
+		if err != nil || m.Type != "ERROR" {
+			continue
+		}
+		fmt.Fprintf(w, "        ! event %d at %s: ERROR %d %s: %s\n", fr.Seq, fmtTime(fr.Time), m.Code, m.Reason, m.Message)
+	}
+}
+
 func headerOf(h []formats.Header, name string) string {
 	for _, f := range h {
 		if strings.EqualFold(f.Name, name) {
@@ -244,7 +273,7 @@ func headerOf(h []formats.Header, name string) string {
 	return ""
 }
 
-func typeCounts(m map[string]int64, paren bool) string {
+func typeCounts(m map[string]int64) string {
 	if len(m) == 0 {
 		return ""
 	}

@@ -91,6 +91,7 @@ back to real clients with the original timing.`,
 		newInspectCmd(s),
 		newEventsCmd(s),
 		newVerifyCmd(s),
+		newReplayCmd(s),
 	)
 	return root
 }

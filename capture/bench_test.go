@@ -1,0 +1,76 @@
+package capture
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/wtrace/wtrace/capture/pcapfile"
+	"github.com/wtrace/wtrace/formats"
+)
+
+// BenchmarkRecord measures the whole record path — pcap parsing, TCP
+// reassembly, HTTP/1.1, chunked decoding, event splitting, redaction checks
+// and the .wt writer (zstd) — in MB/s of pcap.
+func BenchmarkRecord(b *testing.B) {
+	for _, c := range []struct{ name, path string }{
+		{"basic-json", filepath.Join("..", "testdata", "corpus", "basic-json", "capture.pcap")},
+		{"protobuf", filepath.Join("..", "testdata", "corpus", "protobuf", "capture.pcap")},
+		{"large-objects", filepath.Join("..", "..", "shared", "corpus", "large-objects", "capture.pcap")},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			data, err := os.ReadFile(c.path)
+			if err != nil {
+				b.Skip("capture not found:", err)
+			}
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			var out int64
+			for b.Loop() {
+				cw := &countWriter{}
+				if err := recordBytes(data, cw); err != nil {
+					b.Fatal(err)
+				}
+				out = cw.n
+			}
+			b.ReportMetric(float64(out)/float64(len(data)), "wt/pcap")
+		})
+	}
+}
+
+type countWriter struct{ n int64 }
+
+func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
+
+func recordBytes(data []byte, out io.Writer) error {
+	pr, err := pcapfile.NewReader(bytes.NewReader(data), pcapfile.Options{})
+	if err != nil {
+		return err
+	}
+	w, err := formats.NewWriter(out, formats.WriterOptions{})
+	if err != nil {
+		return err
+	}
+	if err := w.Write(&formats.Meta{Tool: "bench"}); err != nil {
+		return err
+	}
+	rec := NewRecorder(w, Options{})
+	for {
+		p, err := pr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if err := rec.Packet(p); err != nil {
+			return err
+		}
+	}
+	if err := rec.Close(); err != nil {
+		return err
+	}
+	return w.Close()
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package tlsdec
+
+const raceEnabled = false

@@ -1,0 +1,330 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/replay"
+)
+
+type replayOptions struct {
+	speed         float64
+	loop          bool
+	hold          bool
+	eventChunks   bool
+	listen        string
+	useTLS        bool
+	cert, key     string
+	kubeconfigOut string
+	writeTimeout  time.Duration
+	verbose       bool
+}
+
+func newReplayCmd(s streams) *cobra.Command {
+	o := &replayOptions{}
+	c := &cobra.Command{
+		Use:   "replay SESSION.wt",
+		Short: "Serve a recorded session to real clients with the original timing",
+		Long: `Replay serves a session like the apiserver it was recorded from: each request
+is matched with a recorded exchange (method, path, labelSelector/fieldSelector
+and watch; resourceVersion, limit, continue and timeouts may differ), and the
+recorded response is sent back — headers, exact bytes, chunk boundaries, and
+each watch event at its recorded time after the request arrived, scaled by
+--speed. Streams end the way they were recorded (clean end, FIN or RST).
+
+Every client gets its own timeline; a slow client never delays another.
+An informer that lists and watches sees the recorded LIST, then the WATCH that
+followed it. Clients that ask for a streaming list (client-go's WatchList)
+get one built from a recorded LIST + WATCH, and the reverse. Discovery
+(/api, /apis, …) is synthesized from the session's resources when it was not
+recorded, so kubectl works against a replay.
+
+A watch past the session's last event stays open and quiet until its
+timeoutSeconds; a watch from a resourceVersion the session does not hold gets
+a 410 Expired event, so the client relists.
+
+By default the server listens on 127.0.0.1:8080 over plain HTTP. Requests are
+logged on stderr; stdout stays empty. Ctrl-C stops the server (open watches
+end at once); a second Ctrl-C exits immediately.`,
+		Example: `  # serve with the original timing, then watch with curl
+  wtrace replay session.wt
+  curl -N 'http://127.0.0.1:8080/api/v1/namespaces/demo/configmaps?watch=true'
+
+  # ten times faster, forever
+  wtrace replay session.wt --speed 10 --loop
+
+  # as fast as the client reads
+  wtrace replay session.wt --speed 0
+
+  # HTTPS with a self-signed certificate and a kubeconfig for kubectl
+  wtrace replay session.wt --tls --kubeconfig-out kc
+  kubectl --kubeconfig kc get configmaps -n demo -w`,
+		Args: exactArgs(1, "one session file"),
+		RunE: func(c *cobra.Command, args []string) error {
+			if o.speed < 0 || math.IsNaN(o.speed) || math.IsInf(o.speed, 0) {
+				return &usageError{fmt.Errorf("--speed %v: must be 0 (as fast as possible) or a positive factor\nSee 'wtrace replay --help'.", o.speed)}
+			}
+			if (o.cert == "") != (o.key == "") {
+				return &usageError{errors.New("--cert and --key go together\nSee 'wtrace replay --help'.")}
+			}
+			if o.cert != "" {
+				o.useTLS = true
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runReplay(ctx, s, args[0], o)
+		},
+	}
+	f := c.Flags()
+	f.Float64Var(&o.speed, "speed", 1, "timing `factor`: 1 as recorded, 10 ten times faster, 0 as fast as the client reads")
+	f.BoolVar(&o.loop, "loop", false, "restart each watch stream from its first event when it reaches its end, forever")
+	f.BoolVar(&o.hold, "hold", false, "keep streams open after their last event instead of ending them as recorded")
+	f.BoolVar(&o.eventChunks, "event-chunks", false, "send one chunk per watch event instead of the recorded chunk boundaries")
+	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "`address` to listen on (host:port; port 0 picks a free one)")
+	f.BoolVar(&o.useTLS, "tls", false, "serve HTTPS (HTTP/2 and HTTP/1.1) with a generated self-signed certificate")
+	f.StringVar(&o.cert, "cert", "", "TLS certificate `file` (PEM) instead of a generated one; implies --tls")
+	f.StringVar(&o.key, "key", "", "TLS private key `file` (PEM) for --cert")
+	f.StringVar(&o.kubeconfigOut, "kubeconfig-out", "", "write a kubeconfig for the replay server to `file`")
+	f.DurationVar(&o.writeTimeout, "write-timeout", replay.DefaultWriteTimeout, "drop a client that has not taken a write after this `duration`")
+	f.BoolVarP(&o.verbose, "verbose", "v", false, "also log when each stream ends, and why")
+	return c
+}
+
+func runReplay(ctx context.Context, s streams, sessionPath string, o *replayOptions) error {
+	f, err := openSession(sessionPath)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for _, p := range f.Problems() {
+		fmt.Fprintf(s.err, "Warning: %s: %v\n", sessionPath, p)
+	}
+	level := slog.LevelInfo
+	if o.verbose {
+		level = slog.LevelDebug
+	}
+	opts := replay.Options{
+		Speed:        o.speed,
+		Loop:         o.loop,
+		Hold:         o.hold,
+		EventChunks:  o.eventChunks,
+		Listen:       o.listen,
+		WriteTimeout: o.writeTimeout,
+		Logger:       slog.New(&lineHandler{w: s.err, level: level, mu: &sync.Mutex{}}),
+	}
+	if o.cert != "" {
+		cert, err := tls.LoadX509KeyPair(o.cert, o.key)
+		if err != nil {
+			return withHint(fmt.Errorf("loading --cert/--key: %w", err), "give a PEM certificate and its PEM private key")
+		}
+		opts.Certificate = &cert
+	}
+	srv, err := replay.New(f, opts)
+	if err != nil {
+		return &usageError{err}
+	}
+	defer srv.Close()
+	if o.useTLS {
+		err = srv.StartTLS()
+	} else {
+		err = srv.Start()
+	}
+	if err != nil {
+		return withHint(err, "pick another address with --listen 127.0.0.1:0 (a free port)")
+	}
+	if o.kubeconfigOut != "" {
+		if err := os.WriteFile(o.kubeconfigOut, srv.Kubeconfig(), 0o600); err != nil {
+			return withHint(fmt.Errorf("writing --kubeconfig-out: %w", err), "check that the directory exists and is writable")
+		}
+	}
+	printReplayBanner(s.err, sessionPath, f, srv.URL, o)
+
+	<-ctx.Done()
+	fmt.Fprintln(s.err, "\nStopping: closing open streams (Ctrl-C again to exit at once)")
+	again := make(chan os.Signal, 1)
+	signal.Notify(again, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(again)
+	done := make(chan struct{})
+	go func() {
+		srv.Close()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-again:
+		fmt.Fprintln(s.err, "Aborted.")
+		os.Exit(1)
+	}
+	return nil
+}
+
+// printReplayBanner says where the server listens and how to try it.
+func printReplayBanner(w io.Writer, sessionPath string, f *formats.File, u string, o *replayOptions) {
+	idx := f.Index()
+	var events int64
+	var watch, list string
+	var first, last int64
+	for _, x := range idx.Exchanges {
+		events += x.Frames
+		if x.First != 0 && (first == 0 || x.First < first) {
+			first = x.First
+		}
+		if x.Last > last {
+			last = x.Last
+		}
+		if x.Request.Missing || x.Request.Method != "GET" {
+			continue
+		}
+		if x.Frames > 0 && watch == "" {
+			watch = exampleTarget(x.Request.Target, true)
+		}
+		if x.Frames == 0 && list == "" && strings.HasPrefix(x.Request.Target, "/api") {
+			list = exampleTarget(x.Request.Target, false)
+		}
+	}
+	speed := fmt.Sprintf("speed %g", o.speed)
+	switch {
+	case o.speed == 0:
+		speed = "as fast as clients read (--speed 0)"
+	case o.speed == 1:
+		speed = "original timing"
+	}
+	fmt.Fprintf(w, "Replaying %s (%d exchanges, %d watch events over %s) at %s\n",
+		sessionPath, len(idx.Exchanges), events, time.Duration(last-first).Round(time.Millisecond), speed)
+	var modes []string
+	if o.loop {
+		modes = append(modes, "looping watch streams")
+	}
+	if o.hold {
+		modes = append(modes, "holding streams open")
+	}
+	if o.eventChunks {
+		modes = append(modes, "one chunk per event")
+	}
+	if len(modes) > 0 {
+		fmt.Fprintf(w, "Mode: %s\n", strings.Join(modes, ", "))
+	}
+	fmt.Fprintf(w, "Listening on %s\n", u)
+	curlFlags := "-N"
+	if o.useTLS {
+		curlFlags = "-N -k"
+	}
+	switch {
+	case watch != "":
+		fmt.Fprintf(w, "Try: curl %s '%s%s'\n", curlFlags, u, watch)
+	case list != "":
+		fmt.Fprintf(w, "Try: curl %s '%s%s'\n", curlFlags, u, list)
+	}
+	if o.kubeconfigOut != "" {
+		fmt.Fprintf(w, "Kubeconfig written to %s: kubectl --kubeconfig %s get …\n", o.kubeconfigOut, o.kubeconfigOut)
+		if ex := kubectlExample(watch); ex != "" {
+			fmt.Fprintf(w, "  e.g. kubectl --kubeconfig %s %s\n", o.kubeconfigOut, ex)
+		}
+	}
+	fmt.Fprintln(w, "Press Ctrl-C to stop.")
+}
+
+// exampleTarget keeps the path and the parameters that select what is
+// served (selectors, watch) of a recorded target.
+func exampleTarget(target string, watch bool) string {
+	u, err := url.ParseRequestURI(target)
+	if err != nil {
+		return target
+	}
+	q := u.Query()
+	keep := url.Values{}
+	for _, k := range []string{"labelSelector", "fieldSelector"} {
+		if v := q.Get(k); v != "" {
+			keep.Set(k, v)
+		}
+	}
+	if watch {
+		keep.Set("watch", "true")
+	}
+	if len(keep) == 0 {
+		return u.Path
+	}
+	return u.Path + "?" + keep.Encode()
+}
+
+// kubectlExample turns a watch path into a kubectl command line.
+func kubectlExample(watchPath string) string {
+	p, _, _ := strings.Cut(watchPath, "?")
+	segs := strings.Split(strings.Trim(p, "/"), "/")
+	switch {
+	case len(segs) == 5 && segs[0] == "api" && segs[2] == "namespaces":
+		return fmt.Sprintf("get %s -n %s -w", segs[4], segs[3])
+	case len(segs) == 3 && segs[0] == "api":
+		return fmt.Sprintf("get %s -w", segs[2])
+	case len(segs) == 6 && segs[0] == "apis" && segs[3] == "namespaces":
+		return fmt.Sprintf("get %s.%s -n %s -w", segs[5], segs[1], segs[4])
+	case len(segs) == 4 && segs[0] == "apis":
+		return fmt.Sprintf("get %s.%s -w", segs[3], segs[1])
+	}
+	return ""
+}
+
+// lineHandler prints log records as short lines on stderr:
+// "12:03:04.512 GET /api/v1/… how=recorded exchange=1 status=200".
+type lineHandler struct {
+	w     io.Writer
+	level slog.Level
+	mu    *sync.Mutex
+	attrs []slog.Attr
+}
+
+func (h *lineHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= h.level }
+
+func (h *lineHandler) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString(r.Time.Format("15:04:05.000"))
+	if r.Level != slog.LevelInfo {
+		b.WriteString(" " + r.Level.String())
+	}
+	msg := strings.TrimPrefix(r.Message, "replay: ")
+	if msg != "request" {
+		b.WriteString(" " + msg)
+	}
+	write := func(a slog.Attr) bool {
+		v := a.Value.Resolve()
+		switch a.Key {
+		case "method", "target":
+			b.WriteString(" " + v.String())
+		default:
+			fmt.Fprintf(&b, " %s=%v", a.Key, v.Any())
+		}
+		return true
+	}
+	for _, a := range h.attrs {
+		write(a)
+	}
+	r.Attrs(write)
+	b.WriteByte('\n')
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, err := io.WriteString(h.w, b.String())
+	return err
+}
+
+func (h *lineHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	c := *h
+	c.attrs = append(append([]slog.Attr(nil), h.attrs...), as...)
+	return &c
+}
+
+func (h *lineHandler) WithGroup(string) slog.Handler { return h }

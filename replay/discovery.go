@@ -1,0 +1,313 @@
+package replay
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/frame"
+)
+
+// maxDiscoveryBody bounds a LIST body read at start-up only to learn its
+// kind for synthesized discovery.
+const maxDiscoveryBody = 16 << 20
+
+// resource is one API resource the session shows requests for.
+type resource struct {
+	group, version, name string
+	namespaced           bool
+	kind                 string
+}
+
+func (r resource) groupVersion() string {
+	if r.group == "" {
+		return r.version
+	}
+	return r.group + "/" + r.version
+}
+
+// parseResourcePath reads group, version and resource from an API path:
+// /api/v1/namespaces/demo/configmaps[/name[/sub]], /api/v1/nodes,
+// /apis/apps/v1/namespaces/demo/deployments, /api/v1/namespaces[/name].
+func parseResourcePath(path string) (resource, bool) {
+	segs := strings.Split(strings.Trim(path, "/"), "/")
+	var r resource
+	var rest []string
+	switch {
+	case len(segs) >= 3 && segs[0] == "api":
+		r.version, rest = segs[1], segs[2:]
+	case len(segs) >= 4 && segs[0] == "apis":
+		r.group, r.version, rest = segs[1], segs[2], segs[3:]
+	default:
+		return r, false
+	}
+	if len(rest) > 0 && rest[0] == "watch" {
+		rest = rest[1:]
+	}
+	switch {
+	case len(rest) == 0:
+		return r, false
+	case rest[0] == "namespaces" && len(rest) >= 3:
+		r.name, r.namespaced = rest[2], true
+	default:
+		r.name = rest[0]
+	}
+	return r, r.name != "" && r.version != ""
+}
+
+// wellKnown gives kind and short names of common resources, for sessions
+// that show a resource's path but not one of its objects.
+var wellKnown = map[string]struct {
+	kind  string
+	short []string
+}{
+	"v1/configmaps":                      {"ConfigMap", []string{"cm"}},
+	"v1/secrets":                         {"Secret", nil},
+	"v1/services":                        {"Service", []string{"svc"}},
+	"v1/pods":                            {"Pod", []string{"po"}},
+	"v1/namespaces":                      {"Namespace", []string{"ns"}},
+	"v1/nodes":                           {"Node", []string{"no"}},
+	"v1/events":                          {"Event", []string{"ev"}},
+	"v1/endpoints":                       {"Endpoints", []string{"ep"}},
+	"v1/serviceaccounts":                 {"ServiceAccount", []string{"sa"}},
+	"v1/persistentvolumeclaims":          {"PersistentVolumeClaim", []string{"pvc"}},
+	"v1/persistentvolumes":               {"PersistentVolume", []string{"pv"}},
+	"v1/podtemplates":                    {"PodTemplate", nil},
+	"v1/replicationcontrollers":          {"ReplicationController", []string{"rc"}},
+	"v1/resourcequotas":                  {"ResourceQuota", []string{"quota"}},
+	"v1/limitranges":                     {"LimitRange", []string{"limits"}},
+	"apps/v1/deployments":                {"Deployment", []string{"deploy"}},
+	"apps/v1/replicasets":                {"ReplicaSet", []string{"rs"}},
+	"apps/v1/statefulsets":               {"StatefulSet", []string{"sts"}},
+	"apps/v1/daemonsets":                 {"DaemonSet", []string{"ds"}},
+	"batch/v1/jobs":                      {"Job", nil},
+	"batch/v1/cronjobs":                  {"CronJob", []string{"cj"}},
+	"coordination.k8s.io/v1/leases":      {"Lease", nil},
+	"events.k8s.io/v1/events":            {"Event", []string{"ev"}},
+	"discovery.k8s.io/v1/endpointslices": {"EndpointSlice", nil},
+}
+
+// guessKind makes a kind from a plural resource name when nothing better
+// is known: "widgets" → "Widget", "policies" → "Policy".
+func guessKind(name string) string {
+	s := name
+	switch {
+	case strings.HasSuffix(s, "ies"):
+		s = strings.TrimSuffix(s, "ies") + "y"
+	case strings.HasSuffix(s, "sses"):
+		s = strings.TrimSuffix(s, "es")
+	case strings.HasSuffix(s, "s"):
+		s = strings.TrimSuffix(s, "s")
+	}
+	if s == "" {
+		return name
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// discovery holds the synthesized discovery documents, by path.
+type discovery struct {
+	docs map[string][]byte
+}
+
+// newDiscovery finds the resources of the recorded GET requests and their
+// kinds (from a watch event or a LIST body of the session, else well-known
+// names) and builds the legacy discovery documents for them.
+func newDiscovery(f *formats.File, m *matcher) *discovery {
+	type gvr struct{ gv, name string }
+	found := map[gvr]*resource{}
+	var order []gvr
+	for _, x := range m.all {
+		if x.q.method != http.MethodGet {
+			continue
+		}
+		r, ok := parseResourcePath(x.q.path)
+		if !ok {
+			continue
+		}
+		k := gvr{r.groupVersion(), r.name}
+		have := found[k]
+		if have == nil {
+			have = &r
+			found[k] = have
+			order = append(order, k)
+		}
+		if r.namespaced {
+			have.namespaced = true
+		}
+		if have.kind == "" && x.info.Response.Status == http.StatusOK && isCollection(x.q.path) {
+			have.kind = kindOf(f, x)
+		}
+	}
+	d := &discovery{docs: map[string][]byte{}}
+	groups := map[string][]string{} // group → versions
+	var groupOrder []string
+	lists := map[string][]apiResource{}
+	for _, k := range order {
+		r := found[k]
+		wk := wellKnown[k.gv+"/"+k.name]
+		if r.kind == "" {
+			r.kind = wk.kind
+		}
+		if r.kind == "" {
+			r.kind = guessKind(r.name)
+		}
+		lists[k.gv] = append(lists[k.gv], apiResource{
+			Name: r.name, SingularName: strings.ToLower(r.kind), Namespaced: r.namespaced,
+			Kind: r.kind, Verbs: []string{"get", "list", "watch"}, ShortNames: wk.short,
+		})
+		if r.group != "" {
+			if _, ok := groups[r.group]; !ok {
+				groupOrder = append(groupOrder, r.group)
+			}
+			if !contains(groups[r.group], r.version) {
+				groups[r.group] = append(groups[r.group], r.version)
+			}
+		}
+	}
+	put := func(path string, v any) {
+		b, _ := json.Marshal(v)
+		d.docs[path] = b
+	}
+	put("/version", map[string]string{
+		"major": "", "minor": "", "gitVersion": "v0.0.0-wtrace-replay", "gitCommit": "", "gitTreeState": "",
+		"buildDate": "", "goVersion": "", "compiler": "", "platform": "",
+	})
+	put("/api", map[string]any{"kind": "APIVersions", "versions": []string{"v1"}, "serverAddressByClientCIDRs": nil})
+	var gl []apiGroup
+	for _, g := range groupOrder {
+		ag := apiGroup{Name: g}
+		for _, v := range groups[g] {
+			ag.Versions = append(ag.Versions, groupVersion{GroupVersion: g + "/" + v, Version: v})
+		}
+		ag.PreferredVersion = ag.Versions[0]
+		gl = append(gl, ag)
+		put("/apis/"+g, map[string]any{"kind": "APIGroup", "apiVersion": "v1", "name": ag.Name,
+			"versions": ag.Versions, "preferredVersion": ag.PreferredVersion})
+	}
+	if gl == nil {
+		gl = []apiGroup{}
+	}
+	put("/apis", map[string]any{"kind": "APIGroupList", "apiVersion": "v1", "groups": gl})
+	if _, ok := lists["v1"]; !ok {
+		lists["v1"] = []apiResource{}
+	}
+	for gv, rs := range lists {
+		sort.Slice(rs, func(i, j int) bool { return rs[i].Name < rs[j].Name })
+		path := "/apis/" + gv
+		if !strings.Contains(gv, "/") {
+			path = "/api/" + gv
+		}
+		put(path, map[string]any{"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": rs})
+	}
+	return d
+}
+
+type apiResource struct {
+	Name         string   `json:"name"`
+	SingularName string   `json:"singularName"`
+	Namespaced   bool     `json:"namespaced"`
+	Kind         string   `json:"kind"`
+	Verbs        []string `json:"verbs"`
+	ShortNames   []string `json:"shortNames,omitempty"`
+}
+
+type groupVersion struct {
+	GroupVersion string `json:"groupVersion"`
+	Version      string `json:"version"`
+}
+
+type apiGroup struct {
+	Name             string         `json:"name"`
+	Versions         []groupVersion `json:"versions"`
+	PreferredVersion groupVersion   `json:"preferredVersion"`
+}
+
+func contains(xs []string, s string) bool {
+	for _, x := range xs {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// isCollection reports whether an API path names a collection (a LIST or
+// WATCH target), not one object.
+func isCollection(path string) bool {
+	segs := strings.Split(strings.Trim(path, "/"), "/")
+	var rest []string
+	switch {
+	case len(segs) >= 3 && segs[0] == "api":
+		rest = segs[2:]
+	case len(segs) >= 4 && segs[0] == "apis":
+		rest = segs[3:]
+	default:
+		return false
+	}
+	if len(rest) > 0 && rest[0] == "watch" {
+		rest = rest[1:]
+	}
+	if len(rest) >= 2 && rest[0] == "namespaces" {
+		return len(rest) == 3
+	}
+	return len(rest) == 1
+}
+
+// kindOf reads the kind of the objects exchange x carries: from its first
+// watch event, or from its LIST body.
+func kindOf(f *formats.File, x *recorded) string {
+	sc := f.ExchangeRecords(x.id)
+	var body []byte
+	for {
+		rec, err := sc.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return ""
+		}
+		switch r := rec.(type) {
+		case *formats.Frame:
+			m, err := frame.Peek(x.format, r.Data)
+			if err == nil && m.Kind != "" && m.Kind != "Status" {
+				return m.Kind
+			}
+		case *formats.Body:
+			if r.Dir != formats.ServerToClient || x.format != frame.Unknown {
+				continue
+			}
+			if len(body)+len(r.Data) > maxDiscoveryBody {
+				return ""
+			}
+			body = append(body, r.Data...)
+		}
+	}
+	if body == nil || x.info.Response.Encoding != "" {
+		return ""
+	}
+	l, err := frame.ListItems(listFormat(x), body)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSuffix(l.Kind, "List")
+}
+
+// serve answers a discovery request the session did not record. It reports
+// false if path is not a discovery document it has.
+func (d *discovery) serve(w http.ResponseWriter, path string) bool {
+	b, ok := d.docs[strings.TrimSuffix(path, "/")]
+	if !ok {
+		return false
+	}
+	// Plain application/json: a client that asked for aggregated discovery
+	// (apidiscovery.k8s.io/v2) falls back to these legacy documents.
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", itoa(len(b)))
+	w.WriteHeader(http.StatusOK)
+	w.Write(b)
+	return true
+}

@@ -1,0 +1,311 @@
+package replay
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/frame"
+)
+
+// maxTargetLen bounds a request-target the matcher parses (recorded or
+// incoming): Kubernetes clients stay far below it; net/http's own header
+// limit is 1 MiB.
+const maxTargetLen = 64 << 10
+
+// maxTimeoutSeconds bounds the timeoutSeconds a client may ask for (a year):
+// larger values are treated as no timeout.
+const maxTimeoutSeconds = 365 * 24 * 3600
+
+// varying lists the query parameters that differ from run to run and do not
+// take part in matching (resourceVersion and continue still rank the
+// candidates; sendInitialEvents chooses between recorded and synthesized
+// streaming lists).
+var varying = map[string]bool{
+	"resourceVersion":      true,
+	"resourceVersionMatch": true,
+	"timeoutSeconds":       true,
+	"timeout":              true,
+	"limit":                true,
+	"continue":             true,
+	"allowWatchBookmarks":  true,
+	"sendInitialEvents":    true,
+	"watch":                true,
+}
+
+// query is a request reduced to what matching needs.
+type query struct {
+	method  string
+	path    string // decoded path, legacy /watch/ segment removed
+	watch   bool
+	rv      string // resourceVersion, "0" normalised to "" (both mean "no RV known")
+	rawRV   string // resourceVersion as sent
+	cont    string // continue token
+	sie     bool   // sendInitialEvents=true
+	timeout time.Duration
+	key     string // method, path, watch and every non-varying parameter, order-insensitive
+}
+
+var errTarget = errors.New("replay: malformed request-target")
+
+// parseTarget reduces a request-target ("/api/v1/pods?watch=1") to a query.
+func parseTarget(method, target string) (query, error) {
+	if len(target) > maxTargetLen {
+		return query{}, fmt.Errorf("%w: %d bytes (limit %d)", errTarget, len(target), maxTargetLen)
+	}
+	u, err := url.ParseRequestURI(target)
+	if err != nil {
+		return query{}, fmt.Errorf("%w: %v", errTarget, err)
+	}
+	vals, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return query{}, fmt.Errorf("%w: %v", errTarget, err)
+	}
+	return newQuery(method, u.Path, vals), nil
+}
+
+func newQuery(method, path string, vals url.Values) query {
+	q := query{method: strings.ToUpper(method)}
+	q.path, q.watch = stripWatchSegment(path)
+	if v := vals.Get("watch"); v != "" {
+		if b, err := strconv.ParseBool(v); err == nil && b {
+			q.watch = true
+		}
+	}
+	q.rawRV = vals.Get("resourceVersion")
+	q.rv = q.rawRV
+	if q.rv == "0" {
+		q.rv = ""
+	}
+	q.cont = vals.Get("continue")
+	if b, err := strconv.ParseBool(vals.Get("sendInitialEvents")); err == nil && b {
+		q.sie = true
+	}
+	if n, err := strconv.ParseInt(vals.Get("timeoutSeconds"), 10, 64); err == nil && n > 0 && n <= maxTimeoutSeconds {
+		q.timeout = time.Duration(n) * time.Second
+	}
+	q.key = keyOf(q.method, q.path, q.watch, vals)
+	return q
+}
+
+// keyOf builds the matching key: parameters sorted by name, values sorted.
+func keyOf(method, path string, watch bool, vals url.Values) string {
+	var b strings.Builder
+	b.WriteString(method)
+	b.WriteByte(' ')
+	b.WriteString(path)
+	names := make([]string, 0, len(vals))
+	for k := range vals {
+		if !varying[k] {
+			names = append(names, k)
+		}
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		vs := append([]string(nil), vals[k]...)
+		sort.Strings(vs)
+		for _, v := range vs {
+			b.WriteByte('\x00')
+			b.WriteString(k)
+			b.WriteByte('=')
+			b.WriteString(v)
+		}
+	}
+	if watch {
+		b.WriteString("\x00watch")
+	}
+	return b.String()
+}
+
+// listKey is the key of the LIST a watch query pairs with: same path and
+// parameters, GET, not a watch.
+func (q query) listKey() string {
+	return strings.TrimSuffix(q.key, "\x00watch")
+}
+
+// watchKey is the key of the WATCH a LIST query pairs with.
+func (q query) watchKey() string {
+	if q.watch {
+		return q.key
+	}
+	return q.key + "\x00watch"
+}
+
+// stripWatchSegment removes the legacy "watch" path segment
+// (/api/v1/watch/namespaces/x/pods) and reports whether it was there.
+func stripWatchSegment(path string) (string, bool) {
+	segs := strings.Split(strings.TrimPrefix(path, "/"), "/")
+	i := -1
+	switch {
+	case len(segs) >= 3 && segs[0] == "api":
+		i = 2
+	case len(segs) >= 4 && segs[0] == "apis":
+		i = 3
+	}
+	if i < 0 || segs[i] != "watch" {
+		return path, false
+	}
+	return "/" + strings.Join(append(segs[:i:i], segs[i+1:]...), "/"), true
+}
+
+// recorded is one exchange of the session that can answer requests.
+type recorded struct {
+	id     int64
+	info   *formats.ExchangeInfo
+	q      query
+	target string
+	format frame.Format // event format; Unknown for an opaque body
+}
+
+// respTime is the Response record's time: the origin of the exchange's
+// timeline.
+func (x *recorded) respTime() int64 { return x.info.Response.Time }
+
+// endTime is when the recorded response ended (End, else its last record).
+func (x *recorded) endTime() int64 {
+	if x.info.End != nil {
+		return x.info.End.Time
+	}
+	return x.info.Last
+}
+
+// endStatus is how the response ended; an exchange the file ended inside
+// counts as truncated.
+func (x *recorded) endStatus() formats.EndStatus {
+	if x.info.End == nil {
+		return formats.EndTruncated
+	}
+	return x.info.End.Status
+}
+
+// liveFrom says which frames of a watch are live history that a client can
+// resume after: all of them for a watch that started from a resourceVersion;
+// for a streaming list, those from the initial-events-end bookmark on; none
+// for a watch that started from "" or "0" (its initial ADDED events carry
+// old resourceVersions and nothing marks their end).
+func (x *recorded) resumable() bool {
+	return x.format != frame.Unknown && (x.q.rv != "" || x.q.sie)
+}
+
+// matcher holds the recorded exchanges by key and the per-key cursors.
+type matcher struct {
+	byKey   map[string][]*recorded
+	all     []*recorded
+	cursors map[string]int // guarded by Server.mu
+}
+
+func newMatcher(idx *formats.Index) *matcher {
+	m := &matcher{byKey: map[string][]*recorded{}, cursors: map[string]int{}}
+	for i := range idx.Exchanges {
+		info := &idx.Exchanges[i]
+		if info.Request.Missing || info.Response == nil {
+			continue
+		}
+		q, err := parseTarget(info.Request.Method, info.Request.Target)
+		if err != nil {
+			continue
+		}
+		x := &recorded{id: info.Request.Exchange, info: info, q: q, target: info.Request.Target}
+		if info.Response.Events != formats.EventsNone {
+			x.format = frame.Format(info.Response.Events)
+		}
+		m.byKey[q.key] = append(m.byKey[q.key], x)
+		m.all = append(m.all, x)
+	}
+	for _, xs := range m.byKey {
+		sort.SliceStable(xs, func(i, j int) bool { return xs[i].id < xs[j].id })
+	}
+	return m
+}
+
+// prefer returns the candidates for which ok holds, or all of them if none
+// does.
+func prefer(xs []*recorded, ok func(*recorded) bool) []*recorded {
+	var out []*recorded
+	for _, x := range xs {
+		if ok(x) {
+			out = append(out, x)
+		}
+	}
+	if len(out) == 0 {
+		return xs
+	}
+	return out
+}
+
+func filter(xs []*recorded, ok func(*recorded) bool) []*recorded {
+	var out []*recorded
+	for _, x := range xs {
+		if ok(x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// pick returns the next candidate of the cursor named ck: successive calls
+// return xs in order, then the last one again (or, with loop, the first
+// again). The caller holds the lock guarding cursors.
+func (m *matcher) pick(xs []*recorded, ck string, loop bool) *recorded {
+	i := m.cursors[ck]
+	if i >= len(xs) {
+		if loop {
+			i = 0
+		} else {
+			i = len(xs) - 1
+		}
+	}
+	m.cursors[ck] = i + 1
+	return xs[i]
+}
+
+// closest returns up to n recorded request-targets that look most like q:
+// same path first, then the longest common path prefix.
+func (m *matcher) closest(q query, n int) []string {
+	type cand struct {
+		score  int
+		target string
+	}
+	seen := map[string]bool{}
+	var cs []cand
+	for _, x := range m.all {
+		t := x.info.Request.Method + " " + x.target
+		if seen[t] {
+			continue
+		}
+		seen[t] = true
+		s := commonPrefix(q.path, x.q.path)
+		if x.q.path == q.path {
+			s += 1 << 20
+		}
+		if x.q.watch == q.watch {
+			s++
+		}
+		cs = append(cs, cand{s, t})
+	}
+	sort.SliceStable(cs, func(i, j int) bool { return cs[i].score > cs[j].score })
+	var out []string
+	for i := 0; i < len(cs) && i < n; i++ {
+		out = append(out, cs[i].target)
+	}
+	return out
+}
+
+func commonPrefix(a, b string) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
+}
+
+// rvNumber parses a resourceVersion as etcd writes it (a decimal uint64).
+func rvNumber(rv string) (uint64, bool) {
+	n, err := strconv.ParseUint(rv, 10, 64)
+	return n, err == nil
+}

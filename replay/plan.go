@@ -1,0 +1,310 @@
+package replay
+
+import (
+	"container/list"
+	"errors"
+	"io"
+	"sync"
+
+	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/frame"
+)
+
+// write is one piece of a response body to send, then flush: a recorded
+// chunk (or, in event mode or where chunks cannot be reproduced, a frame or
+// a body piece). Its data is immutable and may be shared by many clients.
+type write struct {
+	at   int64 // capture time (ns) at which the recorded server sent it
+	off  int64 // body offset of data[0]
+	data []byte
+}
+
+// mark is one watch event of a planned exchange, for resuming after it.
+type mark struct {
+	end  int64 // body offset just past the event's Data
+	time int64
+	rv   string
+	iee  bool // the initial-events-end bookmark
+}
+
+// plan is an exchange's body cut into timed writes, built once and shared
+// (read-only) by every client that is served it.
+type plan struct {
+	writes []write
+	size   int64 // bytes held, for the cache budget
+}
+
+// source yields an exchange's writes in order: from a cached plan or
+// streamed from the file.
+type source interface {
+	// next returns the next write; ok is false at the end.
+	next() (w write, ok bool, err error)
+}
+
+type planSource struct {
+	p *plan
+	i int
+}
+
+func (s *planSource) next() (write, bool, error) {
+	if s.i >= len(s.p.writes) {
+		return write{}, false, nil
+	}
+	s.i++
+	return s.p.writes[s.i-1], true, nil
+}
+
+// producer turns one exchange's records into writes, incrementally: it holds
+// at most the bytes of the chunk being assembled (a chunk whose bytes are
+// not all stored yet) plus one record.
+type producer struct {
+	sc     *formats.Scanner
+	chunks bool // reproduce recorded chunk boundaries
+
+	pend    []byte // contiguous body bytes not yet emitted, from pendOff
+	pendOff int64
+	lastT   int64
+	queue   []formats.Chunk // chunk records whose bytes are not all here yet
+	out     []write
+	ended   bool
+	sawData bool
+	nextOff int64 // body offset after the last segment (for the End's Tail)
+}
+
+// newProducer reads exchange x. eventChunks asks for one write per event
+// (and body piece) instead of the recorded chunks.
+func newProducer(f *formats.File, x *recorded, eventChunks bool) *producer {
+	p := &producer{sc: f.ExchangeRecords(x.id)}
+	r := x.info.Response
+	// Chunk offsets are in body bytes before content decoding; frames are
+	// stored decoded, so a compressed event body cannot keep its chunks.
+	p.chunks = !eventChunks && x.info.Chunks > 0 &&
+		(r.Framing == formats.FramingChunked || r.Framing == formats.FramingH2) &&
+		(r.Events == formats.EventsNone || r.Encoding == "")
+	return p
+}
+
+func (p *producer) next() (write, bool, error) {
+	for len(p.out) == 0 {
+		if p.ended {
+			return write{}, false, nil
+		}
+		rec, err := p.sc.Next()
+		if err == io.EOF {
+			p.finish()
+			continue
+		}
+		if err != nil {
+			var de *formats.DamageError
+			if errors.As(err, &de) {
+				// Bytes were lost: what follows cannot be matched with
+				// chunk boundaries any more.
+				p.segmentMode()
+				continue
+			}
+			return write{}, false, err
+		}
+		switch r := rec.(type) {
+		case *formats.Frame:
+			b := make([]byte, 0, len(r.Pre)+len(r.Data))
+			b = append(append(b, r.Pre...), r.Data...)
+			p.segment(r.Offset, b, r.Time)
+		case *formats.Body:
+			if r.Dir == formats.ServerToClient {
+				p.segment(r.Offset, r.Data, r.Time)
+			}
+		case *formats.Chunk:
+			if p.chunks {
+				p.queue = append(p.queue, *r)
+				p.drain()
+			}
+		case *formats.End:
+			if r.Dir == formats.ServerToClient {
+				if len(r.Tail) > 0 {
+					p.segment(p.nextOff, r.Tail, r.Time)
+				}
+				p.finish()
+			}
+		}
+	}
+	w := p.out[0]
+	p.out[0] = write{}
+	p.out = p.out[1:]
+	return w, true, nil
+}
+
+// segment takes stored body bytes b at body offset off, stored at time t.
+func (p *producer) segment(off int64, b []byte, t int64) {
+	if len(b) == 0 {
+		return
+	}
+	p.sawData = true
+	p.nextOff = off + int64(len(b))
+	if !p.chunks {
+		p.emit(write{at: t, off: off, data: b})
+		return
+	}
+	if len(p.pend) == 0 {
+		p.pendOff = off
+	} else if off != p.pendOff+int64(len(p.pend)) {
+		// A gap or overlap: chunks no longer line up with what is stored.
+		p.segmentMode()
+		p.emit(write{at: t, off: off, data: b})
+		return
+	}
+	p.pend = append(p.pend, b...)
+	p.lastT = t
+	p.drain()
+}
+
+// drain emits every queued chunk whose bytes are all pending.
+func (p *producer) drain() {
+	for len(p.queue) > 0 && len(p.pend) > 0 {
+		c := p.queue[0]
+		end := c.Offset + c.Size
+		if end <= p.pendOff {
+			p.queue = p.queue[1:] // its bytes were not stored (midstream)
+			continue
+		}
+		if end > p.pendOff+int64(len(p.pend)) {
+			return
+		}
+		n := end - p.pendOff
+		p.emit(write{at: c.Time, off: p.pendOff, data: p.pend[:n:n]})
+		p.pend = p.pend[n:]
+		p.pendOff = end
+		p.queue = p.queue[1:]
+	}
+}
+
+// segmentMode gives up on chunk boundaries: what is pending goes out as one
+// write and later bytes as they were stored.
+func (p *producer) segmentMode() {
+	if len(p.pend) > 0 {
+		p.emit(write{at: p.lastT, off: p.pendOff, data: p.pend})
+	}
+	p.pend, p.queue, p.chunks = nil, nil, false
+}
+
+func (p *producer) finish() {
+	p.segmentMode()
+	p.ended = true
+}
+
+func (p *producer) emit(w write) {
+	if n := len(p.out); n > 0 && w.at < p.out[n-1].at {
+		w.at = p.out[n-1].at // keep the schedule monotonic
+	}
+	p.out = append(p.out, w)
+}
+
+// buildPlan reads exchange x whole into a plan.
+func buildPlan(f *formats.File, x *recorded, eventChunks bool) (*plan, error) {
+	p := newProducer(f, x, eventChunks)
+	pl := &plan{}
+	for {
+		w, ok, err := p.next()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+		pl.writes = append(pl.writes, w)
+		pl.size += int64(len(w.data)) + 48
+	}
+	return pl, nil
+}
+
+// marks reads the events of watch exchange x (type, resourceVersion, where
+// each ends) without keeping their bytes.
+func readMarks(f *formats.File, x *recorded) ([]mark, error) {
+	sc := f.ExchangeRecords(x.id)
+	var ms []mark
+	for {
+		rec, err := sc.Next()
+		if err == io.EOF {
+			return ms, nil
+		}
+		if err != nil {
+			var de *formats.DamageError
+			if errors.As(err, &de) {
+				continue
+			}
+			return ms, err
+		}
+		fr, ok := rec.(*formats.Frame)
+		if !ok {
+			continue
+		}
+		m, _ := frame.Peek(x.format, fr.Data)
+		ms = append(ms, mark{
+			end:  fr.Offset + int64(len(fr.Pre)) + int64(len(fr.Data)),
+			time: fr.Time,
+			rv:   m.ResourceVersion,
+			iee:  m.Type == "BOOKMARK" && m.InitialEventsEnd,
+		})
+	}
+}
+
+// cache is a size-bounded LRU of values built once per key; concurrent
+// getters of a key being built wait for the one build (no thundering herd
+// when thousands of clients ask for the same exchange at once). Values in
+// use by clients stay alive after eviction until those clients finish.
+type cache struct {
+	mu     sync.Mutex
+	budget int64
+	used   int64
+	lru    *list.List // of *cacheEntry, most recent first
+	byKey  map[string]*cacheEntry
+}
+
+type cacheEntry struct {
+	key   string
+	ready chan struct{}
+	val   any
+	size  int64
+	err   error
+	elem  *list.Element
+}
+
+func newCache(budget int64) *cache {
+	return &cache{budget: budget, lru: list.New(), byKey: map[string]*cacheEntry{}}
+}
+
+// get returns the value for key, building it with build (which returns the
+// value and its size in bytes) if it is not cached. Errors are not cached.
+func (c *cache) get(key string, build func() (any, int64, error)) (any, error) {
+	c.mu.Lock()
+	if e, ok := c.byKey[key]; ok {
+		if e.elem != nil {
+			c.lru.MoveToFront(e.elem)
+		}
+		c.mu.Unlock()
+		<-e.ready
+		return e.val, e.err
+	}
+	e := &cacheEntry{key: key, ready: make(chan struct{})}
+	c.byKey[key] = e
+	c.mu.Unlock()
+
+	v, size, err := build()
+
+	c.mu.Lock()
+	e.val, e.size, e.err = v, size, err
+	if err != nil || size > c.budget {
+		delete(c.byKey, key) // shared with current waiters only
+	} else {
+		e.elem = c.lru.PushFront(e)
+		c.used += size
+		for c.used > c.budget {
+			old := c.lru.Back().Value.(*cacheEntry)
+			c.lru.Remove(old.elem)
+			delete(c.byKey, old.key)
+			c.used -= old.size
+		}
+	}
+	c.mu.Unlock()
+	close(e.ready)
+	return v, err
+}

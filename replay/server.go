@@ -1,0 +1,540 @@
+package replay
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wtrace/wtrace/formats"
+)
+
+// DefaultListen is the address Start and StartTLS listen on when
+// Options.Listen is empty: loopback, a free port.
+const DefaultListen = "127.0.0.1:0"
+
+// DefaultWriteTimeout is the WriteTimeout a zero Options means.
+const DefaultWriteTimeout = 30 * time.Second
+
+// DefaultCacheBytes is the CacheBytes a zero Options means.
+const DefaultCacheBytes = 64 << 20
+
+// Options configure a Server. The zero value serves as fast as each client
+// reads (Speed 0), reproduces the recorded chunk boundaries, ends each
+// stream the way it was recorded, listens on 127.0.0.1 (a free port) and
+// logs nothing.
+type Options struct {
+	// Speed scales the recorded timing: 1 replays it as recorded, 10 ten
+	// times faster, 0.5 at half speed. 0 (the zero value) sends every byte
+	// as soon as the client reads it, with no waiting at all. Negative, NaN
+	// and infinite values are an error.
+	Speed float64
+	// Loop restarts a watch stream that reached its recorded end from its
+	// first event, on a timeline shifted by the exchange's recorded
+	// duration, forever (until the client's timeoutSeconds, the client
+	// leaves, or Close). Per-request cursors (see the package doc) wrap
+	// around instead of repeating the last exchange.
+	Loop bool
+	// Hold keeps every stream open after its last recorded byte, instead of
+	// ending it the way it was recorded, until the client's timeoutSeconds
+	// (then a clean end, as the apiserver does), the client leaves, or
+	// Close.
+	Hold bool
+	// EventChunks sends one chunk per watch event (and per stored body
+	// piece). The zero value reproduces the recorded chunk boundaries, each
+	// chunk at its recorded time.
+	EventChunks bool
+	// Clock is the time source; nil means the wall clock. A FakeClock runs
+	// replays in virtual time.
+	Clock Clock
+	// Logger receives one Info line per request (method, target, how it was
+	// answered, exchange, status), warnings for requests nothing matches
+	// (with the closest recorded candidates), and Debug lines when streams
+	// end. nil discards.
+	Logger *slog.Logger
+	// Listen is the address Start and StartTLS listen on; "" means
+	// DefaultListen (127.0.0.1, a free port).
+	Listen string
+	// Certificate is the TLS certificate StartTLS serves; nil generates a
+	// self-signed ECDSA P-256 certificate for 127.0.0.1, ::1 and localhost
+	// (and the Listen host), which is its own CA.
+	Certificate *tls.Certificate
+	// WriteTimeout bounds how long one write to a client may block (a
+	// client that stopped reading); the client is then disconnected. 0 means
+	// DefaultWriteTimeout; negative disables the limit.
+	WriteTimeout time.Duration
+	// CacheBytes bounds the memory holding decoded exchanges (timed writes,
+	// synthesized lists) shared by all clients. Exchanges larger than a
+	// quarter of it are streamed from the file for each client instead.
+	// 0 means DefaultCacheBytes.
+	CacheBytes int64
+}
+
+// Server serves a recorded session over HTTP. Create it with New or Open;
+// serve with Start or StartTLS (or mount Handler in a server of your own);
+// stop with Close. Safe for concurrent use: each request is served by its
+// own handler goroutine on its own timeline; requests share only immutable
+// decoded exchanges, the matching cursors (behind a mutex, never held while
+// writing) and the session file.
+type Server struct {
+	// URL is the base URL of the started server ("http://127.0.0.1:41234"),
+	// "" before Start or StartTLS.
+	URL string
+
+	opts         Options
+	file         *formats.File
+	ownFile      bool
+	log          *slog.Logger
+	clock        Clock
+	speed        float64
+	writeTimeout time.Duration
+	maxPlan      int64
+	m            *matcher
+	disc         *discovery
+	cache        *cache
+	ctx          context.Context
+	cancel       context.CancelFunc
+
+	mu        sync.Mutex // guards the fields below and m.cursors
+	closed    bool
+	started   bool
+	handlers  sync.WaitGroup
+	conns     sync.WaitGroup
+	srv       *http.Server
+	serveDone chan struct{}
+	certPEM   []byte
+}
+
+// ErrStarted is returned by Start and StartTLS on a server that was already
+// started or closed.
+var ErrStarted = errors.New("replay: server already started or closed")
+
+// New returns a Server for session f. It reads f's index, and a little of
+// its data (the kinds of the resources, for synthesized discovery); it does
+// not listen yet. The caller keeps ownership of f and must not close it
+// before Close returns.
+func New(f *formats.File, opts Options) (*Server, error) {
+	if opts.Speed < 0 || math.IsNaN(opts.Speed) || math.IsInf(opts.Speed, 0) {
+		return nil, fmt.Errorf("replay: speed %v: must be a finite number ≥ 0 (0: as fast as possible)", opts.Speed)
+	}
+	s := &Server{opts: opts, file: f, speed: opts.Speed}
+	s.log = opts.Logger
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.clock = opts.Clock
+	if s.clock == nil {
+		s.clock = realClock{}
+	}
+	s.writeTimeout = opts.WriteTimeout
+	if s.writeTimeout == 0 {
+		s.writeTimeout = DefaultWriteTimeout
+	}
+	budget := opts.CacheBytes
+	if budget <= 0 {
+		budget = DefaultCacheBytes
+	}
+	s.cache = newCache(budget)
+	s.maxPlan = budget / 4
+	s.m = newMatcher(f.Index())
+	s.disc = newDiscovery(f, s.m)
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	return s, nil
+}
+
+// Open opens the session file at path and returns a Server for it, which
+// closes the file on Close.
+func Open(path string, opts Options) (*Server, error) {
+	f, err := formats.Open(path, formats.ReaderOptions{})
+	if err != nil {
+		return nil, err
+	}
+	s, err := New(f, opts)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	s.ownFile = true
+	return s, nil
+}
+
+// NewTestServer opens the session at path and starts serving it over HTTP
+// on 127.0.0.1 (or opts.Listen); the server is closed when the test ends.
+// Any error fails the test.
+func NewTestServer(t testing.TB, path string, opts Options) *Server {
+	t.Helper()
+	s, err := Open(path, opts)
+	if err != nil {
+		t.Fatalf("replay.NewTestServer(%q): %v", path, err)
+	}
+	if err := s.Start(); err != nil {
+		s.Close()
+		t.Fatalf("replay.NewTestServer(%q): %v", path, err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Handler returns the server's HTTP handler, to mount in a server of your
+// own. Close still cancels the requests it is serving and waits for them.
+func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.ServeHTTP) }
+
+// Start listens on Options.Listen (default 127.0.0.1, a free port) and
+// serves HTTP (HTTP/1.1, and h2c is not offered) in the background. It sets
+// URL.
+func (s *Server) Start() error { return s.start(false) }
+
+// StartTLS is Start with HTTPS, offering HTTP/2 and HTTP/1.1 through ALPN,
+// with Options.Certificate or a generated self-signed one (see CertPEM and
+// Kubeconfig).
+func (s *Server) StartTLS() error { return s.start(true) }
+
+func (s *Server) start(useTLS bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started || s.closed {
+		return ErrStarted
+	}
+	addr := s.opts.Listen
+	if addr == "" {
+		addr = DefaultListen
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("replay: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		ConnState: func(c net.Conn, st http.ConnState) {
+			switch st {
+			case http.StateNew:
+				s.conns.Add(1)
+			case http.StateClosed, http.StateHijacked:
+				s.conns.Done()
+			}
+		},
+	}
+	scheme := "http"
+	if useTLS {
+		cert := s.opts.Certificate
+		if cert == nil {
+			host, _, _ := net.SplitHostPort(addr)
+			c, pemBytes, err := selfSigned(host, time.Now())
+			if err != nil {
+				ln.Close()
+				return err
+			}
+			cert, s.certPEM = &c, pemBytes
+		} else if len(cert.Certificate) > 0 {
+			s.certPEM = pemEncode(cert.Certificate[0])
+		}
+		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{*cert}, NextProtos: []string{"h2", "http/1.1"}}
+		ln = tls.NewListener(ln, srv.TLSConfig)
+		scheme = "https"
+		// http.Server configures HTTP/2 for TLS listeners it is handed
+		// through ServeTLS; with a ready TLS listener we enable it here.
+		srv.Protocols = new(http.Protocols)
+		srv.Protocols.SetHTTP1(true)
+		srv.Protocols.SetHTTP2(true)
+	}
+	s.srv = srv
+	s.started = true
+	s.serveDone = make(chan struct{})
+	s.URL = scheme + "://" + ln.Addr().String()
+	go func() {
+		defer close(s.serveDone)
+		_ = srv.Serve(ln)
+	}()
+	return nil
+}
+
+// CertPEM returns the PEM certificate StartTLS serves (nil before it, or
+// for plain HTTP).
+func (s *Server) CertPEM() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.certPEM
+}
+
+// Kubeconfig returns a kubeconfig for the started server: its URL, the
+// certificate as certificate-authority-data (HTTPS) and a dummy token user.
+func (s *Server) Kubeconfig() []byte {
+	return kubeconfig(s.URL, s.CertPEM())
+}
+
+// Client returns an HTTP client for the started server: it trusts the
+// server's certificate (HTTPS, with HTTP/2) and is closed by Close.
+func (s *Server) Client() *http.Client {
+	tr := &http.Transport{ForceAttemptHTTP2: true}
+	if pemBytes := s.CertPEM(); pemBytes != nil {
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(pemBytes)
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool}
+	}
+	return &http.Client{Transport: tr}
+}
+
+// Close stops the server: it stops listening, cancels every request in
+// flight (watches end at once, without their terminating chunk), closes
+// all connections, and returns once every handler goroutine has returned.
+// It closes the session file if Open opened it. Safe to call more than
+// once.
+func (s *Server) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	srv := s.srv
+	s.mu.Unlock()
+	s.cancel()
+	if srv != nil {
+		_ = srv.Close()
+		<-s.serveDone
+		s.conns.Wait()
+	}
+	s.handlers.Wait()
+	if s.ownFile {
+		s.file.Close()
+	}
+}
+
+// enter registers a handler; false once the server is closed.
+func (s *Server) enter() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.handlers.Add(1)
+	return true
+}
+
+// ServeHTTP answers one request from the session (see the package doc for
+// how requests are matched).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !s.enter() {
+		writeStatus(w, http.StatusServiceUnavailable, "ServiceUnavailable", errClosed.Error())
+		return
+	}
+	defer s.handlers.Done()
+	arrival := s.clock.Now()
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	stop := context.AfterFunc(s.ctx, cancel)
+	defer stop()
+
+	target := r.URL.RequestURI()
+	q, err := parseTarget(r.Method, target)
+	if err != nil {
+		s.log.Warn("replay: bad request", "method", r.Method, "target", truncate(target), "err", err)
+		writeStatus(w, http.StatusBadRequest, "BadRequest", err.Error())
+		return
+	}
+	rt := s.route(r, q)
+	attrs := []any{"method", r.Method, "target", truncate(target), "how", rt.how}
+	if rt.x != nil {
+		attrs = append(attrs, "exchange", rt.x.id)
+	}
+	attrs = append(attrs, "status", rt.status)
+	if rt.how == howNotFound {
+		attrs = append(attrs, "closest", s.m.closest(q, 3))
+		s.log.Warn("replay: no recorded exchange matches", attrs...)
+	} else {
+		s.log.Info("replay: request", attrs...)
+	}
+	st := s.newStreamer(ctx, w, q, arrival)
+	rt.serve(st, r)
+	if s.log.Enabled(ctx, slog.LevelDebug) {
+		s.log.Debug("replay: done", "method", r.Method, "target", truncate(target), "bytes", st.bytes,
+			"writes", st.writes, "duration", s.clock.Now().Sub(arrival), "stopped", st.stopped)
+	}
+}
+
+func truncate(s string) string {
+	const max = 512
+	if len(s) > max {
+		return s[:max] + "…"
+	}
+	return s
+}
+
+// How a request was answered (the "how" of log lines).
+const (
+	howRecorded  = "recorded"         // a recorded exchange, whole
+	howResumed   = "resumed"          // a recorded watch after the event carrying the request's resourceVersion
+	howAfterLast = "after-last"       // watch past the session's last event: open, empty
+	howExpired   = "expired"          // resourceVersion or continue not in the session: 410
+	howWatchList = "synth-watch-list" // streaming list built from a recorded LIST + WATCH
+	howList      = "synth-list"       // LIST built from a recorded streaming list
+	howDiscovery = "synth-discovery"  // discovery document built from the session's resources
+	howNotFound  = "not-found"        // nothing matches: 404
+	howError     = "error"            // the session could not be read
+)
+
+// route is how one request will be answered.
+type route struct {
+	how    string
+	x      *recorded
+	status int
+	serve  func(st *streamer, r *http.Request)
+}
+
+// cursor names a cursor: a key and the class of request within it.
+func cursor(key string, parts ...string) string {
+	return key + "\x01" + strings.Join(parts, "\x01")
+}
+
+func (s *Server) pick(xs []*recorded, ck string) *recorded {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m.pick(xs, ck, s.opts.Loop)
+}
+
+func (s *Server) route(r *http.Request, q query) route {
+	if q.watch {
+		return s.routeWatch(q)
+	}
+	return s.routeOther(r, q)
+}
+
+func (s *Server) full(x *recorded) route {
+	status := x.info.Response.Status
+	if status <= 0 {
+		status = http.StatusOK
+	}
+	return route{how: howRecorded, x: x, status: status, serve: func(st *streamer, r *http.Request) {
+		s.serveExchange(st, r, x, 0, 0)
+	}}
+}
+
+func (s *Server) errorRoute(err error) route {
+	return route{how: howError, status: http.StatusInternalServerError, serve: func(st *streamer, r *http.Request) {
+		writeStatus(st.w, http.StatusInternalServerError, "InternalError", err.Error())
+	}}
+}
+
+func (s *Server) emptyWatch(x *recorded) route {
+	return route{how: howAfterLast, x: x, status: http.StatusOK, serve: func(st *streamer, r *http.Request) {
+		s.serveEmptyWatch(st, x)
+	}}
+}
+
+func (s *Server) routeWatch(q query) route {
+	cands := s.m.byKey[q.key]
+	if q.sie {
+		if sie := filter(cands, func(x *recorded) bool { return x.q.sie }); len(sie) > 0 {
+			return s.full(s.pick(prefer(sie, func(x *recorded) bool { return x.q.rv == q.rv }), cursor(q.key, "sie", q.rv)))
+		}
+		if lst := s.pickList(q.listKey(), "", q.rv); lst != nil && lst.format == 0 && lst.info.Response.Status == http.StatusOK {
+			return route{how: howWatchList, x: lst, status: http.StatusOK, serve: func(st *streamer, r *http.Request) {
+				if _, err := s.serveSynthWatchList(st, q, lst); err != nil {
+					s.log.Warn("replay: cannot synthesize a streaming list", "list", lst.id, "err", err)
+					writeStatus(st.w, http.StatusInternalServerError, "InternalError", err.Error())
+				}
+			}}
+		}
+	}
+	if len(cands) == 0 {
+		return s.notFound(q)
+	}
+	if q.rv == "" {
+		xs := prefer(cands, func(x *recorded) bool { return x.q.sie == q.sie })
+		xs = prefer(xs, func(x *recorded) bool { return x.q.rv == "" })
+		return s.full(s.pick(xs, cursor(q.key, "watch", "")))
+	}
+	if exact := filter(cands, func(x *recorded) bool { return x.q.rv == q.rv }); len(exact) > 0 {
+		return s.full(s.pick(exact, cursor(q.key, "watch", q.rv)))
+	}
+	rp, found, err := s.findResume(cands, q.rv)
+	if err != nil {
+		return s.errorRoute(err)
+	}
+	if found {
+		if rp.remain == 0 && !s.opts.Loop {
+			return s.emptyWatch(rp.x)
+		}
+		return route{how: howResumed, x: rp.x, status: http.StatusOK, serve: func(st *streamer, r *http.Request) {
+			s.serveExchange(st, r, rp.x, rp.off, rp.time)
+		}}
+	}
+	if n, ok := rvNumber(q.rv); ok {
+		if newest, ok := s.newestRV(cands); ok && n >= newest {
+			return s.emptyWatch(cands[len(cands)-1])
+		}
+	}
+	return route{how: howExpired, status: http.StatusOK, serve: func(st *streamer, r *http.Request) {
+		s.serveExpired(st, q.rawRV)
+	}}
+}
+
+// pickList picks the LIST of key listKey a request with continue token cont
+// and resourceVersion rv gets, advancing its cursor; nil if there is none.
+func (s *Server) pickList(listKey, cont, rv string) *recorded {
+	cands := s.m.byKey[listKey]
+	if len(cands) == 0 {
+		return nil
+	}
+	var xs []*recorded
+	if cont != "" {
+		xs = filter(cands, func(x *recorded) bool { return x.q.cont == cont })
+		if len(xs) == 0 {
+			return nil
+		}
+	} else {
+		xs = prefer(cands, func(x *recorded) bool { return x.q.cont == "" })
+	}
+	xs = prefer(xs, func(x *recorded) bool { return x.q.rv == rv })
+	return s.pick(xs, cursor(listKey, "get", cont, rv))
+}
+
+func (s *Server) routeOther(r *http.Request, q query) route {
+	if x := s.pickList(q.key, q.cont, q.rv); x != nil {
+		return s.full(x)
+	}
+	if q.cont != "" && len(s.m.byKey[q.key]) > 0 {
+		msg := "the provided continue parameter is too old to display a consistent list result (not in the replayed session)"
+		return route{how: howExpired, status: http.StatusGone, serve: func(st *streamer, r *http.Request) {
+			writeStatus(st.w, http.StatusGone, "Expired", msg)
+		}}
+	}
+	if q.method == http.MethodGet && isCollection(q.path) {
+		ws := filter(s.m.byKey[q.watchKey()], func(x *recorded) bool { return x.q.sie && x.format != 0 })
+		if len(ws) > 0 {
+			x := s.pick(ws, cursor(q.key, "synth-list"))
+			return route{how: howList, x: x, status: http.StatusOK, serve: func(st *streamer, r *http.Request) {
+				if err := s.serveListFromWatch(st, x); err != nil {
+					s.log.Warn("replay: cannot build a list from a streaming list", "watch", x.id, "err", err)
+					writeStatus(st.w, http.StatusInternalServerError, "InternalError", err.Error())
+				}
+			}}
+		}
+	}
+	if q.method == http.MethodGet || q.method == http.MethodHead {
+		if _, ok := s.disc.docs[strings.TrimSuffix(q.path, "/")]; ok {
+			return route{how: howDiscovery, status: http.StatusOK, serve: func(st *streamer, r *http.Request) {
+				s.disc.serve(st.w, q.path)
+			}}
+		}
+	}
+	return s.notFound(q)
+}
+
+func (s *Server) notFound(q query) route {
+	msg := fmt.Sprintf("the server could not find the requested resource (wtrace replay: no recorded exchange matches %s %s)", q.method, q.path)
+	return route{how: howNotFound, status: http.StatusNotFound, serve: func(st *streamer, r *http.Request) {
+		writeStatus(st.w, http.StatusNotFound, "NotFound", msg)
+	}}
+}

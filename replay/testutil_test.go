@@ -1,0 +1,215 @@
+package replay
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wtrace/wtrace/capture"
+	"github.com/wtrace/wtrace/capture/pcapfile"
+	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/frame"
+)
+
+// corpusDir holds the repository's copies of the shared corpus captures.
+const corpusDir = "../testdata/corpus"
+
+var (
+	sessionsMu  sync.Mutex
+	sessions    = map[string]string{} // scenario → recorded .wt path
+	sessionsDir string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if sessionsDir != "" {
+		os.RemoveAll(sessionsDir)
+	}
+	os.Exit(code)
+}
+
+// corpusSession records testdata/corpus/<scenario>/capture.pcap into a
+// temporary session file, once per test binary, and returns its path. It
+// skips the test if the capture is absent.
+func corpusSession(t testing.TB, scenario string) string {
+	t.Helper()
+	sessionsMu.Lock()
+	defer sessionsMu.Unlock()
+	if p, ok := sessions[scenario]; ok {
+		return p
+	}
+	pcap := filepath.Join(corpusDir, scenario, "capture.pcap")
+	if _, err := os.Stat(pcap); err != nil {
+		t.Skipf("corpus capture %s not available: %v", pcap, err)
+	}
+	if sessionsDir == "" {
+		d, err := os.MkdirTemp("", "wtrace-replay-test-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sessionsDir = d
+	}
+	out := filepath.Join(sessionsDir, scenario+".wt")
+	if err := recordPcap(pcap, out); err != nil {
+		t.Fatalf("recording %s: %v", pcap, err)
+	}
+	sessions[scenario] = out
+	return out
+}
+
+// recordPcap records a capture into a session file the way `wtrace record`
+// does.
+func recordPcap(pcap, out string) error {
+	in, err := os.Open(pcap)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	pr, err := pcapfile.NewReader(in, pcapfile.Options{})
+	if err != nil {
+		return err
+	}
+	defer pr.Close()
+	f, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	w, err := formats.NewWriter(f, formats.WriterOptions{})
+	if err != nil {
+		return err
+	}
+	if err := w.Write(&formats.Meta{Tool: "wtrace test", Source: "pcap", Description: "pcap " + filepath.Base(pcap), Redaction: "default"}); err != nil {
+		return err
+	}
+	rec := capture.NewRecorder(w, capture.Options{})
+	for {
+		p, err := pr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if err := rec.Packet(p); err != nil {
+			return err
+		}
+	}
+	if err := rec.Close(); err != nil {
+		return err
+	}
+	st := rec.Stats()
+	if err := w.Write(&formats.Summary{Time: st.Last, Packets: st.Packets, Conns: st.Conns, Exchanges: st.Exchanges, Events: st.Events}); err != nil {
+		return err
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// openSession opens a session file for the duration of the test.
+func openSession(t testing.TB, path string) *formats.File {
+	t.Helper()
+	f, err := formats.Open(path, formats.ReaderOptions{})
+	if err != nil {
+		t.Fatalf("formats.Open(%q): %v", path, err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// recordedEvent is one watch event as the session holds it.
+type recordedEvent struct {
+	seq  int64
+	time int64
+	data []byte
+	meta frame.Meta
+}
+
+// sessionEvents returns the events of exchange id.
+func sessionEvents(t testing.TB, f *formats.File, id int64) []recordedEvent {
+	t.Helper()
+	x := f.Index().Exchanges[id]
+	format := frame.Format(x.Response.Events)
+	sc := f.ExchangeRecords(id)
+	var evs []recordedEvent
+	for {
+		r, err := sc.Next()
+		if err == io.EOF {
+			return evs
+		}
+		if err != nil {
+			t.Fatalf("reading exchange %d: %v", id, err)
+		}
+		if fr, ok := r.(*formats.Frame); ok {
+			m, err := frame.Peek(format, fr.Data)
+			if err != nil {
+				t.Fatalf("Peek(exchange %d event %d): %v", id, fr.Seq, err)
+			}
+			evs = append(evs, recordedEvent{seq: fr.Seq, time: fr.Time, data: fr.Data, meta: m})
+		}
+	}
+}
+
+// sessionBody returns the stored (not decoded) response body of an opaque
+// exchange.
+func sessionBody(t testing.TB, f *formats.File, id int64) []byte {
+	t.Helper()
+	sc := f.ExchangeRecords(id)
+	var b []byte
+	for {
+		r, err := sc.Next()
+		if err == io.EOF {
+			return b
+		}
+		if err != nil {
+			t.Fatalf("reading exchange %d: %v", id, err)
+		}
+		if body, ok := r.(*formats.Body); ok && body.Dir == formats.ServerToClient {
+			b = append(b, body.Data...)
+		}
+	}
+}
+
+// exchangeByTarget finds the exchange whose request-target contains sub.
+func exchangeByTarget(t testing.TB, f *formats.File, method, sub string) int64 {
+	t.Helper()
+	for _, x := range f.Index().Exchanges {
+		if x.Request.Method == method && bytes.Contains([]byte(x.Request.Target), []byte(sub)) {
+			return x.Request.Exchange
+		}
+	}
+	t.Fatalf("no %s exchange with target containing %q", method, sub)
+	return -1
+}
+
+// get performs a GET and returns the response with its whole body.
+func get(t testing.TB, c *http.Client, url string, hdr ...string) (*http.Response, []byte) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: reading body: %v", url, err)
+	}
+	return resp, b
+}
