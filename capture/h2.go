@@ -74,10 +74,10 @@ type h2Conn struct {
 	lastClient uint32 // highest client-initiated stream ID seen
 	notes      int
 
-	dead     bool                // parsing stopped
-	deadKind formats.AnomalyKind // why
-	deadDir  formats.Direction
-	unparsed int64 // bytes received after parsing stopped
+	dead     bool              // parsing stopped
+	deadDir  formats.Direction // where
+	deadOff  int64             // at which offset of deadDir's stream
+	unparsed int64             // bytes received after parsing stopped, both directions
 }
 
 // h2Stream is one stream and its exchange.
@@ -510,7 +510,9 @@ func (c *h2Conn) finish(st formats.EndStatus, t int64) {
 		}
 	}
 	if c.unparsed > 0 {
-		c.s.anomaly(c.id, formats.NoExchange, c.deadDir, t, c.deadKind, 0, c.unparsed,
+		// Not understood, kept out of the session (like the bytes after a
+		// protocol switch on HTTP/1.1).
+		c.s.anomaly(c.id, formats.NoExchange, c.deadDir, t, formats.AnomalyUnknown, c.deadOff, c.unparsed,
 			fmt.Sprintf("%d bytes after the HTTP/2 parsing stopped were not recorded", c.unparsed))
 		c.unparsed = 0
 	}
@@ -527,7 +529,7 @@ func (c *h2Conn) fatal(dir formats.Direction, t int64, kind formats.AnomalyKind,
 	for _, s := range c.sortedStreams() {
 		c.endStream(s, st, t, note)
 	}
-	c.dead, c.deadKind, c.deadDir = true, kind, dir
+	c.dead, c.deadDir, c.deadOff = true, dir, off
 	for i := range c.d {
 		d := &c.d[i]
 		c.unparsed += int64(len(d.buf))

@@ -419,7 +419,7 @@ var h2SynthCases = []struct {
 			c.finish(formats.EndTruncated, t+4)
 		},
 		check: func(t *testing.T, recs []formats.Record, c *h2Conn) {
-			wantAnomaly(t, recs, "gap: 1000 bytes missing from the server→client stream", "gap: 522 bytes after the HTTP/2 parsing stopped")
+			wantAnomaly(t, recs, "gap: 1000 bytes missing from the server→client stream", "unknown-protocol: 522 bytes after the HTTP/2 parsing stopped")
 			var off int64
 			for _, p := range h2GapPieces {
 				if p.dir == s2c {
@@ -509,7 +509,7 @@ var h2SynthCases = []struct {
 		},
 		check: func(t *testing.T, recs []formats.Record, c *h2Conn) {
 			wantAnomaly(t, recs, "malformed: the client's bytes do not begin with the HTTP/2 connection preface",
-				"malformed: 10 bytes after the HTTP/2 parsing stopped")
+				"unknown-protocol: 10 bytes after the HTTP/2 parsing stopped")
 		},
 	},
 	{

@@ -1,10 +1,5 @@
-//go:build k8sdecode
-
 // Cross-checks with the apiserver's own codecs (k8s.io/apimachinery,
-// k8s.io/api, client-go), in tests only. They need the k8s.io modules'
-// dependencies in go.sum; run with
-//
-//	go test -tags k8sdecode ./frame
+// k8s.io/api, client-go), in tests only.
 
 package frame
 

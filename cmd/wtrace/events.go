@@ -223,7 +223,13 @@ func openSession(path string) (*formats.File, error) {
 // reportDamage prints what a damaged or unclosed file lost, after the data
 // it could read. It fails the command if blocks were damaged.
 func reportDamage(s streams, path string, f *formats.File, damage []error) error {
-	probs := f.Problems()
+	var probs []error
+	for _, p := range f.Problems() {
+		var de *formats.DamageError
+		if !errors.As(p, &de) { // damage is reported by the scan, in order
+			probs = append(probs, p)
+		}
+	}
 	if len(probs) == 0 && len(damage) == 0 {
 		return nil
 	}

@@ -65,7 +65,11 @@ func runVerify(s streams, path string, o *verifyOptions) error {
 	}
 	fmt.Fprintf(s.out, "%s: %d blocks, %d records intact\n", path, len(idx.Blocks), records)
 	for _, p := range f.Problems() {
-		fmt.Fprintf(s.out, "  problem: %v\n", p)
+		// Damaged blocks are reported by the scan below, in file order.
+		var de *formats.DamageError
+		if !errors.As(p, &de) {
+			fmt.Fprintf(s.out, "  problem: %v\n", p)
+		}
 	}
 	for _, d := range damage {
 		fmt.Fprintf(s.out, "  damaged: %v\n", d)
@@ -88,14 +92,14 @@ func runVerify(s streams, path string, o *verifyOptions) error {
 		if err != nil {
 			return withHint(err, "check that the directory of --repair exists and is writable")
 		}
-		lost, err := formats.Recover(in, fi.Size(), out)
+		_, err = formats.Recover(in, fi.Size(), out)
 		if cerr := out.Close(); err == nil {
 			err = cerr
 		}
 		if err != nil {
 			return fmt.Errorf("repair: %w", err)
 		}
-		fmt.Fprintf(s.out, "  repaired: wrote %s (%d damaged regions left out)\n", o.repair, len(lost))
+		fmt.Fprintf(s.out, "  repaired: wrote %s with the %d intact records and a rebuilt index\n", o.repair, records)
 		return nil
 	}
 	if !clean {
