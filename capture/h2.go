@@ -319,7 +319,7 @@ func (d *h2Dir) frameError(b []byte, err error, t int64) {
 	}
 	var se http2.StreamError
 	if errors.As(err, &se) && typ != http2.FrameHeaders && typ != http2.FrameContinuation && typ != http2.FramePushPromise {
-		c.note(c.exchangeOf(id), d.dir, t, formats.AnomalyMalformed, d.pos, int64(len(b)),
+		c.note(formats.NoExchange, d.dir, t, formats.AnomalyMalformed, d.pos, int64(len(b)),
 			fmt.Sprintf("http2 %s: invalid %s frame on stream %d (%s); frame ignored", d.dir, typ, id, detail))
 		return
 	}
@@ -390,7 +390,7 @@ func (d *h2Dir) decodeBlock(blk []byte, t int64) {
 		return
 	}
 	if d.dropped {
-		c.note(c.exchangeOf(d.blkStream), d.dir, t, formats.AnomalyLimit, d.blkOff, int64(len(blk)),
+		c.note(formats.NoExchange, d.dir, t, formats.AnomalyLimit, d.blkOff, int64(len(blk)),
 			fmt.Sprintf("http2 %s: header block on stream %d has more than %d fields or %d bytes; the rest of its fields are not kept",
 				d.dir, d.blkStream, maxHeaderFields, maxH2HeaderList))
 	}
@@ -482,7 +482,7 @@ func (d *h2Dir) truncated(t int64, why string) {
 		d.buf = nil
 	}
 	if d.blkOn {
-		c.s.anomaly(c.id, c.exchangeOf(d.blkStream), d.dir, t, formats.AnomalyTruncated, d.blkOff, int64(len(d.blk)),
+		c.s.anomaly(c.id, formats.NoExchange, d.dir, t, formats.AnomalyTruncated, d.blkOff, int64(len(d.blk)),
 			fmt.Sprintf("http2 %s: %s inside the header block of stream %d", d.dir, why, d.blkStream))
 		d.blkOn = false
 		d.blk = nil
@@ -538,7 +538,18 @@ func (c *h2Conn) fatal(dir formats.Direction, t int64, kind formats.AnomalyKind,
 	}
 }
 
-// note records a minor anomaly, at most maxH2Notes per connection.
+// streamNote records a minor anomaly about a stream's exchange, at the
+// body offset that direction has reached.
+func (c *h2Conn) streamNote(s *h2Stream, dir formats.Direction, t int64, n int64, msg string) {
+	off := s.off
+	if dir == formats.ClientToServer {
+		off = s.x.reqOff
+	}
+	c.note(s.x.id, dir, t, formats.AnomalyMalformed, off, n, msg)
+}
+
+// note records a minor anomaly, at most maxH2Notes per connection. off is
+// an offset in the direction's stream, or with x set in its body.
 func (c *h2Conn) note(x int64, dir formats.Direction, t int64, kind formats.AnomalyKind, off, n int64, msg string) {
 	c.notes++
 	switch {

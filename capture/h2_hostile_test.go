@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -237,8 +238,9 @@ func encodeH2Script(pieces []wirePiece) []byte {
 }
 
 // runH2Script feeds an encoded script to a new connection, checking the
-// limits after every piece, and returns the records.
-func runH2Script(t testing.TB, script []byte) []formats.Record {
+// limits after every piece, and returns the records. With bytewise, every
+// piece is fed one byte at a time.
+func runH2Script(t testing.TB, script []byte, bytewise bool) []formats.Record {
 	sink := &memSink{}
 	c := newH2Conn(&session{sink: sink}, 0)
 	tm := h2Base
@@ -257,7 +259,13 @@ func runH2Script(t testing.TB, script []byte) []formats.Record {
 			continue
 		}
 		n = min(n, len(script))
-		c.data(dir, script[:n], tm)
+		if bytewise {
+			for i := range n {
+				c.data(dir, script[i:i+1], tm)
+			}
+		} else {
+			c.data(dir, script[:n], tm)
+		}
 		script = script[n:]
 		checkH2Bounded(t, c)
 	}
@@ -307,13 +315,22 @@ func TestWriteH2FuzzSeeds(t *testing.T) {
 
 // FuzzH2 feeds random bytes as the two directions of a connection (after
 // a valid preface): no panic, memory within the limits, records in the
-// order the session model promises.
+// order the session model promises, and the same records whether the
+// bytes come in pieces or one at a time.
 func FuzzH2(f *testing.F) {
 	for _, b := range h2SeedScripts() {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, script []byte) {
-		recs := runH2Script(t, script)
+		recs := runH2Script(t, script, false)
 		viewExchanges(t, recs)
+		if byte1 := runH2Script(t, script, true); !reflect.DeepEqual(byte1, recs) {
+			for i := range min(len(recs), len(byte1)) {
+				if !reflect.DeepEqual(byte1[i], recs[i]) {
+					t.Fatalf("fed one byte at a time, record %d = %+v; fed in pieces: %+v", i, byte1[i], recs[i])
+				}
+			}
+			t.Fatalf("fed one byte at a time: %d records; fed in pieces: %d", len(byte1), len(recs))
+		}
 	})
 }

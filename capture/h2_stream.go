@@ -28,14 +28,6 @@ func h2Header(f hpack.HeaderField) formats.Header {
 	return redact.Header(f.Name, f.Value)
 }
 
-// exchangeOf returns the exchange ID of a stream, or NoExchange.
-func (c *h2Conn) exchangeOf(id uint32) int64 {
-	if s := c.streams[id]; s != nil {
-		return s.x.id
-	}
-	return formats.NoExchange
-}
-
 // sortedStreams returns the open streams by ID, so that what is recorded
 // for them does not depend on map order.
 func (c *h2Conn) sortedStreams() []*h2Stream {
@@ -136,14 +128,14 @@ func (c *h2Conn) clientHeaders(id uint32, fields []hpack.HeaderField, endStream 
 			return
 		}
 	case s.reqDone:
-		c.note(s.x.id, dir, t, formats.AnomalyMalformed, off, 0,
+		c.streamNote(s, dir, t, 0,
 			fmt.Sprintf("http2 %s: HEADERS on stream %d after the request ended; ignored", dir, id))
 		return
 	default:
 		// Request trailers (RFC 9113 §8.1): they end the request; the
 		// session model keeps no request trailers.
 		if !endStream {
-			c.note(s.x.id, dir, t, formats.AnomalyMalformed, off, 0,
+			c.streamNote(s, dir, t, 0,
 				fmt.Sprintf("http2 %s: second HEADERS on stream %d without END_STREAM (RFC 9113 §8.1)", dir, id))
 		}
 	}
@@ -184,7 +176,7 @@ func (c *h2Conn) serverHeaders(id uint32, fields []hpack.HeaderField, endStream 
 		note := ""
 		if !endStream {
 			note = "trailers without END_STREAM"
-			c.note(s.x.id, dir, t, formats.AnomalyMalformed, off, 0,
+			c.streamNote(s, dir, t, 0,
 				fmt.Sprintf("http2 %s: second HEADERS on stream %d without END_STREAM (RFC 9113 §8.1); the response ends there", dir, id))
 		}
 		c.endResponse(s, formats.EndComplete, t, trailer, note)
@@ -204,7 +196,7 @@ func (c *h2Conn) serverHeaders(id uint32, fields []hpack.HeaderField, endStream 
 	}
 	if r.Status < 0 {
 		r.Status = 0
-		c.note(s.x.id, dir, t, formats.AnomalyMalformed, off, 0,
+		c.streamNote(s, dir, t, 0,
 			fmt.Sprintf("http2 %s: response on stream %d without a valid :status (RFC 9113 §8.3.2)", dir, id))
 	}
 	s.resp = true
@@ -257,7 +249,7 @@ func (c *h2Conn) onData(d *h2Dir, id uint32, p []byte, endStream bool, t int64) 
 		return
 	}
 	if !s.resp {
-		c.note(s.x.id, d.dir, t, formats.AnomalyMalformed, d.pos, int64(len(p)),
+		c.streamNote(s, d.dir, t, int64(len(p)),
 			fmt.Sprintf("http2 %s: DATA on stream %d before the response HEADERS (RFC 9113 §8.1); ignored", d.dir, id))
 		return
 	}

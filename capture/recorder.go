@@ -13,6 +13,7 @@ import (
 	"github.com/google/gopacket/reassembly"
 
 	"github.com/wtrace/wtrace/capture/pcapfile"
+	"github.com/wtrace/wtrace/capture/tlsdec"
 	"github.com/wtrace/wtrace/chunked"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/internal/redact"
@@ -42,6 +43,9 @@ type Options struct {
 	// ReorderWindow is how long (in capture time) data after a missing
 	// segment waits for it before the bytes are declared lost. 0 means 10s.
 	ReorderWindow time.Duration
+	// KeyLog holds TLS secrets (an NSS key log, SSLKEYLOGFILE) to decrypt
+	// TLS connections; nil records them as not decrypted.
+	KeyLog *tlsdec.KeyLog
 	// KeepSecrets stores Secret objects' values as captured. By default
 	// they are replaced (see internal/redact) in watch events, in bodies
 	// sent to or from Secret endpoints, and in request bodies creating
@@ -53,17 +57,19 @@ type Options struct {
 
 // Stats counts what a Recorder has seen so far.
 type Stats struct {
-	Packets      int64 // packets read
-	Bytes        int64 // captured bytes read
-	TCPPackets   int64
-	Skipped      int64 // packets that are not TCP over IP, or IP fragments
-	DecodeErrors int64 // malformed packets
-	Conns        int64 // connections recorded
-	Exchanges    int64
-	Events       int64
-	Anomalies    int64
-	LostBytes    int64 // TCP payload bytes never captured
-	First, Last  int64 // capture times of the first and last packet
+	Packets        int64 // packets read
+	Bytes          int64 // captured bytes read
+	TCPPackets     int64
+	Skipped        int64 // packets that are not TCP over IP, or IP fragments
+	DecodeErrors   int64 // malformed packets
+	Conns          int64 // connections recorded
+	Exchanges      int64
+	Events         int64
+	Anomalies      int64
+	LostBytes      int64 // TCP payload bytes never captured
+	TLSConns       int64 // TLS connections seen
+	TLSUndecrypted int64 // TLS connections not (fully) decrypted
+	First, Last    int64 // capture times of the first and last packet
 }
 
 // session writes records and hands out IDs; it is shared by every
@@ -427,6 +433,8 @@ func (st *tcpStream) detect(dir int, t int64) {
 		client, kind = dir, "tls"
 	case isTLSHandshake(b, 2):
 		client, kind = other, "tls"
+	case isTLSRecord(b):
+		client, kind = st.guessClient(), "tls-midstream"
 	case len(b) < 9 && couldBeHTTP(b):
 		return // wait for more bytes
 	}
@@ -511,6 +519,14 @@ func couldBeHTTP(b []byte) bool {
 // (RFC 8446 §5.1) holding a message of type typ (1 ClientHello, 2 ServerHello).
 func isTLSHandshake(b []byte, typ byte) bool {
 	return len(b) >= 6 && b[0] == 22 && b[1] == 3 && b[2] <= 4 && b[5] == typ
+}
+
+// isTLSRecord reports whether b starts with a TLS record header of a
+// connection whose handshake was not captured (application data, alert,
+// change cipher spec).
+func isTLSRecord(b []byte) bool {
+	return len(b) >= 5 && b[0] >= 20 && b[0] <= 23 && b[1] == 3 && b[2] <= 4 &&
+		int(b[3])<<8|int(b[4]) <= tlsdec.MaxCiphertext12
 }
 
 // start announces the connection and hands it the buffered bytes.

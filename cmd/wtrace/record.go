@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/wtrace/wtrace/capture"
 	"github.com/wtrace/wtrace/capture/pcapfile"
+	"github.com/wtrace/wtrace/capture/tlsdec"
 	"github.com/wtrace/wtrace/formats"
 )
 
@@ -107,8 +110,18 @@ func runRecord(s streams, o *recordOptions) error {
 		}
 		in = f
 	}
+	keys, err := loadKeyLog(o.keylog)
+	if err != nil {
+		return err
+	}
 	cr := &countingReader{r: in, h: sha256.New()}
-	pr, err := pcapfile.NewReader(cr, pcapfile.Options{})
+	pr, err := pcapfile.NewReader(cr, pcapfile.Options{Secrets: func(typ uint32, data []byte) {
+		// A pcapng Decryption Secrets Block holding an NSS key log
+		// (editcap --inject-secrets tls,keys.log).
+		if typ == 0x544c534b {
+			keys.Load(bytes.NewReader(data))
+		}
+	}})
 	if err != nil {
 		if errors.Is(err, pcapfile.ErrNotCapture) {
 			return withHint(fmt.Errorf("%s is not a packet capture (pcap or pcapng)", name),
@@ -152,7 +165,7 @@ func runRecord(s streams, o *recordOptions) error {
 	if err := w.Write(meta); err != nil {
 		return err
 	}
-	rec := capture.NewRecorder(w, capture.Options{Port: o.port, MaxBuffered: o.maxBuffered, KeepSecrets: o.keepSecrets})
+	rec := capture.NewRecorder(w, capture.Options{Port: o.port, MaxBuffered: o.maxBuffered, KeepSecrets: o.keepSecrets, KeyLog: keys})
 
 	// First Ctrl-C: stop reading and close cleanly. Second: abort.
 	var stop atomic.Bool
@@ -226,10 +239,40 @@ func runRecord(s streams, o *recordOptions) error {
 		}
 	}
 	printRecordSummary(s.err, name, o.out, st, w.Size())
+	if st.TLSUndecrypted > 0 {
+		hint := "pass the client's key log with --keylog (SSLKEYLOGFILE)"
+		if o.keylog != "" {
+			hint = "check that " + o.keylog + " was written by the clients of this capture, and that the capture holds their handshakes"
+		}
+		fmt.Fprintf(s.err, "Warning: %d of %d TLS connections could not be decrypted; 'wtrace inspect' lists them.\n  Try: %s\n",
+			st.TLSUndecrypted, st.TLSConns, hint)
+	}
 	if readErr != nil {
 		fmt.Fprintf(s.err, "Warning: %s: %v\n  Everything before that point was recorded; the rest of the file was not read.\n", name, readErr)
 	}
 	return nil
+}
+
+// loadKeyLog reads an NSS key log; an empty path gives an empty key log
+// (which a pcapng file's own secrets may fill).
+func loadKeyLog(path string) (*tlsdec.KeyLog, error) {
+	if path == "" {
+		return tlsdec.ParseKeyLog(strings.NewReader(""))
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, withHint(err, "check the path given to --keylog")
+	}
+	defer f.Close()
+	keys, err := tlsdec.ParseKeyLog(f)
+	if err != nil {
+		return nil, fmt.Errorf("reading key log %s: %w", path, err)
+	}
+	if st := keys.Stats(); st.Secrets == 0 {
+		return nil, withHint(fmt.Errorf("%s holds no TLS secrets (%d lines, %d not understood)", path, st.Lines, st.Bad),
+			"a key log has lines like: CLIENT_TRAFFIC_SECRET_0 <client random> <secret>")
+	}
+	return keys, nil
 }
 
 func printRecordSummary(w io.Writer, in, out string, st capture.Stats, size int64) {

@@ -1,0 +1,97 @@
+package capture
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/wtrace/wtrace/capture/tlsdec"
+	"github.com/wtrace/wtrace/formats"
+)
+
+// tlsConn decrypts a TLS connection with the key log and hands the
+// plaintext to the HTTP parser its ALPN names (HTTP/2 or HTTP/1.1): the
+// seam between byte streams and HTTP messages.
+type tlsConn struct {
+	s        *session
+	id       uint64
+	dec      *tlsdec.Conn
+	inner    protoHandler
+	reported [2]bool // a decryption error was recorded for the direction
+	last     formats.TLS
+	written  bool
+}
+
+func newTLSConn(s *session, id uint64, keys *tlsdec.KeyLog) *tlsConn {
+	c := &tlsConn{s: s, id: id}
+	c.dec = tlsdec.NewConn(keys, c, tlsdec.Options{})
+	s.stats.TLSConns++
+	return c
+}
+
+// Data implements tlsdec.Sink: decrypted application data.
+func (c *tlsConn) Data(dir tlsdec.Direction, p []byte, t int64) {
+	if c.inner == nil {
+		info := c.dec.Info()
+		c.record(info, t)
+		switch {
+		case info.ALPN == "h2", info.ALPN == "" && dir == tlsdec.ClientToServer && bytes.HasPrefix(p, h2Preface[:min(len(p), len(h2Preface))]):
+			c.inner = newH2Conn(c.s, c.id)
+		default:
+			c.inner = newH1Conn(c.s, c.id, [2]bool{})
+		}
+	}
+	c.inner.data(formats.Direction(dir), p, t)
+}
+
+func (c *tlsConn) data(dir formats.Direction, p []byte, t int64) {
+	if err := c.dec.Feed(tlsdec.Direction(dir), p, t); err != nil && !c.reported[dir] {
+		c.reported[dir] = true
+		c.s.anomaly(c.id, formats.NoExchange, dir, t, formats.AnomalyMalformed, 0, 0,
+			fmt.Sprintf("TLS: %v; the rest of this direction is not decrypted", err))
+	}
+}
+
+func (c *tlsConn) gap(dir formats.Direction, n int64, t int64) {
+	c.dec.Gap(tlsdec.Direction(dir), int(n))
+	if c.inner != nil {
+		c.inner.gap(dir, n, t)
+	}
+}
+
+func (c *tlsConn) fin(dir formats.Direction, t int64) {
+	if c.inner != nil {
+		c.inner.fin(dir, t)
+	}
+}
+
+func (c *tlsConn) finish(st formats.EndStatus, t int64) {
+	info := c.dec.Info()
+	c.record(info, t)
+	if !info.Decrypted {
+		c.s.stats.TLSUndecrypted++
+		note := info.Note
+		if note == "" {
+			note = "no encrypted records"
+		}
+		c.s.anomaly(c.id, formats.NoExchange, formats.ServerToClient, t, formats.AnomalyNoKeys, 0,
+			info.Dir[0].Bytes+info.Dir[1].Bytes, "TLS not (fully) decrypted: "+note)
+	}
+	if c.inner != nil {
+		c.inner.finish(st, t)
+	}
+}
+
+// record writes a TLS record when what is known about the handshake
+// changed since the last one.
+func (c *tlsConn) record(info tlsdec.Info, t int64) {
+	r := formats.TLS{Conn: c.id, Time: t, Version: info.Version, Cipher: info.Cipher, ALPN: info.ALPN,
+		SNI: info.SNI, Decrypted: info.Decrypted, Note: info.Note}
+	cmp := r
+	cmp.Time = c.last.Time
+	if c.written && cmp == c.last {
+		return
+	}
+	c.written = true
+	c.last = r
+	c.s.emit(&r)
+}
