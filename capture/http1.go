@@ -484,6 +484,7 @@ func (d *h1Dir) readChunked(p []byte, t int64) int {
 			fmt.Sprintf("chunked body: %v; looking for the next chunk", err))
 		d.st = h1ChunkResync
 		d.buf = d.buf[:0]
+		d.ch = nil
 		if n == 0 {
 			n = 1 // make progress: the resync looks at what follows
 		}
@@ -534,11 +535,18 @@ func (d *h1Dir) resync(p []byte, t int64) int {
 	prev := len(d.buf)
 	d.buf = append(d.buf, p...)
 	request := d.dir == formats.ClientToServer
-	at, chunk := -1, false
+	at, chunk, drop := -1, false, len(d.buf)
 	if d.st == h1ChunkResync || d.st == h1Midstream {
-		d.ch = chunked.NewDecoder()
-		if skip, ok := d.ch.Resync(d.buf); ok {
+		if d.ch == nil {
+			d.ch = chunked.NewDecoder()
+		}
+		// The decoder remembers the bytes before what it was last given,
+		// so the buffer only keeps what may still begin a size line.
+		skip, ok := d.ch.Resync(d.buf)
+		if ok {
 			at, chunk = skip, true
+		} else {
+			drop = skip
 		}
 	}
 	// A message head before the chunk-size line wins: the chunked body
@@ -547,13 +555,15 @@ func (d *h1Dir) resync(p []byte, t int64) int {
 		at, chunk = i, false
 	}
 	if at < 0 {
-		// No resume point can start before the last (partial) line: keep
-		// only that.
-		if keep := chunked.MaxLineLength; len(d.buf) > keep {
-			drop := len(d.buf) - keep
-			d.skipped += int64(drop)
-			d.buf = append(d.buf[:0], d.buf[drop:]...)
+		if d.st == h1Resync {
+			// Only the last (partial) line may still begin a head.
+			drop = max(0, len(d.buf)-chunked.MaxLineLength)
+			if i := bytes.LastIndexByte(d.buf, '\n'); i >= 0 {
+				drop = max(drop, i+1)
+			}
 		}
+		d.skipped += int64(drop)
+		d.buf = append(d.buf[:0], d.buf[drop:]...)
 		return len(p)
 	}
 	total := d.skipped + int64(at)
@@ -656,12 +666,17 @@ func (c *h1Conn) gap(dir formats.Direction, n int64, t int64) {
 		}
 		d.st = h1ChunkResync
 		d.buf = d.buf[:0]
+		d.ch = nil
 	case h1Close:
 		if d.x != nil && dir == formats.ServerToClient {
 			d.x.gap(n, t)
 		}
 	case h1Resync, h1Midstream, h1ChunkResync:
+		d.skipped += int64(len(d.buf))
 		d.buf = d.buf[:0]
+		if d.ch != nil {
+			d.ch.Resync(nil) // forget the bytes before the gap
+		}
 	}
 }
 

@@ -448,7 +448,7 @@ func (st *tcpStream) detect(dir int, t int64) {
 	if client < 0 {
 		// A connection captured from its middle: a response body is found
 		// by its chunk framing.
-		if _, ok := chunked.NewDecoder().Resync(b); ok && len(b) >= 16 {
+		if chunkEvidence(b) {
 			client, kind = other, "http/1.1"
 		} else if len(b) < maxDetect {
 			return
@@ -465,6 +465,29 @@ func (st *tcpStream) detect(dir int, t int64) {
 	}
 	st.client = client
 	st.start(kind, t)
+}
+
+// chunkEvidence reports whether b, captured from the middle of a
+// connection, holds chunked framing: a chunk-size line after which at least
+// one complete chunk decodes. One size line alone is weak evidence (any
+// stream may start with hex digits and a CRLF).
+func chunkEvidence(b []byte) bool {
+	d := chunked.NewDecoder()
+	skip, ok := d.Resync(b)
+	if !ok {
+		return false
+	}
+	for p := b[skip:]; len(p) > 0; {
+		n, tok, err := d.Next(p, 0)
+		if err != nil {
+			return false
+		}
+		if tok.Kind == chunked.ChunkEnd || tok.Kind == chunked.Done {
+			return true
+		}
+		p = p[n:]
+	}
+	return false
 }
 
 // decide is called when a direction ends before detection finished.
