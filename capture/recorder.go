@@ -2,6 +2,7 @@ package capture
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"net"
@@ -247,12 +248,13 @@ func (r *Recorder) New(netFlow, tcpFlow gopacket.Flow, tcp *layers.TCP, ac reass
 	return st
 }
 
+// endpoint formats an address as "ip:port" ("[ip6]:port").
 func endpoint(ip, port gopacket.Endpoint) string {
-	p := port.String()
-	if a, ok := netip.AddrFromSlice(ip.Raw()); ok {
-		return netip.AddrPortFrom(a.Unmap(), 0).Addr().String() + ":" + p
+	a, ok := netip.AddrFromSlice(ip.Raw())
+	if raw := port.Raw(); ok && len(raw) == 2 {
+		return netip.AddrPortFrom(a.Unmap(), binary.BigEndian.Uint16(raw)).String()
 	}
-	return net.JoinHostPort(ip.String(), p)
+	return net.JoinHostPort(ip.String(), port.String())
 }
 
 // tcpStream is one TCP connection as gopacket reassembly sees it.

@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
+	k8scache "k8s.io/client-go/tools/cache"
 
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
@@ -40,7 +40,7 @@ type handlerLog struct {
 func newHandlerLog() *handlerLog { return &handlerLog{ch: make(chan struct{}, 1)} }
 
 func (h *handlerLog) add(op string, obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+	if d, ok := obj.(k8scache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
 	m, err := metaOf(obj)
@@ -64,8 +64,8 @@ func metaOf(obj any) (metav1.Object, error) {
 	return o, nil
 }
 
-func (h *handlerLog) handlers() cache.ResourceEventHandlerFuncs {
-	return cache.ResourceEventHandlerFuncs{
+func (h *handlerLog) handlers() k8scache.ResourceEventHandlerFuncs {
+	return k8scache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { h.add("add", obj) },
 		UpdateFunc: func(_, obj any) { h.add("update", obj) },
 		DeleteFunc: func(obj any) { h.add("delete", obj) },
@@ -271,7 +271,7 @@ func startInformer(t *testing.T, url, resource, namespace, selector string) *han
 		opts = append(opts, informers.WithNamespace(namespace))
 	}
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, opts...)
-	var inf cache.SharedIndexInformer
+	var inf k8scache.SharedIndexInformer
 	switch resource {
 	case "configmaps":
 		inf = factory.Core().V1().ConfigMaps().Informer()

@@ -1,0 +1,306 @@
+package capture
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wtrace/wtrace/capture/pcapfile"
+	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/internal/pcaptest"
+)
+
+// watchBody is a chunked JSON watch response of n events, one chunk each.
+func watchBody(n int) (head string, chunks []string, events []string) {
+	head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+	for i := range n {
+		ev := fmt.Sprintf(`{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"cm-%d","namespace":"demo","resourceVersion":"%d"},"data":{"k":"%s"}}}`,
+			i, 100+i, strings.Repeat("x", 50+i*13%200))
+		events = append(events, ev)
+		chunks = append(chunks, fmt.Sprintf("%x\r\n%s\n\r\n", len(ev)+1, ev))
+	}
+	return head, chunks, events
+}
+
+const watchReq = "GET /api/v1/namespaces/demo/configmaps?watch=true HTTP/1.1\r\nHost: 127.0.0.1:8001\r\n\r\n"
+
+// recordPcap records a capture held in memory.
+func recordPcap(t *testing.T, pcap []byte, opts Options) *memSink {
+	t.Helper()
+	pr, err := pcapfile.NewReader(bytes.NewReader(pcap), pcapfile.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &memSink{}
+	rec := NewRecorder(sink, opts)
+	for {
+		p, err := pr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rec.Packet(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rec.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return sink
+}
+
+func frames(recs []formats.Record) []string {
+	var out []string
+	for _, r := range recs {
+		if f, ok := r.(*formats.Frame); ok {
+			out = append(out, string(f.Data))
+		}
+	}
+	return out
+}
+
+// TestTCPDamage records one watch through the kinds of damage real
+// captures show and checks which events survive.
+func TestTCPDamage(t *testing.T) {
+	head, chunks, events := watchBody(12)
+	body := head + strings.Join(chunks, "") + "0\r\n\r\n"
+	tests := []struct {
+		name      string
+		build     func(b *pcaptest.Builder, c *pcaptest.Conn)
+		want      []string // events expected, in order
+		anomalies []formats.AnomalyKind
+		end       formats.EndStatus
+	}{{
+		name: "in order",
+		build: func(b *pcaptest.Builder, c *pcaptest.Conn) {
+			c.Send(pcaptest.ToServer, []byte(watchReq))
+			c.Send(pcaptest.ToClient, []byte(body))
+			c.FIN(pcaptest.ToClient)
+			c.FIN(pcaptest.ToServer)
+		},
+		want: events,
+		end:  formats.EndComplete,
+	}, {
+		name: "out of order, retransmitted and overlapping segments",
+		build: func(b *pcaptest.Builder, c *pcaptest.Conn) {
+			c.Send(pcaptest.ToServer, []byte(watchReq))
+			c.MSS = 300
+			segs := c.Segments(pcaptest.ToClient, []byte(body))
+			// Swap pairs, resend some, and add a segment that overlaps two others.
+			for i := 0; i+1 < len(segs); i += 3 {
+				segs[i], segs[i+1] = segs[i+1], segs[i]
+			}
+			var all []pcaptest.Packet
+			for i, s := range segs {
+				all = append(all, s)
+				if i%4 == 0 {
+					all = append(all, s) // retransmission
+				}
+				if i == 5 {
+					o := segs[2]
+					o.Payload = append(bytes.Clone(segs[2].Payload), segs[3].Payload[:10]...)
+					all = append(all, o) // overlaps segments 2 and 3
+				}
+			}
+			c.Add(all...)
+			c.FIN(pcaptest.ToClient)
+		},
+		want: events,
+		end:  formats.EndComplete,
+	}, {
+		name: "a segment never captured",
+		build: func(b *pcaptest.Builder, c *pcaptest.Conn) {
+			c.Send(pcaptest.ToServer, []byte(watchReq))
+			c.MSS = 400
+			segs := c.Segments(pcaptest.ToClient, []byte(body))
+			c.Add(segs[:4]...)
+			c.Add(segs[5:]...) // segment 4 lost
+			c.FIN(pcaptest.ToClient)
+		},
+		anomalies: []formats.AnomalyKind{formats.AnomalyGap},
+		end:       formats.EndGap,
+	}, {
+		name: "connection began before the capture",
+		build: func(b *pcaptest.Builder, c *pcaptest.Conn) {
+			// No handshake, no request: the capture starts inside chunk 3.
+			c.Segments(pcaptest.ToServer, []byte(watchReq))
+			pre := head + strings.Join(chunks[:3], "") + chunks[3][:20]
+			c.Segments(pcaptest.ToClient, []byte(pre))
+			c.Ack(pcaptest.ToServer)
+			c.Send(pcaptest.ToClient, []byte(chunks[3][20:]+strings.Join(chunks[4:], "")+"0\r\n\r\n"))
+		},
+		want:      events[4:],
+		anomalies: []formats.AnomalyKind{formats.AnomalyResync},
+		end:       formats.EndComplete,
+	}, {
+		name: "capture ends inside an event",
+		build: func(b *pcaptest.Builder, c *pcaptest.Conn) {
+			c.Send(pcaptest.ToServer, []byte(watchReq))
+			cut := len(head) + len(strings.Join(chunks[:6], "")) + 30
+			c.Send(pcaptest.ToClient, []byte(body[:cut]))
+		},
+		want:      events[:6],
+		anomalies: []formats.AnomalyKind{formats.AnomalyTruncated},
+		end:       formats.EndTruncated,
+	}, {
+		name: "snap length cuts a segment",
+		build: func(b *pcaptest.Builder, c *pcaptest.Conn) {
+			c.Send(pcaptest.ToServer, []byte(watchReq))
+			c.MSS = 500
+			segs := c.Segments(pcaptest.ToClient, []byte(body))
+			segs[3].Snap = 54 + 100 // headers + 100 bytes of payload
+			c.Add(segs...)
+			c.FIN(pcaptest.ToClient)
+		},
+		anomalies: []formats.AnomalyKind{formats.AnomalyGap},
+		end:       formats.EndGap,
+	}, {
+		name: "reset by the client",
+		build: func(b *pcaptest.Builder, c *pcaptest.Conn) {
+			c.Send(pcaptest.ToServer, []byte(watchReq))
+			cut := len(head) + len(strings.Join(chunks[:5], ""))
+			c.Send(pcaptest.ToClient, []byte(body[:cut]))
+			c.RST(pcaptest.ToServer)
+		},
+		want: events[:5],
+		end:  formats.EndReset,
+	}}
+	for _, tt := range tests {
+		for _, v6 := range []bool{false, true} {
+			name := tt.name
+			client, server := "127.0.0.1:40000", "127.0.0.1:8001"
+			if v6 {
+				name += "/ipv6"
+				client, server = "[::1]:40000", "[::1]:8001"
+			}
+			t.Run(name, func(t *testing.T) {
+				b := pcaptest.New()
+				handshake := tt.name != "connection began before the capture"
+				c := b.Conn(client, server, handshake)
+				tt.build(b, c)
+				sink := recordPcap(t, b.Pcap(), Options{KeepSecrets: true})
+				got := frames(sink.recs)
+				if tt.want != nil && strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
+					t.Errorf("events:\ngot  %d: %.200q\nwant %d: %.200q", len(got), got, len(tt.want), tt.want)
+				}
+				if tt.want == nil {
+					// Damage in the middle: what survives is a subset, in order.
+					j := 0
+					for _, g := range got {
+						for j < len(events) && events[j] != g {
+							j++
+						}
+						if j == len(events) {
+							t.Errorf("event %.60q was not sent (or out of order)", g)
+						}
+					}
+					if len(got) == 0 || len(got) == len(events) {
+						t.Errorf("%d of %d events survived", len(got), len(events))
+					}
+				}
+				kinds := map[formats.AnomalyKind]bool{}
+				for _, a := range anomalies(sink.recs) {
+					kinds[a.Kind] = true
+				}
+				for _, k := range tt.anomalies {
+					if !kinds[k] {
+						t.Errorf("no %s anomaly recorded; got %v", k, anomalies(sink.recs))
+					}
+				}
+				var end *formats.End
+				for _, r := range sink.recs {
+					if e, ok := r.(*formats.End); ok && e.Dir == formats.ServerToClient {
+						end = e
+					}
+				}
+				if end == nil || end.Status != tt.end {
+					t.Errorf("response end = %+v; want status %s", end, tt.end)
+				}
+				for _, r := range sink.recs {
+					if c, ok := r.(*formats.Conn); ok && (c.Client != client || c.Server != server) {
+						t.Errorf("conn %s → %s; want %s → %s", c.Client, c.Server, client, server)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestLinkTypes decodes the same TCP packet under every supported link type.
+func TestLinkTypes(t *testing.T) {
+	pkt := pcaptest.Encode(pcaptest.Packet{Src: netipAP("10.0.0.2:40000"), Dst: netipAP("10.0.0.1:6443"), Seq: 7, ACK: true, Payload: []byte("GET / HTTP/1.1\r\n\r\n")})
+	ip := pkt[14:]
+	pkt6 := pcaptest.Encode(pcaptest.Packet{Src: netipAP("[fd00::2]:40000"), Dst: netipAP("[fd00::1]:6443"), Seq: 7, ACK: true, Payload: []byte("x")})
+	ip6 := pkt6[14:]
+	sll := append(append(make([]byte, 14), 0x08, 0x00), ip...)
+	sll2 := append(append([]byte{0x08, 0x00}, make([]byte, 18)...), ip...)
+	null := append(binary.LittleEndian.AppendUint32(nil, 2), ip...)
+	loop6 := append(binary.BigEndian.AppendUint32(nil, 24), ip6...)
+	vlan := append(append(bytes.Clone(pkt[:12]), 0x81, 0x00, 0x00, 0x05, 0x08, 0x00), ip...)
+	tests := []struct {
+		name string
+		link pcapfile.LinkType
+		data []byte
+		src  string
+	}{
+		{"ethernet", pcapfile.LinkEthernet, pkt, "10.0.0.2:40000"},
+		{"vlan", pcapfile.LinkEthernet, vlan, "10.0.0.2:40000"},
+		{"linux-sll", pcapfile.LinkLinuxSLL, sll, "10.0.0.2:40000"},
+		{"linux-sll2", pcapfile.LinkSLL2, sll2, "10.0.0.2:40000"},
+		{"null", pcapfile.LinkNull, null, "10.0.0.2:40000"},
+		{"loop-ipv6", pcapfile.LinkLoop, loop6, "[fd00::2]:40000"},
+		{"raw", pcapfile.LinkRaw, ip, "10.0.0.2:40000"},
+		{"ipv6", pcapfile.LinkIPv6, ip6, "[fd00::2]:40000"},
+	}
+	for _, tt := range tests {
+		var d decoder
+		flow, tcp, err := d.decode(tt.link, tt.data)
+		if err != nil {
+			t.Errorf("%s: decode: %v", tt.name, err)
+			continue
+		}
+		if got := endpoint(flow.Src(), tcp.TransportFlow().Src()); got != tt.src {
+			t.Errorf("%s: source %s; want %s", tt.name, got, tt.src)
+		}
+	}
+	var d decoder
+	if _, _, err := d.decode(pcapfile.LinkEthernet, pkt[:20]); err == nil {
+		t.Errorf("short packet decoded")
+	}
+}
+
+// TestIdleWatch: a watch silent for longer than the reorder window (and
+// than any flush interval) stays one exchange.
+func TestIdleWatch(t *testing.T) {
+	head, chunks, events := watchBody(3)
+	b := pcaptest.New()
+	c := b.Conn("127.0.0.1:40000", "127.0.0.1:8001", true)
+	c.Send(pcaptest.ToServer, []byte(watchReq))
+	c.Send(pcaptest.ToClient, []byte(head+chunks[0]))
+	b.Advance(10 * time.Minute)
+	c.Send(pcaptest.ToClient, []byte(chunks[1]))
+	b.Advance(10 * time.Minute)
+	c.Send(pcaptest.ToClient, []byte(chunks[2]+"0\r\n\r\n"))
+	sink := recordPcap(t, b.Pcap(), Options{})
+	if got := frames(sink.recs); strings.Join(got, "\n") != strings.Join(events, "\n") {
+		t.Errorf("events after long silences: %d; want %d", len(got), len(events))
+	}
+	var exchanges int
+	for _, r := range sink.recs {
+		if _, ok := r.(*formats.Request); ok {
+			exchanges++
+		}
+	}
+	if exchanges != 1 {
+		t.Errorf("%d exchanges; want 1", exchanges)
+	}
+}
+
+func netipAP(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
