@@ -26,9 +26,9 @@ func corpus(name string) string { return filepath.Join("..", "..", "testdata", "
 
 type line struct {
 	Conn, Request, Type, Kind, Namespace, Name, ResourceVersion, SHA256, Time, Format string
-	Exchange, Seq                                                                      int
-	Size                                                                               int
-	Code                                                                               int
+	Exchange, Seq                                                                     int
+	Size                                                                              int
+	Code                                                                              int
 }
 
 func parseEvents(t *testing.T, out string) []line {
