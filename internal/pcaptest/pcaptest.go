@@ -46,6 +46,9 @@ func New() *Builder { return &Builder{now: Start} }
 // Now returns the Builder's clock.
 func (b *Builder) Now() time.Time { return b.now }
 
+// SetNow sets the clock.
+func (b *Builder) SetNow(t time.Time) { b.now = t }
+
 // Advance moves the clock.
 func (b *Builder) Advance(d time.Duration) { b.now = b.now.Add(d) }
 
