@@ -1,6 +1,8 @@
 package formats
 
 import (
+	"github.com/klauspost/compress/zstd"
+
 	"bytes"
 	"flag"
 
@@ -32,7 +34,9 @@ func goldenRecords() []Record {
 	return append(recs, &Body{Exchange: 5, Dir: ServerToClient, Time: t0 + int64(100*time.Second), Data: noise})
 }
 
-var goldenOptions = WriterOptions{BlockSize: 2500}
+// goldenOptions wrote the golden file: the index records compressed block
+// sizes, so the level is pinned to the one used then.
+var goldenOptions = WriterOptions{BlockSize: 2500, Level: int(zstd.SpeedDefault)}
 
 // TestGolden pins format version 1: the current reader must read the
 // committed file, written by an earlier writer, exactly. The file is never
