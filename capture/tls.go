@@ -13,6 +13,7 @@ import (
 // seam between byte streams and HTTP messages.
 type tlsConn struct {
 	s        *session
+	keys     *tlsdec.KeyLog
 	id       uint64
 	dec      *tlsdec.Conn
 	inner    protoHandler
@@ -22,7 +23,7 @@ type tlsConn struct {
 }
 
 func newTLSConn(s *session, id uint64, keys *tlsdec.KeyLog) *tlsConn {
-	c := &tlsConn{s: s, id: id}
+	c := &tlsConn{s: s, id: id, keys: keys}
 	c.dec = tlsdec.NewConn(keys, c, tlsdec.Options{})
 	s.stats.TLSConns++
 	return c
@@ -70,7 +71,10 @@ func (c *tlsConn) finish(st formats.EndStatus, t int64) {
 	if !info.Decrypted {
 		c.s.stats.TLSUndecrypted++
 		note := info.Note
-		if note == "" {
+		switch {
+		case c.keys == nil || c.keys.Stats().Secrets == 0:
+			note = "no key log was given (record with --keylog FILE, the NSS key log the client wrote via SSLKEYLOGFILE)"
+		case note == "":
 			note = "no encrypted records"
 		}
 		c.s.anomaly(c.id, formats.NoExchange, formats.ServerToClient, t, formats.AnomalyNoKeys, 0,

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"sort"
 	"strings"
 	"time"
@@ -197,7 +198,11 @@ func printExchange(w io.Writer, x *formats.ExchangeInfo) {
 		if r.Midstream {
 			status = "(response head not captured)"
 		} else {
-			status = fmt.Sprintf("%d %s", r.Status, r.Reason)
+			reason := r.Reason
+			if reason == "" {
+				reason = http.StatusText(r.Status) // HTTP/2 has no reason phrase
+			}
+			status = fmt.Sprintf("%d %s", r.Status, reason)
 		}
 		ct := headerOf(r.Header, "Content-Type")
 		if enc := r.Encoding; enc != "" {
