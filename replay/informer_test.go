@@ -151,6 +151,9 @@ func (l *howLog) waitHow(t *testing.T, how, sub string) {
 		select {
 		case <-l.ch:
 		case <-deadline:
+			if len(hs) > 12 {
+				hs = append(hs[:12:12], fmt.Sprintf("… %d more", len(hs)-12))
+			}
 			t.Fatalf("no request containing %q answered %q; requests:\n  %s", sub, how, strings.Join(hs, "\n  "))
 		}
 	}
@@ -167,18 +170,18 @@ type sessionObj struct{ name, rv string }
 
 // listObjects returns the items (name, resourceVersion) of a recorded LIST
 // and of the pages that followed it through continue tokens.
-func listObjects(t *testing.T, f *formats.File, ids ...int64) []sessionObj {
+func listObjects(t *testing.T, f *formats.File, format frame.Format, ids ...int64) []sessionObj {
 	t.Helper()
 	var out []sessionObj
 	for _, id := range ids {
 		body := sessionBody(t, f, id)
-		l, err := frame.ListItems(frame.JSON, body)
+		l, err := frame.ListItems(format, body)
 		if err != nil {
 			t.Fatalf("ListItems(exchange %d): %v", id, err)
 		}
 		for _, item := range l.Items {
-			ev := frame.WatchEvent(frame.JSON, "ADDED", l.APIVersion, strings.TrimSuffix(l.Kind, "List"), item)
-			m, err := frame.Peek(frame.JSON, ev)
+			ev := frame.WatchEvent(format, "ADDED", l.APIVersion, strings.TrimSuffix(l.Kind, "List"), item)
+			m, err := frame.Peek(format, ev)
 			if err != nil {
 				t.Fatalf("Peek(item of exchange %d): %v", id, err)
 			}
@@ -230,6 +233,17 @@ func initialEvents(evs []recordedEvent) (initial []sessionObj, live []recordedEv
 	return nil, evs
 }
 
+// after returns the events that follow the last one carrying
+// resourceVersion rv (none if rv is not there).
+func after(evs []recordedEvent, rv string) []recordedEvent {
+	for i := len(evs) - 1; i >= 0; i-- {
+		if evs[i].meta.ResourceVersion == rv {
+			return evs[i+1:]
+		}
+	}
+	return nil
+}
+
 // checkHandlers compares what handlers saw with first (any order) then rest
 // (in order).
 func checkHandlers(t *testing.T, got, first, rest []seen) {
@@ -258,9 +272,13 @@ func checkHandlers(t *testing.T, got, first, rest []seen) {
 
 // startInformer runs a typed informer of resource ("configmaps",
 // "namespaces", "secrets") against url until the test ends.
-func startInformer(t *testing.T, url, resource, namespace, selector string) *handlerLog {
+func startInformer(t *testing.T, url, resource, namespace, selector string, contentType ...string) *handlerLog {
 	t.Helper()
-	cs, err := kubernetes.NewForConfig(&rest.Config{Host: url})
+	cfg := &rest.Config{Host: url}
+	if len(contentType) > 0 {
+		cfg.ContentType = contentType[0]
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +323,7 @@ func TestInformerBasicJSON(t *testing.T) {
 	f := openSession(t, path)
 	list := exchangeByTarget(t, f, "GET", "/configmaps")
 	watch := exchangeByTarget(t, f, "GET", "watch=true")
-	first, rest := expectHandlers(listObjects(t, f, list), sessionEvents(t, f, watch))
+	first, rest := expectHandlers(listObjects(t, f, frame.JSON, list), sessionEvents(t, f, watch))
 
 	for _, watchList := range []bool{false, true} {
 		t.Run(fmt.Sprintf("WatchList=%v", watchList), func(t *testing.T) {
@@ -348,11 +366,16 @@ func TestInformerMultiWatch(t *testing.T) {
 		first, rest                         []seen
 		how                                 string
 	}
-	nsFirst, nsRest := expectHandlers(listObjects(t, f, nsList), sessionEvents(t, f, nsWatch))
+	nsFirst, nsRest := expectHandlers(listObjects(t, f, frame.JSON, nsList), sessionEvents(t, f, nsWatch))
 	cmInit, cmLive := initialEvents(sessionEvents(t, f, cmStream))
 	cmsFirst, cmsRest := expectHandlers(cmInit, cmLive)
-	cmFirst, cmRest := expectHandlers(listObjects(t, f, cmList), sessionEvents(t, f, cmWatch))
-	secFirst, secRest := expectHandlers(listObjects(t, f, secList, secPage2), sessionEvents(t, f, secWatch))
+	// The recorded configmaps WATCH (10 s) ends long before the streaming
+	// list (35 s): the informer's next watch, from the last
+	// resourceVersion it saw, resumes in the streaming list's live events.
+	cmEvents := sessionEvents(t, f, cmWatch)
+	cmEvents = append(cmEvents, after(cmLive, cmEvents[len(cmEvents)-1].meta.ResourceVersion)...)
+	cmFirst, cmRest := expectHandlers(listObjects(t, f, frame.JSON, cmList), cmEvents)
+	secFirst, secRest := expectHandlers(listObjects(t, f, frame.JSON, secList, secPage2), sessionEvents(t, f, secWatch))
 	cases := []informerCase{
 		{"namespaces/list+watch", "namespaces", "", "corpus=multi", false, nsFirst, nsRest, howRecorded},
 		{"namespaces/synthesized-watch-list", "namespaces", "", "corpus=multi", true, nsFirst, nsRest, howWatchList},
@@ -369,6 +392,79 @@ func TestInformerMultiWatch(t *testing.T) {
 			got := h.waitFor(t, len(c.first)+len(c.rest))
 			hl.waitHow(t, howAfterLast, "watch")
 			checkHandlers(t, h.waitFor(t, len(got)), c.first, c.rest)
+			t.Logf("requests: %q", hl.all())
+		})
+	}
+}
+
+// TestInformerProtobuf: informers against the protobuf session, asking for
+// protobuf or JSON (client-go decodes what the Content-Type says), with
+// WatchList off and on (the streaming list is then built in protobuf).
+func TestInformerProtobuf(t *testing.T) {
+	path := corpusSession(t, "protobuf")
+	f := openSession(t, path)
+	list := exchangeByTarget(t, f, "GET", "/configmaps")
+	watch := exchangeByTarget(t, f, "GET", "allowWatchBookmarks=true")
+	first, rest := expectHandlers(listObjects(t, f, frame.Protobuf, list), sessionEvents(t, f, watch))
+	for _, c := range []struct {
+		watchList   bool
+		contentType string
+	}{{false, "application/vnd.kubernetes.protobuf"}, {true, "application/vnd.kubernetes.protobuf"}, {false, ""}, {true, ""}} {
+		t.Run(fmt.Sprintf("WatchList=%v,ContentType=%q", c.watchList, c.contentType), func(t *testing.T) {
+			clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.WatchListClient, c.watchList)
+			hl := &howLog{ch: make(chan struct{}, 1)}
+			srv := NewTestServer(t, path, Options{Logger: slog.New(hl)})
+			h := startInformer(t, srv.URL, "configmaps", "corpus-proto", "", c.contentType)
+			got := h.waitFor(t, len(first)+len(rest))
+			hl.waitHow(t, howAfterLast, "watch")
+			checkHandlers(t, h.waitFor(t, len(got)), first, rest)
+			t.Logf("requests: %q", hl.all())
+		})
+	}
+}
+
+// TestInformerListFromStreamingList: a LIST + WATCH informer (WatchList
+// off) against a session that recorded only a streaming list gets a LIST
+// built from its initial events, then a WATCH from the initial-events-end
+// bookmark's resourceVersion that carries the live events.
+func TestInformerListFromStreamingList(t *testing.T) {
+	full := corpusSession(t, "multi-watch")
+	f := openSession(t, full)
+	stream := exchangeByTarget(t, f, "GET", "configmaps?watch=1&sendInitialEvents=true")
+	path := subSession(t, full, stream)
+	initial, live := initialEvents(sessionEvents(t, f, stream))
+	first, rest := expectHandlers(initial, live)
+
+	clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.WatchListClient, false)
+	hl := &howLog{ch: make(chan struct{}, 1)}
+	srv := NewTestServer(t, path, Options{Logger: slog.New(hl)})
+	h := startInformer(t, srv.URL, "configmaps", "corpus-multi", "")
+	got := h.waitFor(t, len(first)+len(rest))
+	hl.waitHow(t, howAfterLast, "watch")
+	hl.waitHow(t, howList, "/configmaps")
+	hl.waitHow(t, howResumed, "watch")
+	checkHandlers(t, h.waitFor(t, len(got)), first, rest)
+	t.Logf("requests: %q", hl.all())
+}
+
+// TestInformerRecordedOverHTTP2: the tls-h2 session was recorded over TLS
+// and HTTP/2 (DATA frames as chunks, lower-case header names); an informer
+// replayed over HTTP/1.1 sees its LIST and JSON WATCH.
+func TestInformerRecordedOverHTTP2(t *testing.T) {
+	path := corpusSession(t, "tls-h2")
+	f := openSession(t, path)
+	list := exchangeByTarget(t, f, "GET", "/api/v1/namespaces/corpus-tls/configmaps")
+	watch := exchangeByTarget(t, f, "GET", "configmaps?watch=true&resourceVersion=1064")
+	first, rest := expectHandlers(listObjects(t, f, frame.JSON, list), sessionEvents(t, f, watch))
+	for _, watchList := range []bool{false, true} {
+		t.Run(fmt.Sprintf("WatchList=%v", watchList), func(t *testing.T) {
+			clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.WatchListClient, watchList)
+			hl := &howLog{ch: make(chan struct{}, 1)}
+			srv := NewTestServer(t, path, Options{Logger: slog.New(hl)})
+			h := startInformer(t, srv.URL, "configmaps", "corpus-tls", "")
+			got := h.waitFor(t, len(first)+len(rest))
+			hl.waitHow(t, howAfterLast, "watch")
+			checkHandlers(t, h.waitFor(t, len(got)), first, rest)
 			t.Logf("requests: %q", hl.all())
 		})
 	}

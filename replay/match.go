@@ -49,6 +49,7 @@ type query struct {
 	sie     bool   // sendInitialEvents=true
 	timeout time.Duration
 	key     string // method, path, watch and every non-varying parameter, order-insensitive
+	accept  string // the request's Accept header (incoming requests only)
 }
 
 var errTarget = errors.New("replay: malformed request-target")
@@ -160,6 +161,7 @@ type recorded struct {
 	q      query
 	target string
 	format frame.Format // event format; Unknown for an opaque body
+	media  string       // response media type ("application/json"), lower case, no parameters
 }
 
 // respTime is the Response record's time: the origin of the exchange's
@@ -214,6 +216,11 @@ func newMatcher(idx *formats.Index) *matcher {
 		if info.Response.Events != formats.EventsNone {
 			x.format = frame.Format(info.Response.Events)
 		}
+		for _, h := range info.Response.Header {
+			if strings.EqualFold(h.Name, "Content-Type") {
+				x.media = mediaType(h.Value)
+			}
+		}
 		m.byKey[q.key] = append(m.byKey[q.key], x)
 		m.all = append(m.all, x)
 	}
@@ -246,6 +253,77 @@ func filter(xs []*recorded, ok func(*recorded) bool) []*recorded {
 		}
 	}
 	return out
+}
+
+// mediaType returns the type/subtype of a media type, lower case.
+func mediaType(v string) string {
+	mt, _, _ := strings.Cut(v, ";")
+	return strings.ToLower(strings.TrimSpace(mt))
+}
+
+// acceptRank says how well a response of media type mt suits a request's
+// Accept header: 3 listed explicitly, 2 JSON under a wildcard (what the
+// apiserver sends when the client does not say), 1 another type under a
+// wildcard, 0 not acceptable. q=0 entries exclude.
+func acceptRank(accept, mt string) int {
+	if strings.TrimSpace(accept) == "" {
+		accept = "*/*"
+	}
+	typ, _, _ := strings.Cut(mt, "/")
+	best := 0
+	for _, part := range strings.Split(accept, ",") {
+		name, params, _ := strings.Cut(part, ";")
+		name = strings.ToLower(strings.TrimSpace(name))
+		if qZero(params) {
+			continue
+		}
+		r := 0
+		switch {
+		case name == mt:
+			r = 3
+		case name == "*/*" || name == typ+"/*":
+			r = 1
+			if mt == "application/json" || mt == "" {
+				r = 2
+			}
+		}
+		if r > best {
+			best = r
+		}
+	}
+	return best
+}
+
+// qZero reports whether media-range parameters say q=0 (RFC 9110 §12.4.2).
+func qZero(params string) bool {
+	for _, p := range strings.Split(params, ";") {
+		k, v, ok := strings.Cut(strings.TrimSpace(p), "=")
+		if ok && strings.EqualFold(strings.TrimSpace(k), "q") {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return err == nil && f == 0
+		}
+	}
+	return false
+}
+
+// orderAccepted returns xs with the candidates that suit the Accept header
+// best first, in recorded order otherwise.
+func orderAccepted(xs []*recorded, accept string) []*recorded {
+	out := append([]*recorded(nil), xs...)
+	sort.SliceStable(out, func(i, j int) bool { return acceptRank(accept, out[i].media) > acceptRank(accept, out[j].media) })
+	return out
+}
+
+// preferAccepted keeps the candidates whose response type suits the
+// request's Accept header best.
+func preferAccepted(xs []*recorded, accept string) []*recorded {
+	best := -1
+	for _, x := range xs {
+		if r := acceptRank(accept, x.media); r > best {
+			best = r
+		}
+	}
+	return prefer(xs, func(x *recorded) bool { return acceptRank(accept, x.media) == best })
 }
 
 // pick returns the next candidate of the cursor named ck: successive calls

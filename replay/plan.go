@@ -233,17 +233,20 @@ func readMarks(f *formats.File, x *recorded) ([]mark, error) {
 			}
 			return ms, err
 		}
-		fr, ok := rec.(*formats.Frame)
-		if !ok {
-			continue
+		if fr, ok := rec.(*formats.Frame); ok {
+			ms = append(ms, markOf(x, fr))
 		}
-		m, _ := frame.Peek(x.format, fr.Data)
-		ms = append(ms, mark{
-			end:  fr.Offset + int64(len(fr.Pre)) + int64(len(fr.Data)),
-			time: fr.Time,
-			rv:   m.ResourceVersion,
-			iee:  m.Type == "BOOKMARK" && m.InitialEventsEnd,
-		})
+	}
+}
+
+// markOf reads the mark of one event of watch exchange x.
+func markOf(x *recorded, fr *formats.Frame) mark {
+	m, _ := frame.Peek(x.format, fr.Data)
+	return mark{
+		end:  fr.Offset + int64(len(fr.Pre)) + int64(len(fr.Data)),
+		time: fr.Time,
+		rv:   m.ResourceVersion,
+		iee:  m.Type == "BOOKMARK" && m.InitialEventsEnd,
 	}
 }
 

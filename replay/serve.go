@@ -49,7 +49,9 @@ func responseHeader(rec []formats.Header, keepEncoding bool) http.Header {
 	for _, f := range rec {
 		k := http.CanonicalHeaderKey(f.Name)
 		switch {
-		case f.Redacted, strings.HasPrefix(f.Name, ":"), hopByHop[k], named[k],
+		case !validFieldName(f.Name), !validFieldValue(f.Value):
+			continue // a damaged or hostile session: never split a response
+		case f.Redacted, hopByHop[k], named[k],
 			strings.HasPrefix(k, "Proxy-"),
 			k == "Content-Encoding" && !keepEncoding:
 			continue
@@ -57,6 +59,39 @@ func responseHeader(rec []formats.Header, keepEncoding bool) http.Header {
 		h[k] = append(h[k], f.Value)
 	}
 	return h
+}
+
+// validFieldName reports whether name is an RFC 9110 §5.1 token (which
+// also rules out HTTP/2 pseudo-header names).
+func validFieldName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validFieldValue reports whether v holds no CR, LF or NUL (RFC 9110 §5.5).
+func validFieldValue(v string) bool {
+	return strings.IndexAny(v, "\r\n\x00") < 0
+}
+
+// responseStatus is the status code to send for a recorded one: a head
+// that was not captured (0), and codes net/http cannot send as a final
+// response, become 200.
+func responseStatus(code int) int {
+	if code < 200 || code > 999 {
+		return http.StatusOK
+	}
+	return code
 }
 
 // acceptsGzip reports whether an Accept-Encoding value allows gzip
@@ -115,19 +150,24 @@ func (k endKind) String() string {
 type streamer struct {
 	s         *Server
 	w         http.ResponseWriter
+	r         *http.Request
 	rc        *http.ResponseController
 	ctx       context.Context
+	cancel    context.CancelFunc
+	own       *ownConn // the connection, once taken over (HTTP/1.1 streams)
 	arrival   time.Time
 	timeoutAt time.Time // zero: none
 	timer     Timer
 	shift     time.Duration // added to every deadline (loop passes)
+	batch     [][]byte
 	bytes     int64
 	writes    int64
 	stopped   string // why the stream stopped early ("" if it did not)
+	ended     bool   // the connection was already closed or reset (abort)
 }
 
-func (s *Server) newStreamer(ctx context.Context, w http.ResponseWriter, q query, arrival time.Time) *streamer {
-	st := &streamer{s: s, w: w, rc: http.NewResponseController(w), ctx: ctx, arrival: arrival}
+func (s *Server) newStreamer(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, r *http.Request, q query, arrival time.Time) *streamer {
+	st := &streamer{s: s, w: w, r: r, rc: http.NewResponseController(w), ctx: ctx, cancel: cancel, arrival: arrival}
 	if q.timeout > 0 {
 		st.timeoutAt = arrival.Add(q.timeout)
 	}
@@ -199,65 +239,127 @@ func (st *streamer) hold() {
 	st.waitUntil(st.timeoutAt.Add(time.Hour)) // stops at timeoutAt
 }
 
-// send writes p and flushes it: one HTTP/1.1 chunk (or HTTP/2 DATA frame)
-// per call, since the response buffer is empty before each write. A client
-// that cannot take p within the write timeout is dropped.
-func (st *streamer) send(p []byte) bool {
-	if len(p) == 0 {
-		return true
+// begin sends the head of a streamed (watch) response now, as the
+// apiserver does: over HTTP/1.1 on a connection the stream takes over (see
+// ownConn), otherwise through net/http.
+func (st *streamer) begin(hd *head) bool {
+	if st.takeOver(st.r, hd) {
+		return st.stopped == ""
 	}
-	if st.s.writeTimeout > 0 {
-		_ = st.rc.SetWriteDeadline(time.Now().Add(st.s.writeTimeout))
+	dst := st.w.Header()
+	for k, v := range hd.h {
+		switch k {
+		case "Transfer-Encoding", "Connection": // net/http's business
+		default:
+			dst[k] = v
+		}
 	}
-	if _, err := st.w.Write(p); err != nil {
-		st.stopped = "write: " + err.Error()
-		return false
-	}
+	st.w.WriteHeader(hd.status)
 	if err := st.rc.Flush(); err != nil {
 		st.stopped = "flush: " + err.Error()
 		return false
 	}
-	st.bytes += int64(len(p))
-	st.writes++
 	return true
 }
 
-// flushHeader sends the response head now (watch responses start with it,
-// as the apiserver's do).
-func (st *streamer) flushHeader() bool {
-	if err := st.rc.Flush(); err != nil {
-		st.stopped = "flush: " + err.Error()
-		return false
+// send sends p as one chunk.
+func (st *streamer) send(p []byte) bool {
+	return st.sendBatch([][]byte{p})
+}
+
+// sendBatch sends each element of batch as one chunk (HTTP/1.1) or DATA
+// frame (HTTP/2): on a taken-over connection all in one system call,
+// otherwise one write and flush each (the response buffer is empty before
+// each write, so each flush is one chunk). A client that cannot take a
+// write within the write timeout is dropped.
+func (st *streamer) sendBatch(batch [][]byte) bool {
+	if st.own != nil {
+		st.writes += int64(len(batch))
+		return st.ownSend(batch)
+	}
+	for _, p := range batch {
+		if len(p) == 0 {
+			continue
+		}
+		if st.s.writeTimeout > 0 {
+			_ = st.rc.SetWriteDeadline(time.Now().Add(st.s.writeTimeout))
+		}
+		if _, err := st.w.Write(p); err != nil {
+			st.stopped = "write: " + err.Error()
+			return false
+		}
+		if err := st.rc.Flush(); err != nil {
+			st.stopped = "flush: " + err.Error()
+			return false
+		}
+		st.bytes += int64(len(p))
+		st.writes++
 	}
 	return true
 }
 
 // run sends src's writes on the timeline that maps capture time base to the
-// request's arrival, skipping body bytes before offset skip. It returns
-// false if the stream stopped early.
+// request's arrival, skipping body bytes before offset skip. Writes that
+// are due together (a burst, or a client that fell behind) go out as one
+// batch. It returns false if the stream stopped early.
 func (st *streamer) run(src source, base, skip int64) bool {
-	for {
-		w, ok, err := src.next()
-		if err != nil {
-			st.stopped = "reading session: " + err.Error()
-			st.s.log.Warn("replay: reading session", "err", err)
-			return false
+	var held write
+	have := false
+	next := func() (write, bool) {
+		if have {
+			have = false
+			return held, true
 		}
-		if !ok {
-			return true
-		}
-		data := w.data
-		if skip > w.off {
-			n := skip - w.off
-			if n >= int64(len(data)) {
-				continue
+		for {
+			w, ok, err := src.next()
+			if err != nil {
+				st.stopped = "reading session: " + err.Error()
+				st.s.log.Warn("replay: reading session", "err", err)
+				return w, false
 			}
-			data = data[n:]
+			if !ok {
+				return w, false
+			}
+			if skip > w.off {
+				n := skip - w.off
+				if n >= int64(len(w.data)) {
+					continue
+				}
+				w.data, w.off = w.data[n:], skip
+			}
+			if len(w.data) > 0 {
+				return w, true
+			}
+		}
+	}
+	for {
+		w, ok := next()
+		if !ok {
+			return st.stopped == ""
 		}
 		if !st.waitUntil(st.deadline(w.at, base)) {
 			return false
 		}
-		if !st.send(data) {
+		batch := append(st.batch[:0], w.data)
+		size := len(w.data)
+		now := st.s.clock.Now()
+		for size < maxBatch {
+			w2, ok := next()
+			if !ok {
+				if st.stopped != "" {
+					return false
+				}
+				break
+			}
+			if st.deadline(w2.at, base).After(now) {
+				held, have = w2, true
+				break
+			}
+			batch = append(batch, w2.data)
+			size += len(w2.data)
+		}
+		st.batch = batch[:0]
+		if !st.sendBatch(batch) {
 			return false
 		}
 	}
@@ -281,11 +383,28 @@ func (st *streamer) finish(kind endKind, endAt, base int64) {
 	}
 }
 
+// done ends a taken-over stream when its handler is about to return: with
+// the terminating chunk if it ended cleanly (as recorded, or at the
+// client's timeoutSeconds), else by closing the connection.
+func (st *streamer) done() {
+	if st.own == nil || st.ended {
+		return
+	}
+	st.ended = true
+	st.ownClose(st.stopped == "" || st.stopped == "timeout", false)
+}
+
 // abort ends the response without its terminating chunk: the connection is
 // closed (FIN), or reset (RST) with SO_LINGER 0. Over HTTP/2 (which cannot
 // be hijacked) the stream is reset with RST_STREAM through
 // http.ErrAbortHandler, which net/http recovers without logging.
 func (st *streamer) abort(reset bool) {
+	if st.own != nil {
+		st.ended = true
+		st.ownClose(false, reset)
+		st.stopped = map[bool]string{false: "aborted", true: "reset"}[reset]
+		return
+	}
 	conn, _, err := st.rc.Hijack()
 	if err != nil {
 		st.stopped = "aborted"
@@ -345,20 +464,12 @@ func (s *Server) openSource(x *recorded) (source, error) {
 // serveExchange sends recorded exchange x, whole or (resume) from body
 // offset skip with the timeline starting at capture time base.
 func (s *Server) serveExchange(st *streamer, r *http.Request, x *recorded, skip, base int64) {
-	status := x.info.Response.Status
-	if status <= 0 {
-		status = http.StatusOK // the head was not captured
-	}
+	status := responseStatus(x.info.Response.Status)
 	if x.format == 0 {
 		s.serveOpaque(st, r, x, status)
 		return
 	}
-	h := st.w.Header()
-	for k, v := range responseHeader(x.info.Response.Header, false) {
-		h[k] = v
-	}
-	st.w.WriteHeader(status)
-	if !st.flushHeader() {
+	if !st.begin(s.headOf(x, status)) {
 		return
 	}
 	if base == 0 {

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,10 +45,10 @@ type Options struct {
 	// leaves, or Close). Per-request cursors (see the package doc) wrap
 	// around instead of repeating the last exchange.
 	Loop bool
-	// Hold keeps every stream open after its last recorded byte, instead of
-	// ending it the way it was recorded, until the client's timeoutSeconds
-	// (then a clean end, as the apiserver does), the client leaves, or
-	// Close.
+	// Hold keeps every watch stream open after its last recorded byte
+	// (and every other body that did not end cleanly), instead of ending it
+	// the way it was recorded, until the client's timeoutSeconds (then a
+	// clean end, as the apiserver does), the client leaves, or Close.
 	Hold bool
 	// EventChunks sends one chunk per watch event (and per stored body
 	// piece). The zero value reproduces the recorded chunk boundaries, each
@@ -103,6 +104,8 @@ type Server struct {
 	cache        *cache
 	ctx          context.Context
 	cancel       context.CancelFunc
+
+	active atomic.Int64 // requests being served
 
 	mu        sync.Mutex // guards the fields below and m.cursors
 	closed    bool
@@ -273,8 +276,8 @@ func (s *Server) Kubeconfig() []byte {
 	return kubeconfig(s.URL, s.CertPEM())
 }
 
-// Client returns an HTTP client for the started server: it trusts the
-// server's certificate (HTTPS, with HTTP/2) and is closed by Close.
+// Client returns a new HTTP client for the started server that trusts the
+// server's certificate (HTTPS, with HTTP/2).
 func (s *Server) Client() *http.Client {
 	tr := &http.Transport{ForceAttemptHTTP2: true}
 	if pemBytes := s.CertPEM(); pemBytes != nil {
@@ -299,9 +302,11 @@ func (s *Server) Close() {
 	s.closed = true
 	srv := s.srv
 	s.mu.Unlock()
+	if srv != nil {
+		_ = srv.Close() // first, so that cancelled streams cannot end cleanly
+	}
 	s.cancel()
 	if srv != nil {
-		_ = srv.Close()
 		<-s.serveDone
 		s.conns.Wait()
 	}
@@ -330,6 +335,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.handlers.Done()
+	s.active.Add(1)
+	defer s.active.Add(-1)
 	arrival := s.clock.Now()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
@@ -343,6 +350,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, http.StatusBadRequest, "BadRequest", err.Error())
 		return
 	}
+	q.accept = r.Header.Get("Accept")
 	rt := s.route(r, q)
 	attrs := []any{"method", r.Method, "target", truncate(target), "how", rt.how}
 	if rt.x != nil {
@@ -355,8 +363,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		s.log.Info("replay: request", attrs...)
 	}
-	st := s.newStreamer(ctx, w, q, arrival)
+	st := s.newStreamer(ctx, cancel, w, r, q, arrival)
 	rt.serve(st, r)
+	st.done()
 	if s.log.Enabled(ctx, slog.LevelDebug) {
 		s.log.Debug("replay: done", "method", r.Method, "target", truncate(target), "bytes", st.bytes,
 			"writes", st.writes, "duration", s.clock.Now().Sub(arrival), "stopped", st.stopped)
@@ -411,10 +420,7 @@ func (s *Server) route(r *http.Request, q query) route {
 }
 
 func (s *Server) full(x *recorded) route {
-	status := x.info.Response.Status
-	if status <= 0 {
-		status = http.StatusOK
-	}
+	status := responseStatus(x.info.Response.Status)
 	return route{how: howRecorded, x: x, status: status, serve: func(st *streamer, r *http.Request) {
 		s.serveExchange(st, r, x, 0, 0)
 	}}
@@ -436,9 +442,10 @@ func (s *Server) routeWatch(q query) route {
 	cands := s.m.byKey[q.key]
 	if q.sie {
 		if sie := filter(cands, func(x *recorded) bool { return x.q.sie }); len(sie) > 0 {
-			return s.full(s.pick(prefer(sie, func(x *recorded) bool { return x.q.rv == q.rv }), cursor(q.key, "sie", q.rv)))
+			sie = preferAccepted(prefer(sie, func(x *recorded) bool { return x.q.rv == q.rv }), q.accept)
+			return s.full(s.pick(sie, cursor(q.key, "sie", q.rv, sie[0].media)))
 		}
-		if lst := s.pickList(q.listKey(), "", q.rv); lst != nil && lst.format == 0 && lst.info.Response.Status == http.StatusOK {
+		if lst := s.pickList(q.listKey(), "", q.rv, q.accept); lst != nil && lst.format == 0 && lst.info.Response.Status == http.StatusOK {
 			return route{how: howWatchList, x: lst, status: http.StatusOK, serve: func(st *streamer, r *http.Request) {
 				if _, err := s.serveSynthWatchList(st, q, lst); err != nil {
 					s.log.Warn("replay: cannot synthesize a streaming list", "list", lst.id, "err", err)
@@ -452,13 +459,14 @@ func (s *Server) routeWatch(q query) route {
 	}
 	if q.rv == "" {
 		xs := prefer(cands, func(x *recorded) bool { return x.q.sie == q.sie })
-		xs = prefer(xs, func(x *recorded) bool { return x.q.rv == "" })
-		return s.full(s.pick(xs, cursor(q.key, "watch", "")))
+		xs = preferAccepted(prefer(xs, func(x *recorded) bool { return x.q.rv == "" }), q.accept)
+		return s.full(s.pick(xs, cursor(q.key, "watch", "", xs[0].media)))
 	}
 	if exact := filter(cands, func(x *recorded) bool { return x.q.rv == q.rv }); len(exact) > 0 {
-		return s.full(s.pick(exact, cursor(q.key, "watch", q.rv)))
+		exact = preferAccepted(exact, q.accept)
+		return s.full(s.pick(exact, cursor(q.key, "watch", q.rv, exact[0].media)))
 	}
-	rp, found, err := s.findResume(cands, q.rv)
+	rp, found, err := s.findResume(orderAccepted(cands, q.accept), q.rv)
 	if err != nil {
 		return s.errorRoute(err)
 	}
@@ -472,7 +480,8 @@ func (s *Server) routeWatch(q query) route {
 	}
 	if n, ok := rvNumber(q.rv); ok {
 		if newest, ok := s.newestRV(cands); ok && n >= newest {
-			return s.emptyWatch(cands[len(cands)-1])
+			xs := preferAccepted(cands, q.accept)
+			return s.emptyWatch(xs[len(xs)-1])
 		}
 	}
 	return route{how: howExpired, status: http.StatusOK, serve: func(st *streamer, r *http.Request) {
@@ -482,7 +491,7 @@ func (s *Server) routeWatch(q query) route {
 
 // pickList picks the LIST of key listKey a request with continue token cont
 // and resourceVersion rv gets, advancing its cursor; nil if there is none.
-func (s *Server) pickList(listKey, cont, rv string) *recorded {
+func (s *Server) pickList(listKey, cont, rv, accept string) *recorded {
 	cands := s.m.byKey[listKey]
 	if len(cands) == 0 {
 		return nil
@@ -496,12 +505,12 @@ func (s *Server) pickList(listKey, cont, rv string) *recorded {
 	} else {
 		xs = prefer(cands, func(x *recorded) bool { return x.q.cont == "" })
 	}
-	xs = prefer(xs, func(x *recorded) bool { return x.q.rv == rv })
-	return s.pick(xs, cursor(listKey, "get", cont, rv))
+	xs = preferAccepted(prefer(xs, func(x *recorded) bool { return x.q.rv == rv }), accept)
+	return s.pick(xs, cursor(listKey, "get", cont, rv, xs[0].media))
 }
 
 func (s *Server) routeOther(r *http.Request, q query) route {
-	if x := s.pickList(q.key, q.cont, q.rv); x != nil {
+	if x := s.pickList(q.key, q.cont, q.rv, q.accept); x != nil {
 		return s.full(x)
 	}
 	if q.cont != "" && len(s.m.byKey[q.key]) > 0 {

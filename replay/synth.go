@@ -176,32 +176,22 @@ func (s *Server) serveSynthWatchList(st *streamer, q query, lst *recorded) (watc
 		return nil, err
 	}
 	sl := v.(*synthList)
-	for _, c := range s.m.byKey[q.key] {
-		if c.q.rv == sl.rv && sl.rv != "" && c.format == sl.format {
-			watch = c
-			break
-		}
+	if ws := filter(s.m.byKey[q.key], func(c *recorded) bool {
+		return c.q.rv == sl.rv && sl.rv != "" && c.format == sl.format
+	}); len(ws) > 0 {
+		watch = preferAccepted(ws, q.accept)[0]
 	}
-	h := st.w.Header()
+	var hd *head
 	if watch != nil {
-		for k, v := range responseHeader(watch.info.Response.Header, false) {
-			h[k] = v
-		}
+		hd = s.headOf(watch, http.StatusOK)
 	} else {
-		h.Set("Content-Type", watchContentType(sl.format))
+		hd = newHead(http.StatusOK, http.Header{"Content-Type": {watchContentType(sl.format)}})
 	}
-	st.w.WriteHeader(http.StatusOK)
-	if !st.flushHeader() {
+	if !st.begin(hd) {
 		return watch, nil
 	}
-	for _, w := range sl.writes {
-		if st.ctx.Err() != nil {
-			st.stopped = "cancelled"
-			return watch, nil
-		}
-		if !st.send(w.data) {
-			return watch, nil
-		}
+	if !st.run(&planSource{p: &plan{writes: sl.writes}}, 0, 0) {
+		return watch, nil
 	}
 	if watch == nil {
 		st.hold()
@@ -337,8 +327,38 @@ type resumePoint struct {
 	remain int   // events after it
 }
 
-// marksOf returns the event marks of watch exchange x (cached).
-func (s *Server) marksOf(x *recorded) ([]mark, error) {
+// maxMarkFrames bounds the events of one watch whose marks (where each
+// ends, its time and resourceVersion: about 60 bytes each) are kept in the
+// cache; the marks of longer watches are read from the file each time.
+const maxMarkFrames = 1 << 18
+
+// eachMark calls fn with the marks of watch exchange x in order, until fn
+// returns false: from the cache, or streamed from the file for a long
+// watch.
+func (s *Server) eachMark(x *recorded, fn func(i int, m mark) bool) error {
+	if x.info.Frames > maxMarkFrames {
+		sc := s.file.ExchangeRecords(x.id)
+		i := 0
+		for {
+			rec, err := sc.Next()
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				var de *formats.DamageError
+				if errors.As(err, &de) {
+					continue
+				}
+				return err
+			}
+			if fr, ok := rec.(*formats.Frame); ok {
+				if !fn(i, markOf(x, fr)) {
+					return nil
+				}
+				i++
+			}
+		}
+	}
 	v, err := s.cache.get("marks:"+strconv.FormatInt(x.id, 10), func() (any, int64, error) {
 		ms, err := readMarks(s.file, x)
 		if err != nil {
@@ -351,9 +371,14 @@ func (s *Server) marksOf(x *recorded) ([]mark, error) {
 		return ms, n, nil
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return v.([]mark), nil
+	for i, m := range v.([]mark) {
+		if !fn(i, m) {
+			break
+		}
+	}
+	return nil
 }
 
 // findResume looks for resourceVersion rv among the live events of the
@@ -364,24 +389,33 @@ func (s *Server) findResume(cands []*recorded, rv string) (rp resumePoint, found
 		if !x.resumable() {
 			continue
 		}
-		ms, err := s.marksOf(x)
-		if err != nil {
-			return rp, false, err
-		}
+		// The last event carrying rv: a watch from rv wants what is newer,
+		// and a bookmark often repeats the resourceVersion of the event
+		// before it.
 		live := !x.q.sie
-		for i, m := range ms {
+		last, n := -1, 0
+		var lm mark
+		err := s.eachMark(x, func(i int, m mark) bool {
 			if m.iee {
 				live = true
 			}
-			if !live || m.rv != rv {
-				continue
+			if live && m.rv == rv {
+				last, lm = i, m
 			}
-			p := resumePoint{x: x, off: m.end, time: m.time, remain: len(ms) - i - 1}
-			if !found || (rp.remain == 0 && p.remain > 0) {
-				rp, found = p, true
-			}
+			n = i + 1
+			return true
+		})
+		if err != nil {
+			return rp, false, err
 		}
-		if found && rp.remain > 0 {
+		if last < 0 {
+			continue
+		}
+		p := resumePoint{x: x, off: lm.end, time: lm.time, remain: n - last - 1}
+		if !found || (rp.remain == 0 && p.remain > 0) {
+			rp, found = p, true
+		}
+		if rp.remain > 0 {
 			return rp, true, nil
 		}
 	}
@@ -403,13 +437,10 @@ func (s *Server) newestRV(cands []*recorded) (uint64, bool) {
 		if x.format == frame.Unknown {
 			continue
 		}
-		ms, err := s.marksOf(x)
-		if err != nil {
-			continue
-		}
-		for _, m := range ms {
+		_ = s.eachMark(x, func(_ int, m mark) bool {
 			see(m.rv)
-		}
+			return true
+		})
 	}
 	return max, ok
 }
@@ -435,17 +466,11 @@ func (s *Server) serveExpired(st *streamer, rv string) {
 // the client's timeoutSeconds (then a clean end), the client leaves, or
 // Close. Headers come from x when there is one.
 func (s *Server) serveEmptyWatch(st *streamer, x *recorded) {
-	h := st.w.Header()
+	hd := newHead(http.StatusOK, http.Header{"Content-Type": {"application/json"}})
 	if x != nil {
-		for k, v := range responseHeader(x.info.Response.Header, false) {
-			h[k] = v
-		}
+		hd = s.headOf(x, http.StatusOK)
 	}
-	if h.Get("Content-Type") == "" {
-		h.Set("Content-Type", "application/json")
-	}
-	st.w.WriteHeader(http.StatusOK)
-	if st.flushHeader() {
+	if st.begin(hd) {
 		st.hold()
 	}
 }

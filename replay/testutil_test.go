@@ -13,6 +13,7 @@ import (
 
 	"github.com/wtrace/wtrace/capture"
 	"github.com/wtrace/wtrace/capture/pcapfile"
+	"github.com/wtrace/wtrace/capture/tlsdec"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
 )
@@ -88,7 +89,17 @@ func recordPcap(pcap, out string) error {
 	if err := w.Write(&formats.Meta{Tool: "wtrace test", Source: "pcap", Description: "pcap " + filepath.Base(pcap), Redaction: "default"}); err != nil {
 		return err
 	}
-	rec := capture.NewRecorder(w, capture.Options{})
+	opts := capture.Options{}
+	// A scenario recorded over TLS comes with the key log of its clients.
+	if kl, err := os.Open(filepath.Join(filepath.Dir(pcap), "keylog.txt")); err == nil {
+		keys, err := tlsdec.ParseKeyLog(kl)
+		kl.Close()
+		if err != nil {
+			return err
+		}
+		opts.KeyLog = keys
+	}
+	rec := capture.NewRecorder(w, opts)
 	for {
 		p, err := pr.Next()
 		if err == io.EOF {
@@ -212,4 +223,60 @@ func get(t testing.TB, c *http.Client, url string, hdr ...string) (*http.Respons
 		t.Fatalf("GET %s: reading body: %v", url, err)
 	}
 	return resp, b
+}
+
+// subSession writes a session holding only the given exchanges of src (with
+// src's Meta and the Conn records of their connections) and returns its
+// path.
+func subSession(t testing.TB, src string, ids ...int64) string {
+	t.Helper()
+	f := openSession(t, src)
+	out := filepath.Join(t.TempDir(), "sub.wt")
+	file, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	w, err := formats.NewWriter(file, formats.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := f.Index().Meta
+	if meta == nil {
+		meta = &formats.Meta{Tool: "wtrace test"}
+	}
+	if err := w.Write(meta); err != nil {
+		t.Fatal(err)
+	}
+	conns := map[uint64]bool{}
+	for _, id := range ids {
+		c := f.Index().Exchanges[id].Request.Conn
+		if !conns[c] {
+			conns[c] = true
+			cr := f.Index().Conns[c].Conn
+			if err := w.Write(&cr); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	sc := f.ExchangeRecords(ids...)
+	for {
+		r, err := sc.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Write(&formats.Summary{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -1,0 +1,206 @@
+package replay
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// maxBatch bounds the bytes of due chunks sent in one write call.
+const maxBatch = 256 << 10
+
+// ownConn is an HTTP/1.1 connection a watch stream took over from net/http
+// (Hijack), so that it writes the chunked framing itself: the chunks that
+// are due together go out in one writev while each keeps its recorded
+// boundary. net/http can only emit a chunk by flushing the connection, one
+// system call per chunk, which is what limits a server with thousands of
+// watchers. The stream closes the connection when it ends (its response
+// head says Connection: close).
+type ownConn struct {
+	conn     net.Conn
+	tcp      *net.TCPConn // conn itself when plain TCP (writev)
+	readDone chan struct{}
+	// stopCancel stops the AfterFunc that unblocks writes on cancellation.
+	stopCancel func() bool
+	iov        net.Buffers
+	out        net.Buffers // being written (consumed by WriteTo)
+	hex        []byte      // chunk-size lines of the batch being sent
+	buf        []byte      // the batch copied together (TLS)
+	deadline   time.Time
+}
+
+// crlf ends a chunk's data.
+var crlf = []byte("\r\n")
+
+// head is a response head: status and header fields, and for taken-over
+// connections its HTTP/1.1 rendering (status line and fields with
+// Transfer-Encoding: chunked and Connection: close; without Date and the
+// blank line), built once per recorded exchange and shared.
+type head struct {
+	status int
+	h      http.Header
+	raw    []byte
+}
+
+func newHead(status int, h http.Header) *head {
+	h = h.Clone()
+	h.Del("Content-Length")
+	h.Set("Transfer-Encoding", "chunked")
+	h.Set("Connection", "close")
+	var b strings.Builder
+	b.WriteString("HTTP/1.1 ")
+	b.WriteString(strconv.Itoa(status))
+	b.WriteByte(' ')
+	b.WriteString(http.StatusText(status))
+	b.WriteString("\r\n")
+	h.Write(&b)
+	return &head{status: status, h: h, raw: []byte(b.String())}
+}
+
+// headOf returns the head of watch exchange x with the given status
+// (cached).
+func (s *Server) headOf(x *recorded, status int) *head {
+	v, _ := s.cache.get("head:"+strconv.FormatInt(x.id, 10)+":"+strconv.Itoa(status), func() (any, int64, error) {
+		h := responseHeader(x.info.Response.Header, false)
+		if h.Get("Content-Type") == "" {
+			h.Set("Content-Type", watchContentType(x.format)) // the head was not captured
+		}
+		hd := newHead(status, h)
+		return hd, int64(len(hd.raw))*2 + 64, nil
+	})
+	return v.(*head)
+}
+
+// takeOver hijacks the request's connection and writes the response head
+// for a chunked stream. It returns false (the caller then goes through
+// net/http) when the connection cannot be hijacked: HTTP/2, HTTP/1.0, or a
+// ResponseWriter that does not support it.
+func (st *streamer) takeOver(r *http.Request, hd *head) bool {
+	if r == nil || r.ProtoMajor != 1 || r.ProtoMinor < 1 || r.Method != http.MethodGet || r.ContentLength > 0 {
+		return false
+	}
+	// Header fields a wrapping handler set stay, unless the recording has
+	// them too.
+	if extra := st.w.Header(); len(extra) > 0 {
+		h := hd.h.Clone()
+		for k, v := range extra {
+			if _, ok := h[k]; !ok {
+				h[k] = v
+			}
+		}
+		hd = newHead(hd.status, h)
+	}
+	conn, brw, err := st.rc.Hijack()
+	if err != nil {
+		return false
+	}
+	oc := &ownConn{conn: conn, readDone: make(chan struct{})}
+	oc.tcp, _ = conn.(*net.TCPConn)
+	st.own = oc
+	// A cancelled request (the client left, Close) must not stay blocked
+	// in a write to a client that does not read.
+	oc.stopCancel = context.AfterFunc(st.ctx, func() { _ = conn.SetWriteDeadline(time.Unix(1, 0)) })
+	// Notice the client leaving: nothing more is expected from it.
+	go func(br *bufio.Reader) {
+		defer close(oc.readDone)
+		buf := make([]byte, 512)
+		for {
+			if _, err := br.Read(buf); err != nil {
+				st.cancel()
+				return
+			}
+		}
+	}(brw.Reader)
+	date := make([]byte, 0, 64)
+	date = append(date, "Date: "...)
+	date = time.Now().UTC().AppendFormat(date, http.TimeFormat)
+	date = append(date, "\r\n\r\n"...)
+	return st.ownWrite(net.Buffers{hd.raw, date})
+}
+
+// ownSend sends each element of batch as one chunk, together.
+func (st *streamer) ownSend(batch [][]byte) bool {
+	oc := st.own
+	oc.iov = oc.iov[:0]
+	oc.hex = oc.hex[:0]
+	for _, p := range batch {
+		oc.hex = strconv.AppendInt(oc.hex, int64(len(p)), 16)
+		oc.hex = append(oc.hex, '\r', '\n')
+	}
+	h := oc.hex
+	for _, p := range batch {
+		i := 0
+		for h[i] != '\n' {
+			i++
+		}
+		oc.iov = append(oc.iov, h[:i+1:i+1], p, crlf)
+		h = h[i+1:]
+	}
+	return st.ownWrite(oc.iov)
+}
+
+// ownWrite writes bufs in one system call where it can (writev on TCP, one
+// copy and one TLS record otherwise), with the write deadline.
+func (st *streamer) ownWrite(bufs net.Buffers) bool {
+	oc := st.own
+	if st.s.writeTimeout > 0 {
+		// Moving the deadline costs a runtime timer update: do it only
+		// when it has come within three quarters of the timeout.
+		now := time.Now()
+		if oc.deadline.Sub(now) < st.s.writeTimeout*3/4 {
+			oc.deadline = now.Add(st.s.writeTimeout)
+			_ = oc.conn.SetWriteDeadline(oc.deadline)
+		}
+	}
+	var n int64
+	for _, b := range bufs {
+		n += int64(len(b))
+	}
+	var err error
+	if oc.tcp != nil {
+		oc.out = bufs // a field, so that WriteTo's receiver does not escape per call
+		_, err = oc.out.WriteTo(oc.tcp)
+	} else {
+		oc.buf = oc.buf[:0]
+		for _, b := range bufs {
+			oc.buf = append(oc.buf, b...)
+		}
+		_, err = oc.conn.Write(oc.buf)
+		if cap(oc.buf) > maxBatch*2 {
+			oc.buf = nil
+		}
+	}
+	if err != nil {
+		st.stopped = "write: " + err.Error()
+		return false
+	}
+	st.bytes += n
+	return true
+}
+
+// ownClose ends a taken-over stream: with the terminating chunk if clean,
+// then closes the connection (reset: with SO_LINGER 0, so an RST) and waits
+// for the reader goroutine.
+func (st *streamer) ownClose(clean, reset bool) {
+	oc := st.own
+	oc.stopCancel()
+	if clean {
+		_ = oc.conn.SetWriteDeadline(time.Now().Add(time.Second))
+		_, _ = oc.conn.Write([]byte("0\r\n\r\n"))
+	}
+	nc := oc.conn
+	if reset {
+		if u, ok := nc.(interface{ NetConn() net.Conn }); ok {
+			nc = u.NetConn()
+		}
+		if tc, ok := nc.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0)
+		}
+	}
+	_ = nc.Close()
+	<-oc.readDone
+}

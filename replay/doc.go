@@ -1,0 +1,127 @@
+// Package replay serves a recorded session (a .wt file) over HTTP to real
+// Kubernetes clients — informers, kubectl, curl — with the original timing.
+//
+//	srv := replay.NewTestServer(t, "testdata/incident-42.wt", replay.Options{Speed: 0})
+//	cs, _ := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+//
+// New (or Open) prepares a Server; Start or StartTLS listen (127.0.0.1 and a
+// free port unless Options.Listen says otherwise) and set URL; Handler
+// mounts it elsewhere; Close cancels every request in flight and returns
+// once every handler goroutine has exited, like httptest.Server.
+//
+// # Matching
+//
+// A request is matched with the recorded exchanges that have the same
+// method, path, and query parameters (in any order, values compared
+// exactly) apart from the parameters that differ from run to run:
+// resourceVersion, resourceVersionMatch, timeoutSeconds, timeout, limit,
+// continue, allowWatchBookmarks and sendInitialEvents. watch=1 and
+// watch=true are the same; the legacy /api/v1/watch/… paths are watches of
+// the path without "watch". labelSelector and fieldSelector must match.
+//
+// Among the candidates, the client's own state decides, since a client only
+// knows the resourceVersions and continue tokens the replay served it:
+//
+//   - LIST/GET: a request with a continue token gets the recorded page
+//     fetched with that token (a token the session does not hold gets 410
+//     Expired, as from the apiserver); otherwise candidates without one,
+//     those with the request's resourceVersion ("" and "0" are alike)
+//     preferred. Successive requests get successive candidates in recorded
+//     order (one cursor per key and request class), then the last one again.
+//   - WATCH from a resourceVersion: the recorded watch that was started from
+//     that resourceVersion (so an informer's watch from its LIST's
+//     resourceVersion gets the watch that followed that LIST, and its next
+//     watch from the last event or bookmark gets the recorded re-watch).
+//     Otherwise, if a recorded watch of the key carries an event (or
+//     bookmark) with that resourceVersion among its live events (all events
+//     of a watch started from a resourceVersion; those from the
+//     initial-events-end bookmark on for a streaming list), the client
+//     resumes just after its last such event: the rest of that watch, on a
+//     timeline starting at that event's time. Recorded watches of one key
+//     see one history, so this continues it across recorded watches.
+//   - WATCH from "" or "0": recorded watches in recorded order (cursor).
+//
+// Among candidates that are otherwise equal, a client gets the one whose
+// Content-Type its Accept header names (a protobuf client the protobuf
+// watch, a JSON client the JSON one; JSON when it does not say).
+//
+// After the last match: a LIST gets the last recorded LIST again; a watch
+// with nothing left to resume (from the resourceVersion of the last event
+// of the recorded watches that carry it) or from a resourceVersion past the
+// newest the session holds for its key gets an empty watch that stays open,
+// as a quiet apiserver's does, until the client's
+// timeoutSeconds (then a clean end), the client leaves, or Close — so an
+// informer that has seen everything stays synced and idle instead of
+// relisting or spinning. A watch from a resourceVersion the session does not
+// know (older, or not numeric) gets a 200 stream with one ERROR event
+// carrying a 410 Expired Status, as the apiserver sends for a compacted
+// resourceVersion: the client relists, and the LIST brings it back onto the
+// recorded history.
+//
+// Nothing matches: 404 with a Kubernetes Status body (reason NotFound), and
+// a warning naming the request and the closest recorded requests.
+//
+// # Clients that were not recorded
+//
+// A streaming list (watch with sendInitialEvents=true, client-go's
+// WatchList, on by default since v0.35) against a session that recorded
+// LIST + WATCH gets ADDED events built from the recorded LIST (all its
+// pages), the k8s.io/initial-events-end BOOKMARK at the LIST's
+// resourceVersion, then the recorded WATCH that started from that
+// resourceVersion on its own timeline. The reverse: a LIST against a
+// session that recorded only a streaming list gets a LIST built from its
+// initial ADDED events at the bookmark's resourceVersion; the WATCH that
+// follows resumes after the bookmark (see above). JSON and protobuf alike.
+//
+// Discovery (/version, /api, /apis, /api/v1, /apis/<group>[/<version>]) is
+// served as recorded if it was, else synthesized from the resources of the
+// recorded requests (kinds from their objects), with verbs get, list and
+// watch, as plain application/json: clients asking for aggregated discovery
+// fall back to it. kubectl get -w works against a replay.
+//
+// # Responses and timing
+//
+// A response keeps the recorded status and header fields, except hop-by-hop
+// fields, Date (net/http sends the current one), redacted values, and
+// Content-Length, sent only when the body goes out exactly as recorded with
+// a recorded length. An opaque body goes out byte for byte, gzip'd as
+// recorded when the client's Accept-Encoding allows it, otherwise decoded.
+// A watch body goes out as its exact event bytes, chunk by chunk: each
+// recorded chunk (or, with EventChunks, each event) is written and flushed
+// at
+//
+//	request arrival + (t − response start) / Speed
+//
+// where t is the chunk's recorded time and response start the Response
+// record's time. Speed 0 sends everything as fast as the client reads.
+// A stream ends as recorded, at its recorded end time: a clean end
+// (terminating chunk), an abort (connection closed without it, FIN) or a
+// reset (RST; over HTTP/2 both become RST_STREAM). A watch the capture
+// ended inside stays open (until timeoutSeconds, the client leaves, or
+// Close); so do all streams with Hold. The client's timeoutSeconds always
+// ends a watch cleanly, as the apiserver does. With Loop a watch that
+// reaches its end starts again from its first event, one recorded duration
+// later, forever; cursors then wrap around too.
+//
+// # Many clients, memory
+//
+// Each request is served by its own handler goroutine on its own timeline;
+// no lock is held while writing, and every write has a deadline
+// (Options.WriteTimeout) so a client that stops reading is dropped without
+// delaying anyone. Over HTTP/1.1 a watch stream takes its connection over
+// from net/http (Hijack) and writes the chunked framing itself, so that
+// chunks that are due together — a burst, or a client that fell behind —
+// leave in one writev, each still its own chunk; net/http would make one
+// system call per chunk. The response then says Connection: close, and the
+// connection closes after the stream (clients open a new one for their next
+// request). HTTP/2 streams go through net/http, one DATA frame per chunk. A client that disconnects releases everything at once
+// (context cancellation). Exchanges are decoded into immutable timed writes
+// once and shared by all clients, in a cache bounded by Options.CacheBytes;
+// an exchange larger than a quarter of it is streamed from the file for each
+// client instead, so a long session is never held in memory whole.
+//
+// # Concurrency
+//
+// A Server is safe for concurrent use. It starts goroutines (the listener,
+// and net/http's per connection); Close stops them all.
+package replay

@@ -1,0 +1,4 @@
+package replay
+
+// CorpusSession exposes the corpus recorder to the external tests.
+var CorpusSession = corpusSession

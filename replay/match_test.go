@@ -1,0 +1,279 @@
+package replay
+
+import (
+	"net/http"
+	"testing"
+	"time"
+)
+
+func TestParseTarget(t *testing.T) {
+	tests := []struct {
+		method, target string
+		want           query // key compared through sameKey, not literally
+		sameKey        string
+		otherKey       string
+	}{
+		{"GET", "/api/v1/namespaces/a/configmaps?watch=true&resourceVersion=5&timeoutSeconds=30",
+			query{method: "GET", path: "/api/v1/namespaces/a/configmaps", watch: true, rv: "5", rawRV: "5", timeout: 30 * time.Second},
+			"/api/v1/namespaces/a/configmaps?watch=1&allowWatchBookmarks=true&timeout=5m&resourceVersion=9",
+			"/api/v1/namespaces/a/configmaps?resourceVersion=5"},
+		{"GET", "/api/v1/namespaces/a/configmaps?resourceVersion=0&limit=500",
+			query{method: "GET", path: "/api/v1/namespaces/a/configmaps", rawRV: "0"},
+			"/api/v1/namespaces/a/configmaps?continue=abc&resourceVersionMatch=NotOlderThan",
+			"/api/v1/namespaces/a/configmaps?watch=true"},
+		{"GET", "/api/v1/watch/namespaces/a/configmaps?labelSelector=app%3Dx",
+			query{method: "GET", path: "/api/v1/namespaces/a/configmaps", watch: true},
+			"/api/v1/namespaces/a/configmaps?watch=true&labelSelector=app%3Dx",
+			"/api/v1/namespaces/a/configmaps?watch=true&labelSelector=app%3Dy"},
+		{"GET", "/apis/apps/v1/watch/deployments?fieldSelector=a%3Db&labelSelector=c",
+			query{method: "GET", path: "/apis/apps/v1/deployments", watch: true},
+			"/apis/apps/v1/deployments?labelSelector=c&watch=true&fieldSelector=a%3Db",
+			"/apis/apps/v1/deployments?labelSelector=c&watch=true"},
+		{"GET", "/api/v1/pods?watch=false&sendInitialEvents=true&timeoutSeconds=abc",
+			query{method: "GET", path: "/api/v1/pods", sie: true},
+			"/api/v1/pods?watch=0",
+			"/api/v1/pods?watch=1"},
+		{"GET", "/api/v1/pods?pretty=true",
+			query{method: "GET", path: "/api/v1/pods"},
+			"/api/v1/pods?pretty=true&limit=1",
+			"/api/v1/pods"},
+		{"GET", "/api/v1/pods?continue=tok&timeoutSeconds=99999999999",
+			query{method: "GET", path: "/api/v1/pods", cont: "tok"},
+			"/api/v1/pods",
+			"/api/v1/pods?x=1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.target, func(t *testing.T) {
+			q, err := parseTarget(tt.method, tt.target)
+			if err != nil {
+				t.Fatalf("parseTarget(%q) = %v", tt.target, err)
+			}
+			got := q
+			got.key = ""
+			if got != tt.want {
+				t.Errorf("parseTarget(%q) = %+v; want %+v", tt.target, got, tt.want)
+			}
+			same, _ := parseTarget(tt.method, tt.sameKey)
+			if same.key != q.key {
+				t.Errorf("key(%q) = %q ≠ key(%q) = %q; want equal", tt.sameKey, same.key, tt.target, q.key)
+			}
+			other, _ := parseTarget(tt.method, tt.otherKey)
+			if other.key == q.key {
+				t.Errorf("key(%q) = key(%q) = %q; want different", tt.otherKey, tt.target, q.key)
+			}
+		})
+	}
+	for _, bad := range []string{"", "nopath", "/a?%zz", "/" + string(make([]byte, maxTargetLen))} {
+		if _, err := parseTarget("GET", bad); err == nil {
+			t.Errorf("parseTarget(%.20q) = nil error; want one", bad)
+		}
+	}
+}
+
+// step is one request of a matching scenario and how it must be answered.
+type step struct {
+	method, target string
+	how            string
+	exchange       int64 // -1: none
+	status         int
+}
+
+func runSteps(t *testing.T, srv *Server, steps []step) {
+	t.Helper()
+	for i, s := range steps {
+		method := s.method
+		if method == "" {
+			method = "GET"
+		}
+		q, err := parseTarget(method, s.target)
+		if err != nil {
+			t.Fatalf("step %d: parseTarget(%q): %v", i, s.target, err)
+		}
+		rt := srv.route(nil, q)
+		id := int64(-1)
+		if rt.x != nil {
+			id = rt.x.id
+		}
+		if rt.how != s.how || id != s.exchange || rt.status != s.status {
+			t.Errorf("step %d: %s %s → %s #%d %d; want %s #%d %d", i, method, s.target, rt.how, id, rt.status, s.how, s.exchange, s.status)
+		}
+	}
+}
+
+// TestMatching walks request sequences through the matcher against real
+// sessions (exchange numbers as `wtrace inspect` shows them).
+func TestMatching(t *testing.T) {
+	const cm = "/api/v1/namespaces/corpus-multi/configmaps"
+	const sec = "/api/v1/namespaces/corpus-multi/secrets"
+	const svc = "/api/v1/namespaces/corpus-multi/services"
+	const ns = "/api/v1/namespaces"
+	t.Run("multi-watch", func(t *testing.T) {
+		srv, err := Open(corpusSession(t, "multi-watch"), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Close()
+		runSteps(t, srv, []step{
+			// An informer's LIST (any RV, any limit) then WATCH from its RV.
+			{"", cm + "?limit=500&resourceVersion=0", howRecorded, 2, 200},
+			{"", cm + "?watch=true&resourceVersion=423&allowWatchBookmarks=true&timeoutSeconds=300", howRecorded, 6, 200},
+			// Parameter order, watch=1 and the legacy watch path do not matter.
+			{"", cm + "?resourceVersion=423&watch=1", howRecorded, 6, 200},
+			{"", "/api/v1/watch/namespaces/corpus-multi/configmaps?resourceVersion=423", howRecorded, 6, 200},
+			// A recorded streaming list.
+			{"", cm + "?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true", howRecorded, 4, 200},
+			// Pagination follows continue tokens; an unknown token is 410.
+			{"", sec + "?limit=500", howRecorded, 8, 200},
+			{"", sec + "?limit=500&continue=eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6NTQxLCJzdGFydCI6Ii9zZWMtMDA0NVx1MDAwMCJ9", howRecorded, 9, 200},
+			{"", sec + "?limit=500&continue=bogus", howExpired, -1, 410},
+			{"", sec + "?limit=4", howRecorded, 8, 200},
+			// Selectors must match.
+			{"", sec + "?watch=true&labelSelector=app%3Dtracked", howRecorded, 5, 200},
+			{"", sec + "?watch=true&labelSelector=app%3Dother", howNotFound, -1, 404},
+			{"", ns + "?labelSelector=corpus%3Dmulti", howRecorded, 3, 200},
+			{"", ns + "?labelSelector=corpus%3Dmulti&watch=true&resourceVersion=423", howRecorded, 7, 200},
+			{"", ns, howNotFound, -1, 404},
+			// Watches from "" / "0" prefer the recorded watch from "" / "0".
+			{"", svc + "?watch=true&resourceVersion=0", howRecorded, 1, 200},
+			{"", svc + "?watch=true", howRecorded, 1, 200},
+			{"", svc + "?watch=true&resourceVersion=617", howRecorded, 12, 200},
+			// RVs past the session, unknown, older or not numeric.
+			{"", svc + "?watch=true&resourceVersion=99999999", howAfterLast, 12, 200},
+			{"", svc + "?watch=true&resourceVersion=1", howExpired, -1, 200},
+			{"", svc + "?watch=true&resourceVersion=abc", howExpired, -1, 200},
+			// A streaming list of namespaces is synthesized from LIST #3
+			// (+ WATCH #7).
+			{"", ns + "?labelSelector=corpus%3Dmulti&watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan", howWatchList, 3, 200},
+			// Other methods, paths, discovery.
+			{"POST", cm, howNotFound, -1, 404},
+			{"", "/api/v1/namespaces/corpus-multi/pods", howNotFound, -1, 404},
+			{"", "/api", howDiscovery, -1, 200},
+			{"", "/apis", howDiscovery, -1, 200},
+			{"", "/api/v1", howDiscovery, -1, 200},
+			{"", "/version?timeout=32s", howDiscovery, -1, 200},
+			{"", "/apis/apps/v1", howNotFound, -1, 404},
+		})
+	})
+	t.Run("gone-410", func(t *testing.T) {
+		srv, err := Open(corpusSession(t, "gone-410"), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Close()
+		const pt = "/api/v1/namespaces/corpus-gone/podtemplates"
+		const gcm = "/api/v1/namespaces/corpus-gone/configmaps"
+		runSteps(t, srv, []step{
+			// The recorded 410 for a stale RV, then the relist and watch.
+			{"", pt + "?watch=true&resourceVersion=895", howRecorded, 0, 200},
+			{"", pt, howRecorded, 1, 200},
+			{"", pt + "?watch=true&resourceVersion=911", howRecorded, 2, 200},
+			// Three recorded watches from RV 911: successive requests get
+			// them in recorded order, then the last again.
+			{"", gcm + "?watch=true&resourceVersion=911", howRecorded, 5, 200},
+			{"", gcm + "?watch=true&resourceVersion=911", howRecorded, 6, 200},
+			{"", gcm + "?watch=true&resourceVersion=911", howRecorded, 7, 200},
+			{"", gcm + "?watch=true&resourceVersion=911", howRecorded, 7, 200},
+		})
+	})
+	t.Run("loop-wraps-cursors", func(t *testing.T) {
+		srv, err := Open(corpusSession(t, "gone-410"), Options{Loop: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Close()
+		const gcm = "/api/v1/namespaces/corpus-gone/configmaps"
+		runSteps(t, srv, []step{
+			{"", gcm + "?watch=true&resourceVersion=911", howRecorded, 5, 200},
+			{"", gcm + "?watch=true&resourceVersion=911", howRecorded, 6, 200},
+			{"", gcm + "?watch=true&resourceVersion=911", howRecorded, 7, 200},
+			{"", gcm + "?watch=true&resourceVersion=911", howRecorded, 5, 200},
+		})
+	})
+}
+
+// TestResume: a watch from the resourceVersion of a recorded event gets
+// the rest of that watch, byte for byte; from the last event, an empty
+// stream that stays open.
+func TestResume(t *testing.T) {
+	path := corpusSession(t, "basic-json")
+	f := openSession(t, path)
+	id := exchangeByTarget(t, f, "GET", "watch=true")
+	evs := sessionEvents(t, f, id)
+	srv := NewTestServer(t, path, Options{})
+	const w = "/api/v1/namespaces/corpus-basic/configmaps?watch=true&resourceVersion="
+	k := 150
+	rv := evs[k].meta.ResourceVersion
+	r := rawGet(t, srv.URL, w+rv)
+	b, err := r.body()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []byte
+	for _, e := range evs[k+1:] {
+		want = append(append(want, '\n'), e.data...)
+	}
+	want = append(want, '\n')
+	if string(b) != string(want) {
+		t.Fatalf("watch from RV %s (event %d) = %d bytes; want the %d events after it (%d bytes)", rv, k, len(b), len(evs)-k-1, len(want))
+	}
+	q, _ := parseTarget(http.MethodGet, w+evs[len(evs)-1].meta.ResourceVersion)
+	if rt := srv.route(nil, q); rt.how != howAfterLast {
+		t.Errorf("watch from the last event's RV: %s; want %s", rt.how, howAfterLast)
+	}
+}
+
+func TestAcceptRank(t *testing.T) {
+	const json, pb = "application/json", "application/vnd.kubernetes.protobuf"
+	tests := []struct {
+		accept, media string
+		want          int
+	}{
+		{"", json, 2},
+		{"", pb, 1},
+		{"*/*", pb, 1},
+		{"application/json, */*", json, 3},
+		{"application/json, */*", pb, 1},
+		{"application/vnd.kubernetes.protobuf, */*", pb, 3},
+		{"application/vnd.kubernetes.protobuf;stream=watch", pb, 3},
+		{"application/vnd.kubernetes.protobuf;stream=watch", json, 0},
+		{"application/*", json, 2},
+		{"application/json;q=0, */*", json, 2},
+		{"application/json;q=0", json, 0},
+		{"application/json;as=Table;v=v1;g=meta.k8s.io,application/json", json, 3},
+	}
+	for _, tt := range tests {
+		if got := acceptRank(tt.accept, tt.media); got != tt.want {
+			t.Errorf("acceptRank(%q, %q) = %d; want %d", tt.accept, tt.media, got, tt.want)
+		}
+	}
+}
+
+// TestMatchingAccept: among recorded watches that match equally, a client
+// gets the one whose Content-Type its Accept header asks for (the tls-h2
+// session, recorded over HTTP/2, holds a JSON and a protobuf watch of
+// configmaps from the same resourceVersion).
+func TestMatchingAccept(t *testing.T) {
+	srv, err := Open(corpusSession(t, "tls-h2"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	f := srv.file
+	jsonWatch := exchangeByTarget(t, f, "GET", "configmaps?watch=true&resourceVersion=1064")
+	pbWatch := exchangeByTarget(t, f, "GET", "configmaps?resourceVersion=1064&timeout=")
+	const target = "/api/v1/namespaces/corpus-tls/configmaps?watch=true&resourceVersion=1064"
+	for i, c := range []struct {
+		accept string
+		want   int64
+	}{
+		{"", jsonWatch}, {"*/*", jsonWatch}, {"application/json, */*", jsonWatch},
+		{"application/vnd.kubernetes.protobuf, */*", pbWatch}, {"application/vnd.kubernetes.protobuf;stream=watch", pbWatch},
+		{"", jsonWatch},
+	} {
+		q, _ := parseTarget("GET", target)
+		q.accept = c.accept
+		if rt := srv.route(nil, q); rt.x == nil || rt.x.id != c.want {
+			t.Errorf("%d: Accept %q → %+v; want exchange %d", i, c.accept, rt.x, c.want)
+		}
+	}
+}
