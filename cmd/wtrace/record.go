@@ -31,48 +31,104 @@ type recordOptions struct {
 	keepSecrets bool
 	keylog      string
 	maxBuffered int
+
+	// Live sources (record_live.go).
+	iface       string
+	hosts       []string
+	pcapOut     string
+	proxy       bool
+	listen      string
+	kubeconfig  string
+	context     string
+	tls         bool
+	maxDuration time.Duration
+	maxSize     string
+	rotate      bool
 }
 
 func newRecordCmd(s streams) *cobra.Command {
 	o := &recordOptions{}
 	c := &cobra.Command{
-		Use:   "record --pcap FILE -o OUT.wt",
-		Short: "Record the watch streams of a packet capture into a session file",
-		Long: `Record reads a packet capture (pcap or pcapng, optionally gzip'd or zstd'd),
-reassembles its TCP connections, parses HTTP/1.1 and writes every exchange —
-requests, responses, and each watch event with its exact bytes and the capture
-time of the packet that completed it — to a session file.
+		Use:   "record (--pcap FILE | --iface NAME | --proxy) -o OUT.wt",
+		Short: "Record Kubernetes watch streams into a session file: from a capture, an interface, or as a proxy",
+		Long: `Record writes every HTTP exchange it sees — requests, responses, and each
+watch event with its exact bytes and the time it passed — to a session file.
+It takes exactly one source:
 
-The HTTP side of each connection is found from the traffic itself; --port
-forces it (and records only that port). Authorization headers, tokens and
-cookies are never stored.
+  --pcap FILE    a packet capture (pcap or pcapng, optionally gzip'd or
+                 zstd'd): its TCP connections are reassembled and parsed.
+  --iface NAME   a live capture on a network interface (Linux; needs
+                 CAP_NET_RAW), through the same pipeline as --pcap. --port
+                 and --host filter in the kernel; --pcap-out keeps the raw
+                 packets too.
+  --proxy        a reverse proxy to the cluster of a kubeconfig, like
+                 'kubectl proxy': point clients at --listen (default
+                 127.0.0.1:8001); every byte the proxy sends them is
+                 recorded as it was sent (headers, chunks, times).
+
+The HTTP side of each captured connection is found from the traffic itself;
+--port forces it (and records only that port). Authorization headers,
+tokens and cookies are never stored, and Secret objects' values are
+replaced (lengths kept) unless --keep-secrets.
+
+Live recordings (--iface, --proxy) run until Ctrl-C (or SIGTERM), or until
+--max-duration or --max-size is reached; with --rotate they go on in
+numbered files instead: -o s.wt writes s-0001.wt, s-0002.wt, … each usable
+on its own (connections and exchanges still open are announced again at the
+start of the next file). Blocks are flushed every second, so a crash loses
+at most about a second; the file is fsync'd every 10 seconds and at the end.
 
 Progress is shown on stderr when it is a terminal; a summary is printed at
-the end. The first Ctrl-C stops reading and closes the session cleanly; a
-second one aborts (the file stays readable up to its last block).`,
-		Example: `  # capture while kubectl proxy / an informer runs, then record
+the end. The first Ctrl-C stops and closes the session cleanly (open watches
+end as cut by the recording); a second one aborts (the file stays readable
+up to its last block).`,
+		Example: `  # a capture taken with tcpdump
   tcpdump -i lo -w capture.pcap tcp port 8001
   wtrace record --pcap capture.pcap -o session.wt
 
   # only port 8001, from a gzip'd pcapng
-  wtrace record --pcap capture.pcapng.gz --port 8001 -o session.wt`,
-		Args: exactArgs(0, "no arguments (the capture is given with --pcap)"),
+  wtrace record --pcap capture.pcapng.gz --port 8001 -o session.wt
+
+  # live, on the loopback interface (as root, or with cap_net_raw), Ctrl-C to finish
+  wtrace record --iface lo --port 8001 -o session.wt
+
+  # as a proxy in front of the cluster of ~/.kube/config, then point clients at it
+  wtrace record --proxy -o session.wt
+  kubectl --server http://127.0.0.1:8001 get pods -A -w
+
+  # one hour of the prod context at most, in files of at most 2 GiB
+  wtrace record --proxy --kubeconfig kc --context prod --max-duration 1h --max-size 2GiB --rotate -o s.wt`,
+		Args: exactArgs(0, "no arguments (the source is given with --pcap, --iface or --proxy)"),
 		RunE: func(c *cobra.Command, _ []string) error {
-			if o.pcap == "" {
-				return &usageError{errors.New("--pcap FILE is required\nSee 'wtrace record --help'.")}
+			if err := o.validate(c); err != nil {
+				return err
 			}
-			if o.out == "" {
-				return &usageError{errors.New("-o OUT.wt is required\nSee 'wtrace record --help'.")}
+			switch {
+			case o.iface != "":
+				return runRecordIface(s, o)
+			case o.proxy:
+				return runRecordProxy(s, o)
 			}
 			return runRecord(s, o)
 		},
 	}
 	f := c.Flags()
 	f.StringVar(&o.pcap, "pcap", "", "packet capture `file` to read (pcap/pcapng, .gz/.zst ok; - for stdin)")
+	f.StringVar(&o.iface, "iface", "", "capture live on the network interface `name` (Linux, needs CAP_NET_RAW)")
+	f.BoolVar(&o.proxy, "proxy", false, "record as a reverse proxy to the cluster of a kubeconfig")
 	f.StringVarP(&o.out, "out", "o", "", "session `file` to write (.wt); - for stdout")
 	f.IntVar(&o.port, "port", 0, "server TCP `port` to record (default: find HTTP from the traffic)")
+	f.StringSliceVar(&o.hosts, "host", nil, "--iface: record only traffic to or from this `address` (repeatable)")
+	f.StringVar(&o.pcapOut, "pcap-out", "", "--iface: also write the captured packets to this pcap `file`")
+	f.StringVar(&o.listen, "listen", "", "--proxy: `address` to listen on (default 127.0.0.1:8001)")
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "--proxy: kubeconfig `file` (default: $KUBECONFIG or ~/.kube/config)")
+	f.StringVar(&o.context, "context", "", "--proxy: kubeconfig context `name` (default: the current context)")
+	f.BoolVar(&o.tls, "tls", false, "--proxy: serve HTTPS with a generated self-signed certificate")
+	f.DurationVar(&o.maxDuration, "max-duration", 0, "live: stop (or, with --rotate, start the next file) after this `duration`")
+	f.StringVar(&o.maxSize, "max-size", "", "live: stop (or, with --rotate, start the next file) at this `size` (500MB, 2GiB)")
+	f.BoolVar(&o.rotate, "rotate", false, "live: at --max-duration or --max-size, go on in numbered files (s-0001.wt, …)")
 	f.BoolVar(&o.keepSecrets, "keep-secrets", false, "store Secret objects' values as captured (credentials in headers are never stored)")
-	f.StringVar(&o.keylog, "keylog", "", "NSS key log `file` (SSLKEYLOGFILE) to decrypt TLS")
+	f.StringVar(&o.keylog, "keylog", "", "--pcap: NSS key log `file` (SSLKEYLOGFILE) to decrypt TLS")
 	f.IntVar(&o.maxBuffered, "max-buffered", 256<<20, "`bytes` of out-of-order TCP data to hold, over all connections")
 	return c
 }
