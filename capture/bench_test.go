@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/wtrace/wtrace/capture/pcapfile"
 	"github.com/wtrace/wtrace/formats"
 )
 
@@ -45,7 +44,7 @@ type countWriter struct{ n int64 }
 func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
 
 func recordBytes(data []byte, out io.Writer) error {
-	pr, err := pcapfile.NewReader(bytes.NewReader(data), pcapfile.Options{})
+	pc, err := NewPcap(bytes.NewReader(data), nil)
 	if err != nil {
 		return err
 	}
@@ -56,20 +55,7 @@ func recordBytes(data []byte, out io.Writer) error {
 	if err := w.Write(&formats.Meta{Tool: "bench"}); err != nil {
 		return err
 	}
-	rec := NewRecorder(w, Options{})
-	for {
-		p, err := pr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		if err := rec.Packet(p); err != nil {
-			return err
-		}
-	}
-	if err := rec.Close(); err != nil {
+	if _, err := pc.Record(w, Options{}, PcapHooks{}); err != nil {
 		return err
 	}
 	return w.Close()

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/wtrace/wtrace/capture/pcapfile"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
 )
@@ -55,28 +54,26 @@ func recordFile(t testing.TB, path string, opts Options) (*memSink, Stats) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	pr, err := pcapfile.NewReader(f, pcapfile.Options{})
+	return recordReader(t, f, opts)
+}
+
+// recordReader records a capture read from r into memory.
+func recordReader(t testing.TB, r io.Reader, opts Options) (*memSink, Stats) {
+	t.Helper()
+	pc, err := NewPcap(r, opts.KeyLog)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer pc.Close()
 	sink := &memSink{}
-	rec := NewRecorder(sink, opts)
-	for {
-		p, err := pr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		if err := rec.Packet(p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := rec.Close(); err != nil {
+	res, err := pc.Record(sink, opts, PcapHooks{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	return sink, rec.Stats()
+	if res.ReadErr != nil {
+		t.Fatal(res.ReadErr)
+	}
+	return sink, res.Stats
 }
 
 // event is what `wtrace events` reports, as the tests compare it.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"io"
 	"net/netip"
 	"strings"
 	"testing"
@@ -32,27 +31,7 @@ const watchReq = "GET /api/v1/namespaces/demo/configmaps?watch=true HTTP/1.1\r\n
 // recordPcap records a capture held in memory.
 func recordPcap(t *testing.T, pcap []byte, opts Options) *memSink {
 	t.Helper()
-	pr, err := pcapfile.NewReader(bytes.NewReader(pcap), pcapfile.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sink := &memSink{}
-	rec := NewRecorder(sink, opts)
-	for {
-		p, err := pr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := rec.Packet(p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := rec.Close(); err != nil {
-		t.Fatal(err)
-	}
+	sink, _ := recordReader(t, bytes.NewReader(pcap), opts)
 	return sink
 }
 

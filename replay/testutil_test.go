@@ -12,10 +12,9 @@ import (
 	"time"
 
 	"github.com/wtrace/wtrace/capture"
-	"github.com/wtrace/wtrace/capture/pcapfile"
-	"github.com/wtrace/wtrace/capture/tlsdec"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
+	"github.com/wtrace/wtrace/internal/wttest"
 )
 
 // corpusDir holds the repository's copies of the shared corpus captures.
@@ -60,69 +59,16 @@ func corpusSession(t testing.TB, scenario string) string {
 	if err := recordPcap(pcap, out); err != nil {
 		t.Fatalf("recording %s: %v", pcap, err)
 	}
+	wttest.CheckNoSecrets(t, out)
 	sessions[scenario] = out
 	return out
 }
 
 // recordPcap records a capture into a session file the way `wtrace record`
-// does.
+// does, and checks that no secret of the inputs reached it.
 func recordPcap(pcap, out string) error {
-	in, err := os.Open(pcap)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	pr, err := pcapfile.NewReader(in, pcapfile.Options{})
-	if err != nil {
-		return err
-	}
-	defer pr.Close()
-	f, err := os.Create(out)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	w, err := formats.NewWriter(f, formats.WriterOptions{})
-	if err != nil {
-		return err
-	}
-	if err := w.Write(&formats.Meta{Tool: "wtrace test", Source: "pcap", Description: "pcap " + filepath.Base(pcap), Redaction: "default"}); err != nil {
-		return err
-	}
-	opts := capture.Options{}
-	// A scenario recorded over TLS comes with the key log of its clients.
-	if kl, err := os.Open(filepath.Join(filepath.Dir(pcap), "keylog.txt")); err == nil {
-		keys, err := tlsdec.ParseKeyLog(kl)
-		kl.Close()
-		if err != nil {
-			return err
-		}
-		opts.KeyLog = keys
-	}
-	rec := capture.NewRecorder(w, opts)
-	for {
-		p, err := pr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		if err := rec.Packet(p); err != nil {
-			return err
-		}
-	}
-	if err := rec.Close(); err != nil {
-		return err
-	}
-	st := rec.Stats()
-	if err := w.Write(&formats.Summary{Time: st.Last, Packets: st.Packets, Conns: st.Conns, Exchanges: st.Exchanges, Events: st.Events}); err != nil {
-		return err
-	}
-	if err := w.Close(); err != nil {
-		return err
-	}
-	return f.Close()
+	_, err := wttest.RecordPcap(pcap, out, capture.Options{})
+	return err
 }
 
 // openSession opens a session file for the duration of the test.

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/wtrace/wtrace/internal/pcaptest"
+	"github.com/wtrace/wtrace/internal/wttest"
 )
 
 // wtrace runs the CLI in-process and returns stdout, stderr and the exit
@@ -56,6 +57,7 @@ func TestRecordInspectEvents(t *testing.T) {
 	if !strings.Contains(stderr, "200 watch events") {
 		t.Errorf("record summary: %q", stderr)
 	}
+	wttest.CheckNoSecrets(t, wt)
 	stdout, stderr, code = wtrace(t, "events", wt)
 	if code != 0 || stderr != "" {
 		t.Fatalf("events: exit %d, stderr %q", code, stderr)

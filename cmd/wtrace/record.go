@@ -1,12 +1,8 @@
 package main
 
 import (
-	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"os"
 	"os/signal"
@@ -133,22 +129,6 @@ up to its last block).`,
 	return c
 }
 
-// countingReader counts and hashes what passes through it.
-type countingReader struct {
-	r io.Reader
-	h hash.Hash
-	n atomic.Int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	if n > 0 {
-		c.h.Write(p[:n])
-		c.n.Add(int64(n))
-	}
-	return n, err
-}
-
 func runRecord(s streams, o *recordOptions) error {
 	var in io.Reader
 	var size int64
@@ -170,14 +150,7 @@ func runRecord(s streams, o *recordOptions) error {
 	if err != nil {
 		return err
 	}
-	cr := &countingReader{r: in, h: sha256.New()}
-	pr, err := pcapfile.NewReader(cr, pcapfile.Options{Secrets: func(typ uint32, data []byte) {
-		// A pcapng Decryption Secrets Block holding an NSS key log
-		// (editcap --inject-secrets tls,keys.log).
-		if typ == 0x544c534b {
-			keys.Load(bytes.NewReader(data))
-		}
-	}})
+	pc, err := capture.NewPcap(in, keys)
 	if err != nil {
 		if errors.Is(err, pcapfile.ErrNotCapture) {
 			return withHint(fmt.Errorf("%s is not a packet capture (pcap or pcapng)", name),
@@ -185,7 +158,7 @@ func runRecord(s streams, o *recordOptions) error {
 		}
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	defer pr.Close()
+	defer pc.Close()
 
 	var out io.Writer
 	var file *os.File
@@ -221,7 +194,6 @@ func runRecord(s streams, o *recordOptions) error {
 	if err := w.Write(meta); err != nil {
 		return err
 	}
-	rec := capture.NewRecorder(w, capture.Options{Port: o.port, MaxBuffered: o.maxBuffered, KeepSecrets: o.keepSecrets, KeyLog: keys})
 
 	// First Ctrl-C: stop reading and close cleanly. Second: abort.
 	var stop atomic.Bool
@@ -237,51 +209,18 @@ func runRecord(s streams, o *recordOptions) error {
 		os.Exit(1)
 	}()
 
+	hooks := capture.PcapHooks{Stop: stop.Load}
 	prog := newProgress(s.err, size)
-	var readErr error
-	for !stop.Load() {
-		p, err := pr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			readErr = err
-			break
-		}
-		if err := rec.Packet(p); err != nil {
-			return fmt.Errorf("writing %s: %w", o.out, err)
-		}
-		if prog != nil && rec.Stats().Packets%1024 == 0 {
-			prog.update(cr.n.Load(), rec.Stats())
-		}
+	if prog != nil {
+		hooks.Progress = prog.update
 	}
-	if err := rec.Close(); err != nil {
+	res, err := pc.Record(w, capture.Options{Port: o.port, MaxBuffered: o.maxBuffered, KeepSecrets: o.keepSecrets, KeyLog: keys}, hooks)
+	if err != nil {
 		return fmt.Errorf("writing %s: %w", o.out, err)
 	}
-	st := rec.Stats()
+	st, readErr := res.Stats, res.ReadErr
 	if prog != nil {
 		prog.done()
-	}
-	sum := &formats.Summary{
-		Time:      st.Last,
-		Packets:   st.Packets,
-		Bytes:     cr.n.Load(),
-		Conns:     st.Conns,
-		Exchanges: st.Exchanges,
-		Events:    st.Events,
-		Anomalies: st.Anomalies,
-	}
-	if readErr == nil && !stop.Load() {
-		sum.CaptureSHA256 = hex.EncodeToString(cr.h.Sum(nil))
-	}
-	switch {
-	case readErr != nil:
-		sum.Note = "capture file damaged: " + readErr.Error()
-	case stop.Load():
-		sum.Note = "stopped by the user before the end of the capture"
-	}
-	if err := w.Write(sum); err != nil {
-		return err
 	}
 	if err := w.Close(); err != nil {
 		return fmt.Errorf("writing %s: %w", o.out, err)

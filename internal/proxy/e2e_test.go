@@ -21,8 +21,6 @@ import (
 	"k8s.io/client-go/rest"
 	k8scache "k8s.io/client-go/tools/cache"
 
-	"github.com/wtrace/wtrace/capture"
-	"github.com/wtrace/wtrace/capture/pcapfile"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
 	"github.com/wtrace/wtrace/internal/wttest"
@@ -34,41 +32,7 @@ import (
 // so the proxy's recording has something to redact).
 func recordCorpus(t *testing.T, scenario string) string {
 	t.Helper()
-	in, err := os.Open(filepath.Join("..", "..", "testdata", "corpus", scenario, "capture.pcap"))
-	if err != nil {
-		t.Skipf("corpus capture: %v", err)
-	}
-	defer in.Close()
-	pr, err := pcapfile.NewReader(in, pcapfile.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pr.Close()
-	path := filepath.Join(t.TempDir(), scenario+".wt")
-	fs, err := capture.NewFileSink(capture.FileSinkOptions{Path: path, Meta: formats.Meta{Tool: "test", Source: "pcap", Redaction: "headers-only"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := capture.NewRecorder(fs, capture.Options{KeepSecrets: true})
-	for {
-		p, err := pr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := rec.Packet(p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := rec.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := fs.Close(""); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return wttest.RecordCorpus(t, scenario, true)
 }
 
 // event is a watch event as compared between sessions.

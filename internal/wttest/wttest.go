@@ -17,8 +17,6 @@ import (
 	"testing"
 
 	"github.com/wtrace/wtrace/capture"
-	"github.com/wtrace/wtrace/capture/pcapfile"
-	"github.com/wtrace/wtrace/capture/tlsdec"
 	"github.com/wtrace/wtrace/formats"
 )
 
@@ -166,40 +164,23 @@ func (c *collector) object(b []byte, from string) {
 // secretValues records dir/capture.pcap with redaction off and returns the
 // Secret values it holds.
 func secretValues(dir string) ([]Needle, error) {
-	keys, err := tlsdec.ParseKeyLog(strings.NewReader(""))
+	pcap := filepath.Join(dir, "capture.pcap")
+	keys, err := KeyLogFor(pcap)
 	if err != nil {
 		return nil, err
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, "keylog.txt")); err == nil {
-		if keys, err = tlsdec.ParseKeyLog(bytes.NewReader(b)); err != nil {
-			return nil, err
-		}
-	}
-	in, err := os.Open(filepath.Join(dir, "capture.pcap"))
+	in, err := os.Open(pcap)
 	if err != nil {
 		return nil, err
 	}
 	defer in.Close()
-	pr, err := pcapfile.NewReader(in, pcapfile.Options{})
+	pc, err := capture.NewPcap(in, keys)
 	if err != nil {
 		return nil, err
 	}
-	defer pr.Close()
+	defer pc.Close()
 	c := &collector{bodies: map[[2]int64][]byte{}, enc: map[[2]int64]string{}}
-	rec := capture.NewRecorder(c, capture.Options{KeepSecrets: true, KeyLog: keys})
-	for {
-		p, err := pr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		if err := rec.Packet(p); err != nil {
-			return nil, err
-		}
-	}
-	if err := rec.Close(); err != nil {
+	if _, err := pc.Record(c, capture.Options{KeepSecrets: true, KeyLog: keys}, capture.PcapHooks{}); err != nil {
 		return nil, err
 	}
 	for k, b := range c.bodies {

@@ -1,76 +1,29 @@
 package wttest
 
 import (
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/wtrace/wtrace/capture"
-	"github.com/wtrace/wtrace/capture/pcapfile"
-	"github.com/wtrace/wtrace/capture/tlsdec"
 	"github.com/wtrace/wtrace/formats"
 )
 
-// recordCorpus records a corpus capture into a session file.
+// recordCorpus records a corpus capture into a session file (without
+// RecordCorpus's own check, which these tests exercise).
 func recordCorpus(t *testing.T, scenario string, keep bool) string {
 	t.Helper()
 	root, err := RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(root, "testdata", "corpus", scenario)
-	in, err := os.Open(filepath.Join(dir, "capture.pcap"))
-	if err != nil {
+	pcap := filepath.Join(root, "testdata", "corpus", scenario, "capture.pcap")
+	if _, err := os.Stat(pcap); err != nil {
 		t.Skipf("corpus capture: %v", err)
 	}
-	defer in.Close()
-	keys, _ := tlsdec.ParseKeyLog(strings.NewReader(""))
-	if kf, err := os.Open(filepath.Join(dir, "keylog.txt")); err == nil {
-		keys, err = tlsdec.ParseKeyLog(kf)
-		kf.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	pr, err := pcapfile.NewReader(in, pcapfile.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := filepath.Join(t.TempDir(), scenario+".wt")
-	f, err := os.Create(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	w, err := formats.NewWriter(f, formats.WriterOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Write(&formats.Meta{Tool: "wttest"}); err != nil {
-		t.Fatal(err)
-	}
-	rec := capture.NewRecorder(w, capture.Options{KeepSecrets: keep, KeyLog: keys})
-	for {
-		p, err := pr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := rec.Packet(p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := rec.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Write(&formats.Summary{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
+	if _, err := RecordPcap(pcap, out, capture.Options{KeepSecrets: keep}); err != nil {
 		t.Fatal(err)
 	}
 	return out

@@ -1,0 +1,94 @@
+package wttest
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/wtrace/wtrace/capture"
+	"github.com/wtrace/wtrace/capture/tlsdec"
+	"github.com/wtrace/wtrace/formats"
+)
+
+// KeyLogFor returns the key log next to a capture (keylog.txt in its
+// directory), or an empty one.
+func KeyLogFor(pcap string) (*tlsdec.KeyLog, error) {
+	f, err := os.Open(filepath.Join(filepath.Dir(pcap), "keylog.txt"))
+	if err != nil {
+		return tlsdec.ParseKeyLog(strings.NewReader(""))
+	}
+	defer f.Close()
+	return tlsdec.ParseKeyLog(f)
+}
+
+// RecordPcap records the capture file pcap into the session file out the
+// way `wtrace record --pcap` does (with the key log next to the capture, if
+// any; opts.KeyLog is set from it).
+func RecordPcap(pcap, out string, opts capture.Options) (capture.PcapResult, error) {
+	keys, err := KeyLogFor(pcap)
+	if err != nil {
+		return capture.PcapResult{}, err
+	}
+	opts.KeyLog = keys
+	in, err := os.Open(pcap)
+	if err != nil {
+		return capture.PcapResult{}, err
+	}
+	defer in.Close()
+	pc, err := capture.NewPcap(in, keys)
+	if err != nil {
+		return capture.PcapResult{}, err
+	}
+	defer pc.Close()
+	f, err := os.Create(out)
+	if err != nil {
+		return capture.PcapResult{}, err
+	}
+	defer f.Close()
+	w, err := formats.NewWriter(f, formats.WriterOptions{})
+	if err != nil {
+		return capture.PcapResult{}, err
+	}
+	redaction := "default"
+	if opts.KeepSecrets {
+		redaction = "headers-only"
+	}
+	meta := &formats.Meta{Tool: "wtrace test", Source: "pcap", Description: "pcap " + filepath.Base(pcap),
+		CaptureFile: filepath.Base(pcap), Redaction: redaction}
+	if err := w.Write(meta); err != nil {
+		return capture.PcapResult{}, err
+	}
+	res, err := pc.Record(w, opts, capture.PcapHooks{})
+	if err != nil {
+		return res, err
+	}
+	if err := w.Close(); err != nil {
+		return res, err
+	}
+	return res, f.Close()
+}
+
+// RecordCorpus records testdata/corpus/<scenario>/capture.pcap of the
+// repository into a session file in a temporary directory of t and returns
+// its path; it skips t when the capture is absent. keep keeps Secret values.
+// Unless keep, the session is checked with CheckNoSecrets.
+func RecordCorpus(t testing.TB, scenario string, keep bool) string {
+	t.Helper()
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pcap := filepath.Join(root, "testdata", "corpus", scenario, "capture.pcap")
+	if _, err := os.Stat(pcap); err != nil {
+		t.Skipf("corpus capture %s: %v", scenario, err)
+	}
+	out := filepath.Join(t.TempDir(), scenario+".wt")
+	if _, err := RecordPcap(pcap, out, capture.Options{KeepSecrets: keep}); err != nil {
+		t.Fatalf("recording %s: %v", pcap, err)
+	}
+	if !keep {
+		CheckNoSecrets(t, out)
+	}
+	return out
+}
