@@ -162,32 +162,46 @@ func TestSteadyStateAllocs(t *testing.T) {
 		for _, mss := range []int{1448, 65483} {
 			t.Run(name, func(t *testing.T) {
 				ps := segments(s, mss)
-				c := NewConn(mustKeyLog(t, s.keylog), &nopSink{}, Options{})
-				// The handshake, the first records (key setup), and one
-				// record split across calls (pool warm-up).
-				i := 0
-				for ; i < len(ps)/4; i++ {
-					if err := c.Feed(ps[i].dir, ps[i].data, 0); err != nil {
-						t.Fatal(err)
-					}
-				}
-				// AllocsPerRun runs the function twice (a warm-up, then
-				// the measured run), each feeding a quarter of the
-				// session: the count is the exact total over many records.
-				// GC is off while counting: a sync.Pool may drop its
-				// buffers at a collection, and refilling costs one
-				// allocation, whoever triggered the collection.
-				q := len(ps) / 4
-				defer debug.SetGCPercent(debug.SetGCPercent(-1))
-				allocs := testing.AllocsPerRun(1, func() {
-					for end := i + q; i < end; i++ {
-						if err := c.Feed(ps[i].dir, ps[i].data, int64(i)); err != nil {
+				// AllocsPerRun counts every allocation of the process, so a
+				// goroutine left by another test can add one: the least of
+				// three attempts is what Feed itself allocates.
+				var c *Conn
+				best := -1.0
+				for range 3 {
+					c = NewConn(mustKeyLog(t, s.keylog), &nopSink{}, Options{})
+					// The handshake, the first records (key setup), and one
+					// record split across calls (pool warm-up).
+					i := 0
+					for ; i < len(ps)/4; i++ {
+						if err := c.Feed(ps[i].dir, ps[i].data, 0); err != nil {
 							t.Fatal(err)
 						}
 					}
-				})
-				if allocs != 0 {
-					t.Fatalf("mss %d: %v allocations feeding %d pieces; want 0", mss, allocs, q)
+					// AllocsPerRun runs the function twice (a warm-up, then
+					// the measured run), each feeding a quarter of the
+					// session: the count is the exact total over many records.
+					// GC is off while counting: a sync.Pool may drop its
+					// buffers at a collection, and refilling costs one
+					// allocation, whoever triggered the collection.
+					q := len(ps) / 4
+					old := debug.SetGCPercent(-1)
+					allocs := testing.AllocsPerRun(1, func() {
+						for end := i + q; i < end; i++ {
+							if err := c.Feed(ps[i].dir, ps[i].data, int64(i)); err != nil {
+								t.Fatal(err)
+							}
+						}
+					})
+					debug.SetGCPercent(old)
+					if best < 0 || allocs < best {
+						best = allocs
+					}
+					if best == 0 {
+						break
+					}
+				}
+				if best != 0 {
+					t.Fatalf("mss %d: %v allocations feeding a quarter of the session; want 0", mss, best)
 				}
 				if in := c.Info(); in.Dir[0].Err != nil || in.Dir[1].Err != nil {
 					t.Fatal(in.Note)
