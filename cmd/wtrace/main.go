@@ -4,6 +4,15 @@
 // Run `wtrace --help` for the commands.
 package main
 
-import "os"
+import (
+	"os"
+	"os/signal"
+	"syscall"
+)
 
-func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
+func main() {
+	// A reader that stops early (wtrace events … | head) is not an error:
+	// writes then fail with EPIPE, and run exits quietly.
+	signal.Ignore(syscall.SIGPIPE)
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 )
@@ -108,6 +109,9 @@ func run(args []string, in io.Reader, out, errw io.Writer) int {
 	var se silentError
 	if errors.As(err, &se) {
 		return 1
+	}
+	if errors.Is(err, syscall.EPIPE) {
+		return 0 // the reader of stdout went away (… | head)
 	}
 	fmt.Fprintf(errw, "Error: %v\n", err)
 	var he *hintError
