@@ -28,6 +28,16 @@
 // package frame (JSON, protobuf; gzip bodies are decoded first). Bodies that
 // are not watches are stored as sent, content encoding included.
 //
+// # Other sources
+//
+// A Tee (tee.go) records connections whose bytes are seen directly — the
+// recording proxy — through the same HTTP parsers, exchange builder and
+// redaction, stamping each piece with the time it passed. Pcap (pcap.go)
+// records a capture file; package capture/live a network interface.
+// FileSink writes a session file for live sources: Meta and Summary, a
+// flush every second, --max-size and --max-duration, rotation into
+// numbered files that each stand alone.
+//
 // # Damage
 //
 // Nothing is invented and nothing is dropped silently: lost bytes, streams

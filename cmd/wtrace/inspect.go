@@ -107,7 +107,12 @@ func printInspect(w io.Writer, path string, f *formats.File, idx *formats.Index,
 			time.Unix(0, first).UTC().Format(time.RFC3339Nano), time.Unix(0, last).UTC().Format("15:04:05.000000"), fmtDur(first, last))
 	}
 	if sum := idx.Summary; sum != nil {
-		fmt.Fprintf(w, "  file          closed cleanly; %d packets (%s) read", sum.Packets, humanBytes(sum.Bytes))
+		switch {
+		case m.Source == "proxy" || sum.Packets == 0:
+			fmt.Fprintf(w, "  file          closed cleanly; %s recorded", humanBytes(sum.Bytes))
+		default:
+			fmt.Fprintf(w, "  file          closed cleanly; %d packets (%s) read", sum.Packets, humanBytes(sum.Bytes))
+		}
 		if sum.CaptureSHA256 != "" {
 			fmt.Fprintf(w, ", capture sha256 %.16s…", sum.CaptureSHA256)
 		}
