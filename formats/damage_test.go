@@ -489,3 +489,38 @@ func sameRecords(a, b []Record) bool {
 	}
 	return true
 }
+
+// TestScannerAll: the range form yields what Next does — records, then
+// each damaged region, going on after it (or stopping with StopOnDamage).
+func TestScannerAll(t *testing.T) {
+	data, want, blocks, _ := smallFile(t)
+	bi := len(blocks) / 2
+	d := bytes.Clone(data)
+	d[blocks[bi].Offset+blocks[bi].Size-1] ^= 0x10
+	for _, stop := range []bool{false, true} {
+		f, err := OpenReaderAt(bytes.NewReader(d), int64(len(d)), ReaderOptions{StopOnDamage: stop})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []Record
+		var damage int
+		for r, err := range f.Records().All() {
+			var de *DamageError
+			switch {
+			case errors.As(err, &de):
+				damage++
+			case err != nil:
+				t.Fatalf("StopOnDamage %v: %v", stop, err)
+			default:
+				got = append(got, r)
+			}
+		}
+		wantRecs := without(want, blocks, bi, -1) // all but the damaged block
+		if stop {
+			wantRecs = without(want, blocks, -1, bi) // the blocks before it
+		}
+		if damage != 1 || !sameRecords(got, wantRecs) {
+			t.Errorf("StopOnDamage %v: %d records, %d damaged regions; want %d records, 1 region", stop, len(got), damage, len(wantRecs))
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"os"
 	"slices"
 	"sync"
@@ -412,5 +413,28 @@ func (c *blockCache) put(b block) {
 		c.bytes -= len(c.blocks[0].payload)
 		c.blocks[0] = block{}
 		c.blocks = c.blocks[1:]
+	}
+}
+
+// All returns an iterator over the rest of the records, for range loops:
+// each record with a nil error; each damaged region as a nil record with
+// its *DamageError (the iteration goes on after it unless StopOnDamage);
+// and, if reading fails otherwise, a last nil record with that error. It
+// ends at the end of the records.
+func (s *Scanner) All() iter.Seq2[Record, error] {
+	return func(yield func(Record, error) bool) {
+		for {
+			r, err := s.Next()
+			if err == io.EOF {
+				return
+			}
+			if !yield(r, err) {
+				return
+			}
+			var de *DamageError
+			if err != nil && (!errors.As(err, &de) || s.f.stop) {
+				return
+			}
+		}
 	}
 }

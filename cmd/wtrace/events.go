@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -116,19 +115,14 @@ func runEvents(s streams, path string, o *eventsOptions) error {
 	out := bufio.NewWriterSize(s.out, 64<<10)
 	enc := json.NewEncoder(out)
 	enc.SetEscapeHTML(false)
-	sc := f.Records()
 	var damage []error
-	for {
-		r, err := sc.Next()
-		if err == io.EOF {
-			break
+	for r, err := range f.Records().All() {
+		var de *formats.DamageError
+		if errors.As(err, &de) {
+			damage = append(damage, err)
+			continue
 		}
 		if err != nil {
-			var de *formats.DamageError
-			if errors.As(err, &de) {
-				damage = append(damage, err)
-				continue
-			}
 			out.Flush()
 			return err
 		}

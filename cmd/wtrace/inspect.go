@@ -252,13 +252,11 @@ func printExchange(w io.Writer, x *formats.ExchangeInfo) {
 // printErrors shows the Status of each ERROR event of an exchange (a 410
 // Gone is what an SRE looks for).
 func printErrors(w io.Writer, f *formats.File, x *formats.ExchangeInfo) {
-	sc := f.ExchangeRecords(x.Request.Exchange)
 	format := frame.Unknown
 	if x.Response != nil {
 		format = frame.Format(x.Response.Events)
 	}
-	for {
-		r, err := sc.Next()
+	for r, err := range f.ExchangeRecords(x.Request.Exchange).All() {
 		if err != nil {
 			return
 		}

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -45,20 +44,15 @@ func runVerify(s streams, path string, o *verifyOptions) error {
 	}
 	defer f.Close()
 	idx := f.Index()
-	sc := f.Records()
 	records := 0
 	var damage []error
-	for {
-		_, err := sc.Next()
-		if err == io.EOF {
-			break
+	for _, err := range f.Records().All() {
+		var de *formats.DamageError
+		if errors.As(err, &de) {
+			damage = append(damage, err)
+			continue
 		}
 		if err != nil {
-			var de *formats.DamageError
-			if errors.As(err, &de) {
-				damage = append(damage, err)
-				continue
-			}
 			return err
 		}
 		records++
