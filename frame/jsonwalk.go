@@ -1,218 +1,41 @@
 package frame
 
 import (
-	"bytes"
-	"encoding/json"
+	"errors"
 	"fmt"
+
+	"github.com/wtrace/wtrace/internal/jsonscan"
 )
 
-// maxJSONDepth bounds nesting in the JSON walker, like encoding/json and
-// json-iterator (10000): deeper input is not a Kubernetes object and the
-// bracket stack must stay small.
-const maxJSONDepth = 10000
+// The JSON walker (internal/jsonscan), with errors wrapping ErrInvalid.
 
-// skipSpace returns the index of the first non-whitespace byte at or after i.
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && isSpace(b[i]) {
-		i++
+func invalid(err error) error {
+	var se *jsonscan.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Errorf("%w: %v", ErrInvalid, se)
 	}
-	return i
+	return err
 }
 
 func walkErr(at int, format string, args ...any) error {
 	return fmt.Errorf("%w: json at byte %d: %s", ErrInvalid, at, fmt.Sprintf(format, args...))
 }
 
-// skipString returns the index just past the string starting at b[i] ('"').
-func skipString(b []byte, i int) (int, error) {
-	for j := i + 1; j < len(b); {
-		k := bytes.IndexAny(b[j:], "\"\\")
-		if k < 0 {
-			break
-		}
-		j += k
-		if b[j] == '"' {
-			return j + 1, nil
-		}
-		j += 2
-	}
-	return 0, walkErr(i, "unterminated string")
-}
+func skipSpace(b []byte, i int) int { return jsonscan.SkipSpace(b, i) }
 
-// skipValue returns the index just past the JSON value starting at or
-// after b[i] (after whitespace). It checks bracket nesting and strings;
-// literals and numbers are taken up to the next delimiter unchecked.
-func skipValue(b []byte, i int) (int, error) {
-	i = skipSpace(b, i)
-	if i >= len(b) {
-		return 0, walkErr(i, "value expected")
-	}
-	switch c := b[i]; c {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		var stack []byte
-		for j := i; j < len(b); {
-			switch c := b[j]; c {
-			case '"':
-				end, err := skipString(b, j)
-				if err != nil {
-					return 0, err
-				}
-				j = end
-				continue
-			case '{', '[':
-				if len(stack) >= maxJSONDepth {
-					return 0, walkErr(j, "nested deeper than %d", maxJSONDepth)
-				}
-				stack = append(stack, c)
-			case '}', ']':
-				if len(stack) == 0 || stack[len(stack)-1] != c-2 { // '{'+2 == '}', '['+2 == ']'
-					return 0, walkErr(j, "unexpected %q", c)
-				}
-				stack = stack[:len(stack)-1]
-				if len(stack) == 0 {
-					return j + 1, nil
-				}
-			}
-			j++
-		}
-		return 0, walkErr(i, "unterminated %q", c)
-	case '}', ']', ',', ':':
-		return 0, walkErr(i, "unexpected %q", c)
-	default:
-		j := i
-		for j < len(b) && !isSpace(b[j]) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ':' {
-			j++
-		}
-		return j, nil
-	}
-}
+func keyIs(raw []byte, name string) bool { return jsonscan.KeyIs(raw, name) }
 
-// eachMember calls fn for each member of the JSON object in b (exactly one
-// object, optionally surrounded by whitespace), with the raw key (between
-// the quotes, escapes undecoded) and the value's exact bytes. It stops
-// early, without error, when fn returns false.
+func appendJSONString(b []byte, s string) []byte { return jsonscan.AppendString(b, s) }
+
 func eachMember(b []byte, fn func(key, val []byte, valAt int) bool) error {
-	i := skipSpace(b, 0)
-	if i >= len(b) || b[i] != '{' {
-		return walkErr(i, "object expected")
-	}
-	i = skipSpace(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		return trailing(b, i+1)
-	}
-	for {
-		if i >= len(b) || b[i] != '"' {
-			return walkErr(i, "member name expected")
-		}
-		end, err := skipString(b, i)
-		if err != nil {
-			return err
-		}
-		key := b[i+1 : end-1]
-		i = skipSpace(b, end)
-		if i >= len(b) || b[i] != ':' {
-			return walkErr(i, "':' expected")
-		}
-		vs := skipSpace(b, i+1)
-		ve, err := skipValue(b, vs)
-		if err != nil {
-			return err
-		}
-		if !fn(key, b[vs:ve:ve], vs) {
-			return nil
-		}
-		i = skipSpace(b, ve)
-		if i < len(b) && b[i] == ',' {
-			i = skipSpace(b, i+1)
-			continue
-		}
-		if i < len(b) && b[i] == '}' {
-			return trailing(b, i+1)
-		}
-		return walkErr(i, "',' or '}' expected")
-	}
+	return invalid(jsonscan.EachMember(b, fn))
 }
 
-// trailing checks that only whitespace follows b[i-1].
-func trailing(b []byte, i int) error {
-	if j := skipSpace(b, i); j < len(b) {
-		return walkErr(j, "data after the value")
-	}
-	return nil
-}
-
-// eachElement calls fn for each element of the JSON array in val (or none
-// for null), with its exact bytes and offset within val.
 func eachElement(val []byte, fn func(elem []byte, at int) error) error {
-	i := skipSpace(val, 0)
-	if string(val[i:]) == "null" {
-		return nil
-	}
-	if i >= len(val) || val[i] != '[' {
-		return walkErr(i, "array expected")
-	}
-	i = skipSpace(val, i+1)
-	if i < len(val) && val[i] == ']' {
-		return trailing(val, i+1)
-	}
-	for {
-		vs := skipSpace(val, i)
-		ve, err := skipValue(val, vs)
-		if err != nil {
-			return err
-		}
-		if err := fn(val[vs:ve:ve], vs); err != nil {
-			return err
-		}
-		i = skipSpace(val, ve)
-		if i < len(val) && val[i] == ',' {
-			i++
-			continue
-		}
-		if i < len(val) && val[i] == ']' {
-			return trailing(val, i+1)
-		}
-		return walkErr(i, "',' or ']' expected")
-	}
+	return invalid(jsonscan.EachElement(val, fn))
 }
 
-// keyIs reports whether a raw member name equals name.
-func keyIs(raw []byte, name string) bool {
-	if bytes.IndexByte(raw, '\\') < 0 {
-		return string(raw) == name
-	}
-	var s string
-	q := make([]byte, 0, len(raw)+2)
-	q = append(append(append(q, '"'), raw...), '"')
-	return json.Unmarshal(q, &s) == nil && s == name
-}
-
-// jsonString decodes a JSON string value's exact bytes; null is "".
 func jsonString(val []byte, at int) (string, error) {
-	if string(val) == "null" {
-		return "", nil
-	}
-	if len(val) < 2 || val[0] != '"' {
-		return "", walkErr(at, "string expected")
-	}
-	if bytes.IndexByte(val, '\\') < 0 {
-		return string(val[1 : len(val)-1]), nil
-	}
-	var s string
-	if err := json.Unmarshal(val, &s); err != nil {
-		return "", walkErr(at, "bad string: %v", err)
-	}
-	return s, nil
-}
-
-// appendJSONString appends s as a JSON string the way the apiserver's
-// encoding/json encoder writes it (HTML-safe escaping included).
-func appendJSONString(b []byte, s string) []byte {
-	q, err := json.Marshal(s)
-	if err != nil { // cannot happen for a string
-		return append(b, `""`...)
-	}
-	return append(b, q...)
+	s, err := jsonscan.String(val, at)
+	return s, invalid(err)
 }

@@ -1,6 +1,8 @@
 package frame
 
 import (
+	"github.com/wtrace/wtrace/internal/jsonscan"
+
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -201,7 +203,7 @@ func TestListItemsErrors(t *testing.T) {
 		{"json trailing", JSON, `{"items":[]} x`},
 		{"json kind not string", JSON, `{"kind":1,"items":[]}`},
 		{"json mismatched", JSON, `{"items":[{"a":[}]}`},
-		{"json deep", JSON, `{"items":[` + strings.Repeat("[", maxJSONDepth+1) + `]}`},
+		{"json deep", JSON, `{"items":[` + strings.Repeat("[", jsonscan.MaxDepth+1) + `]}`},
 		{"protobuf no magic", Protobuf, "\x0a\x00"},
 		{"protobuf truncated", Protobuf, string(pb[:len(pb)/2])},
 		{"protobuf json content", Protobuf, "k8s\x00\x22\x10application/json"},

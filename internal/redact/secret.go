@@ -14,15 +14,12 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/wtrace/wtrace/frame"
+	"github.com/wtrace/wtrace/internal/jsonscan"
 )
 
 // lastApplied is the annotation kubectl apply writes: for a Secret it holds
 // the whole object, values included.
 const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
-
-// maxDepth bounds JSON nesting while looking for Secrets, like
-// encoding/json's own limit (10000); Kubernetes objects are far shallower.
-const maxDepth = 10000
 
 // Secrets replaces the values of Kubernetes Secret objects — data,
 // stringData, and the last-applied-configuration annotation that repeats
@@ -186,255 +183,133 @@ func fill(tag string, n int) []byte {
 // jsonSpans finds the values to redact in a JSON document: a watch event
 // ({"type":…,"object":…}), an object of kind Secret, a SecretList (whose
 // items carry no kind), or, with assumeSecret, a top-level object treated
-// as a Secret (a patch).
+// as a Secret (a patch) or a JSON patch (RFC 6902) of one.
 func jsonSpans(b []byte, assumeSecret bool) []span {
-	i := skipWS(b, 0)
+	i := jsonscan.SkipSpace(b, 0)
 	var spans []span
 	switch {
 	case i < len(b) && b[i] == '{':
-		walkJSONObject(b, i, assumeSecret, &spans)
+		walkJSONObject(b, 0, assumeSecret, &spans)
 	case i < len(b) && b[i] == '[' && assumeSecret:
-		// A JSON patch (RFC 6902) of a Secret: every value it sets.
-		forElements(b, i, func(vs, ve int) {
-			if b[vs] == '{' {
-				forMembers(b, vs, func(key string, s, e int) bool {
-					if key == "value" {
-						allStrings(b, s, &spans)
+		// A JSON patch: every value it sets.
+		jsonscan.EachElement(b, func(op []byte, at int) error {
+			if op[0] == '{' {
+				jsonscan.EachMember(op, func(key, val []byte, vat int) bool {
+					if jsonscan.KeyIs(key, "value") {
+						allStrings(val, at+vat, &spans)
 					}
 					return true
 				})
 			}
+			return nil
 		})
 	}
 	return spans
 }
 
-// allStrings adds every string value (not object keys) in the value at b[i].
-func allStrings(b []byte, i int, spans *[]span) {
-	switch b[i] {
-	case '"':
-		if e := scanString(b, i); e > 0 {
-			*spans = append(*spans, span{start: i + 1, end: e - 1})
-		}
-	case '{':
-		forMembers(b, i, func(_ string, vs, _ int) bool {
-			allStrings(b, vs, spans)
-			return true
-		})
-	case '[':
-		forElements(b, i, func(vs, _ int) { allStrings(b, vs, spans) })
-	}
+// member is an object member's value and its offset in the document.
+type member struct {
+	val []byte
+	at  int
 }
 
-// walkJSONObject inspects the object starting at b[i].
-func walkJSONObject(b []byte, i int, assumeSecret bool, spans *[]span) {
-	members := map[string][2]int{}
-	ok := forMembers(b, i, func(key string, vs, ve int) bool {
-		switch key {
-		case "kind", "type", "object", "items", "data", "stringData", "metadata":
-			members[key] = [2]int{vs, ve}
+// walkJSONObject inspects the object obj, which starts at offset base of
+// the document.
+func walkJSONObject(obj []byte, base int, assumeSecret bool, spans *[]span) {
+	members := map[string]member{}
+	err := jsonscan.EachMember(obj, func(key, val []byte, at int) bool {
+		for _, k := range [...]string{"kind", "type", "object", "items", "data", "stringData", "metadata"} {
+			if jsonscan.KeyIs(key, k) {
+				members[k] = member{val, base + at}
+			}
 		}
 		return true
 	})
-	if !ok {
+	if err != nil {
 		return
 	}
-	str := func(k string) string {
-		if v, ok := members[k]; ok {
-			return jsonString(b[v[0]:v[1]])
-		}
-		return ""
-	}
 	if o, ok := members["object"]; ok {
-		if _, isEvent := members["type"]; isEvent && b[o[0]] == '{' {
-			// A watch event.
-			walkJSONObject(b, o[0], false, spans)
+		if _, isEvent := members["type"]; isEvent && o.val[0] == '{' {
+			walkJSONObject(o.val, o.at, false, spans) // a watch event
 			return
 		}
 	}
-	switch kind := str("kind"); {
-	case kind == "Secret" || assumeSecret && (kind == "" || kind == "Secret"):
-		secretJSON(b, members, spans)
+	var kind string
+	if k, ok := members["kind"]; ok {
+		kind, _ = jsonscan.String(k.val, k.at)
+	}
+	items := func(assume bool) {
+		if it, ok := members["items"]; ok && it.val[0] == '[' {
+			jsonscan.EachElement(it.val, func(item []byte, at int) error {
+				if item[0] == '{' {
+					walkJSONObject(item, it.at+at, assume, spans)
+				}
+				return nil
+			})
+		}
+	}
+	switch {
+	case kind == "Secret" || assumeSecret && kind == "":
+		secretJSON(members, spans)
 	case kind == "SecretList" || assumeSecret && kind == "List":
-		if it, ok := members["items"]; ok && b[it[0]] == '[' {
-			forElements(b, it[0], func(vs, ve int) {
-				if b[vs] == '{' {
-					walkJSONObject(b, vs, true, spans)
-				}
-			})
-		}
-	case kind == "List" || strings.HasSuffix(kind, "List"):
-		// A generic list (kubectl get -o json) may hold Secrets with kinds.
-		if it, ok := members["items"]; ok && b[it[0]] == '[' {
-			forElements(b, it[0], func(vs, ve int) {
-				if b[vs] == '{' {
-					walkJSONObject(b, vs, false, spans)
-				}
-			})
-		}
+		items(true) // the apiserver's list items carry no kind
+	case strings.HasSuffix(kind, "List"):
+		items(false) // a generic list (kubectl get -o json) may hold Secrets
 	}
 }
 
 // secretJSON adds the spans of a Secret object's values.
-func secretJSON(b []byte, members map[string][2]int, spans *[]span) {
+func secretJSON(members map[string]member, spans *[]span) {
 	for _, field := range []string{"data", "stringData"} {
-		v, ok := members[field]
-		if !ok || b[v[0]] != '{' {
+		m, ok := members[field]
+		if !ok || m.val[0] != '{' {
 			continue
 		}
-		forMembers(b, v[0], func(_ string, vs, ve int) bool {
-			if b[vs] == '"' {
-				*spans = append(*spans, span{start: vs + 1, end: ve - 1, base64: field == "data" && !bytes.Contains(b[vs+1:ve-1], []byte{'\\'})})
+		jsonscan.EachMember(m.val, func(_, val []byte, at int) bool {
+			if val[0] == '"' {
+				inner := val[1 : len(val)-1]
+				*spans = append(*spans, span{start: m.at + at + 1, end: m.at + at + len(val) - 1,
+					base64: field == "data" && !bytes.Contains(inner, []byte{'\\'})})
 			}
 			return true
 		})
 	}
-	if m, ok := members["metadata"]; ok && b[m[0]] == '{' {
-		forMembers(b, m[0], func(key string, vs, ve int) bool {
-			if key == "annotations" && b[vs] == '{' {
-				forMembers(b, vs, func(k string, as, ae int) bool {
-					if k == lastApplied && b[as] == '"' {
-						*spans = append(*spans, span{start: as + 1, end: ae - 1})
-					}
-					return true
-				})
+	md, ok := members["metadata"]
+	if !ok || md.val[0] != '{' {
+		return
+	}
+	jsonscan.EachMember(md.val, func(key, ann []byte, aat int) bool {
+		if !jsonscan.KeyIs(key, "annotations") || ann[0] != '{' {
+			return true
+		}
+		jsonscan.EachMember(ann, func(k, v []byte, vat int) bool {
+			if jsonscan.KeyIs(k, lastApplied) && v[0] == '"' {
+				start := md.at + aat + vat
+				*spans = append(*spans, span{start: start + 1, end: start + len(v) - 1})
 			}
 			return true
 		})
-	}
-}
-
-func skipWS(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// scanString returns the index after the string starting at b[i] ('"').
-func scanString(b []byte, i int) int {
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1
-		}
-	}
-	return -1
-}
-
-// skipValue returns the index after the value starting at b[i], or -1.
-func skipValue(b []byte, i int) int {
-	depth := 0
-	for j := i; j < len(b); {
-		switch c := b[j]; c {
-		case '"':
-			j = scanString(b, j)
-			if j < 0 {
-				return -1
-			}
-			if depth == 0 {
-				return j
-			}
-			continue
-		case '{', '[':
-			depth++
-			if depth > maxDepth {
-				return -1
-			}
-		case '}', ']':
-			depth--
-			if depth < 0 {
-				return -1
-			}
-			if depth == 0 {
-				return j + 1
-			}
-		default:
-			if depth == 0 {
-				// A literal: number, true, false, null.
-				k := j
-				for k < len(b) && !strings.ContainsRune(",}] \t\r\n", rune(b[k])) {
-					k++
-				}
-				if k == j {
-					return -1
-				}
-				return k
-			}
-		}
-		j++
-	}
-	return -1
-}
-
-// forMembers calls fn for each member of the object at b[i] with the key
-// (unquoted) and the value's span. It reports whether the object parsed.
-func forMembers(b []byte, i int, fn func(key string, vs, ve int) bool) bool {
-	i = skipWS(b, i+1)
-	if i < len(b) && b[i] == '}' {
 		return true
-	}
-	for i < len(b) {
-		if b[i] != '"' {
-			return false
-		}
-		ke := scanString(b, i)
-		if ke < 0 {
-			return false
-		}
-		key := jsonString(b[i:ke])
-		i = skipWS(b, ke)
-		if i >= len(b) || b[i] != ':' {
-			return false
-		}
-		vs := skipWS(b, i+1)
-		ve := skipValue(b, vs)
-		if ve < 0 {
-			return false
-		}
-		if !fn(key, vs, ve) {
+	})
+}
+
+// allStrings adds every string value (not object keys) in val, which
+// starts at offset base of the document.
+func allStrings(val []byte, base int, spans *[]span) {
+	switch val[0] {
+	case '"':
+		*spans = append(*spans, span{start: base + 1, end: base + len(val) - 1})
+	case '{':
+		jsonscan.EachMember(val, func(_, v []byte, at int) bool {
+			allStrings(v, base+at, spans)
 			return true
-		}
-		i = skipWS(b, ve)
-		if i < len(b) && b[i] == ',' {
-			i = skipWS(b, i+1)
-			continue
-		}
-		return i < len(b) && b[i] == '}'
+		})
+	case '[':
+		jsonscan.EachElement(val, func(v []byte, at int) error {
+			allStrings(v, base+at, spans)
+			return nil
+		})
 	}
-	return false
-}
-
-// forElements calls fn for each element of the array at b[i].
-func forElements(b []byte, i int, fn func(vs, ve int)) {
-	i = skipWS(b, i+1)
-	for i < len(b) && b[i] != ']' {
-		ve := skipValue(b, i)
-		if ve < 0 {
-			return
-		}
-		fn(i, ve)
-		i = skipWS(b, ve)
-		if i < len(b) && b[i] == ',' {
-			i = skipWS(b, i+1)
-		}
-	}
-}
-
-// jsonString returns the text of a JSON string token (quotes included in
-// b); escapes other than \" and \\ are kept as written, which is enough to
-// compare keys and kinds.
-func jsonString(b []byte) string {
-	if len(b) < 2 || b[0] != '"' {
-		return ""
-	}
-	s := string(b[1 : len(b)-1])
-	if strings.IndexByte(s, '\\') >= 0 {
-		s = strings.NewReplacer(`\"`, `"`, `\\`, `\`, `\/`, `/`).Replace(s)
-	}
-	return s
 }
 
 // Protobuf (k8s.io/api/core/v1/generated.proto, apimachinery runtime and
