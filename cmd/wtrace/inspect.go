@@ -73,7 +73,11 @@ func fmtDur(a, b int64) string {
 	if a == 0 || b == 0 || b < a {
 		return "-"
 	}
-	d := time.Duration(b - a)
+	return fmtSpan(time.Duration(b - a))
+}
+
+// fmtSpan rounds a duration for people.
+func fmtSpan(d time.Duration) string {
 	switch {
 	case d >= time.Second:
 		return d.Round(time.Millisecond).String()
@@ -170,8 +174,8 @@ func printInspect(w io.Writer, path string, f *formats.File, idx *formats.Index,
 				continue
 			}
 			printExchange(w, x)
-			if x.FrameTypes["ERROR"] > 0 {
-				printErrors(w, f, x)
+			if x.Frames > 0 {
+				printWatch(w, f, x)
 			}
 		}
 		fmt.Fprintln(w)
@@ -249,12 +253,24 @@ func printExchange(w io.Writer, x *formats.ExchangeInfo) {
 	fmt.Fprintln(w)
 }
 
-// printErrors shows the Status of each ERROR event of an exchange (a 410
-// Gone is what an SRE looks for).
-func printErrors(w io.Writer, f *formats.File, x *formats.ExchangeInfo) {
+// printWatch reads a watch exchange's events: the Status of each ERROR
+// event (a 410 Gone is what an SRE looks for) and the longest silence of
+// the stream — from the response head to the first event, between events,
+// or from the last event to the end.
+func printWatch(w io.Writer, f *formats.File, x *formats.ExchangeInfo) {
 	format := frame.Unknown
+	var prev int64
 	if x.Response != nil {
 		format = frame.Format(x.Response.Events)
+		prev = x.Response.Time
+	}
+	var gap, gapEnd int64
+	gapBefore := "the first event"
+	note := func(t int64, what string) {
+		if prev != 0 && t-prev > gap {
+			gap, gapEnd, gapBefore = t-prev, t, what
+		}
+		prev = t
 	}
 	for r, err := range f.ExchangeRecords(x.Request.Exchange).All() {
 		if err != nil {
@@ -264,11 +280,21 @@ func printErrors(w io.Writer, f *formats.File, x *formats.ExchangeInfo) {
 		if !ok {
 			continue
 		}
+		note(fr.Time, fmt.Sprintf("event %d", fr.Seq))
+		if x.FrameTypes["ERROR"] == 0 {
+			continue
+		}
 		m, err := frame.Peek(format, fr.Data)
 		if err != nil || m.Type != "ERROR" {
 			continue
 		}
 		fmt.Fprintf(w, "        ! event %d at %s: ERROR %d %s: %s\n", fr.Seq, fmtTime(fr.Time), m.Code, m.Reason, m.Message)
+	}
+	if x.End != nil {
+		note(x.End.Time, "the end of the stream")
+	}
+	if gap > 0 {
+		fmt.Fprintf(w, "        longest silence %s, until %s at %s\n", fmtSpan(time.Duration(gap)), gapBefore, fmtTime(gapEnd))
 	}
 }
 
