@@ -227,3 +227,25 @@ func TestHostileInput(t *testing.T) {
 		}
 	})
 }
+
+// TestInspectGone: an SRE's question — was there a 410? — answered by
+// inspect, with where the streams ended and how.
+func TestInspectGone(t *testing.T) {
+	wt := filepath.Join(t.TempDir(), "gone.wt")
+	if _, stderr, code := wtrace(t, "record", "--pcap", filepath.Join(corpus("gone-410"), "capture.pcap"), "-o", wt); code != 0 {
+		t.Fatal(stderr)
+	}
+	out, _, code := wtrace(t, "inspect", wt)
+	for _, want := range []string{
+		"ERROR 410 Expired: The resourceVersion for the provided watch is too old.",
+		"ERROR 410 Expired: too old resource version: 890 (907)",
+		"ended rst", "reset (connection reset)", "closed (connection closed before the body was complete)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("inspect lacks %q", want)
+		}
+	}
+	if code != 0 {
+		t.Errorf("exit %d", code)
+	}
+}
