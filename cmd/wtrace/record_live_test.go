@@ -194,6 +194,23 @@ func noSecrets(t *testing.T, path string) {
 
 // sessionFrames returns the Data of every Frame readable in a session
 // (damage skipped), and whether it was closed cleanly.
+// countFrames counts the events of a session file being written, 0 while
+// it cannot be read yet.
+func countFrames(path string) int {
+	f, err := formats.Open(path, formats.ReaderOptions{})
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	n := 0
+	for r := range f.Records().All() {
+		if _, ok := r.(*formats.Frame); ok {
+			n++
+		}
+	}
+	return n
+}
+
 func sessionFrames(t *testing.T, path string) ([]string, *formats.Index) {
 	t.Helper()
 	f, err := formats.Open(path, formats.ReaderOptions{})
@@ -596,10 +613,8 @@ func waitFlushed(t *testing.T, path string, n int) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		if _, err := os.Stat(path); err == nil {
-			if got, _ := sessionFrames(t, path); len(got) >= n {
-				return
-			}
+		if countFrames(path) >= n {
+			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s did not show %d events within a minute", path, n)
@@ -669,6 +684,12 @@ func TestRecordProxySignals(t *testing.T) {
 				}
 				return
 			case "SIGINT×2":
+				// The clean stop may finish before the second signal lands
+				// (it takes milliseconds); then there is nothing to abort.
+				if code == 0 && idx.Summary != nil && strings.Contains(c.errw.String(), "Recorded proxy") {
+					t.Logf("the clean stop finished before the second Ctrl-C")
+					return
+				}
 				if code != 1 || !strings.Contains(c.errw.String(), "Aborted") {
 					t.Fatalf("exit %d:\n%s", code, c.errw.String())
 				}
@@ -723,8 +744,7 @@ func TestRecordProxyRotate(t *testing.T) {
 		parts, _ := filepath.Glob(filepath.Join(dir, "s-*.wt"))
 		n := 0
 		for _, p := range parts {
-			got, _ := sessionFrames(t, p)
-			n += len(got)
+			n += countFrames(p) // the newest part may not even have its header yet
 		}
 		if n >= len(evs) {
 			break
