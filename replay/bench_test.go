@@ -187,13 +187,13 @@ func TestLatenessServer(t *testing.T) {
 // BenchmarkLateness measures how late events reach many concurrent
 // watchers at speed 1: the replay server runs in a child process, and raw
 // HTTP/1.1 clients here, all started at once, read a 12 s watch: the first
-// 12 s of the basic-json watch (its original bursts of up to 15 events in
-// 15 ms, and pauses of seconds), or a steady synthetic one (a 1 KiB event
+// 12 s of the basic-json watch (55 events, its original bursts of up to 10
+// in 100 ms and pauses of seconds), or a steady synthetic one (a 1 KiB event
 // every 200 ms). An event's lateness is when its last byte
 // arrived minus when it was due: the arrival of the response head plus the
 // event's recorded offset from the response start. Reported: p50, p99 and
-// max lateness over all events of all watchers, and the peak RSS of both
-// processes.
+// max lateness over all events of all watchers, the peak RSS of both
+// processes, and the server's CPU time per delivered event.
 //
 //	go test -run='^$' -bench=BenchmarkLateness -benchtime=1x ./replay/
 func BenchmarkLateness(b *testing.B) {
@@ -216,11 +216,13 @@ func BenchmarkLateness(b *testing.B) {
 					b.SetBytes(int64(watchers) * (ends[len(ends)-1] + 1))
 					var all, settled []time.Duration
 					var serverRSS int64
+					var serverCPU time.Duration
 					for i := 0; i < b.N; i++ {
-						late, calm, rss := runLateness(b, path, watchers, start, ends, times)
+						late, calm, rss, cpu := runLateness(b, path, watchers, start, ends, times)
 						all = append(all, late...)
 						settled = append(settled, calm...)
 						serverRSS = max(serverRSS, rss)
+						serverCPU += cpu
 					}
 					pct := func(ds []time.Duration, p float64) float64 {
 						if len(ds) == 0 {
@@ -238,6 +240,12 @@ func BenchmarkLateness(b *testing.B) {
 					b.ReportMetric(pct(settled, 0.99), "settled-p99-ms")
 					b.ReportMetric(pct(settled, 1), "settled-max-ms")
 					b.ReportMetric(float64(serverRSS)/1024, "server-peak-RSS-MiB")
+					// The server's CPU time (user + system) per event delivered
+					// to one watcher: what a burst costs, and so the floor under
+					// lateness when a burst is due for every watcher at once.
+					if len(all) > 0 {
+						b.ReportMetric(float64(serverCPU.Microseconds())/float64(len(all)), "server-cpu-µs/event")
+					}
 					b.ReportMetric(float64(peakRSS("/proc/self/status"))/1024, "client-peak-RSS-MiB")
 				})
 			}
@@ -253,7 +261,7 @@ var (
 // runLateness starts a server process and watchers clients, and returns
 // the lateness of every event every client received, that of the events
 // due once every client was connected, and the server's peak RSS (kB).
-func runLateness(b *testing.B, path string, watchers int, start int64, ends, times []int64) (all, settled []time.Duration, rss int64) {
+func runLateness(b *testing.B, path string, watchers int, start int64, ends, times []int64) (all, settled []time.Duration, rss int64, cpu time.Duration) {
 	b.StopTimer()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestLatenessServer$", "-test.v")
 	cmd.Env = append(os.Environ(), "WTRACE_LATENESS_SERVER="+path)
@@ -379,6 +387,9 @@ func runLateness(b *testing.B, path string, watchers int, start int64, ends, tim
 		}
 	}
 	cmd.Wait()
+	if ps := cmd.ProcessState; ps != nil {
+		cpu = ps.UserTime() + ps.SystemTime()
+	}
 	close(errs)
 	for err := range errs {
 		b.Fatal(err)
@@ -398,5 +409,5 @@ func runLateness(b *testing.B, path string, watchers int, start int64, ends, tim
 		}
 	}
 	b.StartTimer()
-	return all, settled, rss
+	return all, settled, rss, cpu
 }
