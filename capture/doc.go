@@ -44,8 +44,12 @@
 // captured from their middle, captures that end inside a message, framing
 // errors and traffic that cannot be decrypted become Anomaly records at the
 // place they happened, and parsing resumes at the next point where chunk and
-// event framing agree. An HTTP/2 connection stops being parsed at its first
-// gap (its header compression state is lost).
+// event framing agree. After a gap, TLS decryption resumes at the next
+// record that authenticates (capture/tlsdec) and HTTP/2 at the next frame
+// boundary (h2_resync.go): open watches go on, but header blocks of that
+// direction can no longer be decoded (their compression state is lost).
+// Data that waited behind a gap carries the capture time at which the gap
+// was declared lost, up to Options.ReorderWindow after it arrived.
 //
 // # Secrets
 //

@@ -61,8 +61,9 @@ const (
 // Framer parses; header blocks are reassembled from HEADERS and
 // CONTINUATION frames and decoded with one HPACK decoder per direction.
 //
-// HPACK state cannot be rebuilt once bytes are lost, so a gap in either
-// direction, or bytes that break the framing or the header compression,
+// After a gap in a direction its framing is found again and open response
+// bodies go on, but its header blocks can no longer be decoded (see
+// h2_resync.go). Bytes that break the framing or the header compression
 // end every open stream and stop the parsing of the connection; the bytes
 // that follow are counted and reported when the connection finishes. It is
 // driven by one goroutine.
@@ -119,6 +120,14 @@ type h2Dir struct {
 	blkPromised uint32
 	blkOff      int64
 
+	// After a gap (h2_resync.go): the header blocks of this direction can
+	// no longer be decoded; while resync is set, rbuf holds the bytes
+	// searched for a frame boundary, skipped counts those passed over.
+	hpackLost bool
+	resync    bool
+	rbuf      []byte
+	skipped   int64
+
 	// The fields of the block being decoded.
 	fields   []hpack.HeaderField
 	listSize int
@@ -169,6 +178,10 @@ func (c *h2Conn) data(dir formats.Direction, p []byte, t int64) {
 		return
 	}
 	d := &c.d[dir]
+	if d.resync {
+		d.resyncFeed(p, t)
+		return
+	}
 	if d.preface < len(h2Preface) {
 		n := min(len(p), len(h2Preface)-d.preface)
 		i := 0
@@ -376,6 +389,10 @@ func (d *h2Dir) emit(f hpack.HeaderField) {
 // dynamic table in step with the encoder's.
 func (d *h2Dir) decodeBlock(blk []byte, t int64) {
 	c := d.c
+	if d.hpackLost {
+		d.lostHeaders(t)
+		return
+	}
 	d.fields = d.fields[:0]
 	d.listSize = 0
 	d.dropped = false
@@ -435,18 +452,6 @@ func (c *h2Conn) onSettings(d *h2Dir, f *http2.SettingsFrame, t int64) {
 	})
 }
 
-// gap: n bytes of direction dir were lost. The framing and the HPACK state
-// of that direction are lost with them; guessing would record wrong
-// headers, so the connection is no longer parsed.
-func (c *h2Conn) gap(dir formats.Direction, n int64, t int64) {
-	if c.dead {
-		return
-	}
-	d := &c.d[dir]
-	c.fatal(dir, t, formats.AnomalyGap, d.pos+int64(len(d.buf)), formats.EndGap,
-		fmt.Sprintf("%d bytes missing from the %s stream (not captured): HTTP/2 framing and header compression state are lost", n, dir))
-}
-
 // fin handles the end of one direction (FIN).
 func (c *h2Conn) fin(dir formats.Direction, t int64) {
 	d := &c.d[dir]
@@ -476,6 +481,12 @@ func (c *h2Conn) fin(dir formats.Direction, t int64) {
 // cut.
 func (d *h2Dir) truncated(t int64, why string) {
 	c := d.c
+	if d.resync && len(d.rbuf)+int(d.skipped) > 0 {
+		n := d.skipped + int64(len(d.rbuf))
+		c.s.anomaly(c.id, formats.NoExchange, d.dir, t, formats.AnomalyResync, d.pos+int64(len(d.rbuf))-n, n,
+			fmt.Sprintf("http2 %s: %s while searching for a frame boundary after a gap (%d bytes skipped)", d.dir, why, n))
+		d.rbuf, d.skipped = nil, 0
+	}
 	if len(d.buf) > 0 {
 		c.s.anomaly(c.id, formats.NoExchange, d.dir, t, formats.AnomalyTruncated, d.pos, int64(len(d.buf)),
 			fmt.Sprintf("http2 %s: %s inside a frame (%d bytes)", d.dir, why, len(d.buf)))

@@ -24,6 +24,9 @@ func checkH2Bounded(t testing.TB, c *h2Conn) {
 		if len(d.buf) > h2FrameHeaderLen+int(d.maxFrame) || cap(d.buf) > h2FrameHeaderLen+(1<<24) {
 			t.Fatalf("%s: frame buffer %d bytes (cap %d), max frame %d", d.dir, len(d.buf), cap(d.buf), d.maxFrame)
 		}
+		if len(d.rbuf) > maxH2ResyncWindow+h2ResyncStep {
+			t.Fatalf("%s: resync buffer %d bytes", d.dir, len(d.rbuf))
+		}
 		if len(d.blk) > maxH2HeaderBlock {
 			t.Fatalf("%s: header block buffer %d bytes", d.dir, len(d.blk))
 		}
@@ -240,7 +243,7 @@ func encodeH2Script(pieces []wirePiece) []byte {
 // runH2Script feeds an encoded script to a new connection, checking the
 // limits after every piece, and returns the records. With bytewise, every
 // piece is fed one byte at a time.
-func runH2Script(t testing.TB, script []byte, bytewise bool) []formats.Record {
+func runH2Script(t testing.TB, script []byte, bytewise bool) (recs []formats.Record, gapped bool) {
 	sink := &memSink{}
 	c := newH2Conn(&session{sink: sink}, 0)
 	tm := h2Base
@@ -253,6 +256,7 @@ func runH2Script(t testing.TB, script []byte, bytewise bool) []formats.Record {
 		tm++
 		if n == 0 {
 			if len(script) > 0 {
+				gapped = true
 				c.gap(dir, int64(script[0])+1, tm)
 				script = script[1:]
 			}
@@ -272,7 +276,7 @@ func runH2Script(t testing.TB, script []byte, bytewise bool) []formats.Record {
 	c.fin(c2s, tm+1)
 	c.fin(s2c, tm+1)
 	c.finish(formats.EndTruncated, tm+2)
-	return sink.recs
+	return sink.recs, gapped
 }
 
 var updateH2Seeds = flag.Bool("update-h2-seeds", false, "rewrite testdata/fuzz/FuzzH2 from the synthetic test scripts")
@@ -316,15 +320,19 @@ func TestWriteH2FuzzSeeds(t *testing.T) {
 // FuzzH2 feeds random bytes as the two directions of a connection (after
 // a valid preface): no panic, memory within the limits, records in the
 // order the session model promises, and the same records whether the
-// bytes come in pieces or one at a time.
+// bytes come in pieces or one at a time — unless there are gaps: the
+// search for a frame boundary after a gap takes the end of the bytes
+// captured so far as a sign of one (see h2Dir.resyncFeed).
 func FuzzH2(f *testing.F) {
 	for _, b := range h2SeedScripts() {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, script []byte) {
-		recs := runH2Script(t, script, false)
+		recs, gapped := runH2Script(t, script, false)
 		viewExchanges(t, recs)
-		if byte1 := runH2Script(t, script, true); !reflect.DeepEqual(byte1, recs) {
+		byte1, _ := runH2Script(t, script, true)
+		viewExchanges(t, byte1)
+		if !gapped && !reflect.DeepEqual(byte1, recs) {
 			for i := range min(len(recs), len(byte1)) {
 				if !reflect.DeepEqual(byte1[i], recs[i]) {
 					t.Fatalf("fed one byte at a time, record %d = %+v; fed in pieces: %+v", i, byte1[i], recs[i])
@@ -333,4 +341,28 @@ func FuzzH2(f *testing.F) {
 			t.Fatalf("fed one byte at a time: %d records; fed in pieces: %d", len(byte1), len(recs))
 		}
 	})
+}
+
+// TestH2ResyncGivesUp: after a gap, bytes in which no frame boundary can
+// be found end the parsing of the connection once maxH2ResyncSkip bytes
+// were searched, with the search buffer bounded all along.
+func TestH2ResyncGivesUp(t *testing.T) {
+	s := newH2Script()
+	s.request(1, true, "GET", "/api/v1/pods?watch=true")
+	s.response(1, false, "200", "application/json")
+	sink := &memSink{}
+	c := newH2Conn(&session{sink: sink}, 0)
+	for _, p := range s.pieces {
+		c.data(p.dir, p.data, p.t)
+	}
+	c.gap(s2c, 100, s.t)
+	junk := bytes.Repeat([]byte{0xff}, 1500)
+	for i := 0; i < (maxH2ResyncSkip+len(junk))/len(junk)+2; i++ {
+		c.data(s2c, junk, s.t+int64(i))
+		checkH2Bounded(t, c)
+	}
+	c.finish(formats.EndTruncated, s.t+1e6)
+	wantAnomaly(t, sink.recs, "gap: 100 bytes missing", "resync: http2 server→client: no frame boundary found in",
+		"unknown-protocol:")
+	wantEnd(t, "stream 1", byStream(t, sink.recs)[1].end, formats.EndGap, "HTTP/2 parsing stopped")
 }

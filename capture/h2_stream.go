@@ -248,6 +248,10 @@ func (c *h2Conn) onData(d *h2Dir, id uint32, p []byte, endStream bool, t int64) 
 	if s.respDone {
 		return
 	}
+	if !s.resp && d.hpackLost {
+		c.headLost(d, s, t, "was lost in a gap")
+		return
+	}
 	if !s.resp {
 		c.streamNote(s, d.dir, t, int64(len(p)),
 			fmt.Sprintf("http2 %s: DATA on stream %d before the response HEADERS (RFC 9113 §8.1); ignored", d.dir, id))

@@ -2,6 +2,7 @@ package capture
 
 import (
 	"bytes"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -167,8 +168,13 @@ func wantEnd(t *testing.T, what string, e *formats.End, st formats.EndStatus, no
 	}
 }
 
-// h2GapPieces is the script of the "gap" case, for its check.
-var h2GapPieces []wirePiece
+// The script of the "gap" case, and the bytes its end feeds around the
+// gaps.
+var (
+	h2GapPieces           []wirePiece
+	h2GapLost, h2GapAfter []byte
+	h2GapC2S, h2GapS2C    []byte
+)
 
 var h2SynthCases = []struct {
 	name  string
@@ -402,41 +408,94 @@ var h2SynthCases = []struct {
 		},
 	},
 	{
+		// A gap in each direction: the framing is found again, stream 1's
+		// watch goes on (an event cut by the gap is lost, not spliced),
+		// and header blocks after the gap cannot be decoded.
 		name: "gap",
 		build: func(s *h2Script) {
-			defer func() { h2GapPieces = s.pieces }()
 			s.request(1, true, "GET", "/api/v1/pods?watch=true")
 			s.request(3, true, "GET", "/b")
 			s.response(1, false, "200", "application/json")
-			s.data(s2c, 1, false, `{"type":"ADDED","object":{}}`+"\n")
+			s.data(s2c, 1, false, `{"type":"ADDED","object":{"a":0}}`+"\n")
+			h2GapPieces = s.pieces
+			// What follows is fed by the case's end: the frames after the
+			// gap, and in each direction the frames the gap cuts.
+			frames := func(dir formats.Direction, write func()) []byte {
+				write()
+				b := bytes.Clone(s.buf[dir].Bytes())
+				s.buf[dir].Reset()
+				return b
+			}
+			h2GapLost = frames(s2c, func() {
+				s.fr[s2c].WriteData(1, false, []byte(`{"type":"MODIFIED","object":{"b":1}}`+"\n"))
+				s.fr[s2c].WriteData(1, false, []byte(`{"type":"MODIFIED","object":{"c":2}}`+"\n"))
+			})
+			h2GapAfter = frames(s2c, func() {
+				s.fr[s2c].WriteHeaders(http2.HeadersFrameParam{StreamID: 3, EndHeaders: true,
+					BlockFragment: s.block(s2c, ":status", "200", "content-type", "text/plain")})
+				s.fr[s2c].WriteData(3, true, []byte("b"))
+				s.fr[s2c].WriteData(1, false, []byte(`{"type":"MODIFIED","object":{"d":3}}`+"\n"))
+				s.fr[s2c].WriteData(1, true, []byte(`{"type":"DELETED","object":{"e":4}}`+"\n"))
+			})
+			s.block(c2s, "x-lost", "in the gap") // a lost header block's entry
+			h2GapC2S = frames(c2s, func() {
+				s.fr[c2s].WriteHeaders(http2.HeadersFrameParam{StreamID: 5, EndHeaders: true, EndStream: true,
+					BlockFragment: s.block(c2s, ":method", "GET", ":scheme", "https", ":path", "/c", ":authority", "example.test", "x-lost", "in the gap")})
+			})
+			h2GapS2C = frames(s2c, func() {
+				s.fr[s2c].WriteHeaders(http2.HeadersFrameParam{StreamID: 5, EndHeaders: true, EndStream: true,
+					BlockFragment: s.block(s2c, ":status", "204")})
+			})
 		},
 		end: func(c *h2Conn, t int64) {
-			c.data(s2c, []byte{0, 0}, t) // a partial frame
-			c.gap(s2c, 1000, t)
-			c.data(s2c, make([]byte, 500), t+1)
-			c.data(c2s, make([]byte, 20), t+2)
+			// The gap takes the first frame but its first 20 bytes and the
+			// second but its last 30.
+			c.data(s2c, h2GapLost[:20], t)
+			c.gap(s2c, int64(len(h2GapLost)-20-30), t)
+			c.data(s2c, h2GapLost[len(h2GapLost)-30:], t+1)
+			c.data(s2c, h2GapAfter, t+2)
 			c.gap(c2s, 10, t+3)
-			c.finish(formats.EndTruncated, t+4)
+			c.data(c2s, h2GapC2S, t+4)
+			c.data(s2c, h2GapS2C, t+5)
+			c.finish(formats.EndTruncated, t+6)
 		},
 		check: func(t *testing.T, recs []formats.Record, c *h2Conn) {
-			wantAnomaly(t, recs, "gap: 1000 bytes missing from the server→client stream", "unknown-protocol: 522 bytes after the HTTP/2 parsing stopped")
+			lost := len(h2GapLost) - 50
+			wantAnomaly(t, recs,
+				fmt.Sprintf("gap: %d bytes missing from the server→client stream", lost),
+				"resync: http2 server→client: framing resumed after a gap at a HEADERS frame on stream 3, 30 bytes skipped",
+				"gap: http2 server→client: the response head of stream 3 cannot be decoded after a gap",
+				// The newline after the last event before the gap.
+				"resync: skipped 1 body bytes that belong to no complete event",
+				"gap: 10 bytes missing from the client→server stream",
+				"resync: http2 client→server: framing resumed after a gap at a HEADERS frame on stream 5, 0 bytes skipped",
+				"gap: http2 client→server: the request head of stream 5 cannot be decoded after a gap",
+				"gap: http2 server→client: the response head of stream 5 cannot be decoded after a gap")
 			var off int64
 			for _, p := range h2GapPieces {
 				if p.dir == s2c {
 					off += int64(len(p.data))
 				}
 			}
-			if a := anomalies(recs)[0]; a.Offset != off+2 {
-				t.Errorf("gap at offset %d; want %d", a.Offset, off+2)
+			as := anomalies(recs)
+			if as[0].Offset != off+20 || as[1].Offset != off+20+int64(lost) {
+				t.Errorf("gap at offset %d, resync from %d; want %d, %d", as[0].Offset, as[1].Offset, off+20, off+20+int64(lost))
 			}
 			v := byStream(t, recs)
-			wantEnd(t, "stream 1", v[1].end, formats.EndGap, "bytes missing")
-			wantEnd(t, "stream 3 request", v[3].reqEnd, formats.EndComplete, "")
-			if v[3].end != nil {
-				t.Errorf("stream 3: response End %+v; want none (no response)", v[3].end)
+			wantEnd(t, "stream 1", v[1].end, formats.EndGap, "")
+			var evs []string
+			for _, f := range v[1].frames {
+				evs = append(evs, string(f.Data))
 			}
-			if len(v[1].frames) != 1 {
-				t.Errorf("stream 1: %d events; want the one before the gap", len(v[1].frames))
+			want := []string{`{"type":"ADDED","object":{"a":0}}`, `{"type":"MODIFIED","object":{"d":3}}`, `{"type":"DELETED","object":{"e":4}}`}
+			if !reflect.DeepEqual(evs, want) {
+				t.Errorf("stream 1 events %q; want %q", evs, want)
+			}
+			if v[3].end != nil || v[5] == nil || v[5].end != nil {
+				t.Errorf("streams 3, 5: %+v, %+v; want their response heads lost", v[3], v[5])
+			}
+			if v[5] != nil && !v[5].req.Missing {
+				t.Errorf("stream 5 request %+v; want it missing", v[5].req)
 			}
 		},
 	},

@@ -68,7 +68,7 @@ func (c *tlsConn) fin(dir formats.Direction, t int64) {
 func (c *tlsConn) finish(st formats.EndStatus, t int64) {
 	info := c.dec.Info()
 	c.record(info, t)
-	if !info.Decrypted {
+	if !decrypted(info) {
 		c.s.stats.TLSUndecrypted++
 		note := info.Note
 		switch {
@@ -89,7 +89,7 @@ func (c *tlsConn) finish(st formats.EndStatus, t int64) {
 // changed since the last one.
 func (c *tlsConn) record(info tlsdec.Info, t int64) {
 	r := formats.TLS{Conn: c.id, Time: t, Version: info.Version, Cipher: info.Cipher, ALPN: info.ALPN,
-		SNI: info.SNI, Decrypted: info.Decrypted, Note: info.Note}
+		SNI: info.SNI, Decrypted: decrypted(info), Note: info.Note}
 	cmp := r
 	cmp.Time = c.last.Time
 	if c.written && cmp == c.last {
@@ -98,4 +98,22 @@ func (c *tlsConn) record(info tlsdec.Info, t int64) {
 	c.written = true
 	c.last = r
 	c.s.emit(&r)
+}
+
+// decrypted reports whether the key log decrypted the connection: every
+// record was (Info.Decrypted), or every record that was captured was and
+// decryption resumed after each direction's gaps — the bytes lost to them
+// are reported as gaps, not as a key problem.
+func decrypted(info tlsdec.Info) bool {
+	if info.Decrypted {
+		return true
+	}
+	var dec int64
+	for _, d := range info.Dir {
+		if d.Undecryptable > 0 || d.Err != nil || d.Pending > 0 || d.Lost > 0 && d.Resyncs == 0 {
+			return false
+		}
+		dec += d.Decrypted
+	}
+	return dec > 0
 }

@@ -100,16 +100,21 @@ type Info struct {
 // DirInfo counts one direction.
 type DirInfo struct {
 	Bytes         int64 // TCP payload bytes fed, Gap bytes included
-	Lost          int64 // bytes reported lost by Gap
+	Lost          int64 // bytes reported lost by Gap, plus ResyncSkipped
 	Records       int64 // complete records parsed
 	Decrypted     int64 // records decrypted
 	Undecryptable int64 // encrypted records not decrypted (no keys, after a failure or a limit)
 	Pending       int64 // records held waiting for the other direction
-	Partial       int   // bytes of an incomplete record at the end of what was fed (a truncated tail if the stream ended)
+	Partial       int   // bytes of an incomplete record at the end of what was fed (a truncated tail if the stream ended); while resynchronising, the bytes not yet scanned
 	AppData       int64 // application data bytes delivered to the Sink
-	KeyUpdates    int   // TLS 1.3 KeyUpdate messages applied
+	KeyUpdates    int   // TLS 1.3 KeyUpdate messages applied, and KeyUpdates lost in a gap that a resync inferred
 	CloseNotify   bool  // a close_notify alert was seen
 	Err           error // the first error of this direction, as returned by Feed
+
+	// Resynchronisation after gaps (see Conn.Gap).
+	Resyncs       int   // times decryption resumed after a gap
+	ResyncSkipped int64 // bytes fed after gaps that were skipped while looking for a record (also in Lost)
+	LostRecords   int64 // records lost in gaps, from the sequence numbers a resync skipped (a lower bound when a KeyUpdate was lost)
 }
 
 // Alert is a TLS alert (RFC 8446 §6).
@@ -173,11 +178,12 @@ type rec struct {
 	t   int64
 }
 
-type recBuf [MaxCiphertext12]byte
+// recBuf holds a record body, or a whole record with its header.
+type recBuf [5 + MaxCiphertext12]byte
 
 // bufPool holds record-sized buffers: one is borrowed while a record is
-// split across Feed calls, and one for each decryption, so an idle Conn
-// holds none.
+// split across Feed calls or a direction resynchronises after a gap, and
+// one for each decryption, so an idle Conn holds none.
 var bufPool = sync.Pool{New: func() any { return new(recBuf) }}
 
 // half is the state of one direction.
@@ -206,6 +212,10 @@ type half struct {
 	trial  bool  // handshake secret missing: cur holds application keys, tried on each record
 
 	hs hsReader
+
+	gapped bool    // Gap was called: the plaintext is incomplete
+	rs     *resync // looking for a record after a gap; nil otherwise
+	credit int64   // trial decryption work resyncs may still spend (see maxResyncCredit)
 
 	pend     []byte
 	pendRecs []pendRec
@@ -255,8 +265,10 @@ func NewConn(keys *KeyLog, sink Sink, opts Options) *Conn {
 		opts.MaxPending = DefaultMaxPending
 	}
 	c := &Conn{keys: keys, sink: sink, opts: opts}
-	c.half[ClientToServer].dir = ClientToServer
-	c.half[ServerToClient].dir = ServerToClient
+	for d := range c.half {
+		c.half[d].dir = Direction(d)
+		c.half[d].credit = maxResyncWork
+	}
 	return c
 }
 
@@ -282,6 +294,22 @@ func (c *Conn) note(format string, args ...any) {
 	}
 }
 
+// setNote sets note i, an index setNote returned before, or adds a note if
+// i < 0, so that a note can tell how a story ended. It returns the note's
+// index, or -1 if it was not kept (the notes are full).
+func (c *Conn) setNote(i int, format string, args ...any) int {
+	if i >= 0 {
+		c.notes[i] = fmt.Sprintf(format, args...)
+		return i
+	}
+	n := len(c.notes)
+	c.note(format, args...)
+	if len(c.notes) > n {
+		return n
+	}
+	return -1
+}
+
 func (c *Conn) crHex() string { return hex.EncodeToString(c.clientRandom[:]) }
 
 // Feed consumes p, the next TCP payload bytes of direction dir, captured at
@@ -295,12 +323,25 @@ func (c *Conn) crHex() string { return hex.EncodeToString(c.clientRandom[:]) }
 // are not an error: records are counted as undecryptable and Info says
 // which secret is missing. An error of the other direction may be returned
 // too, when this call released records that direction held.
+//
+// After a Gap, Feed scans for the direction's next record (see Gap): bytes
+// are buffered until one authenticates, then it and the rest are processed
+// as usual.
 func (c *Conn) Feed(dir Direction, p []byte, t int64) error {
 	if dir > ServerToClient {
 		return fmt.Errorf("tlsdec: invalid direction %d", dir)
 	}
 	h := &c.half[dir]
 	h.stats.Bytes += int64(len(p))
+	h.credit = min(h.credit+resyncCreditPerByte*int64(len(p)), maxResyncCredit)
+	if h.rs != nil {
+		return c.feedResync(h, p, t)
+	}
+	return c.parse(h, p, t)
+}
+
+// parse cuts p, the next bytes of h, into records and processes them.
+func (c *Conn) parse(h *half, p []byte, t int64) error {
 	var first error
 	keep := func(err error) {
 		if err != nil && first == nil {
@@ -418,15 +459,17 @@ func (c *Conn) lose(h *half, sentinel error, detail string) error {
 }
 
 // fail ends decryption of h after an error at record r; later records are
-// counted as undecryptable.
+// counted as undecryptable. It returns the error, or nil if h already
+// reported one (a held record may fail after its direction was lost).
 func (c *Conn) fail(h *half, r *rec, sentinel error, detail string) error {
 	err := &Error{Dir: h.dir, Record: r.no, Offset: r.off, Err: fmt.Errorf("%w: %s", sentinel, detail)}
 	c.note("%s record %d at offset %d: %s; later records not decrypted", h.dir, r.no, r.off,
 		strings.TrimPrefix(err.Err.Error(), "tlsdec: "))
 	h.failed = true
-	if h.err == nil {
-		h.err = err
+	if h.err != nil {
+		return nil // this direction already reported its error
 	}
+	h.err = err
 	return err
 }
 
@@ -439,11 +482,27 @@ func (c *Conn) releaseBufs(h *half) {
 	h.hs.buf = nil
 }
 
-// Gap records that n bytes of direction dir were lost (capture loss). The
-// direction's record boundaries and sequence numbers are unknown from here
-// on, so nothing after the gap is decrypted; bytes fed later are counted.
-// n < 0 means an unknown number of bytes. Records completed before the gap
-// and held for the other direction are still processed.
+// Gap records that n bytes of direction dir were lost (capture loss); n < 0
+// means an unknown number of bytes. The record in progress is dropped, the
+// direction's offsets advance by n, and Info.Decrypted is false from here
+// on. Records completed before the gap and held for the other direction
+// are still processed.
+//
+// Before the direction uses its application keys, nothing after the gap is
+// decrypted; bytes fed later are counted. After that (TLS 1.3 once its
+// Finished is decrypted, TLS 1.2 after its ChangeCipherSpec), Feed scans
+// the bytes after the gap for a record header and trial-decrypts each
+// candidate with the sequence numbers that can follow the last record
+// before the gap: as many as fit in n bytes plus those skipped (at most
+// maxResyncRecords), for TLS 1.3 also under the next keys from 0, in case
+// a KeyUpdate was lost. Only a record that authenticates ends the scan:
+// it and what follows are delivered as usual, and a note says where the
+// direction resynchronised, how many bytes were skipped (counted in Lost
+// and ResyncSkipped) and how many records were lost (LostRecords). If
+// nothing authenticates within maxResyncScan bytes after the gap or
+// maxResyncWork bytes of trial decryption, the direction is given up with
+// a note, as before its application keys. A gap while resynchronising adds
+// to the one before; a gap after a resync starts another.
 func (c *Conn) Gap(dir Direction, n int) {
 	if dir > ServerToClient {
 		return
@@ -453,7 +512,16 @@ func (c *Conn) Gap(dir Direction, n int) {
 		h.stats.Bytes += int64(n)
 		h.stats.Lost += int64(n)
 	}
-	if !h.lost {
+	h.gapped = true
+	switch {
+	case h.lost:
+	case h.rs != nil:
+		c.gapAgain(h, n)
+	default:
+		if k := c.resyncKeys(h); k != nil {
+			c.startResync(h, k, n)
+			break
+		}
 		if n >= 0 {
 			c.note("%s: %d bytes lost at offset %d; later records not decrypted", dir, n, h.off)
 		} else {
@@ -465,6 +533,9 @@ func (c *Conn) Gap(dir Direction, n int) {
 	}
 	if n > 0 {
 		h.off += int64(n)
+	}
+	if h.rs != nil {
+		h.rs.from = h.off
 	}
 	c.pump() // errors are kept in their direction's Info
 }
@@ -858,12 +929,15 @@ func (c *Conn) Info() Info {
 		h := &c.half[d]
 		in.Dir[d] = h.stats
 		in.Dir[d].Err = h.err
-		if !h.lost {
+		switch {
+		case h.rs != nil:
+			in.Dir[d].Partial = h.rs.end - h.rs.start
+		case !h.lost:
 			in.Dir[d].Partial = h.hdrN + h.bodyN
 		}
 		dec += h.stats.Decrypted
 		undec += h.stats.Undecryptable
-		if h.lost || h.failed || h.stats.Pending > 0 {
+		if h.lost || h.failed || h.gapped || h.stats.Pending > 0 {
 			ok = false
 		}
 	}

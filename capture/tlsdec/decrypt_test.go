@@ -514,6 +514,11 @@ func corruptSecret(keylog []byte, lbl string) []byte {
 	return out
 }
 
+// TestGap: a gap in the server's bytes while its records wait for the
+// client's hello (only part of the ClientHello is fed) cannot be
+// resynchronised: the direction is given up at the gap, and the records
+// before it are still decrypted once the ClientHello is in. TestResync
+// covers gaps after the handshake.
 func TestGap(t *testing.T) {
 	s := smallSession(t, sessionConfig{})
 	sink := &capSink{}

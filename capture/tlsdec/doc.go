@@ -58,9 +58,35 @@
 // wrapping ErrNotTLS, ErrMalformed or ErrDecrypt at most once per direction;
 // that direction then only counts bytes. Missing keys are not errors:
 // Info.Decrypted is false and Info.Note names the missing secret and client
-// random. A Gap ends decryption of its direction (record boundaries and
-// sequence numbers are lost). Nothing is ever invented: data reaches the
-// Sink only after it authenticated.
+// random. Nothing is ever invented: data reaches the Sink only after it
+// authenticated.
+//
+// # Gaps
+//
+// Gap(dir, n) reports n bytes of a direction lost by the capture (n < 0:
+// unknown); the record they cut is dropped and Info.Decrypted is false from
+// then on. A gap before the direction uses its application keys (during
+// the handshake, or while its records are held for the other direction's
+// hello) ends decryption of that direction, as record boundaries and
+// sequence numbers are lost.
+//
+// A gap after that (TLS 1.3 once the direction's Finished is decrypted, TLS
+// 1.2 after its ChangeCipherSpec) is resynchronised: the bytes that follow
+// are scanned for a record header (application data, TLS 1.2 alerts too,
+// version 0x0303, a length the suite can produce), and each candidate is
+// trial-decrypted with the sequence numbers that can follow the last record
+// before the gap (as many as the gap's size allows, at most 65536), and for
+// TLS 1.3 under the next traffic secret as well, in case a KeyUpdate was
+// lost. The AEAD tag (for CBC, the MAC) rules out a false match. The
+// record that authenticates and everything after it are delivered as
+// usual; what was skipped counts as lost (DirInfo.Lost, ResyncSkipped,
+// LostRecords, Resyncs) and a note says where the direction
+// resynchronised. If no record authenticates within about 72 KiB after
+// the gap (four of the largest records), or within a bound on the trial
+// decryptions (32 MiB of ciphertext, tens of milliseconds), the direction
+// is given up, with a note saying so. Two or more KeyUpdates lost in one gap
+// cannot be recovered. The bytes after a gap are buffered in one
+// record-sized buffer until a record authenticates.
 //
 // # Limits and memory
 //
@@ -70,7 +96,8 @@
 // largest size their wire format allows, about 128 KiB); other handshake
 // messages, certificates included, stream by without being kept. A Conn
 // holds a record buffer (from a shared pool) only while a record is split
-// across Feed calls, and borrows another only while decrypting, so an idle
-// Conn is small and the steady state allocates nothing per record. The KeyLog is safe for
-// concurrent use and may be shared by every Conn of a capture.
+// across Feed calls or a direction resynchronises after a gap, and borrows
+// another only while decrypting, so an idle Conn is small and the steady
+// state allocates nothing per record. The KeyLog is safe for concurrent use
+// and may be shared by every Conn of a capture.
 package tlsdec

@@ -14,8 +14,9 @@ import (
 
 // A feed script drives a Conn from fuzz input: a sequence of operations,
 // each an op byte and a 2-byte big-endian length n. Bit 0 of op is the
-// direction; with bit 1 set the operation is Gap(dir, n), otherwise
-// Feed(dir, next n bytes) (fewer if the script ends).
+// direction; with bit 1 set the operation is Gap(dir, n), or Gap(dir, -1)
+// (size unknown) if bit 2 is set too, otherwise Feed(dir, next n bytes)
+// (fewer if the script ends).
 func encodeScript(ps []piece) []byte {
 	var out []byte
 	for _, p := range ps {
@@ -39,6 +40,9 @@ func runScript(keys *KeyLog, script []byte) (*Conn, *capSink, []error) {
 		script = script[3:]
 		d := Direction(op & 1)
 		if op&2 != 0 {
+			if op&4 != 0 {
+				n = -1
+			}
 			c.Gap(d, n)
 			continue
 		}
@@ -54,6 +58,19 @@ func runScript(keys *KeyLog, script []byte) (*Conn, *capSink, []error) {
 func FuzzFeed(f *testing.F) {
 	f.Add([]byte{}, []byte{0, 0, 5, 0x16, 3, 1, 0xff, 0xff})
 	f.Add([]byte("CLIENT_RANDOM "+cr1+" "+s48+"\n"), []byte{1, 0, 6, 0x16, 3, 3, 0, 1, 2, 2, 0, 9})
+	// Sessions with gaps in the server's application data: the resync
+	// path, gaps of known and unknown size, two in a row.
+	o := synthOpts{records: 6, recordSize: 700, keyUpdates: 1}
+	for _, s := range []*session{newSynth(f, 0x1303, true).tls13(o), newSynth(f, 0xc02f, false).tls12(o)} {
+		w := s.wire(ServerToClient)
+		ends := recordEnds(w)
+		at := ends[len(ends)/2] - 300
+		for _, gaps := range [][]byte{{3, 0, 200}, {7, 0, 200}, {3, 0, 100, 7, 0, 100}} {
+			script := encodeScript([]piece{{dir: ClientToServer, data: s.wire(ClientToServer)}, {dir: ServerToClient, data: w[:at]}})
+			script = append(script, gaps...)
+			f.Add(s.keylog, append(script, encodeScript([]piece{{dir: ServerToClient, data: w[at+200:]}})...))
+		}
+	}
 	f.Fuzz(func(t *testing.T, keylog, script []byte) {
 		keys, err := ParseKeyLog(bytes.NewReader(keylog))
 		if err != nil {
@@ -74,6 +91,9 @@ func FuzzFeed(f *testing.F) {
 			}
 			if in.Dir[d].Decrypted+in.Dir[d].Undecryptable+in.Dir[d].Pending > in.Dir[d].Records {
 				t.Fatalf("%s: counters exceed records: %+v", Direction(d), in.Dir[d])
+			}
+			if di := in.Dir[d]; di.ResyncSkipped > di.Lost || di.Lost > di.Bytes || di.Resyncs > 0 && keys.Stats().Secrets == 0 {
+				t.Fatalf("%s: resync counters inconsistent: %+v", Direction(d), di)
 			}
 		}
 		if in.Decrypted == (in.Note != "") && in.Decrypted {

@@ -21,6 +21,14 @@ func checkBounded(t testing.TB, c *Conn) {
 		if h.need > MaxCiphertext12 {
 			t.Fatalf("%s: record of %d bytes accepted", h.dir, h.need)
 		}
+		if rs := h.rs; rs != nil {
+			if rs.start > rs.end || rs.end > len(recBuf{}) || rs.scanned > maxResyncScan+int64(len(recBuf{})) || rs.work > maxResyncWork {
+				t.Fatalf("%s: resync window [%d:%d], %d bytes scanned, %d trial-decrypted", h.dir, rs.start, rs.end, rs.scanned, rs.work)
+			}
+		}
+		if h.credit > maxResyncCredit {
+			t.Fatalf("%s: resync credit %d; limit %d", h.dir, h.credit, maxResyncCredit)
+		}
 	}
 	if len(c.alerts) > maxAlerts || len(c.notes) > maxNotes || len(c.offeredALPN) > maxOfferedALPN {
 		t.Fatalf("unbounded lists: %d alerts, %d notes, %d ALPN", len(c.alerts), len(c.notes), len(c.offeredALPN))

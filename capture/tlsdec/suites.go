@@ -102,6 +102,23 @@ func (s *suite) ivLen() int {
 	return 0
 }
 
+// minCiphertext is the shortest record body the suite produces: the tag of
+// an empty plaintext, with the inner content type in TLS 1.3 (RFC 8446
+// §5.2) and the explicit nonce of TLS 1.2 AES-GCM (RFC 5288 §3); for CBC an
+// IV and the MAC padded to whole blocks (RFC 5246 §6.2.3.2).
+func (s *suite) minCiphertext() int {
+	const tag = 16 // AES-GCM and ChaCha20-Poly1305
+	switch {
+	case s.v13:
+		return 1 + tag
+	case s.bulk == bulkAESGCM:
+		return 8 + tag
+	case s.bulk == bulkChaCha:
+		return tag
+	}
+	return aes.BlockSize + (s.macLen/aes.BlockSize+1)*aes.BlockSize
+}
+
 // keys decrypts the records of one direction under one traffic key.
 type keys struct {
 	s      *suite

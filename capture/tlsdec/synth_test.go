@@ -232,7 +232,20 @@ type synthOpts struct {
 	keyUpdates    int // KeyUpdate rounds (client requests, server answers)
 	records       int // application records per direction
 	recordSize    int
-	pad           int // TLS 1.3 padding per record
+	sizes         []int // if set, the size of each application record (records and recordSize are ignored)
+	pad           int   // TLS 1.3 padding per record
+}
+
+// recordSizes returns the size of each application record.
+func (o synthOpts) recordSizes() []int {
+	if o.sizes != nil {
+		return o.sizes
+	}
+	sizes := make([]int, o.records)
+	for i := range sizes {
+		sizes[i] = o.recordSize
+	}
+	return sizes
 }
 
 // appData writes n bytes of application data from d in one record.
@@ -288,10 +301,11 @@ func (b *synth) tls13(o synthOpts) *session {
 	b.seal(c2s, typeHandshake, hsMsg(hsFinished, pattern(b.s.hashLen, 10)), 0)
 	b.setKeys13(c2s, labelClientApp)
 	b.seal(s2c, typeHandshake, hsMsg(hsNewSessionTicket, pattern(200, 11)), 0)
-	every := o.records/(o.keyUpdates+1) + 1
-	for i := range o.records {
-		b.appData(c2s, o.recordSize, o.pad)
-		b.appData(s2c, o.recordSize, o.pad)
+	sizes := o.recordSizes()
+	every := len(sizes)/(o.keyUpdates+1) + 1
+	for i, n := range sizes {
+		b.appData(c2s, n, o.pad)
+		b.appData(s2c, n, o.pad)
 		if o.keyUpdates > 0 && i%every == every-1 {
 			b.seal(c2s, typeHandshake, hsMsg(hsKeyUpdate, []byte{1}), 0) // update_requested
 			b.out[c2s] = mustNext(b.t, b.out[c2s])
@@ -330,9 +344,9 @@ func (b *synth) tls12(o synthOpts) *session {
 	b.plainRecord(s2c, typeCCS, []byte{1})
 	b.out[s2c] = sk
 	b.seal(s2c, typeHandshake, hsMsg(hsFinished, pattern(12, 4)), 0)
-	for range o.records {
-		b.appData(c2s, o.recordSize, 0)
-		b.appData(s2c, o.recordSize, 0)
+	for _, n := range o.recordSizes() {
+		b.appData(c2s, n, 0)
+		b.appData(s2c, n, 0)
 	}
 	b.seal(c2s, typeAlert, []byte{1, 0}, 0)
 	b.sess.keylog = b.keylog()

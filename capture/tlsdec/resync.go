@@ -1,0 +1,424 @@
+package tlsdec
+
+import (
+	"crypto/aes"
+	"encoding/binary"
+	"fmt"
+)
+
+// Resynchronisation limits (see Conn.Gap).
+const (
+	// maxResyncRecords caps the sequence numbers tried for one candidate
+	// record past the one the direction expected: the records that may
+	// have been lost, all of them when the gap's size is unknown.
+	maxResyncRecords = 1 << 16
+	// maxResyncScan bounds the bytes skipped after a gap while looking for
+	// a record that authenticates: four of the largest records. The first
+	// record that starts after the gap starts within one record of it.
+	maxResyncScan = 4 * (5 + MaxCiphertext12)
+	// maxResyncWork bounds the work of the trial decryptions after a gap,
+	// in ciphertext bytes plus resyncTryCost per trial: the CPU a resync
+	// may cost, a few tens of milliseconds. The record that ends a resync
+	// costs one trial per record lost before it (enough for over a
+	// thousand 16 KiB records); a false candidate may cost up to
+	// maxResyncRecords trials per key generation.
+	maxResyncWork = 32 << 20
+	// resyncTryCost is the work charged per trial on top of the record's
+	// length, its fixed cost: small candidates are not cheap to try.
+	resyncTryCost = 1 << 10
+	// A direction starts with maxResyncWork of credit for trial
+	// decryptions, earns resyncCreditPerByte per byte fed and saves at
+	// most maxResyncCredit: however many gaps there are, resyncs cost at
+	// most a few times the decryption of what was captured.
+	resyncCreditPerByte = 16
+	maxResyncCredit     = 4 * maxResyncWork
+)
+
+// resync is the state of a direction looking for its next record after a
+// gap. Its bytes are buffered in a window; the window's first byte is the
+// next candidate record header.
+type resync struct {
+	keys  *keys  // the keys in use at the gap
+	next  uint64 // the sequence number the direction would have used next
+	upd   *keys  // TLS 1.3: the keys after a KeyUpdate, derived at the first need
+	v13   bool   // TLS 1.3 (no alert candidates; KeyUpdate)
+	minCT int    // the suite's shortest record body
+	maxCT int    // the version's longest record body
+	cbc   bool   // record bodies are whole AES blocks
+
+	win        *recBuf // the bytes fed since the gap and not skipped: win[start:end]
+	start, end int
+
+	gapOff  int64 // stream offset of the first gap
+	from    int64 // stream offset just after the last gap
+	lost    int64 // bytes lost in the gaps; -1 if unknown
+	gaps    int   // Gap calls since the last record
+	skipped int64 // bytes fed since the first gap and skipped
+	scanned int64 // bytes skipped since the last gap: bounded by maxResyncScan
+	work    int64 // trial decryption work since the last gap: bounded by maxResyncWork
+	note    int   // index of the gap's note in Conn.notes; -1 if not kept
+}
+
+// resyncKeys returns the keys of h if a gap in h can be resynchronised:
+// the application keys are in use (TLS 1.3 after the direction's Finished,
+// TLS 1.2 after its ChangeCipherSpec), known, and nothing failed or is
+// held. Otherwise it returns nil.
+func (c *Conn) resyncKeys(h *half) *keys {
+	if h.lost || h.failed || len(h.pendRecs) > 0 || c.suite == nil {
+		return nil
+	}
+	switch c.version {
+	case versionTLS13:
+		if h.phase == phaseApp && !h.trial {
+			return c.keys13(h)
+		}
+	case versionTLS12:
+		if h.ccs {
+			return c.keys12(h)
+		}
+	}
+	return nil
+}
+
+// startResync puts h, whose keys k are in use, into resync mode after a
+// gap of n bytes (n < 0: unknown) at h.off. The record in progress and a
+// handshake message in progress are dropped.
+func (c *Conn) startResync(h *half, k *keys, n int) {
+	s := c.suite
+	rs := &resync{keys: k, next: k.seq, v13: s.v13, minCT: s.minCiphertext(), maxCT: MaxCiphertext12,
+		cbc: s.bulk == bulkAESCBC, gapOff: h.off, lost: int64(n), gaps: 1}
+	if s.v13 {
+		rs.maxCT = MaxCiphertext13
+	}
+	if n < 0 {
+		rs.lost = -1
+	}
+	h.hdrN = 0
+	c.releaseBufs(h)
+	h.hs = hsReader{}
+	h.rs = rs
+	rs.note = c.setNote(-1, "%s; resynchronizing", rs.gapText(h.dir))
+}
+
+// gapAgain adds a gap of n bytes to h's resync. The bytes fed since the
+// previous gap cannot complete a record across this one: they are skipped,
+// and the scan bounds start afresh.
+func (c *Conn) gapAgain(h *half, n int) {
+	rs := h.rs
+	rs.skip(h, rs.end-rs.start)
+	rs.gaps++
+	if n < 0 || rs.lost < 0 {
+		rs.lost = -1
+	} else {
+		rs.lost += int64(n)
+	}
+	rs.scanned, rs.work = 0, 0
+	c.setNote(rs.note, "%s; resynchronizing", rs.gapText(h.dir))
+}
+
+// gapText describes the gaps of a resync, for a note.
+func (rs *resync) gapText(dir Direction) string {
+	what := "bytes lost"
+	if rs.lost >= 0 {
+		what = fmt.Sprintf("%d bytes lost", rs.lost)
+	}
+	if rs.gaps > 1 {
+		return fmt.Sprintf("%s: %s in %d gaps from offset %d", dir, what, rs.gaps, rs.gapOff)
+	}
+	return fmt.Sprintf("%s: %s at offset %d", dir, what, rs.gapOff)
+}
+
+// skip drops the first n bytes of the window: they are not the start of a
+// record that authenticates.
+func (rs *resync) skip(h *half, n int) {
+	rs.start += n
+	if rs.start == rs.end {
+		rs.start, rs.end = 0, 0
+	}
+	rs.skipped += int64(n)
+	rs.scanned += int64(n)
+	h.stats.Lost += int64(n)
+	h.stats.ResyncSkipped += int64(n)
+}
+
+// feedResync consumes p, the next bytes of h while it resynchronises. Once
+// a record authenticates, it and the bytes after it are processed as usual.
+func (c *Conn) feedResync(h *half, p []byte, t int64) error {
+	rs := h.rs
+	if rs.win == nil {
+		rs.win = bufPool.Get().(*recBuf)
+	}
+	for len(p) > 0 {
+		if rs.start > 0 && len(rs.win)-rs.end < len(p) {
+			rs.end = copy(rs.win[:], rs.win[rs.start:rs.end])
+			rs.start = 0
+		}
+		// The window holds the largest record with its header, so once
+		// scan returned it has room: a candidate at its start is tried as
+		// soon as it is complete.
+		n := copy(rs.win[rs.end:], p)
+		rs.end += n
+		h.off += int64(n)
+		p = p[n:]
+		if m := c.scan(h); m > 0 {
+			return c.resynced(h, m, p, t)
+		}
+		if h.rs == nil {
+			// Given up: the rest is only counted, as for a lost direction.
+			h.off += int64(len(p))
+			return nil
+		}
+	}
+	return nil
+}
+
+// scan skips what cannot start a record at the start of h's window and
+// tries the candidates. It returns the length of the record that
+// authenticated, now at the start of the window, or 0 when it needs more
+// bytes or gave up (h.rs is nil).
+func (c *Conn) scan(h *half) int {
+	rs := h.rs
+	for rs.start < rs.end {
+		if rs.scanned > maxResyncScan {
+			c.giveUp(h, fmt.Sprintf("no record authenticated in the %d bytes after offset %d", rs.scanned, rs.from))
+			return 0
+		}
+		w := rs.win[rs.start:rs.end]
+		if i := rs.candidate(w); i > 0 {
+			rs.skip(h, i)
+			continue
+		}
+		if len(w) < 5 {
+			return 0
+		}
+		m := 5 + int(binary.BigEndian.Uint16(w[3:5]))
+		if len(w) < m {
+			return 0
+		}
+		if follows(w[m:]) && c.try(h, w[:m]) {
+			return m
+		}
+		if h.rs == nil {
+			return 0
+		}
+		rs.skip(h, 1)
+	}
+	return 0
+}
+
+// candidate returns the index of the first byte of w that may start a
+// candidate record (the header may be cut by the end of w), or len(w).
+func (rs *resync) candidate(w []byte) int {
+	for i := range w {
+		if rs.header(w[i:min(i+5, len(w))]) {
+			return i
+		}
+	}
+	return len(w)
+}
+
+// header reports whether p, 1 to 5 bytes, may begin the header of a record
+// of this direction after the handshake: application data (TLS 1.2: or an
+// alert), record version 0x0303, and a length the suite can produce, at
+// most the version's limit.
+func (rs *resync) header(p []byte) bool {
+	if p[0] != typeAppData && (rs.v13 || p[0] != typeAlert) {
+		return false
+	}
+	if len(p) > 1 && p[1] != 3 || len(p) > 2 && p[2] != 3 {
+		return false
+	}
+	if len(p) < 5 {
+		return true
+	}
+	n := int(binary.BigEndian.Uint16(p[3:5]))
+	return n >= rs.minCT && n <= rs.maxCT && (!rs.cbc || n%aes.BlockSize == 0)
+}
+
+// follows reports whether p, the bytes fed after a candidate record, may
+// begin the next record: a content type and version 0x0303. It spares the
+// trial decryptions of most false candidates; bytes not fed yet are not
+// waited for.
+func follows(p []byte) bool {
+	if len(p) > 0 && (p[0] < typeCCS || p[0] > typeHeartbeat) {
+		return false
+	}
+	return !(len(p) > 1 && p[1] != 3 || len(p) > 2 && p[2] != 3)
+}
+
+// tries is the number of sequence numbers tried after the expected one:
+// every record that may start in the bytes lost and skipped since the gap,
+// plus the one the gap cut.
+func (rs *resync) tries() uint64 {
+	if rs.lost < 0 {
+		return maxResyncRecords
+	}
+	return min(uint64(rs.lost+rs.skipped)/uint64(5+rs.minCT)+2, maxResyncRecords)
+}
+
+// firstResyncRound is the number of sequence numbers tried per key
+// generation in the first round of try; each round tries four times more.
+const firstResyncRound = 8
+
+// try trial-decrypts the candidate record r (header and body) under the
+// sequence numbers a record after the gap may have and, for TLS 1.3, under
+// the next keys from sequence number 0, in case a KeyUpdate was lost. The
+// two are tried in rounds of growing bounds, so a lost KeyUpdate costs
+// about as much as the records lost, even when the gap's size is unknown.
+// If one authenticates, h's keys are set to open r next, the records lost
+// are counted, and try reports true. It may give up h (work bound).
+func (c *Conn) try(h *half, r []byte) bool {
+	rs := h.rs
+	hdr, body := [5]byte(r[:5]), r[5:]
+	dst := bufPool.Get().(*recBuf)
+	defer bufPool.Put(dst)
+	n := rs.tries() + 1 // sequence numbers per key generation
+	if s, ok := explicitNonce(rs.keys, body); ok && s-rs.next < n && c.tryOpen(h, rs.keys, s, &hdr, body, dst[:]) {
+		return c.matched(h, rs.keys, s, false)
+	}
+	for lo, hi := uint64(0), min(firstResyncRound, n); lo < hi && h.rs != nil; lo, hi = hi, min(4*hi, n) {
+		if s, ok := c.trySeqs(h, rs.keys, &hdr, body, dst[:], rs.next+lo, hi-lo); ok {
+			return c.matched(h, rs.keys, s, false)
+		}
+		if k := c.updatedKeys(h); k != nil {
+			if s, ok := c.trySeqs(h, k, &hdr, body, dst[:], lo, hi-lo); ok {
+				return c.matched(h, k, s, true)
+			}
+		}
+	}
+	return false
+}
+
+// explicitNonce returns the explicit nonce of a TLS 1.2 AES-GCM record:
+// senders set it to the sequence number, the first one to try.
+func explicitNonce(k *keys, body []byte) (uint64, bool) {
+	if k.s.v13 || k.s.bulk != bulkAESGCM || len(body) < 8 {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(body[:8]), true
+}
+
+// updatedKeys returns, for TLS 1.3, the keys after a KeyUpdate of the keys
+// in use at the gap, derived at the first need; nil for TLS 1.2 or after
+// h gave up.
+func (c *Conn) updatedKeys(h *half) *keys {
+	rs := h.rs
+	if rs == nil || !rs.v13 {
+		return nil
+	}
+	if rs.upd == nil {
+		k, err := rs.keys.next()
+		if err != nil {
+			return nil
+		}
+		rs.upd = k
+	}
+	return rs.upd
+}
+
+// matched sets k to open the record that authenticated with sequence
+// number seq next and counts the records lost; update says k are the keys
+// after a lost KeyUpdate. It returns true.
+func (c *Conn) matched(h *half, k *keys, seq uint64, update bool) bool {
+	rs := h.rs
+	k.seq = seq
+	n := int64(seq - rs.next)
+	if update {
+		// RFC 8446 §4.6.3: the KeyUpdate was the last record under the
+		// old keys; how many came before it is unknown.
+		h.cur = k
+		h.stats.KeyUpdates++
+		n = int64(seq) + 1
+	}
+	h.recNo += n
+	h.stats.LostRecords += n
+	h.stats.Resyncs++
+	at := h.off - int64(rs.end-rs.start)
+	lost := fmt.Sprintf("%d %s lost", n, plural(n, "record"))
+	if update {
+		lost = fmt.Sprintf("at least %d %s lost, a KeyUpdate among them", n, plural(n, "record"))
+	}
+	c.setNote(rs.note, "%s; resynchronized at offset %d: skipped %d bytes, %s",
+		rs.gapText(h.dir), at, rs.skipped, lost)
+	return true
+}
+
+func plural(n int64, s string) string {
+	if n == 1 {
+		return s
+	}
+	return s + "s"
+}
+
+// trySeqs tries to open the record hdr, body under k with the n sequence
+// numbers from from. It returns the one that authenticates, and stops when
+// h gives up.
+func (c *Conn) trySeqs(h *half, k *keys, hdr *[5]byte, body, dst []byte, from, n uint64) (uint64, bool) {
+	for s := from; s-from < n && h.rs != nil; s++ {
+		if c.tryOpen(h, k, s, hdr, body, dst) {
+			return s, true
+		}
+	}
+	return 0, false
+}
+
+// tryOpen reports whether the record hdr, body authenticates under k with
+// sequence number seq, decrypting into dst; k.seq is left as it was. Once
+// the work bound is reached it gives up h instead.
+func (c *Conn) tryOpen(h *half, k *keys, seq uint64, hdr *[5]byte, body, dst []byte) bool {
+	rs := h.rs
+	cost := int64(len(body)) + resyncTryCost
+	rs.work += cost
+	h.credit -= cost
+	if rs.work > maxResyncWork || h.credit < 0 {
+		c.giveUp(h, "trial decryption limit reached")
+		return false
+	}
+	saved := k.seq
+	k.seq = seq
+	var err error
+	if k.s.v13 {
+		_, err = k.open13(dst, hdr, body)
+	} else {
+		_, err = k.open12(dst, hdr, body)
+	}
+	k.seq = saved
+	return err == nil
+}
+
+// giveUp ends h's resync without success: the direction is lost, as after
+// a gap before its application keys.
+func (c *Conn) giveUp(h *half, why string) {
+	rs := h.rs
+	at := h.off - int64(rs.end-rs.start)
+	c.setNote(rs.note, "%s; resync failed at offset %d: %s; later records not decrypted", rs.gapText(h.dir), at, why)
+	h.lost = true
+	h.rs = nil
+	if rs.win != nil {
+		bufPool.Put(rs.win)
+	}
+}
+
+// resynced resumes h with the record that authenticated, the first m bytes
+// of the window, then processes the rest of the window and p as usual.
+func (c *Conn) resynced(h *half, m int, p []byte, t int64) error {
+	rs := h.rs
+	win, w := rs.win, rs.win[rs.start:rs.end]
+	h.rs = nil
+	defer bufPool.Put(win)
+	h.recOff = h.off - int64(len(w))
+	h.off = h.recOff + int64(m)
+	// A record completed by an earlier Feed but held behind a false
+	// candidate gets this call's time: only a false candidate delays one.
+	r := rec{hdr: [5]byte(w[:5]), no: h.recNo, off: h.recOff, t: t}
+	h.recNo++
+	h.stats.Records++
+	err := c.onRecord(h, &r, w[5:m])
+	if perr := c.parse(h, w[m:], t); err == nil {
+		err = perr
+	}
+	if perr := c.parse(h, p, t); err == nil {
+		err = perr
+	}
+	return err
+}
