@@ -110,7 +110,7 @@ func decrypted(info tlsdec.Info) bool {
 	}
 	var dec int64
 	for _, d := range info.Dir {
-		if d.Undecryptable > 0 || d.Err != nil || d.Pending > 0 || d.Lost > 0 && d.Resyncs == 0 {
+		if d.Stopped || d.Resyncing || d.Undecryptable > 0 || d.Err != nil || d.Pending > 0 {
 			return false
 		}
 		dec += d.Decrypted

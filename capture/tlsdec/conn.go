@@ -115,6 +115,14 @@ type DirInfo struct {
 	Resyncs       int   // times decryption resumed after a gap
 	ResyncSkipped int64 // bytes fed after gaps that were skipped while looking for a record (also in Lost)
 	LostRecords   int64 // records lost in gaps, from the sequence numbers a resync skipped (a lower bound when a KeyUpdate was lost)
+	Resyncing     bool  // looking for a record after a gap at the end of what was fed
+
+	// Stopped: nothing after some point of this direction is decrypted: a
+	// gap that was not resynchronised (before the application keys, or the
+	// resync failed), an error, or a limit. Note says why. A direction that
+	// is neither Stopped nor Resyncing, with no Undecryptable or Pending
+	// records, delivered every record that was captured.
+	Stopped bool
 }
 
 // Alert is a TLS alert (RFC 8446 §6).
@@ -494,15 +502,17 @@ func (c *Conn) releaseBufs(h *half) {
 // the bytes after the gap for a record header and trial-decrypts each
 // candidate with the sequence numbers that can follow the last record
 // before the gap: as many as fit in n bytes plus those skipped (at most
-// maxResyncRecords), for TLS 1.3 also under the next keys from 0, in case
-// a KeyUpdate was lost. Only a record that authenticates ends the scan:
-// it and what follows are delivered as usual, and a note says where the
-// direction resynchronised, how many bytes were skipped (counted in Lost
-// and ResyncSkipped) and how many records were lost (LostRecords). If
-// nothing authenticates within maxResyncScan bytes after the gap or
-// maxResyncWork bytes of trial decryption, the direction is given up with
-// a note, as before its application keys. A gap while resynchronising adds
-// to the one before; a gap after a resync starts another.
+// 65536), for TLS 1.3 also under the next keys from 0, in case a KeyUpdate
+// was lost. Only a record that authenticates ends the scan: it and what
+// follows are delivered as usual, and a note says where the direction
+// resynchronised, how many bytes were skipped (counted in Lost and
+// ResyncSkipped) and how many records were lost (LostRecords). If nothing
+// authenticates within about 72 KiB after the gap, or the trial
+// decryptions exceed 32 MiB of work for the gap or the direction's credit
+// (earned by the bytes fed), the direction is given up with a note, as
+// before its application keys (DirInfo.Stopped). A gap while
+// resynchronising adds to the one before; a gap after a resync starts
+// another.
 func (c *Conn) Gap(dir Direction, n int) {
 	if dir > ServerToClient {
 		return
@@ -929,6 +939,8 @@ func (c *Conn) Info() Info {
 		h := &c.half[d]
 		in.Dir[d] = h.stats
 		in.Dir[d].Err = h.err
+		in.Dir[d].Resyncing = h.rs != nil
+		in.Dir[d].Stopped = h.lost || h.failed
 		switch {
 		case h.rs != nil:
 			in.Dir[d].Partial = h.rs.end - h.rs.start

@@ -83,10 +83,12 @@
 // LostRecords, Resyncs) and a note says where the direction
 // resynchronised. If no record authenticates within about 72 KiB after
 // the gap (four of the largest records), or within a bound on the trial
-// decryptions (32 MiB of ciphertext, tens of milliseconds), the direction
-// is given up, with a note saying so. Two or more KeyUpdates lost in one gap
-// cannot be recovered. The bytes after a gap are buffered in one
-// record-sized buffer until a record authenticates.
+// decryptions (32 MiB of ciphertext per gap, tens of milliseconds, and a
+// credit of 16 bytes per byte fed, so that many gaps cannot cost much
+// more than the capture's decryption), the direction is given up
+// (DirInfo.Stopped), with a note saying so. Two or more KeyUpdates lost in
+// one gap cannot be recovered. The bytes after a gap are buffered in one
+// record-sized buffer until a record authenticates (DirInfo.Resyncing).
 //
 // # Limits and memory
 //

@@ -29,7 +29,7 @@ const (
 	// A direction starts with maxResyncWork of credit for trial
 	// decryptions, earns resyncCreditPerByte per byte fed and saves at
 	// most maxResyncCredit: however many gaps there are, resyncs cost at
-	// most a few times the decryption of what was captured.
+	// most 16 times the decryption of what was captured, plus the start.
 	resyncCreditPerByte = 16
 	maxResyncCredit     = 4 * maxResyncWork
 )
@@ -153,9 +153,9 @@ func (c *Conn) feedResync(h *half, p []byte, t int64) error {
 			rs.end = copy(rs.win[:], rs.win[rs.start:rs.end])
 			rs.start = 0
 		}
-		// The window holds the largest record with its header, so once
-		// scan returned it has room: a candidate at its start is tried as
-		// soon as it is complete.
+		// The window holds the largest record with its header: compacted,
+		// it has room for more of a candidate, so every pass takes some
+		// of p, and a candidate is tried as soon as it is complete.
 		n := copy(rs.win[rs.end:], p)
 		rs.end += n
 		h.off += int64(n)

@@ -315,6 +315,12 @@ func checkResync(t testing.TB, s *session, tab []recInfo, d Direction, gaps []ga
 	if !want.lost && !want.pending && di.ResyncSkipped != want.skipped {
 		t.Fatalf("Info.Dir[%s].ResyncSkipped = %d; want %d", d, di.ResyncSkipped, want.skipped)
 	}
+	switch {
+	case want.pending && (!di.Resyncing || di.Stopped),
+		want.lost && di.Resyncing == di.Stopped,
+		!want.lost && !want.pending && (di.Resyncing || di.Stopped):
+		t.Fatalf("Info.Dir[%s]: Resyncing %v, Stopped %v; model %v", d, di.Resyncing, di.Stopped, want)
+	}
 	var gapBytes int64
 	for _, g := range gaps {
 		gapBytes += int64(g.n)
@@ -527,7 +533,7 @@ func TestResyncGarbage(t *testing.T) {
 						t.Fatalf("step %d: Info %+v", step, in)
 					}
 					if tc.why == "" {
-						if !strings.Contains(in.Note, "; resynchronizing") || di.ResyncSkipped+int64(di.Partial) != int64(len(tc.junk)) {
+						if !strings.Contains(in.Note, "; resynchronizing") || !di.Resyncing || di.Stopped || di.ResyncSkipped+int64(di.Partial) != int64(len(tc.junk)) {
 							t.Fatalf("step %d: Note %q, %+v; want still resynchronizing", step, in.Note, di)
 						}
 						continue
@@ -536,7 +542,7 @@ func TestResyncGarbage(t *testing.T) {
 						!strings.Contains(in.Note, "later records not decrypted") {
 						t.Fatalf("step %d: Note %q; want a failed resync: %s", step, in.Note, tc.why)
 					}
-					if di.ResyncSkipped > maxResyncScan+int64(len(recBuf{})) || di.Partial != 0 {
+					if di.ResyncSkipped > maxResyncScan+int64(len(recBuf{})) || di.Partial != 0 || !di.Stopped || di.Resyncing {
 						t.Fatalf("step %d: skipped %d bytes (bound %d), Partial %d", step, di.ResyncSkipped, maxResyncScan, di.Partial)
 					}
 				}
