@@ -240,8 +240,16 @@ func runSession(t testing.TB, cfg sessionConfig) *session {
 	if _, err := io.ReadFull(cc, got); err != nil {
 		t.Fatalf("client read: %v", err)
 	}
+	closeSession(t, s, cc, srvErr, &keylog, rec)
+	return s
+}
+
+// closeSession ends a client connection of a test session with
+// close_notify both ways (ours, then the server's answer), waits for the
+// server, and fills in the session's state, key log and wire chunks.
+func closeSession(t testing.TB, s *session, cc *tls.Conn, srvErr <-chan error, keylog *syncBuffer, rec *recorder) {
+	t.Helper()
 	s.state = cc.ConnectionState()
-	// close_notify both ways: ours, then the server's answers it.
 	if err := cc.CloseWrite(); err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +264,6 @@ func runSession(t testing.TB, cfg sessionConfig) *session {
 	rec.mu.Lock()
 	s.chunks = rec.chunks
 	rec.mu.Unlock()
-	return s
 }
 
 // pattern returns n bytes that differ per offset and per seed.

@@ -74,21 +74,7 @@ func runWritesSession(t testing.TB, cfg sessionConfig, sizes []int) *session {
 	if _, err := io.ReadFull(cc, make([]byte, len(s.plain[ServerToClient]))); err != nil {
 		t.Fatalf("client read: %v", err)
 	}
-	s.state = cc.ConnectionState()
-	if err := cc.CloseWrite(); err != nil {
-		t.Fatal(err)
-	}
-	if rest, err := io.ReadAll(cc); err != nil || len(rest) > 0 {
-		t.Fatalf("client: after close_notify read %d bytes, %v; want EOF", len(rest), err)
-	}
-	cc.Close()
-	if err := <-srvErr; err != nil {
-		t.Fatal(err)
-	}
-	s.keylog = keylog.b.Bytes()
-	rec.mu.Lock()
-	s.chunks = rec.chunks
-	rec.mu.Unlock()
+	closeSession(t, s, cc, srvErr, &keylog, rec)
 	return s
 }
 
