@@ -204,8 +204,10 @@ func appendBody(dst []byte, r Record) ([]byte, error) {
 		e.bytes(r.Tail)
 		e.headers(r.Trailer)
 		e.str(r.Note)
-		if len(r.Redactions) > 0 {
-			e.uvarint(uint64(len(r.Redactions)))
+		// Since wtrace 0.2 (always written, so that fields added later
+		// follow it; a record that ends before it is an older one's).
+		e.uvarint(uint64(len(r.Redactions)))
+		{
 			for _, x := range r.Redactions {
 				e.u8(uint8(x.Reason))
 				e.str(x.Object)

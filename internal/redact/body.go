@@ -183,14 +183,13 @@ func (b *Body) decide(final bool) bool {
 }
 
 // structured reports whether the media type is one that may carry an
-// object (JSON, YAML, CBOR, protobuf, or none said).
+// object the package does not parse (YAML, CBOR, JSON that is not JSON).
+// A body with no Content-Type that is neither JSON nor protobuf is not a
+// Kubernetes object.
 func (b *Body) structured() bool {
 	mt := b.mt
 	switch {
-	case mt == "":
-		return true
-	case strings.HasSuffix(mt, "json"), strings.HasSuffix(mt, "yaml"), strings.Contains(mt, "cbor"),
-		strings.Contains(mt, "protobuf"), mt == "application/octet-stream":
+	case strings.HasSuffix(mt, "json"), strings.HasSuffix(mt, "yaml"), strings.Contains(mt, "cbor"):
 		return true
 	}
 	return false
@@ -247,7 +246,7 @@ func (b *Body) Close(complete bool, emit func([]byte)) {
 	case mWhole:
 		h := b.held
 		b.held = nil
-		if b.o.AssumeSecret || mayHoldLoose(h) {
+		if b.o.AssumeSecret || !complete || b.mayHold(h) {
 			b.rep.fail(0, 0, "a "+b.what()+" body that may hold a Secret cannot be parsed")
 			b.replaced(h, emit)
 			return
@@ -270,13 +269,22 @@ func (b *Body) what() string {
 	return b.mt
 }
 
-// mayHoldLoose reports whether bytes the package cannot parse may hold a
-// credential: they mention a secret or a token in any case, or hold an
-// escape or a CBOR indefinite-length string that could hide one.
-func mayHoldLoose(b []byte) bool {
-	l := bytes.ToLower(b)
-	return bytes.Contains(l, []byte("secret")) || bytes.Contains(l, []byte("token")) ||
-		bytes.IndexByte(b, '\\') >= 0 || bytes.IndexByte(b, 0x7f) >= 0
+// mayHold reports whether a body the package cannot parse may hold a
+// credential: it mentions a secret or a token in any case, or (YAML,
+// CBOR) holds an escape or an indefinite-length string that could hide
+// one.
+func (b *Body) mayHold(h []byte) bool {
+	l := bytes.ToLower(h)
+	if bytes.Contains(l, []byte("secret")) || bytes.Contains(l, []byte("token")) {
+		return true
+	}
+	switch {
+	case strings.HasSuffix(b.mt, "yaml"):
+		return bytes.IndexByte(h, '\\') >= 0
+	case strings.Contains(b.mt, "cbor"):
+		return bytes.IndexByte(h, 0x7f) >= 0 || bytes.IndexByte(h, 0x5f) >= 0
+	}
+	return false
 }
 
 // protoBody is the protobuf path of a Body. The envelope's kind comes

@@ -730,9 +730,19 @@ func (w *jsonWalker) child(obj bool) jframe {
 	pi := n - 1
 	p := &w.stack[pi]
 	switch p.ctx {
-	case cData, cPatch:
+	case cPatch:
 		fr.ctx, fr.owner, fr.dwhy = p.ctx, p.owner, p.dwhy
 		return fr
+	case cData:
+		// A Secret's data values are strings: a container here is not
+		// one. It is redacted whole if its owner is known to be a Secret
+		// (fail closed); else it is an object in its own right (the
+		// embedded object of a ControllerRevision, say), and the data
+		// frame is its owner.
+		if o := &w.stack[p.owner]; o.hasKind && o.kind == "Secret" {
+			fr.ctx, fr.owner, fr.dwhy = cData, p.owner, p.dwhy
+			return fr
+		}
 	case cItems:
 		if obj {
 			fr.item, fr.owner = true, p.owner
@@ -748,6 +758,10 @@ func (w *jsonWalker) child(obj bool) jframe {
 		return fr
 	}
 	switch p.ctx {
+	case cData:
+		if p.owner >= 0 && w.stack[p.owner].hasKind && w.stack[p.owner].kind == "Secret" {
+			return fr
+		}
 	case cPatchOp:
 		if p.key == kValue {
 			fr.ctx = cPatch
@@ -803,6 +817,16 @@ func (w *jsonWalker) stringValue() {
 	switch p.ctx {
 	case cData:
 		w.candidate(p.dwhy, p.owner, dataField(p))
+		if !p.obj || p.owner >= 0 && w.stack[p.owner].hasKind && w.stack[p.owner].kind == "Secret" {
+			return
+		}
+		// The data object may be an object in its own right (see child):
+		// its kind is read too.
+		if p.key == kKind {
+			w.cp = capKind
+			w.cbuf = w.cbuf[:0]
+			w.cover = false
+		}
 		return
 	case cPatch:
 		w.candidate(whyPatch, -1, "")

@@ -16,6 +16,9 @@ var credentialWords = []string{"token", "secret", "passw", "auth", "key", "crede
 
 // credentialName reports whether a query parameter name is a credential.
 func credentialName(name string) bool {
+	if strings.HasPrefix(name, ":") {
+		return false // HTTP/2 pseudo-headers (:authority names a host)
+	}
 	n := strings.ToLower(name)
 	for _, w := range credentialWords {
 		if strings.Contains(n, w) {
