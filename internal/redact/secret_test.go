@@ -274,4 +274,3 @@ func TestSecretPath(t *testing.T) {
 		}
 	}
 }
-

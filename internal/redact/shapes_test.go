@@ -264,7 +264,7 @@ func TestKept(t *testing.T) {
 	s := NewSecrets()
 	cm := &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{Kind: "ConfigMap", APIVersion: "v1"},
 		ObjectMeta: metav1.ObjectMeta{Name: "Secret", Namespace: "demo", Annotations: map[string]string{lastApplied: `{"kind":"ConfigMap","data":{"k":"v"}}`}},
-		Data: map[string]string{"kubeconfig": "users:\n- user:\n    token: " + plantToken, "data": "Secret"}}
+		Data:       map[string]string{"kubeconfig": "users:\n- user:\n    token: " + plantToken, "data": "Secret"}}
 	csr := &certv1.CertificateSigningRequest{TypeMeta: metav1.TypeMeta{Kind: "CertificateSigningRequest", APIVersion: "certificates.k8s.io/v1"},
 		Status: certv1.CertificateSigningRequestStatus{Certificate: []byte("-----BEGIN CERTIFICATE-----")}}
 	pod := &corev1.Pod{TypeMeta: metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"}, Spec: corev1.PodSpec{
