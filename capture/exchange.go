@@ -493,7 +493,7 @@ func (x *exchange) end(st formats.EndStatus, t int64, trailer []formats.Header, 
 		st = formats.EndGap
 	}
 	x.emitResponse()
-	if rs := x.responseStream(); rs != nil && rs.close(st == formats.EndComplete, t) {
+	if rs := x.respRS; rs != nil && rs.close(st == formats.EndComplete, t) {
 		note = joinNote(note, "stored re-encoded after redaction")
 	}
 	x.ended = true

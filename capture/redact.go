@@ -48,6 +48,7 @@ type redactStream struct {
 	broken   bool // cannot be decoded: the rest is replaced
 	brokenAt string
 	t        int64
+	written  int64 // body bytes seen
 }
 
 func (x *exchange) newRedactStream(dir formats.Direction, rep *redact.Report, ct, enc string, assume, midstream bool) *redactStream {
@@ -105,6 +106,7 @@ func (r *redactStream) filler(p []byte) {
 // write takes body bytes as they came off the wire (transfer decoded).
 func (r *redactStream) write(p []byte, t int64) {
 	r.t = t
+	r.written += int64(len(p))
 	switch {
 	case r.broken:
 		r.filler(p)
@@ -204,6 +206,12 @@ func (r *redactStream) gap(n int64, t int64) {
 func (r *redactStream) close(complete bool, t int64) (reencoded bool) {
 	r.t = t
 	switch {
+	case r.written == 0:
+		for _, c := range r.chunks {
+			r.x.s.emit(c)
+		}
+		r.chunks = nil
+		return false
 	case r.broken:
 		return false
 	case r.body != nil && !r.reenc:

@@ -200,7 +200,10 @@ func (b *Body) structured() bool {
 // parsed body, so is everything after the gap.
 func (b *Body) Gap(n int64, emit func([]byte)) {
 	if b.mode == mSniff {
-		b.decide(true)
+		// What the body is was not seen: nothing after the gap can be
+		// trusted.
+		b.mode = mReplace
+		b.rep.fail(0, 0, "bytes were lost before the body's kind was seen")
 		p := b.sniff
 		b.sniff = nil
 		b.Write2(p, emit)

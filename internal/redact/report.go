@@ -21,7 +21,8 @@ const (
 
 // Report collects what redaction replaced in one direction of an exchange,
 // for the End record's Redactions and for Anomaly records. The zero value
-// is ready to use. A Report is not safe for concurrent use.
+// is ready to use; a nil *Report collects nothing. A Report is not safe
+// for concurrent use.
 type Report struct {
 	lines    []formats.Redaction
 	nfields  []int
@@ -100,6 +101,9 @@ func (r *Report) Add(reason formats.RedactReason, object, field string, n, bytes
 }
 
 func (r *Report) add(reason formats.RedactReason, object, field string, n, bytes int64) {
+	if r == nil {
+		return
+	}
 	i := -1
 	for j := range r.lines {
 		if r.lines[j].Reason == reason && r.lines[j].Object == object {
@@ -145,6 +149,9 @@ func (r *Report) add(reason formats.RedactReason, object, field string, n, bytes
 
 // fail records a region replaced because it could not be parsed.
 func (r *Report) fail(off, n int64, why string) {
+	if r == nil {
+		return
+	}
 	r.add(formats.RedactUnparsed, "", why, 1, n)
 	if len(r.failures) >= maxFailures {
 		r.dropped++
@@ -155,7 +162,7 @@ func (r *Report) fail(off, n int64, why string) {
 
 // growFailure adds n bytes to the last failure (a region that goes on).
 func (r *Report) growFailure(n int64) {
-	if n == 0 {
+	if r == nil || n == 0 {
 		return
 	}
 	for i := range r.lines {
