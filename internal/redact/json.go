@@ -63,7 +63,7 @@ func (w why) field(key string) string {
 	case whyStringData:
 		return "stringData." + key
 	case whyLastApplied:
-		return "metadata.annotations[" + lastApplied + "]"
+		return "last-applied-configuration"
 	case whyToken:
 		return "status.token"
 	case whyReviewToken:
@@ -589,6 +589,9 @@ func (w *jsonWalker) report(fr *jframe) {
 		kind = ""
 	}
 	obj := objectName(kind, fr.ns, fr.name)
+	if !fr.hasKind && fr.assume {
+		obj = "patch to a Secret"
+	}
 	for _, d := range fr.done {
 		w.rep.add(d.why.reason(), obj, d.why.field(d.field), 1, d.n)
 	}
