@@ -24,9 +24,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	k8sjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/apimachinery/pkg/types"
 	clientfeatures "k8s.io/client-go/features"
 	clientfeaturestesting "k8s.io/client-go/features/testing"
 	"k8s.io/client-go/informers"
@@ -46,20 +46,20 @@ import (
 // credentials that must never reach a session recorded with default
 // redaction, in any record, nor what events, inspect and the index show.
 const (
-	plPassword  = "e2ePw-7d3c1b9a5f"  // a Secret's data
-	plString    = "e2eSd-4a8e2c6f0b"  // a Secret's stringData
-	plApplied   = "e2eAp-9f1b3d5c7e"  // in a Secret's last-applied-configuration
-	plSAToken   = "e2eSa-0a9b8c7d6e"  // a service-account token Secret
-	plBoot      = "e2eBt-1e2d3c4b5a"  // a bootstrap-token Secret's token-secret
-	plToken     = "e2eTk-2c4e6a8b0d"  // TokenRequest status.token
-	plReview    = "e2eRv-5b7d9f1a3c"  // TokenReview spec.token
-	plPatch     = "e2ePt-3f5a7c9e1b"  // patches and creates of Secrets
-	plYAML      = "e2eYm-0b2d4f6a8c"  // a YAML apply of a Secret
-	plDeep      = "e2eDp-7c9e1a3b5d"  // a Secret nested deeper than the parser goes
-	plBearer    = "e2eBr-8a0c2e4f6b"  // the client's bearer token (headers)
-	plCookie    = "e2eCk-1d3f5b7a9c"  // the client's cookie
-	plQuery     = "e2eQt-6e8a0c2b4d"  // a token in the query string
-	plSetCookie = "e2eSc-4d6f8b0a2c"  // the server's Set-Cookie
+	plPassword  = "e2ePw-7d3c1b9a5f" // a Secret's data
+	plString    = "e2eSd-4a8e2c6f0b" // a Secret's stringData
+	plApplied   = "e2eAp-9f1b3d5c7e" // in a Secret's last-applied-configuration
+	plSAToken   = "e2eSa-0a9b8c7d6e" // a service-account token Secret
+	plBoot      = "e2eBt-1e2d3c4b5a" // a bootstrap-token Secret's token-secret
+	plToken     = "e2eTk-2c4e6a8b0d" // TokenRequest status.token
+	plReview    = "e2eRv-5b7d9f1a3c" // TokenReview spec.token
+	plPatch     = "e2ePt-3f5a7c9e1b" // patches and creates of Secrets
+	plYAML      = "e2eYm-0b2d4f6a8c" // a YAML apply of a Secret
+	plDeep      = "e2eDp-7c9e1a3b5d" // a Secret nested deeper than the parser goes
+	plBearer    = "e2eBr-8a0c2e4f6b" // the client's bearer token (headers)
+	plCookie    = "e2eCk-1d3f5b7a9c" // the client's cookie
+	plQuery     = "e2eQt-6e8a0c2b4d" // a token in the query string
+	plSetCookie = "e2eSc-4d6f8b0a2c" // the server's Set-Cookie
 )
 
 // credentialPlants are never stored, even with --keep-secrets.
