@@ -61,6 +61,7 @@ type Body struct {
 	mode bmode
 
 	sniff   []byte
+	sniffed int // sniff[:sniffed] is whitespace
 	jw      *jsonWalker
 	pb      *protoBody
 	held    []byte // mWhole
@@ -151,10 +152,11 @@ func (b *Body) replaced(p []byte, emit func([]byte)) {
 // decide picks the mode from the sniffed bytes; final: no more bytes will
 // come. It reports whether the mode is known.
 func (b *Body) decide(final bool) bool {
-	i := 0
+	i := b.sniffed
 	for i < len(b.sniff) && (b.sniff[i] == ' ' || b.sniff[i] == '\n' || b.sniff[i] == '\r' || b.sniff[i] == '\t') {
 		i++
 	}
+	b.sniffed = i
 	if i == len(b.sniff) && !final && len(b.sniff) < maxSniff {
 		return false
 	}

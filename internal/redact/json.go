@@ -263,8 +263,11 @@ type jsonWalker struct {
 	failed  bool  // fail closed: every byte from failAt on is replaced
 	failAt  int64 //
 	changed bool
-	// ownerPending counts candidates waiting in frames (for the frontier).
-	pending int
+	// pending counts candidates waiting in frames; minPending is the
+	// smallest start among them, recomputed only when some left (dirty).
+	pending    int
+	minPending int64
+	dirty      bool
 }
 
 func newJSONWalker(s *Secrets, rep *Report, assume bool) *jsonWalker {
@@ -353,16 +356,38 @@ func (w *jsonWalker) frontier() int64 {
 	if w.pending == 0 {
 		return f
 	}
-	for i := range w.stack {
-		fr := &w.stack[i]
-		if len(fr.cands) > 0 && fr.cands[0].start < f {
-			f = fr.cands[0].start
-		}
-		if len(fr.icands) > 0 && fr.icands[0].start < f {
-			f = fr.icands[0].start
+	if w.dirty {
+		w.dirty = false
+		w.minPending = w.pos
+		for i := range w.stack {
+			fr := &w.stack[i]
+			if len(fr.cands) > 0 && fr.cands[0].start < w.minPending {
+				w.minPending = fr.cands[0].start
+			}
+			if len(fr.icands) > 0 && fr.icands[0].start < w.minPending {
+				w.minPending = fr.icands[0].start
+			}
 		}
 	}
-	return f
+	return min(f, w.minPending)
+}
+
+// addPending notes a candidate that waits in a frame from now on.
+func (w *jsonWalker) addPending(n int, start int64) {
+	if w.pending == 0 && !w.dirty {
+		w.minPending = start
+	} else if !w.dirty {
+		w.minPending = min(w.minPending, start)
+	}
+	w.pending += n
+}
+
+// dropPending notes n candidates that no longer wait.
+func (w *jsonWalker) dropPending(n int) {
+	if n > 0 {
+		w.pending -= n
+		w.dirty = true
+	}
 }
 
 // at returns the held byte at absolute offset o.
@@ -463,7 +488,7 @@ func (w *jsonWalker) fail(at int64, msg string) {
 	w.rep.fail(at, 0, msg)
 	w.stack = w.stack[:0]
 	w.open = nil
-	w.pending = 0
+	w.pending, w.dirty = 0, false
 }
 
 // replaceFrom replaces the held bytes from absolute offset from to pos.
@@ -492,7 +517,7 @@ func (w *jsonWalker) resolveAll() {
 		}
 		fr.cands, fr.icands = nil, nil
 	}
-	w.pending = 0
+	w.pending, w.dirty = 0, false
 	if c := w.open; c != nil && c.d != dKeep {
 		w.writable()
 		from := max(c.start, w.base)
@@ -522,7 +547,7 @@ func (w *jsonWalker) overflow() {
 		}
 		fr.cands, fr.icands = nil, nil
 	}
-	w.pending = 0
+	w.pending, w.dirty = 0, false
 	if c := w.open; c != nil && c.d != dKeep && !w.streamFill {
 		w.streamFill = true
 		w.fillOpen()
@@ -1043,7 +1068,7 @@ func (w *jsonWalker) stringEnd() {
 			w.fillOpen2(c)
 		case c.d == dPending:
 			w.stack[c.owner].cands = append(w.stack[c.owner].cands, *c)
-			w.pending++
+			w.addPending(1, c.start)
 		default:
 			w.settle(c, c.d)
 		}
@@ -1099,7 +1124,7 @@ func (w *jsonWalker) setKind(oi int, kind string) {
 	}
 	cands, icands := o.cands, o.icands
 	o.cands, o.icands = nil, nil
-	w.pending -= len(cands) + len(icands)
+	w.dropPending(len(cands) + len(icands))
 	for i := range cands {
 		w.settle(&cands[i], decide(cands[i].why, kind))
 	}
@@ -1150,7 +1175,7 @@ func (w *jsonWalker) pop() {
 	n := len(w.stack) - 1
 	fr := &w.stack[n]
 	if fr.obj && !fr.hasKind && (len(fr.cands) > 0 || len(fr.icands) > 0) {
-		w.pending -= len(fr.cands) + len(fr.icands)
+		w.dropPending(len(fr.cands) + len(fr.icands))
 		switch {
 		case fr.assume:
 			for i := range fr.cands {
@@ -1176,7 +1201,7 @@ func (w *jsonWalker) pop() {
 				}
 			} else {
 				l.icands = append(l.icands, all...)
-				w.pending += len(all)
+				w.addPending(len(all), all[0].start)
 			}
 		default:
 			for i := range fr.cands {
