@@ -156,11 +156,38 @@ const (
 	kLastApplied
 )
 
-var keys = map[string]key{
-	"kind": kKind, "data": kData, "stringData": kStringData, "metadata": kMetadata,
-	"annotations": kAnnotations, "status": kStatus, "spec": kSpec, "token": kToken,
-	"items": kItems, "value": kValue, "name": kName, "namespace": kNamespace,
-	lastApplied: kLastApplied,
+// keyOf returns the member name's key (a switch: faster than a map for
+// these few names).
+func keyOf(name string) key {
+	switch name {
+	case "kind":
+		return kKind
+	case "data":
+		return kData
+	case "stringData":
+		return kStringData
+	case "metadata":
+		return kMetadata
+	case "annotations":
+		return kAnnotations
+	case "status":
+		return kStatus
+	case "spec":
+		return kSpec
+	case "token":
+		return kToken
+	case "items":
+		return kItems
+	case "value":
+		return kValue
+	case "name":
+		return kName
+	case "namespace":
+		return kNamespace
+	case lastApplied:
+		return kLastApplied
+	}
+	return kOther
 }
 
 // cand is a candidate value: the bytes between a string's quotes, at
@@ -308,7 +335,7 @@ func (w *jsonWalker) appendHeld(p []byte) {
 		w.off = 0
 	}
 	if cap(w.arr)-len(w.arr) < len(p) {
-		n := make([]byte, held, max(2*(held+len(p)), 32<<10))
+		n := make([]byte, held, max(2*(held+len(p)), 4<<10))
 		copy(n, w.arr[w.off:])
 		w.arr, w.off = n, 0
 	}
@@ -941,6 +968,7 @@ func (w *jsonWalker) candidate(y why, oi int, field string) {
 // lexString reads string bytes from b[i]; it returns the index after what
 // it consumed.
 func (w *jsonWalker) lexString(b []byte, i int) int {
+	quote := -1 // index of the next '"' at or after i, once looked for
 	for i < len(b) {
 		if w.hex > 0 {
 			if !isHex(b[i]) {
@@ -976,15 +1004,21 @@ func (w *jsonWalker) lexString(b []byte, i int) int {
 		j := i
 		if w.cp == capNone {
 			// Control characters are not checked: they do not move a
-			// string's end, so they cannot hide a credential.
-			q := bytes.IndexByte(b[i:], '"')
-			if q < 0 {
-				q = len(b) - i
+			// string's end, so they cannot hide a credential. The next
+			// quote is looked for once, not again after every escape
+			// before it.
+			if quote < i {
+				quote = bytes.IndexByte(b[i:], '"')
+				if quote < 0 {
+					quote = len(b)
+				} else {
+					quote += i
+				}
 			}
-			if k := bytes.IndexByte(b[i:i+q], '\\'); k >= 0 {
-				q = k
+			j = quote
+			if k := bytes.IndexByte(b[i:quote], '\\'); k >= 0 {
+				j = i + k
 			}
-			j = i + q
 			if j == len(b) {
 				return j
 			}
@@ -1048,9 +1082,9 @@ func (w *jsonWalker) stringEnd() {
 		case w.cover:
 			top.key = kOther
 		case bytes.IndexByte(w.cbuf, '\\') < 0:
-			top.key = keys[string(w.cbuf)]
+			top.key = keyOf(string(w.cbuf))
 		default:
-			top.key = keys[w.captured()]
+			top.key = keyOf(w.captured())
 		}
 		if top.ctx == cData {
 			top.ktext = clipField(w.captured())

@@ -6,6 +6,8 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"hash"
+	"sync"
 )
 
 // Secrets redacts credentials in bodies and watch events by content (see
@@ -20,7 +22,8 @@ import (
 // A Secrets is safe for concurrent use; the Body and walkers it returns
 // are not.
 type Secrets struct {
-	key [32]byte
+	key  [32]byte
+	macs sync.Pool // hash.Hash: HMAC-SHA256 keyed with key
 }
 
 // NewSecrets returns a Secrets with a fresh random key.
@@ -44,9 +47,16 @@ func fill(b []byte, pattern string) {
 
 // tag is the placeholder pattern of value v.
 func (s *Secrets) tag(v []byte) string {
-	mac := hmac.New(sha256.New, s.key[:])
+	mac, _ := s.macs.Get().(hash.Hash)
+	if mac == nil {
+		mac = hmac.New(sha256.New, s.key[:])
+	}
+	mac.Reset()
 	mac.Write(v)
-	return "redacted-" + hex.EncodeToString(mac.Sum(nil))[:16]
+	var sum [sha256.Size]byte
+	t := "redacted-" + hex.EncodeToString(mac.Sum(sum[:0])[:8])
+	s.macs.Put(mac)
+	return t
 }
 
 // replace overwrites the value v in place with its placeholder. A base64
