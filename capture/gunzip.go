@@ -1,10 +1,10 @@
 package capture
 
 import (
-	"compress/gzip"
-	"compress/zlib"
 	"errors"
 	"fmt"
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zlib"
 	"io"
 	"iter"
 	"strings"
@@ -77,6 +77,24 @@ type pushSource struct {
 }
 
 var errStopped = errors.New("decoder stopped")
+
+// ReadByte makes pushSource a flate.Reader, so that gzip and zlib read
+// it directly, without a bufio.Reader reading ahead: the decoder has
+// consumed exactly the compressed bytes it has decoded (redactStream
+// relies on that to release compressed bytes whose content it has seen).
+func (s *pushSource) ReadByte() (byte, error) {
+	for len(s.d.in) == 0 {
+		if s.d.eof {
+			return 0, io.EOF
+		}
+		if !s.yield(nil) {
+			return 0, errStopped
+		}
+	}
+	c := s.d.in[0]
+	s.d.in = s.d.in[1:]
+	return c, nil
+}
 
 func (s *pushSource) Read(p []byte) (int, error) {
 	for len(s.d.in) == 0 {

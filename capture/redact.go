@@ -13,12 +13,27 @@ import (
 	"github.com/wtrace/wtrace/internal/redact"
 )
 
-// maxHeldEncoded bounds the compressed bytes of one body held while its
-// content is checked: a gzip'd body is stored as sent if redaction
-// changes nothing in it, which is known only at its end. Past this, or as
-// soon as a byte must change, the body is stored re-encoded instead (its
-// content redacted, its compressed bytes no longer the wire's).
-const maxHeldEncoded = 8 << 20
+const (
+	// maxHeldEncoded bounds the compressed bytes of one body held while
+	// its content is checked. A gzip'd body is stored as sent while
+	// redaction changes nothing in it; as soon as a byte must change, it
+	// is stored re-encoded from its start instead, which needs its
+	// compressed bytes. Past this many, the bytes whose content has been
+	// checked are stored as sent and released; should a byte after them
+	// then need to change, the rest of the body is replaced (fail closed)
+	// rather than re-encoded. A Secret list names its kind in its first
+	// bytes, so only a body whose first credential comes this late (a
+	// large mixed List) is cut that way.
+	maxHeldEncoded = 4 << 20
+	// decodeAhead bounds the content a decoder may have decoded from the
+	// compressed bytes it consumed without handing it out yet: flate's
+	// 32 KiB window, plus a match. Compressed bytes are released only
+	// once the content they encode, this margin included, was checked.
+	decodeAhead = 64 << 10
+	// ckptEvery spaces the checkpoints (compressed bytes consumed, content
+	// decoded) kept for releasing.
+	ckptEvery = 16 << 10
+)
 
 // redactStream redacts one opaque body (a request body, or a response
 // body that is not split into events) by content as it arrives, and
@@ -40,7 +55,7 @@ type redactStream struct {
 	check    *redact.Body // first pass: does anything change? (output discarded)
 	checkRep redact.Report
 	dec      *pushDecoder
-	held     []byte           // compressed bytes, while stored as sent
+	held     blocks           // compressed bytes, while stored as sent
 	chunks   []formats.Record // chunk records held with them
 	reenc    bool             // storing a re-encoded body
 	zw       io.WriteCloser
@@ -49,7 +64,19 @@ type redactStream struct {
 	brokenAt string
 	t        int64
 	written  int64 // body bytes seen
+
+	// Releasing a large body as sent: heldOff is the compressed offset of
+	// held[0], decoded counts the content decoded, checked the content the
+	// check pass has released unchanged, ckpts the (consumed, decoded)
+	// pairs to release by.
+	releasing bool
+	heldOff   int64
+	decoded   int64
+	checked   int64
+	ckpts     []ckpt
 }
+
+type ckpt struct{ consumed, decoded int64 }
 
 func (x *exchange) newRedactStream(dir formats.Direction, rep *redact.Report, ct, enc string, assume, midstream bool) *redactStream {
 	if strings.EqualFold(strings.TrimSpace(enc), "identity") {
@@ -83,25 +110,64 @@ func (r *redactStream) fail(why string) {
 	if r.zw != nil {
 		r.finishEncoder()
 	}
-	if len(r.held) > 0 {
-		r.filler(r.held)
-		r.held = nil
+	if r.held.n > 0 {
+		r.filler(r.held.n)
+		r.held.reset()
 	}
 	r.chunks = nil
 }
 
-func (r *redactStream) filler(p []byte) {
-	b := make([]byte, min(len(p), 64<<10))
+// filler stores n replaced bytes.
+func (r *redactStream) filler(n int) {
+	b := make([]byte, min(n, 64<<10))
 	for i := range b {
 		b[i] = "-redacted"[i%9]
 	}
-	r.rep.Add(formats.RedactUnparsed, "", r.brokenAt, 0, int64(len(p)))
-	for len(p) > 0 {
-		n := min(len(p), len(b))
-		r.emit(b[:n])
-		p = p[n:]
+	r.rep.Add(formats.RedactUnparsed, "", r.brokenAt, 0, int64(n))
+	for n > 0 {
+		k := min(n, len(b))
+		r.emit(b[:k])
+		n -= k
 	}
 }
+
+// blocks holds bytes in blocks of 64 KiB: growing never copies, and
+// memory stays within a block of the bytes held.
+type blocks struct {
+	bs [][]byte
+	n  int
+}
+
+func (b *blocks) write(p []byte) {
+	b.n += len(p)
+	for len(p) > 0 {
+		if len(b.bs) == 0 || len(b.bs[len(b.bs)-1]) == cap(b.bs[len(b.bs)-1]) {
+			b.bs = append(b.bs, make([]byte, 0, 64<<10))
+		}
+		last := &b.bs[len(b.bs)-1]
+		k := min(len(p), cap(*last)-len(*last))
+		*last = append(*last, p[:k]...)
+		p = p[k:]
+	}
+}
+
+// emit calls fn with the first n bytes and forgets them.
+func (b *blocks) emit(n int, fn func([]byte)) {
+	b.n -= n
+	for n > 0 {
+		k := min(n, len(b.bs[0]))
+		fn(b.bs[0][:k])
+		n -= k
+		if k == len(b.bs[0]) {
+			b.bs[0] = nil
+			b.bs = b.bs[1:]
+		} else {
+			b.bs[0] = b.bs[0][k:]
+		}
+	}
+}
+
+func (b *blocks) reset() { b.bs, b.n = nil, 0 }
 
 // write takes body bytes as they came off the wire (transfer decoded).
 func (r *redactStream) write(p []byte, t int64) {
@@ -109,24 +175,61 @@ func (r *redactStream) write(p []byte, t int64) {
 	r.written += int64(len(p))
 	switch {
 	case r.broken:
-		r.filler(p)
+		r.filler(len(p))
 	case r.body != nil && !r.reenc:
 		r.body.Write(p, r.emit)
 	case r.reenc:
 		r.decode(p)
 	default:
-		r.held = append(r.held, p...)
-		if err := r.dec.write(p, func(q []byte) { r.check.Write(q, discard) }); err != nil {
+		r.held.write(p)
+		if err := r.dec.write(p, func(q []byte) { r.decoded += int64(len(q)); r.check.Write(q, r.count) }); err != nil {
 			r.fail(fmt.Sprintf("content decoding failed: %v", err))
 			return
 		}
-		if r.check.Changed() || len(r.held) > maxHeldEncoded {
+		consumed := r.written
+		if n := len(r.ckpts); n == 0 || consumed-r.ckpts[n-1].consumed >= ckptEvery {
+			r.ckpts = append(r.ckpts, ckpt{consumed, r.decoded})
+		}
+		switch {
+		case r.check.Changed() && r.heldOff > 0:
+			r.fail(fmt.Sprintf("a credential after the first %d compressed bytes, already stored as sent", r.heldOff))
+		case r.check.Changed():
 			r.startReencode()
+		case r.held.n > maxHeldEncoded || r.releasing:
+			r.releasing = true
+			r.release()
 		}
 	}
 }
 
 func discard([]byte) {}
+
+// count notes content the check pass released unchanged.
+func (r *redactStream) count(q []byte) { r.checked += int64(len(q)) }
+
+// release stores the compressed bytes whose whole content has been
+// checked unchanged (see decodeAhead), and the chunk records held so far.
+func (r *redactStream) release() {
+	k := -1
+	for i, c := range r.ckpts {
+		if r.checked >= c.decoded+decodeAhead {
+			k = i
+		}
+	}
+	if k < 0 {
+		return
+	}
+	upto := r.ckpts[k].consumed
+	r.ckpts = r.ckpts[k+1:]
+	if n := int(upto - r.heldOff); n > 0 {
+		r.held.emit(n, r.emit)
+		r.heldOff = upto
+	}
+	for _, c := range r.chunks {
+		r.x.s.emit(c)
+	}
+	r.chunks = nil
+}
 
 // startReencode switches to storing the body re-encoded: the held bytes
 // are decoded again, redacted into rep, and encoded.
@@ -143,8 +246,12 @@ func (r *redactStream) startReencode() {
 		r.zw, _ = gzip.NewWriterLevel(&r.zbuf, gzip.BestSpeed)
 	}
 	h := r.held
-	r.held = nil
-	r.decode(h)
+	r.held.reset()
+	for _, b := range h.bs {
+		if !r.broken {
+			r.decode(b)
+		}
+	}
 }
 
 // decode feeds compressed bytes to the re-encoding pass.
@@ -175,7 +282,7 @@ func (r *redactStream) finishEncoder() {
 // chunk takes a chunk record of this (response) body. It reports whether
 // the stream keeps it (held, or dropped); false means write it now.
 func (r *redactStream) chunk(c formats.Record) bool {
-	if r.enc == "" || r.opt.Midstream {
+	if r.enc == "" || r.opt.Midstream || r.releasing {
 		return false
 	}
 	if !r.reenc && !r.broken && len(r.chunks) < 1<<16 {
@@ -192,11 +299,13 @@ func (r *redactStream) gap(n int64, t int64) {
 	case r.body != nil && !r.reenc:
 		r.body.Gap(n, r.emit)
 	default:
-		if !r.reenc {
+		if !r.reenc && r.heldOff == 0 {
 			r.startReencode()
 		}
-		r.body.Close(false, r.encode)
-		r.finishEncoder()
+		if r.reenc {
+			r.body.Close(false, r.encode)
+			r.finishEncoder()
+		}
 		r.fail(fmt.Sprintf("%d compressed bytes lost: the rest cannot be decoded", n))
 	}
 }
@@ -224,10 +333,13 @@ func (r *redactStream) close(complete bool, t int64) (reencoded bool) {
 			return false
 		}
 		r.check.Close(complete && err == nil, discard)
+		if r.check.Changed() && r.heldOff > 0 {
+			r.fail(fmt.Sprintf("a credential after the first %d compressed bytes, already stored as sent", r.heldOff))
+			return false
+		}
 		if !r.check.Changed() {
 			r.rep.Merge(&r.checkRep)
-			r.emit(r.held)
-			r.held = nil
+			r.held.emit(r.held.n, r.emit)
 			for _, c := range r.chunks {
 				r.x.s.emit(c)
 			}
