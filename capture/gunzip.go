@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"github.com/klauspost/compress/gzip"
@@ -36,14 +37,19 @@ func newPushDecoder(encoding string) *pushDecoder {
 	d := &pushDecoder{}
 	enc := strings.ToLower(strings.TrimSpace(encoding))
 	seq := func(yield func([]byte) bool) {
-		src := pushSource{d: d, yield: yield}
+		// A 16-byte bufio.Reader (the smallest): the decoder takes the
+		// fast path it has for *bufio.Reader, yet reads at most 16
+		// compressed bytes ahead of what it has decoded. redactStream
+		// relies on that bound (decodeAhead) to release compressed bytes
+		// whose content it has seen.
+		src := bufio.NewReaderSize(&pushSource{d: d, yield: yield}, 16)
 		var r io.Reader
 		var err error
 		switch enc {
 		case "deflate":
-			r, err = zlib.NewReader(&src)
+			r, err = zlib.NewReader(src)
 		default:
-			r, err = gzip.NewReader(&src)
+			r, err = gzip.NewReader(src)
 		}
 		if err != nil {
 			d.err = fmt.Errorf("%s: %w", enc, err)
@@ -77,24 +83,6 @@ type pushSource struct {
 }
 
 var errStopped = errors.New("decoder stopped")
-
-// ReadByte makes pushSource a flate.Reader, so that gzip and zlib read
-// it directly, without a bufio.Reader reading ahead: the decoder has
-// consumed exactly the compressed bytes it has decoded (redactStream
-// relies on that to release compressed bytes whose content it has seen).
-func (s *pushSource) ReadByte() (byte, error) {
-	for len(s.d.in) == 0 {
-		if s.d.eof {
-			return 0, io.EOF
-		}
-		if !s.yield(nil) {
-			return 0, errStopped
-		}
-	}
-	c := s.d.in[0]
-	s.d.in = s.d.in[1:]
-	return c, nil
-}
 
 func (s *pushSource) Read(p []byte) (int, error) {
 	for len(s.d.in) == 0 {

@@ -25,10 +25,13 @@ const (
 	// bytes, so only a body whose first credential comes this late (a
 	// large mixed List) is cut that way.
 	maxHeldEncoded = 4 << 20
-	// decodeAhead bounds the content a decoder may have decoded from the
-	// compressed bytes it consumed without handing it out yet: flate's
-	// 32 KiB window, plus a match. Compressed bytes are released only
-	// once the content they encode, this margin included, was checked.
+	// decodeAhead bounds the content the compressed bytes a decoder has
+	// consumed may encode beyond what it has handed out: flate's 32 KiB
+	// window not yet flushed, a 258-byte match, and the 16 bytes its
+	// bufio.Reader reads ahead (see newPushDecoder), which expand to at
+	// most 16 × 1032 bytes (a 258-byte match in two bits). That is 49,538
+	// bytes; compressed bytes are released only once the content they
+	// may encode, this margin included, was checked.
 	decodeAhead = 64 << 10
 	// ckptEvery spaces the checkpoints (compressed bytes consumed, content
 	// decoded) kept for releasing.
