@@ -183,7 +183,7 @@ func runRecord(s streams, o *recordOptions) error {
 	redaction := "default"
 	if o.keepSecrets {
 		redaction = "headers-only"
-		fmt.Fprintln(s.err, "Warning: --keep-secrets: Secret values are stored as captured; treat the session file as a secret.")
+		fmt.Fprintln(s.err, "Warning: --keep-secrets: Secret values and tokens are stored as captured (credentials in headers and queries are not); treat the session file as a secret.")
 	}
 	meta := &formats.Meta{
 		Tool:        "wtrace " + toolVersion(),

@@ -159,7 +159,7 @@ func newLiveRun(s streams, o *recordOptions, meta formats.Meta, counters func() 
 	meta.Redaction = "default"
 	if o.keepSecrets {
 		meta.Redaction = "headers-only"
-		fmt.Fprintln(s.err, "Warning: --keep-secrets: Secret values are stored as captured; treat the session file as a secret.")
+		fmt.Fprintln(s.err, "Warning: --keep-secrets: Secret values and tokens are stored as captured (credentials in headers and queries are not); treat the session file as a secret.")
 	}
 	var maxSize int64
 	if o.maxSize != "" {
