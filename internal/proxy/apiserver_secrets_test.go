@@ -130,7 +130,9 @@ func TestRealAPIServerSecretShapes(t *testing.T) {
 	do("GET", "/api/v1/namespaces/"+ns+"/configmaps?access_token="+query, js, "", "", "")
 	// kubectl get secrets -w: a Table watch, fed by a change.
 	rv := do("GET", secrets+"?limit=1", js, "", "", "")
-	var l struct{ Metadata struct{ ResourceVersion string } }
+	var l struct {
+		Metadata struct{ ResourceVersion string }
+	}
 	json.Unmarshal(rv, &l)
 	watchDone := make(chan struct{})
 	go func() {
