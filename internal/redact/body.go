@@ -171,8 +171,13 @@ func (b *Body) decide(final bool) bool {
 	case i < len(b.sniff) && (b.sniff[i] == '{' || b.sniff[i] == '[') && (!text || b.o.AssumeSecret):
 		b.mode = mJSON
 		b.jw = newJSONWalker(b.s, b.rep, b.o.AssumeSecret)
-	case i == len(b.sniff) && !b.o.AssumeSecret:
+	case i == len(b.sniff) && final && !b.o.AssumeSecret:
 		b.mode = mPass // only whitespace
+	case i == len(b.sniff) && !text:
+		// maxSniff bytes of whitespace and more to come: the walker
+		// reads whatever follows (and fails closed on what is not JSON).
+		b.mode = mJSON
+		b.jw = newJSONWalker(b.s, b.rep, b.o.AssumeSecret)
 	case b.structured():
 		b.mode = mWhole
 	case b.o.AssumeSecret:

@@ -282,7 +282,10 @@ type jsonWalker struct {
 	cbuf  []byte // captured string or member name, raw (escapes undecoded)
 	cover bool   // cbuf overflowed
 	open  *cand  // candidate string being read
-	lit   []byte
+	lit   []byte // the literal being read (its first maxLiteral bytes)
+	litAt int64  // where it began: held until it is known to be valid
+	litN  int    // its length
+	litNN bool   // it holds a byte that no number holds
 	// streaming fill: the open candidate is replaced as it arrives (it
 	// outgrew MaxHold)
 	streamFill bool
@@ -313,7 +316,7 @@ func (w *jsonWalker) write(p []byte) {
 	}
 	w.lex()
 	if w.failed {
-		w.replaceFrom(max(start, w.failAt))
+		w.replaceFrom(w.failAt) // still held: see frontier
 		return
 	}
 	if w.streamFill && w.open != nil {
@@ -379,6 +382,9 @@ func (w *jsonWalker) frontier() int64 {
 	}
 	if w.open != nil && !w.streamFill && w.open.start < f {
 		f = w.open.start
+	}
+	if w.st == sLiteral && w.litAt < f {
+		f = w.litAt // a literal is valid only once it ended
 	}
 	if w.pending == 0 {
 		return f
@@ -561,6 +567,11 @@ func (w *jsonWalker) resolveAll() {
 // overflow handles MaxHold: values waiting for their owner's kind are
 // redacted, and an open candidate is replaced as it arrives.
 func (w *jsonWalker) overflow() {
+	if w.st == sLiteral && w.pos-w.litAt > MaxHold {
+		w.fail(w.litAt, fmt.Sprintf("json at byte %d: a literal longer than %d bytes", w.litAt, MaxHold))
+		w.replaceFrom(w.failAt)
+		return
+	}
 	var n int64
 	for i := range w.stack {
 		fr := &w.stack[i]
@@ -599,6 +610,7 @@ func (w *jsonWalker) fillOpen() {
 // said. Values still waiting when the text ends inside an object are
 // redacted (fail closed).
 func (w *jsonWalker) end(complete bool) {
+	defer func() { w.st = sValue }() // nothing is open any more
 	if !w.failed && w.st == sLiteral && len(w.stack) == 0 {
 		w.literalEnd()
 		if w.failed {
@@ -669,6 +681,8 @@ func (w *jsonWalker) lex() {
 			if len(w.lit) < maxLiteral {
 				w.lit = append(w.lit, c)
 			}
+			w.litN++
+			w.litNN = w.litNN || !isNumByte(c)
 			i++
 			continue
 		}
@@ -681,6 +695,7 @@ func (w *jsonWalker) lex() {
 		w.token(c)
 		if w.st == sLiteral {
 			w.lit = append(w.lit[:0], c)
+			w.litN, w.litNN, w.litAt = 1, !isNumByte(c), w.pos
 		}
 		i++
 	}
@@ -1169,13 +1184,24 @@ func (w *jsonWalker) setKind(oi int, kind string) {
 	}
 }
 
-// literalEnd validates the literal in w.lit (ended before w.pos).
+// literalEnd validates the literal that ended before w.pos: true, false,
+// null or a number, checked whole (a long one must hold only number
+// bytes, so that nothing can hide behind a valid beginning).
 func (w *jsonWalker) literalEnd() {
-	if !validLiteral(w.lit) {
-		w.fail(w.pos-int64(len(w.lit)), fmt.Sprintf("json at byte %d: bad literal %q", w.pos-int64(len(w.lit)), clipField(string(w.lit))))
+	ok := validLiteral(w.lit)
+	if w.litN > len(w.lit) {
+		ok = ok && !w.litNN
+	}
+	if !ok {
+		at := w.pos - int64(w.litN)
+		w.fail(at, fmt.Sprintf("json at byte %d: bad literal %q", at, clipField(string(w.lit))))
 		return
 	}
 	w.st = sAfter
+}
+
+func isNumByte(c byte) bool {
+	return c >= '0' && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E'
 }
 
 func validLiteral(l []byte) bool {

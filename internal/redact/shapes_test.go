@@ -417,3 +417,23 @@ func clip(b []byte) string {
 }
 
 var _ = scheme.Scheme
+
+// TestHostileJSON: what cannot hide a value behind a valid beginning.
+func TestHostileJSON(t *testing.T) {
+	s := NewSecrets()
+	sec := js(t, plantedSecret("db"))
+	for name, b := range map[string][]byte{
+		"long-literal":     []byte(`{"kind":"Secret","data":{"k":` + strings.Repeat("1", 100) + plantPassword + `}}`),
+		"whitespace-first": append(bytes.Repeat([]byte(" "), maxSniff+10), sec...),
+		"bom":              append([]byte("\xef\xbb\xbf"), sec...),
+		"escaped-key":      bytes.Replace(sec, []byte(`"data"`), []byte(`"d\u0061ta"`), 1),
+	} {
+		for _, n := range []int{7, 1 << 20} {
+			var rep Report
+			out := body(s, BodyOptions{ContentType: "application/json"}, b, n, &rep)
+			if len(out) != len(b) || len(survivors(out, 8)) > 0 {
+				t.Errorf("%s (pieces of %d): %v survived", name, n, survivors(out, 8))
+			}
+		}
+	}
+}
