@@ -1,8 +1,12 @@
 // Package replay serves a recorded session (a .wt file) over HTTP to real
 // Kubernetes clients — informers, kubectl, curl — with the original timing.
 //
-//	srv := replay.NewTestServer(t, "testdata/incident-42.wt", replay.Options{Speed: 0})
+//	srv := replaytest.NewServer(t, "testdata/incident-42.wt", replay.Options{Speed: 0})
 //	cs, _ := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+//
+// (replaytest.NewServer, in package replay/replaytest, opens, starts and
+// closes the server with the test, like httptest.NewServer; it lives apart
+// so that package testing is not linked into programs that serve sessions.)
 //
 // New (or Open) prepares a Server; Start or StartTLS listen (127.0.0.1 and a
 // free port unless Options.Listen says otherwise) and set URL; Handler

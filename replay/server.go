@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"testing"
 	"time"
 
 	"github.com/wtrace/wtrace/formats"
@@ -168,23 +167,6 @@ func Open(path string, opts Options) (*Server, error) {
 	}
 	s.ownFile = true
 	return s, nil
-}
-
-// NewTestServer opens the session at path and starts serving it over HTTP
-// on 127.0.0.1 (or opts.Listen); the server is closed when the test ends.
-// Any error fails the test.
-func NewTestServer(t testing.TB, path string, opts Options) *Server {
-	t.Helper()
-	s, err := Open(path, opts)
-	if err != nil {
-		t.Fatalf("replay.NewTestServer(%q): %v", path, err)
-	}
-	if err := s.Start(); err != nil {
-		s.Close()
-		t.Fatalf("replay.NewTestServer(%q): %v", path, err)
-	}
-	t.Cleanup(s.Close)
-	return s
 }
 
 // Handler returns the server's HTTP handler, to mount in a server of your

@@ -62,7 +62,7 @@ func TestVirtualTime(t *testing.T) {
 			}
 			arrival := time.Unix(1_800_000_000, 0)
 			clock := NewFakeClock(arrival)
-			srv := NewTestServer(t, path, Options{Speed: c.speed, Clock: clock, EventChunks: c.eventChunks})
+			srv := newTestServer(t, path, Options{Speed: c.speed, Clock: clock, EventChunks: c.eventChunks})
 			// The writes the server must wait for, in order.
 			var waits []time.Time
 			add := func(at time.Time) {
@@ -138,7 +138,7 @@ func TestLoop(t *testing.T) {
 	// Recorded, from the response: e1 at 100 ms, e2 at 200 ms, end (tail) at 300 ms.
 	arrival := time.Unix(1_800_000_000, 0)
 	clock := NewFakeClock(arrival)
-	srv := NewTestServer(t, path, Options{Speed: 2, Clock: clock, Loop: true})
+	srv := newTestServer(t, path, Options{Speed: 2, Clock: clock, Loop: true})
 	r := rawGet(t, srv.URL, "/api/v1/namespaces/a/configmaps?watch=true&resourceVersion=100")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -25,6 +25,7 @@ import (
 	"github.com/wtrace/wtrace/frame"
 	"github.com/wtrace/wtrace/internal/wttest"
 	"github.com/wtrace/wtrace/replay"
+	"github.com/wtrace/wtrace/replay/replaytest"
 )
 
 // recordCorpus records ../../testdata/corpus/<scenario> into a session
@@ -203,7 +204,7 @@ func TestInformerThroughProxy(t *testing.T) {
 // the original values.
 func checkRedactedDecode(t *testing.T, path, namespace string) {
 	t.Helper()
-	srv := replay.NewTestServer(t, path, replay.Options{})
+	srv := replaytest.NewServer(t, path, replay.Options{})
 	cs, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
 	if err != nil {
 		t.Fatal(err)
