@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/internal/selfsigned"
 )
 
 // DefaultListen is the address Start and StartTLS listen on when
@@ -215,14 +216,14 @@ func (s *Server) start(useTLS bool) error {
 		cert := s.opts.Certificate
 		if cert == nil {
 			host, _, _ := net.SplitHostPort(addr)
-			c, pemBytes, err := selfSigned(host, time.Now())
+			c, pemBytes, err := selfsigned.New("wtrace replay", host, time.Now())
 			if err != nil {
 				ln.Close()
 				return err
 			}
 			cert, s.certPEM = &c, pemBytes
 		} else if len(cert.Certificate) > 0 {
-			s.certPEM = pemEncode(cert.Certificate[0])
+			s.certPEM = selfsigned.PEM(cert.Certificate[0])
 		}
 		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{*cert}, NextProtos: []string{"h2", "http/1.1"}}
 		ln = tls.NewListener(ln, srv.TLSConfig)
