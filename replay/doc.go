@@ -128,4 +128,15 @@
 //
 // A Server is safe for concurrent use. It starts goroutines (the listener,
 // and net/http's per connection); Close stops them all.
+//
+// # Code
+//
+// server.go is the Server's life: options, New/Open, Start, Close.
+// route.go decides how a request is answered (ServeHTTP: which recorded
+// exchange, or which synthesized answer), with match.go (the index of
+// recorded requests and the cursors), synth.go (streaming lists, lists
+// from watches, resuming, 410s) and discovery.go. serve.go writes the
+// chosen answer with its timing (the streamer), through plan.go (timed
+// writes decoded from the session, cached) and conn.go (a hijacked
+// HTTP/1.1 connection writing its own chunks).
 package replay
