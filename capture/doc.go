@@ -54,7 +54,7 @@
 // # Secrets
 //
 // Credentials in headers (Authorization, Cookie, …) are never stored (see
-// internal/redact). Secret objects' values are replaced, keeping lengths, in
+// capture/redact). Secret objects' values are replaced, keeping lengths, in
 // watch events and in bodies sent to or from Secret endpoints, unless
 // Options.KeepSecrets.
 //

@@ -6,10 +6,10 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/wtrace/wtrace/capture/redact"
 	"github.com/wtrace/wtrace/chunked"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
-	"github.com/wtrace/wtrace/internal/redact"
 )
 
 const (

@@ -14,10 +14,10 @@ import (
 	"github.com/google/gopacket/reassembly"
 
 	"github.com/wtrace/wtrace/capture/pcapfile"
+	"github.com/wtrace/wtrace/capture/redact"
 	"github.com/wtrace/wtrace/capture/tlsdec"
 	"github.com/wtrace/wtrace/chunked"
 	"github.com/wtrace/wtrace/formats"
-	"github.com/wtrace/wtrace/internal/redact"
 )
 
 // Sink receives the records of a session in order. formats.Writer is one.
@@ -48,7 +48,7 @@ type Options struct {
 	// TLS connections; nil records them as not decrypted.
 	KeyLog *tlsdec.KeyLog
 	// KeepSecrets stores Secret objects' values as captured. By default
-	// they are replaced (see internal/redact) in watch events, in bodies
+	// they are replaced (see capture/redact) in watch events, in bodies
 	// sent to or from Secret endpoints, and in request bodies creating
 	// them. Credentials in headers are never stored either way.
 	KeepSecrets bool

@@ -29,8 +29,8 @@ import (
 	"github.com/wtrace/wtrace/capture"
 	"github.com/wtrace/wtrace/capture/live"
 	"github.com/wtrace/wtrace/capture/pcapfile"
+	"github.com/wtrace/wtrace/capture/proxy"
 	"github.com/wtrace/wtrace/formats"
-	"github.com/wtrace/wtrace/internal/proxy"
 )
 
 // shutdownGrace is how long the first Ctrl-C lets proxied requests finish
