@@ -99,7 +99,7 @@ func events(t testing.TB, recs []formats.Record) []event {
 		case *formats.Request:
 			reqs[v.Exchange] = v
 		case *formats.Response:
-			formatOf[v.Exchange] = frame.Format(v.Events)
+			formatOf[v.Exchange] = v.Events
 		case *formats.Frame:
 			req := reqs[v.Exchange]
 			f := formatOf[v.Exchange]

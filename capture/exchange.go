@@ -251,12 +251,7 @@ func (x *exchange) setFormat(f frame.Format, enc string) {
 		}
 	}
 	x.format = f
-	switch f {
-	case frame.JSON:
-		x.resp.Events = formats.EventsJSON
-	case frame.Protobuf:
-		x.resp.Events = formats.EventsProtobuf
-	}
+	x.resp.Events = f
 	if f != frame.Unknown {
 		x.split = frame.NewSplitter(f, frame.Options{Resync: x.resync})
 	}

@@ -1,5 +1,7 @@
 package formats
 
+import "github.com/wtrace/wtrace/frame"
+
 // The session model. A session file is a sequence of records; each record
 // states one fact as it became known on the wire. Records of different
 // connections and exchanges interleave in the order the recorder learned
@@ -158,29 +160,21 @@ const (
 	FramingH2      BodyFraming = 4 // HTTP/2 DATA frames
 )
 
-// EventFormat says how a watch body is split into events (frame.Format's
-// values).
-type EventFormat uint8
-
-const (
-	EventsNone     EventFormat = 0 // not a watch: the body is opaque and stored in Body records
-	EventsJSON     EventFormat = 1 // JSON watch stream (application/json, watch request)
-	EventsProtobuf EventFormat = 2 // application/vnd.kubernetes.protobuf;stream=watch
-	EventsCBOR     EventFormat = 3 // reserved: application/cbor-seq
-)
-
 // Response is the response head of an exchange.
 type Response struct {
-	Exchange  int64
-	Time      int64 // capture time of the packet that completed the head
-	Proto     string
-	Status    int
-	Reason    string
-	Header    []Header
-	Framing   BodyFraming
-	Encoding  string      // Content-Encoding as sent ("" or "gzip"); Body records keep it, Frames are decoded
-	Events    EventFormat // EventsNone: body in Body records; else body in Frame records
-	Midstream bool        // the head was not captured: status and headers are unknown (Status 0)
+	Exchange int64
+	Time     int64 // capture time of the packet that completed the head
+	Proto    string
+	Status   int
+	Reason   string
+	Header   []Header
+	Framing  BodyFraming
+	Encoding string // Content-Encoding as sent ("" or "gzip"); Body records keep it, Frames are decoded
+	// Events is how the body was split into watch events: frame.JSON or
+	// frame.Protobuf (the body is in Frame records), or frame.Unknown, not
+	// a watch (the body is in Body records). Stored as frame.Format's value.
+	Events    frame.Format
+	Midstream bool // the head was not captured: status and headers are unknown (Status 0)
 }
 
 // Frame is one watch event. Data is the event's exact bytes: for JSON the

@@ -195,3 +195,56 @@ func TestSniff(t *testing.T) {
 		}
 	}
 }
+
+func TestPeekType(t *testing.T) {
+	// protoEvent is a metav1.WatchEvent: type (1), object (2) holding a
+	// RawExtension whose raw (1) is obj.
+	protoEvent := func(typ string, obj []byte) string {
+		b := []byte{0x0a, byte(len(typ))}
+		b = append(b, typ...)
+		b = append(b, 0x12)
+		b = binary.AppendUvarint(b, uint64(len(obj)+2))
+		b = append(b, 0x0a)
+		b = binary.AppendUvarint(b, uint64(len(obj)))
+		return string(append(b, obj...))
+	}
+	tests := []struct {
+		data   string
+		f      Format
+		want   string
+		wantOK bool
+	}{
+		{`{"type":"ADDED","object":{}}`, JSON, "ADDED", true},
+		{` {"object":{"type":"NOT","a":[1,{"type":"X"}],"s":"}\"{"},"type" : "MODIFIED"}`, JSON, "MODIFIED", true},
+		{`{"object":{"type":"NOT"}}`, JSON, "", false},
+		{`{"ty\u0070e":"B\u004fOKMARK"}`, JSON, "BOOKMARK", true},
+		{`{"n":-1.5e3,"t":true,"type":"DELETED"}`, JSON, "DELETED", true},
+		{`{"type":1}`, JSON, "", false},
+		{`{"type":"ADD`, JSON, "", false},
+		{`[]`, JSON, "", false},
+		{``, JSON, "", false},
+		{`{"type":"ERROR"}`, Unknown, "ERROR", true},
+		{protoEvent("ADDED", []byte("k8s\x00obj")), Protobuf, "ADDED", true},
+		{protoEvent("DELETED", nil), Unknown, "DELETED", true},
+		{"\x12\x02ab\x0a\x05ERROR", Protobuf, "ERROR", true},
+		{"\x0a\x09ADD", Protobuf, "", false},
+		{"\xff", Protobuf, "", false},
+		{`{"type":"ADDED"}`, CBOR, "", false},
+	}
+	for _, tt := range tests {
+		got, ok := PeekType(tt.f, []byte(tt.data))
+		if string(got) != tt.want || ok != tt.wantOK {
+			t.Errorf("PeekType(%v, %q) = %q, %v; want %q, %v", tt.f, tt.data, got, ok, tt.want, tt.wantOK)
+		}
+	}
+	for _, f := range []Format{JSON, Unknown} {
+		ev := []byte(`{"type":"ADDED","object":{"kind":"ConfigMap","metadata":{"name":"a"}}}`)
+		if n := testing.AllocsPerRun(100, func() { PeekType(f, ev) }); n != 0 {
+			t.Errorf("PeekType(%v) allocates %v times; want 0", f, n)
+		}
+	}
+	pb := []byte(protoEvent("MODIFIED", []byte("k8s\x00obj")))
+	if n := testing.AllocsPerRun(100, func() { PeekType(Protobuf, pb) }); n != 0 {
+		t.Errorf("PeekType(Protobuf) allocates %v times; want 0", n)
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/frame"
 )
 
 func TestResponseHeader(t *testing.T) {
@@ -265,7 +266,7 @@ func TestStreamEnds(t *testing.T) {
 	frames := [][]byte{ev(1), ev(2), ev(3)}
 	w := func(ns string, end formats.EndStatus, noEnd bool) synthExchange {
 		return synthExchange{target: "/api/v1/namespaces/" + ns + "/configmaps?watch=true&resourceVersion=100", header: jsonHeader(),
-			events: formats.EventsJSON, frames: frames, chunked: true, end: end, noEnd: noEnd, tail: []byte("\n")}
+			events: frame.JSON, frames: frames, chunked: true, end: end, noEnd: noEnd, tail: []byte("\n")}
 	}
 	path := writeSession(t, w("clean", formats.EndComplete, false), w("fin", formats.EndClosed, false),
 		w("rst", formats.EndReset, false), w("cut", 0, true))

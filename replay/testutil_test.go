@@ -110,7 +110,7 @@ type recordedEvent struct {
 func sessionEvents(t testing.TB, f *formats.File, id int64) []recordedEvent {
 	t.Helper()
 	x := f.Index().Exchanges[id]
-	format := frame.Format(x.Response.Events)
+	format := x.Response.Events
 	sc := f.ExchangeRecords(id)
 	var evs []recordedEvent
 	for {

@@ -60,9 +60,9 @@ func watchEvents(t *testing.T, path, sub string) []event {
 	var ids []int64
 	format := map[int64]frame.Format{}
 	for _, x := range f.Index().Exchanges {
-		if x.Response != nil && x.Response.Events != formats.EventsNone && strings.Contains(x.Request.Target, sub) {
+		if x.Response != nil && x.Response.Events != frame.Unknown && strings.Contains(x.Request.Target, sub) {
 			ids = append(ids, x.Request.Exchange)
-			format[x.Request.Exchange] = frame.Format(x.Response.Events)
+			format[x.Request.Exchange] = x.Response.Events
 		}
 	}
 	if len(ids) == 0 {

@@ -133,7 +133,7 @@ func runEvents(s streams, path string, o *eventsOptions) error {
 		x := exchangeInfo(idx, fr.Exchange)
 		format := frame.Unknown
 		if x != nil && x.Response != nil {
-			format = frame.Format(x.Response.Events)
+			format = x.Response.Events
 		}
 		m, _ := frame.Peek(format, fr.Data)
 		if !matchAny(o.types, m.Type) || !matchAny(o.kinds, m.Kind) || !matchAny(o.namespaces, m.Namespace) || !matchAny(o.names, m.Name) {

@@ -237,7 +237,7 @@ func printExchange(w io.Writer, x *formats.ExchangeInfo) {
 	}
 	fmt.Fprintf(w, "  #%-4d %s\n", x.Request.Exchange, clipLine(req, 110))
 	fmt.Fprintf(w, "        → %s%s  %s  %s, %s", status, detail, fmtTime(start), fmtDur(start, endTime), humanBytes(x.BodyBytes))
-	if x.Frames > 0 || (x.Response != nil && x.Response.Events != formats.EventsNone) {
+	if x.Frames > 0 || (x.Response != nil && x.Response.Events != frame.Unknown) {
 		fmt.Fprintf(w, ", %d events%s", x.Frames, typeCounts(x.FrameTypes))
 	}
 	if x.Chunks > 0 {
@@ -261,7 +261,7 @@ func printWatch(w io.Writer, f *formats.File, x *formats.ExchangeInfo) {
 	format := frame.Unknown
 	var prev int64
 	if x.Response != nil {
-		format = frame.Format(x.Response.Events)
+		format = x.Response.Events
 		prev = x.Response.Time
 	}
 	var gap, gapEnd int64
