@@ -169,7 +169,7 @@ func printInspect(w io.Writer, path string, f *formats.File, idx *formats.Index,
 			fmt.Fprintf(w, "  tls %s, %s, alpn %s, sni %s: %s\n", tlsVersion(t.Version), cipherName(t.Cipher), orDash(t.ALPN), orDash(t.SNI), state)
 		}
 		for _, id := range c.Exchanges {
-			x := exchangeInfo(idx, id)
+			x := f.Exchange(id)
 			if x == nil {
 				continue
 			}
