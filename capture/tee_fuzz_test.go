@@ -62,7 +62,7 @@ func FuzzTee(f *testing.F) {
 		if err := tee.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if err := fs.Close(""); err != nil {
+		if err := fs.Close(capture.Ending{}); err != nil {
 			t.Fatal(err)
 		}
 		for _, name := range fs.Names() {

@@ -123,7 +123,7 @@ func TestInformerThroughProxy(t *testing.T) {
 			if err := os.WriteFile(kc, srv.Kubeconfig(), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			r := startRecording(t, kc, false)
+			r := startRecording(t, kc, false, 100*time.Millisecond)
 
 			cs, err := kubernetes.NewForConfig(&rest.Config{Host: r.proxy.URL, BearerToken: clientToken})
 			if err != nil {
@@ -158,7 +158,7 @@ func TestInformerThroughProxy(t *testing.T) {
 			}
 			cancel()
 			factory.Shutdown()
-			r.stop(t, 100*time.Millisecond)
+			r.stop(t)
 
 			got := watchEvents(t, r.path, tc.resource+"?")
 			if len(got) != len(want) {

@@ -113,7 +113,7 @@ func printInspect(w io.Writer, path string, f *formats.File, idx *formats.Index,
 	}
 	if sum := idx.Summary; sum != nil {
 		switch {
-		case m.Source == "proxy" || sum.Packets == 0:
+		case m.Source == formats.SourceProxy || sum.Packets == 0:
 			fmt.Fprintf(w, "  file          closed cleanly; %s recorded", humanBytes(sum.Bytes))
 		default:
 			fmt.Fprintf(w, "  file          closed cleanly; %d packets (%s) read", sum.Packets, humanBytes(sum.Bytes))
