@@ -1,7 +1,6 @@
 package capture_test
 
 import (
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -74,12 +73,7 @@ func FuzzTee(f *testing.F) {
 				t.Fatalf("%s not clean: %v", name, file.Problems())
 			}
 			known := map[int64]bool{}
-			sc := file.Records()
-			for {
-				r, err := sc.Next()
-				if err == io.EOF {
-					break
-				}
+			for r, err := range file.Records().All() {
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -498,12 +497,7 @@ func readAll(t *testing.T, path string) ([]formats.Record, *formats.Index) {
 		t.Errorf("%s was not closed cleanly: %v", path, f.Problems())
 	}
 	var recs []formats.Record
-	sc := f.Records()
-	for {
-		r, err := sc.Next()
-		if err == io.EOF {
-			break
-		}
+	for r, err := range f.Records().All() {
 		if err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}

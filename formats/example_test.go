@@ -3,7 +3,6 @@ package formats_test
 import (
 	"bytes"
 	"fmt"
-	"io"
 
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
@@ -38,12 +37,7 @@ func Example() {
 	}
 	x := f.Index().Exchanges[0]
 	fmt.Println(f.Clean(), x.Request.Method, x.Request.Target, x.Frames, x.FrameTypes)
-	s := f.ExchangeRecords(0)
-	for {
-		r, err := s.Next()
-		if err == io.EOF {
-			break
-		}
+	for r, err := range f.ExchangeRecords(0).All() {
 		if err != nil {
 			panic(err)
 		}

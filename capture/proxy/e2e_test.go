@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -69,12 +68,7 @@ func watchEvents(t *testing.T, path, sub string) []event {
 		return nil
 	}
 	var evs []event
-	sc := f.ExchangeRecords(ids...)
-	for {
-		r, err := sc.Next()
-		if err == io.EOF {
-			return evs
-		}
+	for r, err := range f.ExchangeRecords(ids...).All() {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,6 +82,7 @@ func watchEvents(t *testing.T, path, sub string) []event {
 		}
 		evs = append(evs, event{m.Type, m.Kind, m.Name, m.ResourceVersion, len(fr.Data), sha256.Sum256(fr.Data), len(fr.Redacted) > 0})
 	}
+	return evs
 }
 
 // TestInformerThroughProxy is the end-to-end test of --proxy: a corpus

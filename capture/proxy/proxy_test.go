@@ -230,12 +230,7 @@ func readSession(t *testing.T, path string) *sessionView {
 		t.Errorf("%s not closed cleanly: %v", path, f.Problems())
 	}
 	v := &sessionView{exchanges: f.Index().Exchanges, frames: map[int64][]*formats.Frame{}, requests: map[int64]*formats.Request{}, chunks: map[int64]int{}}
-	sc := f.Records()
-	for {
-		rec, err := sc.Next()
-		if err == io.EOF {
-			break
-		}
+	for rec, err := range f.Records().All() {
 		if err != nil {
 			t.Fatal(err)
 		}

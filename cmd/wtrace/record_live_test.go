@@ -220,12 +220,7 @@ func sessionFrames(t *testing.T, path string) ([]string, *formats.Index) {
 	}
 	defer f.Close()
 	var out []string
-	sc := f.Records()
-	for {
-		r, err := sc.Next()
-		if err == io.EOF {
-			break
-		}
+	for r, err := range f.Records().All() {
 		var de *formats.DamageError
 		if errors.As(err, &de) {
 			continue
