@@ -197,16 +197,8 @@ func TestSniff(t *testing.T) {
 }
 
 func TestPeekType(t *testing.T) {
-	// protoEvent is a metav1.WatchEvent: type (1), object (2) holding a
-	// RawExtension whose raw (1) is obj.
 	protoEvent := func(typ string, obj []byte) string {
-		b := []byte{0x0a, byte(len(typ))}
-		b = append(b, typ...)
-		b = append(b, 0x12)
-		b = binary.AppendUvarint(b, uint64(len(obj)+2))
-		b = append(b, 0x0a)
-		b = binary.AppendUvarint(b, uint64(len(obj)))
-		return string(append(b, obj...))
+		return string(WatchEvent(Protobuf, typ, "v1", "ConfigMap", obj))
 	}
 	tests := []struct {
 		data   string
@@ -224,7 +216,7 @@ func TestPeekType(t *testing.T) {
 		{`[]`, JSON, "", false},
 		{``, JSON, "", false},
 		{`{"type":"ERROR"}`, Unknown, "ERROR", true},
-		{protoEvent("ADDED", []byte("k8s\x00obj")), Protobuf, "ADDED", true},
+		{protoEvent("ADDED", []byte("obj")), Protobuf, "ADDED", true},
 		{protoEvent("DELETED", nil), Unknown, "DELETED", true},
 		{"\x12\x02ab\x0a\x05ERROR", Protobuf, "ERROR", true},
 		{"\x0a\x09ADD", Protobuf, "", false},
@@ -243,7 +235,7 @@ func TestPeekType(t *testing.T) {
 			t.Errorf("PeekType(%v) allocates %v times; want 0", f, n)
 		}
 	}
-	pb := []byte(protoEvent("MODIFIED", []byte("k8s\x00obj")))
+	pb := []byte(protoEvent("MODIFIED", []byte("obj")))
 	if n := testing.AllocsPerRun(100, func() { PeekType(Protobuf, pb) }); n != 0 {
 		t.Errorf("PeekType(Protobuf) allocates %v times; want 0", n)
 	}
