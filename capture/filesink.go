@@ -85,7 +85,9 @@ type FileSinkOptions struct {
 	// what is recorded until the recording stops). 0 means no limit.
 	MaxSize int64
 	// MaxDuration ends a file once it has been open this long (wall
-	// clock, checked at each Flush). 0 means no limit.
+	// clock, checked at each Flush). 0 means no limit. The Summary of a
+	// file a limit ended notes it ("max-size reached: continued in …",
+	// or Close's Ending).
 	MaxDuration time.Duration
 	// Rotate makes a limit start the next part instead of calling OnLimit:
 	// at once for MaxDuration (parts cover fixed spans of time, even idle
@@ -102,9 +104,11 @@ type FileSinkOptions struct {
 	// does). 0 means DefaultSyncInterval; negative means only at Close.
 	SyncInterval time.Duration
 	// Totals, if set, returns what the source has read so far, for each
-	// file's Summary: its Packets and Bytes (this file's share), and a
-	// Time no earlier than Last. Without it a Summary counts no packets
-	// or bytes, and its Time is that of the file's last record.
+	// file's Summary: its Packets and Bytes (this file's share; the first
+	// file's share includes what was read before it was created), and a
+	// Time no earlier than Last. Without it a Summary counts no packets or
+	// bytes, and its Time is that of the file's last record. It is called
+	// by the goroutine writing records.
 	Totals func() Totals
 	// Clock is the wall clock for MaxDuration and SyncInterval; nil means
 	// time.Now.
@@ -120,7 +124,9 @@ type FileSinkOptions struct {
 //
 // A Summary counts the records of its own file (connections, exchanges,
 // events, anomalies) and takes packets, bytes and the capture time from
-// FileSinkOptions.Totals; the last one gets Close's Ending. Each rotated part is usable on its own: the connections and exchanges
+// FileSinkOptions.Totals; the last one gets Close's Ending.
+//
+// Each rotated part is usable on its own: the connections and exchanges
 // still open when a part ends are announced again at the start of the next
 // one (copies of their Conn, TLS, Request, Response and End records, with
 // the same IDs), so the next part's Frames, Body pieces and Ends find
@@ -194,7 +200,10 @@ func NewFileSink(opts FileSinkOptions) (*FileSink, error) {
 	if opts.SyncInterval == 0 {
 		opts.SyncInterval = DefaultSyncInterval
 	}
-	fs := &FileSink{opts: opts, clock: opts.Clock, conns: map[uint64]*sinkConn{}, exchanges: map[int64]*sinkExchange{}}
+	fs := &FileSink{opts: opts, clock: opts.Clock}
+	if opts.Rotate { // what is open is tracked for the next part only
+		fs.conns, fs.exchanges = map[uint64]*sinkConn{}, map[int64]*sinkExchange{}
+	}
 	if fs.clock == nil {
 		fs.clock = time.Now
 	}
@@ -274,8 +283,16 @@ var errSinkClosed = errors.New("capture: FileSink is closed")
 
 // failed returns err as an *OutputError.
 func (fs *FileSink) failed(err error) error {
+	if err == nil || err == ErrSinkRecord || err == errSinkClosed {
+		return err
+	}
+	return fs.wrap(err)
+}
+
+// wrap is failed's slow path (apart, so that failed does not allocate).
+func (fs *FileSink) wrap(err error) error {
 	var oe *OutputError
-	if err == nil || err == ErrSinkRecord || err == errSinkClosed || errors.As(err, &oe) {
+	if errors.As(err, &oe) {
 		return err
 	}
 	path := fs.opts.Path
