@@ -167,7 +167,8 @@ type RecordOptions struct {
 	Tool string
 	// PcapOut, if set, also receives every captured packet as a pcap file
 	// (pcapfile.Writer: nanosecond timestamps, the Handle's link type and
-	// snap length), flushed with the session if it is a *bufio.Writer.
+	// snap length), flushed with the session if it has a Flush method
+	// (a *bufio.Writer).
 	// PcapOutName names it for Meta.CaptureFile ("" for a stream).
 	PcapOut     io.Writer
 	PcapOutName string

@@ -1,5 +1,8 @@
 package capture
 
+// What every recording shares, whatever its source: the Meta its files
+// begin with, the Result it returns, the errors of its files.
+
 import (
 	"os"
 
