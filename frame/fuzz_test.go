@@ -131,6 +131,10 @@ func FuzzPeek(f *testing.F) {
 		if err != nil && !errors.Is(err, ErrInvalid) {
 			t.Fatalf("Peek error %v does not wrap ErrInvalid", err)
 		}
+		// PeekType never panics either (TestPeekFixtures checks that it
+		// agrees with Peek on real events).
+		PeekType(fm, data)
+		PeekType(Unknown, data)
 		av, kind, obj, err := EventObject(fm, data)
 		if err != nil {
 			if !errors.Is(err, ErrInvalid) {

@@ -45,6 +45,11 @@ func TestPeekFixtures(t *testing.T) {
 				if m != want {
 					t.Fatalf("Peek(event %d) = %+v; want %+v", i, m, want)
 				}
+				for _, pf := range []Format{f, Unknown} {
+					if typ, ok := PeekType(pf, data); !ok || string(typ) != w.Type {
+						t.Fatalf("PeekType(%v, event %d) = %q, %v; want %q", pf, i, typ, ok, w.Type)
+					}
+				}
 				if m.InitialEventsEnd {
 					initialEnd++
 					if m.Type != "BOOKMARK" {
