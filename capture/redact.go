@@ -9,8 +9,8 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zlib"
 
+	"github.com/wtrace/wtrace/capture/redact"
 	"github.com/wtrace/wtrace/formats"
-	"github.com/wtrace/wtrace/internal/redact"
 )
 
 const (

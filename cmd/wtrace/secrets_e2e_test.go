@@ -35,9 +35,9 @@ import (
 	k8scache "k8s.io/client-go/tools/cache"
 
 	"github.com/wtrace/wtrace/capture"
+	"github.com/wtrace/wtrace/capture/proxy"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/internal/pcaptest"
-	"github.com/wtrace/wtrace/internal/proxy"
 	"github.com/wtrace/wtrace/internal/wttest"
 	"github.com/wtrace/wtrace/replay"
 )
@@ -698,28 +698,41 @@ func TestSecretsNeverStored(t *testing.T) {
 		t.Fatal(err)
 	}
 	proxyWT := filepath.Join(dir, "proxy.wt")
-	fs, err := capture.NewFileSink(capture.FileSinkOptions{Path: proxyWT, Meta: formats.Meta{Tool: "test", Source: "proxy", Redaction: "default"}})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	tee := capture.NewTee(fs, capture.TeeOptions{})
-	px, err := proxy.New(cl.Config, proxy.Options{Listen: "127.0.0.1:0", Tee: tee})
-	if err != nil {
-		t.Fatal(err)
+	ctx, stop := context.WithCancel(context.Background())
+	started := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		// What `wtrace record --proxy` runs.
+		_, err := proxy.Record(ctx, cl, ln, proxy.RecordOptions{
+			Output:        capture.FileSinkOptions{Path: proxyWT},
+			Tool:          "test",
+			ShutdownGrace: time.Second,
+			OnStart:       func(p *proxy.Proxy, _ *capture.Tee) { started <- p.URL },
+		})
+		done <- err
+	}()
+	var pxURL string
+	select {
+	case pxURL = <-started:
+	case err := <-done:
+		t.Fatalf("proxy.Record: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("the proxy did not start within a minute")
 	}
-	if err := px.Start(); err != nil {
-		t.Fatal(err)
-	}
-	driveShapes(t, px.URL)
-	driveInformers(t, px.URL)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	px.Shutdown(ctx)
-	cancel()
-	if err := tee.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := fs.Close(""); err != nil {
-		t.Fatal(err)
+	driveShapes(t, pxURL)
+	driveInformers(t, pxURL)
+	stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("proxy.Record: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("proxy.Record did not return within a minute of the stop")
 	}
 
 	// Through a tap, then pcaps of what it saw.

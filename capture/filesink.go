@@ -1,0 +1,616 @@
+package capture
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/wtrace/wtrace/formats"
+)
+
+// DefaultSyncInterval is the FileSinkOptions.SyncInterval a zero value
+// means.
+const DefaultSyncInterval = 10 * time.Second
+
+// Limit names a FileSink limit that was reached.
+type Limit uint8
+
+const (
+	LimitSize     Limit = 1 // FileSinkOptions.MaxSize
+	LimitDuration Limit = 2 // FileSinkOptions.MaxDuration
+)
+
+// String returns the name users know the limit by (wtrace record's flag),
+// as Summary notes say it: "max-size", "max-duration".
+func (l Limit) String() string {
+	switch l {
+	case LimitSize:
+		return "max-size"
+	case LimitDuration:
+		return "max-duration"
+	}
+	return "limit " + strconv.Itoa(int(l))
+}
+
+// Totals are what a recording's source has read so far, cumulative, for
+// each file's Summary.
+type Totals struct {
+	Packets int64 // packets read (0 for a proxy)
+	Bytes   int64 // bytes read: of the capture file as given, of the packets captured live, or proxied
+	Last    int64 // capture time of the last packet (or proxied piece)
+}
+
+// Ending says how a recording ended, for the last file's Summary.
+type Ending struct {
+	// Note says why the recording ended before its source did ("stopped
+	// by the user", "max-duration reached") or what went wrong; "" when
+	// the source ended (the end of a capture file).
+	Note string
+	// CaptureSHA256 is the hex SHA-256 of the capture file, when it was
+	// read to its end.
+	CaptureSHA256 string
+}
+
+// FileSinkOptions configure a FileSink. Path (or Out) is required; the
+// zero value of everything else writes one file with no limits, fsync'd
+// every DefaultSyncInterval.
+type FileSinkOptions struct {
+	// Path is the session file to write. With Rotate, the files are
+	// PartName(Path, 1), PartName(Path, 2), … and Path itself is not
+	// written.
+	Path string
+	// Out, used instead of Path, receives a single session (standard
+	// output). It is neither synced nor closed; Rotate is not allowed.
+	Out io.Writer
+	// Meta is the first record of every file (see NewMeta). Recorded is
+	// set to the time each file is created unless set. A part of a
+	// rotated recording gets two more Labels: "part" (its number) and,
+	// from the second part on, "previous" (the base name of the part
+	// before it).
+	Meta formats.Meta
+	// Writer configures each file's formats.Writer.
+	Writer formats.WriterOptions
+	// MaxSize ends a file once the blocks written to it reach this many
+	// bytes. Blocks are cut every Writer.BlockSize bytes of records (256
+	// KiB by default, before compression) and at each Flush, so a file
+	// exceeds MaxSize by at most about one block (plus, without Rotate,
+	// what is recorded until the recording stops). 0 means no limit.
+	MaxSize int64
+	// MaxDuration ends a file once it has been open this long (wall
+	// clock, checked at each Flush). 0 means no limit. The Summary of a
+	// file a limit ended notes it ("max-size reached: continued in …",
+	// or Close's Ending).
+	MaxDuration time.Duration
+	// Rotate makes a limit start the next part instead of calling OnLimit:
+	// at once for MaxDuration (parts cover fixed spans of time, even idle
+	// ones), with the next record for MaxSize.
+	Rotate bool
+	// OnLimit is called once, by the goroutine writing records, when a
+	// limit is reached and Rotate is off: the recording should stop (the
+	// FileSink keeps accepting records until Close).
+	OnLimit func(Limit)
+	// OnRotate, if set, is called after each rotation with the name of the
+	// finished part and of the new one.
+	OnRotate func(finished, next string)
+	// SyncInterval is how often Flush also fsyncs the file (Close always
+	// does). 0 means DefaultSyncInterval; negative means only at Close.
+	SyncInterval time.Duration
+	// Totals, if set, returns what the source has read so far, for each
+	// file's Summary: its Packets and Bytes (this file's share; the first
+	// file's share includes what was read before it was created), and a
+	// Time no earlier than Last. Without it a Summary counts no packets or
+	// bytes, and its Time is that of the file's last record. It is called
+	// by the goroutine writing records.
+	Totals func() Totals
+	// Clock is the wall clock for MaxDuration and SyncInterval; nil means
+	// time.Now.
+	Clock func() time.Time
+}
+
+// FileSink owns the session files of a recording, from any source (a
+// Recorder fed by a capture file or a live capture, a Tee fed by the
+// proxy): it creates them, writes each file's first record (Meta) and last
+// (Summary) — sources write neither, and Write refuses them — flushes them
+// on demand, fsyncs them now and then, enforces size and duration limits,
+// and rotates to numbered files.
+//
+// A Summary counts the records of its own file (connections, exchanges,
+// events, anomalies) and takes packets, bytes and the capture time from
+// FileSinkOptions.Totals; the last one gets Close's Ending.
+//
+// Each rotated part is usable on its own: the connections and exchanges
+// still open when a part ends are announced again at the start of the next
+// one (copies of their Conn, TLS, Request, Response and End records, with
+// the same IDs), so the next part's Frames, Body pieces and Ends find
+// their exchange. Exchange and connection IDs, and Frame Seq numbers, keep
+// counting across parts, as in one session.
+//
+// Records handed to Write are copied as they are encoded (see Sink).
+//
+// Write, Flush and Close must be called from one goroutine (the recording
+// goroutine); Size and Names are safe for concurrent use.
+type FileSink struct {
+	opts  FileSinkOptions
+	clock func() time.Time
+
+	part    int
+	name    string
+	file    *os.File
+	out     *fileCounter // what reached the file: blocks, as they are cut
+	w       *formats.Writer
+	begun   time.Time
+	synced  time.Time
+	limited bool
+	full    bool // MaxSize reached: the next record goes to the next part
+	turning bool // re-announcing after a rotation
+	closed  bool
+	err     error
+
+	sum          formats.Summary // this part's counts
+	base         Totals          // the source's totals when this part began
+	conns        map[uint64]*sinkConn
+	exchanges    map[int64]*sinkExchange
+	finishedSize int64
+
+	size  atomic.Int64
+	mu    sync.Mutex
+	names []string
+}
+
+type sinkConn struct {
+	conn formats.Conn
+	tls  *formats.TLS
+}
+
+type sinkExchange struct {
+	req  formats.Request
+	resp *formats.Response
+	ends [2]*formats.End
+}
+
+// ErrSinkRecord is returned by FileSink.Write for a Meta or Summary
+// record: the FileSink writes those itself.
+var ErrSinkRecord = errors.New("capture: a FileSink writes Meta and Summary records itself")
+
+// PartName returns the name of part n of a rotated recording written to
+// path: "s.wt", 3 → "s-0003.wt" (numbers have at least four digits, so the
+// parts sort by name).
+func PartName(path string, n int) string {
+	ext := filepath.Ext(path)
+	return fmt.Sprintf("%s-%04d%s", strings.TrimSuffix(path, ext), n, ext)
+}
+
+// NewFileSink creates the first file and writes its Meta. An error
+// creating it is an *OutputError (Created false).
+func NewFileSink(opts FileSinkOptions) (*FileSink, error) {
+	if opts.Out != nil && opts.Rotate {
+		return nil, errors.New("capture: a FileSink writing to a stream cannot rotate")
+	}
+	if opts.Out == nil && opts.Path == "" {
+		return nil, errors.New("capture: FileSink needs a Path or an Out")
+	}
+	if opts.SyncInterval == 0 {
+		opts.SyncInterval = DefaultSyncInterval
+	}
+	fs := &FileSink{opts: opts, clock: opts.Clock}
+	if opts.Rotate { // what is open is tracked for the next part only
+		fs.conns, fs.exchanges = map[uint64]*sinkConn{}, map[int64]*sinkExchange{}
+	}
+	if fs.clock == nil {
+		fs.clock = time.Now
+	}
+	if err := fs.open(); err != nil {
+		path := opts.Path
+		if opts.Out != nil {
+			path = "-"
+		}
+		return nil, &OutputError{Path: path, Err: err}
+	}
+	return fs, nil
+}
+
+// open starts the next file.
+func (fs *FileSink) open() error {
+	fs.part++
+	prev := fs.name
+	out := fs.opts.Out
+	fs.file = nil
+	if out == nil {
+		fs.name = fs.opts.Path
+		if fs.opts.Rotate {
+			fs.name = PartName(fs.opts.Path, fs.part)
+		}
+		f, err := os.Create(fs.name)
+		if err != nil {
+			return err
+		}
+		fs.file, out = f, f
+	} else {
+		fs.name = "-"
+	}
+	fs.out = &fileCounter{w: out}
+	w, err := formats.NewWriter(fs.out, fs.opts.Writer)
+	if err != nil {
+		if fs.file != nil {
+			fs.file.Close()
+		}
+		return err
+	}
+	fs.w = w
+	now := fs.clock()
+	fs.begun, fs.synced = now, now
+	fs.sum = formats.Summary{}
+	if fs.opts.Totals != nil && fs.part > 1 {
+		// What the source read before the first file counts in it.
+		fs.base = fs.opts.Totals()
+	}
+	meta := fs.opts.Meta
+	if fs.opts.Rotate {
+		meta.Labels = make(map[string]string, len(fs.opts.Meta.Labels)+2)
+		for k, v := range fs.opts.Meta.Labels {
+			meta.Labels[k] = v
+		}
+		meta.Labels["part"] = strconv.Itoa(fs.part)
+		if prev != "" {
+			meta.Labels["previous"] = filepath.Base(prev)
+		}
+	}
+	if meta.Recorded == 0 || fs.part > 1 {
+		meta.Recorded = now.UnixNano()
+	}
+	fs.mu.Lock()
+	fs.names = append(fs.names, fs.name)
+	fs.mu.Unlock()
+	return fs.write(&meta)
+}
+
+// Write writes r to the current file, keeping what it needs to announce
+// open connections and exchanges again after a rotation. A limit reached
+// by this record rotates (or calls OnLimit) after it is written.
+// Errors of the file are sticky. Errors are *OutputError, but for
+// ErrSinkRecord and errSinkClosed (misuse).
+func (fs *FileSink) Write(r formats.Record) error { return fs.failed(fs.writeRecord(r)) }
+
+var errSinkClosed = errors.New("capture: FileSink is closed")
+
+// failed returns err as an *OutputError.
+func (fs *FileSink) failed(err error) error {
+	if err == nil || err == ErrSinkRecord || err == errSinkClosed {
+		return err
+	}
+	return fs.wrap(err)
+}
+
+// wrap is failed's slow path (apart, so that failed does not allocate).
+func (fs *FileSink) wrap(err error) error {
+	var oe *OutputError
+	if errors.As(err, &oe) {
+		return err
+	}
+	path := fs.opts.Path
+	if fs.opts.Out != nil {
+		path = "-"
+	}
+	return &OutputError{Path: path, Created: true, Err: err}
+}
+
+func (fs *FileSink) writeRecord(r formats.Record) error {
+	if fs.err != nil {
+		return fs.err
+	}
+	if fs.closed {
+		return errSinkClosed
+	}
+	switch r.(type) {
+	case *formats.Meta, *formats.Summary:
+		return ErrSinkRecord
+	}
+	if fs.full {
+		fs.full = false
+		fs.rotate(LimitSize)
+		if fs.err != nil {
+			return fs.err
+		}
+	}
+	if fs.opts.Rotate {
+		fs.track(r)
+	}
+	if err := fs.write(r); err != nil {
+		return err
+	}
+	if fs.opts.MaxSize > 0 && fs.out.n >= fs.opts.MaxSize {
+		fs.limit(LimitSize)
+	}
+	return fs.err
+}
+
+// fileCounter counts the bytes written through it.
+type fileCounter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *fileCounter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// write writes r and counts it in this part's Summary.
+func (fs *FileSink) write(r formats.Record) error {
+	if err := fs.w.Write(r); err != nil {
+		// A record the Writer refuses leaves it usable; a failed write to
+		// the file is sticky, and Flush reports it again.
+		if ferr := fs.w.Flush(); ferr != nil {
+			fs.err = ferr
+		}
+		return err
+	}
+	switch r := r.(type) {
+	case *formats.Conn:
+		fs.sum.Conns++
+		fs.seen(r.Time)
+	case *formats.Request:
+		fs.sum.Exchanges++
+		fs.seen(r.Time)
+	case *formats.Frame:
+		fs.sum.Events++
+		fs.seen(r.Time)
+	case *formats.Anomaly:
+		fs.sum.Anomalies++
+		fs.seen(r.Time)
+	case *formats.Response:
+		fs.seen(r.Time)
+	case *formats.Body:
+		fs.seen(r.Time)
+	case *formats.Chunk:
+		fs.seen(r.Time)
+	case *formats.End:
+		fs.seen(r.Time)
+	case *formats.ConnEnd:
+		fs.seen(r.Time)
+	case *formats.TLS:
+		fs.seen(r.Time)
+	}
+	fs.size.Store(fs.finishedSize + fs.w.Size())
+	return nil
+}
+
+func (fs *FileSink) seen(t int64) {
+	if t > fs.sum.Time {
+		fs.sum.Time = t
+	}
+}
+
+// track keeps copies of the records that announce what is open.
+func (fs *FileSink) track(r formats.Record) {
+	switch r := r.(type) {
+	case *formats.Conn:
+		fs.conns[r.ID] = &sinkConn{conn: *r}
+	case *formats.TLS:
+		if c := fs.conns[r.Conn]; c != nil {
+			t := *r
+			c.tls = &t
+		}
+	case *formats.ConnEnd:
+		delete(fs.conns, r.Conn)
+		for id, x := range fs.exchanges {
+			if x.req.Conn == r.Conn {
+				delete(fs.exchanges, id)
+			}
+		}
+	case *formats.Request:
+		req := *r
+		req.Header = slices.Clone(r.Header)
+		fs.exchanges[r.Exchange] = &sinkExchange{req: req}
+	case *formats.Response:
+		if x := fs.exchanges[r.Exchange]; x != nil {
+			resp := *r
+			resp.Header = slices.Clone(r.Header)
+			x.resp = &resp
+		}
+	case *formats.End:
+		x := fs.exchanges[r.Exchange]
+		if x == nil || r.Dir > formats.ServerToClient {
+			return
+		}
+		e := *r
+		e.Tail = nil // body bytes belong to the part that carried them
+		e.Trailer = slices.Clone(r.Trailer)
+		x.ends[r.Dir] = &e
+		if x.ends[formats.ServerToClient] != nil && (x.ends[formats.ClientToServer] != nil || x.req.Missing) {
+			delete(fs.exchanges, r.Exchange)
+		}
+	}
+}
+
+// limit handles a reached limit.
+func (fs *FileSink) limit(reason Limit) {
+	if fs.turning {
+		return
+	}
+	if fs.opts.Rotate {
+		if reason == LimitSize {
+			// Rotate when the next record comes, so that a recording that
+			// stops now does not leave an empty part.
+			fs.full = true
+			return
+		}
+		fs.rotate(reason)
+		return
+	}
+	if !fs.limited {
+		fs.limited = true
+		if fs.opts.OnLimit != nil {
+			fs.opts.OnLimit(reason)
+		}
+	}
+}
+
+// rotate ends the current part and starts the next, announcing again what
+// is open.
+func (fs *FileSink) rotate(reason Limit) {
+	finished := fs.name
+	next := PartName(fs.opts.Path, fs.part+1)
+	if err := fs.finish(Ending{Note: fmt.Sprintf("%s reached: continued in %s", reason, filepath.Base(next))}); err != nil {
+		fs.err = err
+		return
+	}
+	if err := fs.open(); err != nil {
+		fs.err = err
+		return
+	}
+	fs.turning = true
+	defer func() { fs.turning = false }()
+	for _, id := range sortedKeys(fs.conns) {
+		c := fs.conns[id]
+		conn := c.conn
+		if fs.write(&conn) != nil {
+			return
+		}
+		if c.tls != nil {
+			t := *c.tls
+			if fs.write(&t) != nil {
+				return
+			}
+		}
+	}
+	for _, id := range sortedKeys(fs.exchanges) {
+		x := fs.exchanges[id]
+		req := x.req
+		if fs.write(&req) != nil {
+			return
+		}
+		if x.resp != nil {
+			resp := *x.resp
+			if fs.write(&resp) != nil {
+				return
+			}
+		}
+		for _, e := range x.ends {
+			if e != nil {
+				end := *e
+				if fs.write(&end) != nil {
+					return
+				}
+			}
+		}
+	}
+	if fs.opts.OnRotate != nil {
+		fs.opts.OnRotate(finished, fs.name)
+	}
+}
+
+func sortedKeys[K uint64 | int64, V any](m map[K]V) []K {
+	ks := make([]K, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+// finish writes the current part's Summary, closes its writer and syncs
+// and closes its file.
+func (fs *FileSink) finish(end Ending) error {
+	sum := fs.sum
+	sum.Note, sum.CaptureSHA256 = end.Note, end.CaptureSHA256
+	if fs.opts.Totals != nil {
+		t := fs.opts.Totals()
+		sum.Packets, sum.Bytes = t.Packets-fs.base.Packets, t.Bytes-fs.base.Bytes
+		sum.Time = max(sum.Time, t.Last)
+	}
+	if err := fs.w.Write(&sum); err != nil {
+		return err
+	}
+	if err := fs.w.Close(); err != nil {
+		return err
+	}
+	fs.finishedSize += fs.w.Size()
+	fs.size.Store(fs.finishedSize)
+	if fs.file != nil {
+		if err := fs.file.Sync(); err != nil {
+			fs.file.Close()
+			return err
+		}
+		if err := fs.file.Close(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Flush writes the pending block of the current file, fsyncs it when
+// SyncInterval has passed since the last sync, and checks MaxSize and
+// MaxDuration (rotating, or calling OnLimit). Errors are *OutputError.
+func (fs *FileSink) Flush() error { return fs.failed(fs.flush()) }
+
+func (fs *FileSink) flush() error {
+	if fs.err != nil || fs.closed {
+		return fs.err
+	}
+	if err := fs.w.Flush(); err != nil {
+		fs.err = err
+		return err
+	}
+	now := fs.clock()
+	if fs.file != nil && fs.opts.SyncInterval > 0 && now.Sub(fs.synced) >= fs.opts.SyncInterval {
+		fs.synced = now
+		if err := fs.file.Sync(); err != nil {
+			fs.err = err
+			return err
+		}
+	}
+	switch {
+	case fs.opts.MaxSize > 0 && fs.out.n >= fs.opts.MaxSize:
+		fs.limit(LimitSize)
+	case fs.opts.MaxDuration > 0 && now.Sub(fs.begun) >= fs.opts.MaxDuration:
+		fs.limit(LimitDuration)
+	}
+	return fs.err
+}
+
+// Close writes the last file's Summary (with end: why the recording
+// stopped, the capture file's hash), its index and footer, and fsyncs and
+// closes it. It returns the first error the FileSink met (an
+// *OutputError); a second call returns it again.
+func (fs *FileSink) Close(end Ending) error { return fs.failed(fs.close(end)) }
+
+func (fs *FileSink) close(end Ending) error {
+	if fs.closed {
+		return fs.err
+	}
+	fs.closed = true
+	if fs.err != nil {
+		if fs.file != nil {
+			fs.file.Close()
+		}
+		return fs.err
+	}
+	if err := fs.finish(end); err != nil {
+		fs.err = err
+	}
+	return fs.err
+}
+
+// Size returns the bytes written so far over all files (with the pending
+// block's estimated size).
+func (fs *FileSink) Size() int64 { return fs.size.Load() }
+
+// Names returns the files written so far, in order.
+func (fs *FileSink) Names() []string {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return slices.Clone(fs.names)
+}
+
+// Part returns the number of the current file (1 for the first).
+func (fs *FileSink) Part() int { return fs.part }

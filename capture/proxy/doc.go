@@ -1,0 +1,23 @@
+// Package proxy is the reverse proxy of `wtrace record --proxy`: like
+// kubectl proxy, it listens on loopback, takes plain HTTP/1.1 (or HTTPS)
+// from clients, and forwards every request to the apiserver of a
+// kubeconfig context with that context's credentials (client
+// certificates, tokens, exec plugins, through client-go's transport;
+// upstream may speak HTTP/2).
+//
+// With Options.Tee set, every client connection is recorded: the
+// listener wraps each accepted connection (after TLS, so the bytes are
+// plaintext) and hands every byte read from or written to the client to a
+// capture.TeeConn, stamped with the time of the read or write. The session
+// therefore holds exactly the wire view of what the proxy sent its client:
+// headers, chunk boundaries as net/http wrote them, one chunk per read
+// from upstream (the proxy flushes after each), and their times. The
+// proxy's own upstream credentials never pass through the tee; the
+// client's Authorization header does, and is redacted like any other.
+//
+// Record runs a whole recording (`wtrace record --proxy`): the proxy, a
+// capture.Tee and the capture.FileSink that owns the session files, until
+// its context is done, a limit is reached or writing fails. The package is
+// a recording source beside capture/live, free of CLI concerns: cmd/wtrace
+// wires it to flags and signals.
+package proxy

@@ -1,0 +1,448 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/wtrace/wtrace/capture"
+	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/internal/selfsigned"
+)
+
+// DefaultListen is the address a zero Options listens on, like kubectl proxy.
+const DefaultListen = "127.0.0.1:8001"
+
+// readHeaderTimeout bounds how long a client may take to send a request
+// head (a stalled client must not hold a connection forever). Bodies and
+// responses have no timeout: watches last as long as they last.
+const readHeaderTimeout = 30 * time.Second
+
+// Sentinel errors of LoadConfig, for callers that explain them.
+var (
+	// ErrNoKubeconfig: no kubeconfig was found, or it is empty.
+	ErrNoKubeconfig = errors.New("proxy: no kubeconfig found")
+	// ErrNoContext: the kubeconfig names no current context and none was
+	// given.
+	ErrNoContext = errors.New("proxy: the kubeconfig has no current context")
+	// ErrContextNotFound: the context asked for is not in the kubeconfig.
+	ErrContextNotFound = errors.New("proxy: context not found in the kubeconfig")
+)
+
+// Cluster is what LoadConfig found: the client configuration, and names
+// to show.
+type Cluster struct {
+	Config   *rest.Config
+	Context  string   // the context used
+	Contexts []string // every context of the kubeconfig, sorted
+	Server   string   // the apiserver URL, without credentials
+}
+
+// LoadConfig loads a kubeconfig the way kubectl does: path, or the
+// KUBECONFIG variable, or ~/.kube/config; context, or the current one.
+// Client certificates, tokens and exec plugins come with the returned
+// config (New builds the transport with rest.TransportFor).
+func LoadConfig(path, context string) (*Cluster, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if path != "" {
+		rules.ExplicitPath = path
+	}
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context})
+	raw, err := cc.RawConfig()
+	if err != nil {
+		return nil, fmt.Errorf("proxy: reading the kubeconfig: %w", err)
+	}
+	cl := &Cluster{Context: context}
+	for name := range raw.Contexts {
+		cl.Contexts = append(cl.Contexts, name)
+	}
+	sort.Strings(cl.Contexts)
+	if cl.Context == "" {
+		cl.Context = raw.CurrentContext
+	}
+	switch {
+	case len(raw.Contexts) == 0 && len(raw.Clusters) == 0:
+		return nil, ErrNoKubeconfig
+	case cl.Context == "":
+		return nil, ErrNoContext
+	case raw.Contexts[cl.Context] == nil:
+		return nil, fmt.Errorf("%w: %q", ErrContextNotFound, cl.Context)
+	}
+	cfg, err := cc.ClientConfig()
+	switch {
+	case err != nil && clientcmd.IsContextNotFound(err):
+		return nil, fmt.Errorf("%w: %v", ErrContextNotFound, err)
+	case err != nil && clientcmd.IsEmptyConfig(err):
+		return nil, fmt.Errorf("%w: %v", ErrNoKubeconfig, err)
+	case err != nil:
+		return nil, fmt.Errorf("proxy: kubeconfig context %q: %w", cl.Context, err)
+	}
+	cl.Config = cfg
+	u, _, err := rest.DefaultServerUrlFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: kubeconfig context %q: %w", cl.Context, err)
+	}
+	u.User = nil
+	cl.Server = u.String()
+	return cl, nil
+}
+
+// Options configure a Proxy. The zero value listens on DefaultListen,
+// serves plain HTTP/1.1, records nothing and logs nothing.
+type Options struct {
+	// Listen is the address to listen on; "" means DefaultListen.
+	Listen string
+	// TLS serves HTTPS (HTTP/1.1 only, so the tee sees HTTP/1.1) with
+	// Certificate, or a generated self-signed one (see CertPEM).
+	TLS         bool
+	Certificate *tls.Certificate
+	// Tee, if set, records every client connection: each byte read from
+	// or written to a client (after TLS) goes to a TeeConn.
+	Tee *capture.Tee
+	// Logger receives one Debug line per request and Warn lines for
+	// upstream errors; nil discards.
+	Logger *slog.Logger
+}
+
+// Proxy is a reverse proxy to one apiserver, like kubectl proxy: clients
+// talk plain HTTP/1.1 (or HTTPS) to it on loopback, and it forwards each
+// request with the kubeconfig's credentials (the client's own
+// Authorization and Proxy-Authorization headers are not forwarded).
+// Responses are flushed to the client after every read from upstream, so
+// watch events keep their timing. Upstream may be HTTP/1.1 or HTTP/2.
+//
+// Start it with Start (or Serve), stop it with Shutdown or Close. Safe for
+// concurrent use.
+type Proxy struct {
+	// URL is the proxy's base URL ("http://127.0.0.1:8001"), set by Start
+	// and Serve.
+	URL string
+
+	opts    Options
+	log     *slog.Logger
+	target  *url.URL
+	srv     *http.Server
+	tlsCfg  *tls.Config
+	certPEM []byte
+
+	mu      sync.Mutex
+	started bool
+	done    chan struct{}
+	active  int        // handlers running
+	short   int        // handlers running that are not watches
+	idle    *sync.Cond // signalled when active drops to 0
+	ln      net.Listener
+}
+
+// New returns a Proxy forwarding to the apiserver of cfg, with its
+// credentials. It does not listen yet.
+func New(cfg *rest.Config, opts Options) (*Proxy, error) {
+	if opts.Listen == "" {
+		opts.Listen = DefaultListen
+	}
+	target, _, err := rest.DefaultServerUrlFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
+	rt, err := rest.TransportFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: transport: %w", err)
+	}
+	p := &Proxy{opts: opts, log: opts.Logger, target: target, done: make(chan struct{})}
+	p.idle = sync.NewCond(&p.mu)
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Host = ""
+			// The proxy authenticates with the kubeconfig's credentials.
+			pr.Out.Header.Del("Authorization")
+			pr.Out.Header.Del("Proxy-Authorization")
+		},
+		Transport:     rt,
+		FlushInterval: -1,
+		ErrorLog:      log.New(slogWriter{p.log}, "", 0),
+		ErrorHandler:  p.upstreamError,
+	}
+	p.srv = &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			watch := isWatch(r)
+			p.mu.Lock()
+			p.active++
+			if !watch {
+				p.short++
+			}
+			p.mu.Unlock()
+			defer func() {
+				p.mu.Lock()
+				if !watch {
+					p.short--
+				}
+				if p.active--; p.active == 0 {
+					p.idle.Broadcast()
+				}
+				p.mu.Unlock()
+			}()
+			p.log.Debug("request", "method", r.Method, "target", r.URL.RequestURI(), "client", r.RemoteAddr)
+			rp.ServeHTTP(w, r)
+		}),
+		ReadHeaderTimeout: readHeaderTimeout,
+		ErrorLog:          log.New(slogWriter{p.log}, "", 0),
+	}
+	if opts.TLS {
+		cert := opts.Certificate
+		if cert == nil {
+			host, _, _ := net.SplitHostPort(opts.Listen)
+			c, pemBytes, err := selfsigned.New("wtrace proxy", host, time.Now())
+			if err != nil {
+				return nil, fmt.Errorf("proxy: %w", err)
+			}
+			cert, p.certPEM = &c, pemBytes
+		} else if len(cert.Certificate) > 0 {
+			p.certPEM = selfsigned.PEM(cert.Certificate[0])
+		}
+		// HTTP/1.1 only: the recording parses what the client got as
+		// HTTP/1.1 (the connections are wrapped, so net/http would not
+		// offer h2 anyway).
+		p.tlsCfg = &tls.Config{Certificates: []tls.Certificate{*cert}, NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS12}
+	}
+	return p, nil
+}
+
+// upstreamError answers a request the apiserver could not be asked, with
+// a Kubernetes Status (so clients show a sensible message).
+func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, context.Canceled) {
+		return // the client went away
+	}
+	p.log.Warn("upstream request failed", "method", r.Method, "target", r.URL.RequestURI(), "err", err)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadGateway)
+	json.NewEncoder(w).Encode(map[string]any{
+		"kind": "Status", "apiVersion": "v1", "metadata": map[string]any{}, "status": "Failure",
+		"message": "wtrace proxy: " + err.Error(), "reason": "ServiceUnavailable", "code": http.StatusBadGateway,
+	})
+}
+
+// Target returns the apiserver URL requests go to (without credentials).
+func (p *Proxy) Target() string {
+	u := *p.target
+	u.User = nil
+	return u.String()
+}
+
+// CertPEM returns the PEM certificate served with TLS (nil without TLS).
+func (p *Proxy) CertPEM() []byte { return p.certPEM }
+
+// Start listens on Options.Listen and serves in the background.
+func (p *Proxy) Start() error {
+	ln, err := net.Listen("tcp", p.opts.Listen)
+	if err != nil {
+		return fmt.Errorf("proxy: %w", err)
+	}
+	return p.Serve(ln)
+}
+
+// Serve serves on ln in the background (the Proxy closes ln).
+func (p *Proxy) Serve(ln net.Listener) error {
+	p.mu.Lock()
+	if p.started {
+		p.mu.Unlock()
+		ln.Close()
+		return errors.New("proxy: already started")
+	}
+	p.started = true
+	p.mu.Unlock()
+	scheme := "http"
+	if p.tlsCfg != nil {
+		scheme = "https"
+	}
+	p.URL = scheme + "://" + ln.Addr().String()
+	wl := &listener{Listener: ln, tee: p.opts.Tee, tls: p.tlsCfg}
+	p.mu.Lock()
+	p.ln = wl
+	p.mu.Unlock()
+	go func() {
+		defer close(p.done)
+		p.srv.Serve(wl)
+	}()
+	return nil
+}
+
+// Shutdown stops accepting connections and waits, until ctx is done, for
+// the requests in flight that are not watches (a LIST, a create) to
+// finish; watches would never finish, so it does not wait for them. Then
+// it closes every connection (cutting watches short) and waits for the
+// handlers to return.
+func (p *Proxy) Shutdown(ctx context.Context) error {
+	p.srv.SetKeepAlivesEnabled(false)
+	p.mu.Lock()
+	ln := p.ln
+	p.mu.Unlock()
+	if ln != nil {
+		ln.Close()
+	}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		p.mu.Lock()
+		n := p.short
+		p.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return p.Close()
+		case <-tick.C:
+		}
+	}
+	return p.Close()
+}
+
+// isWatch reports whether a request asks for a watch (the watch query
+// parameter, or the legacy /watch/ path).
+func isWatch(r *http.Request) bool {
+	switch strings.ToLower(r.URL.Query().Get("watch")) {
+	case "true", "1":
+		return true
+	}
+	return strings.HasPrefix(r.URL.Path, "/api/v1/watch/") || strings.HasPrefix(r.URL.Path, "/apis/") && strings.Contains(r.URL.Path, "/watch/")
+}
+
+// Close closes the listener and every connection, and returns once every
+// handler has returned.
+func (p *Proxy) Close() error {
+	err := p.srv.Close()
+	if errors.Is(err, net.ErrClosed) {
+		err = nil
+	}
+	p.mu.Lock()
+	started := p.started
+	p.started = true // a later Start fails
+	p.mu.Unlock()
+	if started {
+		<-p.done
+	}
+	p.mu.Lock()
+	for p.active > 0 {
+		p.idle.Wait()
+	}
+	p.mu.Unlock()
+	return err
+}
+
+// listener wraps accepted connections: TLS (if configured), then the tee,
+// so the tee sees plaintext.
+type listener struct {
+	net.Listener
+	tee *capture.Tee
+	tls *tls.Config
+}
+
+func (l *listener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	if l.tls != nil {
+		c = tls.Server(c, l.tls)
+	}
+	if l.tee == nil {
+		return c, nil
+	}
+	return newTeeConn(c, l.tee.Conn(c.RemoteAddr().String(), c.LocalAddr().String(), "http/1.1")), nil
+}
+
+// teeConn hands every byte read from and written to the client to the
+// tee. Close waits for the reads and writes in flight (which the close
+// ends) so that their bytes are recorded before the connection's end.
+type teeConn struct {
+	net.Conn
+	tc       *capture.TeeConn
+	once     sync.Once
+	mu       sync.Mutex
+	inflight int
+	closed   bool
+	drained  *sync.Cond
+}
+
+func newTeeConn(c net.Conn, tc *capture.TeeConn) *teeConn {
+	t := &teeConn{Conn: c, tc: tc}
+	t.drained = sync.NewCond(&t.mu)
+	return t
+}
+
+func (c *teeConn) begin() {
+	c.mu.Lock()
+	c.inflight++
+	c.mu.Unlock()
+}
+
+func (c *teeConn) end() {
+	c.mu.Lock()
+	if c.inflight--; c.inflight == 0 && c.closed {
+		c.drained.Broadcast()
+	}
+	c.mu.Unlock()
+}
+
+func (c *teeConn) Read(p []byte) (int, error) {
+	c.begin()
+	defer c.end()
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.tc.Data(formats.ClientToServer, p[:n])
+	}
+	return n, err
+}
+
+func (c *teeConn) Write(p []byte) (int, error) {
+	c.begin()
+	defer c.end()
+	n, err := c.Conn.Write(p)
+	if n > 0 {
+		c.tc.Data(formats.ServerToClient, p[:n])
+	}
+	return n, err
+}
+
+func (c *teeConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() {
+		c.mu.Lock()
+		c.closed = true
+		for c.inflight > 0 {
+			c.drained.Wait()
+		}
+		c.mu.Unlock()
+		c.tc.Close(formats.ConnClosed)
+	})
+	return err
+}
+
+// slogWriter turns the standard logger's lines (net/http's) into Debug
+// records.
+type slogWriter struct{ l *slog.Logger }
+
+func (w slogWriter) Write(p []byte) (int, error) {
+	w.l.Debug(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
