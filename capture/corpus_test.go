@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/wtrace/wtrace/capture/tlsdec"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
 )
@@ -238,12 +239,15 @@ func compareTruth(t *testing.T, truth []truthEvent, got []event) {
 }
 
 // TestCorpus records the copies of the corpus scenarios in testdata and
-// compares the events with what the real clients received.
+// compares the events with what the real clients received. The last three
+// are the repository's own (internal/cmd/mkcorpus): kubectl get -w
+// (Tables), metadata-only informers (PartialObjectMetadata, JSON and
+// protobuf), and a CBOR informer over TLS and HTTP/2.
 func TestCorpus(t *testing.T) {
-	for _, name := range []string{"basic-json", "multi-watch", "protobuf", "gone-410"} {
+	for _, name := range []string{"basic-json", "multi-watch", "protobuf", "gone-410", "table-watch", "metadata-informer", "cbor-informer"} {
 		t.Run(name, func(t *testing.T) {
 			dir := filepath.Join("..", "testdata", "corpus", name)
-			sink, st := recordFile(t, filepath.Join(dir, "capture.pcap"), Options{KeepSecrets: true})
+			sink, st := recordFile(t, filepath.Join(dir, "capture.pcap"), Options{KeepSecrets: true, KeyLog: keyLogIn(t, dir)})
 			got := events(t, sink.recs)
 			truth := readTruth(t, filepath.Join(dir, "truth.jsonl"))
 			compareTruth(t, truth, got)
@@ -257,6 +261,20 @@ func TestCorpus(t *testing.T) {
 			}
 		})
 	}
+}
+
+// keyLogIn returns the key log of a corpus scenario (nil when it has none).
+func keyLogIn(t testing.TB, dir string) *tlsdec.KeyLog {
+	f, err := os.Open(filepath.Join(dir, "keylog.txt"))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	kl, err := tlsdec.ParseKeyLog(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kl
 }
 
 // TestCorpusShared runs the same comparison on every scenario of the shared

@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-var errFormat = fmt.Errorf("%w: the splitter's format is neither JSON nor protobuf", ErrSyntax)
+var errFormat = fmt.Errorf("%w: the splitter's format is not JSON, protobuf or CBOR", ErrSyntax)
 
 // isSpace reports JSON whitespace (RFC 8259 section 2).
 func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }

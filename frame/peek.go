@@ -16,20 +16,33 @@ const annInitialEventsEnd = "k8s.io/initial-events-end"
 
 // Peek reads Meta from an event's exact bytes (Event.Data) in format f.
 //
-// JSON: the event object's "type", and from "object" its "kind",
+// JSON and CBOR: the event object's "type", and from "object" its "kind",
 // "apiVersion", "metadata" ("name", "namespace", "resourceVersion",
 // annotation k8s.io/initial-events-end) and, for a Status, "code", "reason"
 // and "message". Fields may come in any order; others are skipped without
-// being decoded. Protobuf: WatchEvent.type, then the object's
+// being decoded. CBOR strings may be byte or text strings (Kubernetes
+// writes byte strings). Protobuf: WatchEvent.type, then the object's
 // runtime.Unknown envelope (TypeMeta) and the object message's field 1
 // (ObjectMeta, or for kind Status the Status fields). Status fields are
-// kept only for ERROR events. Errors wrap ErrInvalid; Peek never panics.
+// kept only for ERROR events.
+//
+// A Table (the events of kubectl get -w, Accept application/json;as=Table)
+// keeps Kind "Table" as sent; its namespace, name and resourceVersion are
+// those of its row's object (rows[0].object.metadata, a
+// PartialObjectMetadata unless includeObject=Object), when it has exactly
+// one row; the Table's own resourceVersion stays when the row's object
+// has none. A PartialObjectMetadata (metadata-only informers) is an object
+// like any other: Kind "PartialObjectMetadata", its metadata.
+//
+// Errors wrap ErrInvalid; Peek never panics.
 func Peek(f Format, data []byte) (Meta, error) {
 	switch f {
 	case JSON:
 		return peekJSON(data)
 	case Protobuf:
 		return peekProto(data)
+	case CBOR:
+		return peekCBOR(data)
 	}
 	return Meta{}, fmt.Errorf("%w: cannot peek format %v", ErrInvalid, f)
 }
@@ -38,6 +51,7 @@ func peekJSON(data []byte) (Meta, error) {
 	var m Meta
 	var code int32
 	var reason, message string
+	var rows rowMeta
 	cfg := jsoniter.ConfigFastest
 	it := cfg.BorrowIterator(data)
 	defer cfg.ReturnIterator(it)
@@ -71,6 +85,8 @@ func peekJSON(data []byte) (Meta, error) {
 					reason = readJSONString(it)
 				case "message":
 					message = readJSONString(it)
+				case "rows":
+					peekJSONRows(it, &rows)
 				default:
 					it.Skip()
 				}
@@ -87,7 +103,42 @@ func peekJSON(data []byte) (Meta, error) {
 	if m.Type == "ERROR" {
 		m.Code, m.Reason, m.Message = code, reason, message
 	}
+	rows.apply(&m)
 	return m, nil
+}
+
+// peekJSONRows reads a Table's "rows": their number, and the metadata of
+// the first row's "object".
+func peekJSONRows(it *jsoniter.Iterator, rows *rowMeta) {
+	if it.WhatIsNext() != jsoniter.ArrayValue {
+		it.Skip()
+		return
+	}
+	it.ReadArrayCB(func(it *jsoniter.Iterator) bool {
+		rows.n++
+		if rows.n > 1 || it.WhatIsNext() != jsoniter.ObjectValue {
+			it.Skip()
+			return it.Error == nil
+		}
+		it.ReadObjectCB(func(it *jsoniter.Iterator, k string) bool {
+			if k != "object" || it.WhatIsNext() != jsoniter.ObjectValue {
+				it.Skip()
+				return it.Error == nil
+			}
+			var om Meta
+			it.ReadObjectCB(func(it *jsoniter.Iterator, k string) bool {
+				if k == "metadata" {
+					peekJSONMetadata(it, &om)
+				} else {
+					it.Skip()
+				}
+				return it.Error == nil
+			})
+			rows.namespace, rows.name, rows.resourceVersion = om.Namespace, om.Name, om.ResourceVersion
+			return it.Error == nil
+		})
+		return it.Error == nil
+	})
 }
 
 // readJSONString reads a string value, or skips a value of another type.
@@ -236,9 +287,16 @@ func PeekType(f Format, data []byte) (typ []byte, ok bool) {
 		return peekJSONType(data)
 	case Protobuf:
 		return peekProtoType(data)
+	case CBOR:
+		return peekCBORType(data)
 	case Unknown:
 		if i := skipSpace(data, 0); i < len(data) && data[i] == '{' {
 			return peekJSONType(data)
+		}
+		if len(data) > 0 && (data[0]>>5 == 5 || data[0]>>5 == 6) {
+			// A CBOR map, or a tag (self-described CBOR); a protobuf
+			// WatchEvent begins with 0x0a.
+			return peekCBORType(data)
 		}
 		return peekProtoType(data)
 	}

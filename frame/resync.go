@@ -154,8 +154,11 @@ func probeVarint(p []byte) (v uint64, n int, res int) {
 
 // probe judges the candidate at w[0] in the splitter's format.
 func (s *Splitter) probe(w []byte) int {
-	if s.format == Protobuf {
+	switch s.format {
+	case Protobuf:
 		return probeProto(w, s.limit)
+	case CBOR:
+		return probeCBOR(w)
 	}
 	return probeJSON(w)
 }
@@ -165,7 +168,7 @@ func (s *Splitter) probe(w []byte) int {
 // mode, the event begins at p[n] (or in the replay bytes), and
 // s.skipped counts everything before it.
 func (s *Splitter) scanResync(p []byte) (n int, found bool) {
-	if s.format != JSON && s.format != Protobuf {
+	if s.format != JSON && s.format != Protobuf && s.format != CBOR {
 		// Nothing can be found: skip everything.
 		s.skipped += int64(len(p))
 		s.off += int64(len(p))
@@ -252,6 +255,20 @@ func (s *Splitter) findCandidate(p []byte) (int, int) {
 			c += j + 1
 		}
 	}
+	if s.format == CBOR {
+		// Every event begins with the self-described tag's first byte.
+		for c := 0; c < len(p); c++ {
+			j := bytes.IndexByte(p[c:], cborAnchor[0])
+			if j < 0 {
+				return 0, probeNo
+			}
+			c += j
+			if r := probeCBOR(p[c:]); r != probeNo {
+				return c, r
+			}
+		}
+		return 0, probeNo
+	}
 	// Protobuf: every position is a candidate; the payload's first byte
 	// (p[c+4]) must be 0x0a, which bytes.IndexByte finds quickly. The last
 	// four positions, whose payload byte is not here yet, are probed one by
@@ -288,13 +305,18 @@ func (s *Splitter) reset2() {
 }
 
 // Sniff guesses the format of a body captured from its middle (no headers):
-// it looks for JSON or protobuf event starts in p. It returns Protobuf if p
-// holds a protobuf resync point (see Splitter.Resync), else JSON if it holds
-// a JSON one (p[0] counts as a line start), else Unknown.
+// it looks for event starts in p. It returns Protobuf if p holds a
+// protobuf resync point (see Splitter.Resync), else CBOR if it holds a
+// CBOR one, else JSON if it holds a JSON one (p[0] counts as a line
+// start), else Unknown.
 func Sniff(p []byte) Format {
 	s := Splitter{format: Protobuf, limit: MaxEventSize}
 	if _, r := s.findCandidate(p); r == probeYes {
 		return Protobuf
+	}
+	s = Splitter{format: CBOR, limit: MaxEventSize}
+	if _, r := s.findCandidate(p); r == probeYes {
+		return CBOR
 	}
 	s = Splitter{format: JSON, limit: MaxEventSize, rsNL: true}
 	if _, r := s.findCandidate(p); r == probeYes {

@@ -8,7 +8,8 @@ const maxWhitespace = 64 << 10
 
 // window is the number of bytes a resync candidate needs to be judged: the
 // longest JSON anchor `{"type":"MODIFIED"` is 18 bytes, the protobuf checks
-// read at most 30 (4 length, 2+8 type, 1+5 object, 1+5 raw, 4 "k8s\x00").
+// read at most 30 (4 length, 2+8 type, 1+5 object, 1+5 raw, 4 "k8s\x00"),
+// the CBOR ones 25 (3 tag, 1 map, 5 "type", 9 BOOKMARK, 7 "object").
 const window = 32
 
 // Splitter splits a body, fed incrementally, into events. It does not rely
@@ -42,6 +43,18 @@ type Splitter struct {
 	hdr  [4]byte
 	hn   int // bytes of hdr filled
 	need int // payload length, once hn == 4
+	// CBOR framing state (cbor.go): items owed to definite-length
+	// containers, open indefinite-length items, a head cut by the end of
+	// an input, string bytes still to pass, whether only tags were read,
+	// the bytes of the leading self-described tags (Pre).
+	cOwed   uint64
+	cStack  []cborIndef
+	cHead   [9]byte
+	cHn     int
+	cSkip   uint64
+	cTop    bool
+	cPre    int
+	cPreEnd bool
 
 	// Resync state.
 	resync bool
@@ -54,8 +67,9 @@ type Splitter struct {
 	tail   []byte
 }
 
-// NewSplitter returns a Splitter for format f (JSON or Protobuf). For any
-// other format it returns a Splitter whose Next fails with ErrSyntax.
+// NewSplitter returns a Splitter for format f (JSON, Protobuf or CBOR).
+// For any other format it returns a Splitter whose Next fails with
+// ErrSyntax.
 func NewSplitter(f Format, opts Options) *Splitter {
 	s := &Splitter{format: f, limit: opts.MaxEventSize}
 	if s.limit <= 0 {
@@ -126,6 +140,8 @@ func (s *Splitter) step(p []byte) (n int, ev Event, ok bool, err error) {
 		n, ev, ok, err = s.stepJSON(p)
 	case Protobuf:
 		n, ev, ok, err = s.stepProto(p)
+	case CBOR:
+		n, ev, ok, err = s.stepCBOR(p)
 	default:
 		return 0, Event{}, false, s.fail(s.off, errFormat)
 	}
@@ -176,6 +192,11 @@ func (s *Splitter) End() (tail []byte, err error) {
 			s.tail = append(s.tail, s.hdr[:s.hn]...)
 			s.tail = append(s.tail, s.buf...)
 		}
+	case CBOR:
+		if s.inEvent {
+			partial, at = true, s.start
+			s.tail = append(s.tail, s.buf...)
+		}
 	}
 	if len(s.replay) > 0 {
 		if !partial {
@@ -222,6 +243,7 @@ func (s *Splitter) reset() {
 	s.buf = s.buf[:0]
 	s.inEvent, s.depth, s.inStr, s.esc = false, 0, false, false
 	s.hn, s.need = 0, 0
+	s.cOwed, s.cStack, s.cHn, s.cSkip, s.cTop, s.cPre, s.cPreEnd = 0, s.cStack[:0], 0, 0, false, 0, false
 	s.replay = nil
 }
 

@@ -11,8 +11,9 @@ const (
 	// protobuf Secret, SecretList, List, PartialObjectMetadataList,
 	// ControllerRevision(List), TokenRequest or TokenReview (whose
 	// envelope names the kind first), the part of a protobuf body from a
-	// nested object on, and YAML or CBOR bodies, which this package does
-	// not parse. A body larger than this is replaced (fail closed).
+	// nested object on, a CBOR body (one data item, walked whole), and
+	// YAML, which this package does not parse. A body larger than this is
+	// replaced (fail closed).
 	MaxHoldWhole = 64 << 20
 	// maxSniff bounds the whitespace read before a body's first byte
 	// decides how it is parsed.
@@ -256,6 +257,14 @@ func (b *Body) Close(complete bool, emit func([]byte)) {
 	case mWhole:
 		h := b.held
 		b.held = nil
+		if complete && b.cbor() {
+			out, changed := b.s.cborWhole(h, b.o.AssumeSecret, b.rep)
+			b.changed = b.changed || changed
+			if len(out) > 0 {
+				emit(out)
+			}
+			return
+		}
 		if b.o.AssumeSecret || !complete || b.mayHold(h) {
 			b.rep.fail(0, 0, "a "+b.what()+" body that may hold a Secret cannot be parsed")
 			b.replaced(h, emit)
@@ -265,6 +274,11 @@ func (b *Body) Close(complete bool, emit func([]byte)) {
 			emit(h)
 		}
 	}
+}
+
+// cbor reports a CBOR body (application/cbor, or a +cbor suffix).
+func (b *Body) cbor() bool {
+	return b.mt == "application/cbor" || strings.HasSuffix(b.mt, "+cbor")
 }
 
 func (b *Body) what() string {

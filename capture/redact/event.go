@@ -8,8 +8,9 @@ import (
 // format f, adding what it replaced to rep. It returns data itself when
 // nothing is replaced, else a redacted copy of the same length. An event
 // that may hold a credential but does not parse is replaced from where it
-// stops parsing (JSON) or whole (protobuf); the length prefix and the
-// other events of the stream are untouched.
+// stops parsing (JSON), whole (protobuf), or whole by a CBOR byte string
+// of its length (CBOR, so the sequence stays self-delimiting); the length
+// prefix and the other events of the stream are untouched.
 func (s *Secrets) Event(f frame.Format, data []byte, rep *Report) []byte {
 	switch f {
 	case frame.JSON:
@@ -25,6 +26,9 @@ func (s *Secrets) Event(f frame.Format, data []byte, rep *Report) []byte {
 		p.object(protoKindWatchEvnt, data, 0, 0)
 		out, _ := p.apply(s, data, rep)
 		return out
+	case frame.CBOR:
+		out, _ := s.cborWhole(data, false, rep)
+		return out
 	}
 	return data
 }
@@ -33,7 +37,7 @@ func (s *Secrets) Event(f frame.Format, data []byte, rep *Report) []byte {
 // whitespace, or the partial event a cut stream left. A partial JSON
 // event goes through the same walker as whole ones, and every value whose
 // object's kind it does not reach is replaced (fail closed); a partial
-// protobuf event is replaced whole.
+// protobuf or CBOR event is replaced whole.
 func (s *Secrets) Tail(f frame.Format, tail []byte, rep *Report) []byte {
 	if onlySpace(tail) {
 		return tail
@@ -44,7 +48,7 @@ func (s *Secrets) Tail(f frame.Format, tail []byte, rep *Report) []byte {
 	default:
 		out := make([]byte, len(tail))
 		fill(out, unparsedFill)
-		rep.fail(0, int64(len(tail)), "a partial protobuf event")
+		rep.fail(0, int64(len(tail)), "a partial "+f.String()+" event")
 		return out
 	}
 }
