@@ -333,7 +333,7 @@ func (st statusFields) apply(m *Meta) {
 // rowMeta is what a Table's rows tell: how many, and the metadata of the
 // first row's object.
 type rowMeta struct {
-	n                              int
+	n                                int
 	namespace, name, resourceVersion string
 }
 
