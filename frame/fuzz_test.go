@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/wtrace/wtrace/internal/cborscan"
 )
 
 var update = flag.Bool("update", false, "rewrite the testdata/fuzz seed corpora from the fixtures")
@@ -88,6 +90,14 @@ func fuzzSplit(t *testing.T, f Format, data, cuts []byte, mode uint8) {
 			if len(ev.Pre) != 4 || int(uint32(ev.Pre[0])<<24|uint32(ev.Pre[1])<<16|uint32(ev.Pre[2])<<8|uint32(ev.Pre[3])) != len(ev.Data) {
 				t.Fatalf("event %d: Pre %x for %d bytes", i, ev.Pre, len(ev.Data))
 			}
+		case CBOR:
+			// Pre is self-described tags only; Data one well-formed item.
+			if len(ev.Pre)%3 != 0 || !bytes.Equal(ev.Pre, bytes.Repeat([]byte(cborscan.SelfDescribed), len(ev.Pre)/3)) {
+				t.Fatalf("event %d: Pre %x", i, ev.Pre)
+			}
+			if end, err := cborscan.Skip(ev.Data, 0); err != nil || end != len(ev.Data) {
+				t.Fatalf("event %d: Data %x is not one CBOR item: %d, %v", i, ev.Data, end, err)
+			}
 		}
 	}
 	var fe *Error
@@ -117,6 +127,54 @@ func FuzzSplitProtobuf(f *testing.F) {
 	f.Add([]byte("\x00\x00\x00\x03abc\x00\x00\x00\x00"), []byte{1, 2}, uint8(fuzzResyncOnError))
 	f.Fuzz(func(t *testing.T, data, cuts []byte, mode uint8) {
 		fuzzSplit(t, Protobuf, data, cuts, mode)
+	})
+}
+
+func FuzzSplitCBOR(f *testing.F) {
+	f.Add([]byte("\xd9\xd9\xf7\xa1\x44type\x45ADDED\xbf\x5f\x41a\xff\x9f\xff\xff"), []byte{0, 4}, uint8(fuzzResyncOnError))
+	f.Fuzz(func(t *testing.T, data, cuts []byte, mode uint8) {
+		fuzzSplit(t, CBOR, data, cuts, mode)
+	})
+}
+
+// FuzzCBOR runs everything that reads CBOR events and lists on any input:
+// errors wrap ErrInvalid, nothing panics, what is built reads back.
+func FuzzCBOR(f *testing.F) {
+	f.Add([]byte("\xa2\x44type\x45ADDED\x46object\xd9\xd9\xf7\xa1\x44kind\x43Pod"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := Peek(CBOR, data)
+		if err != nil && !errors.Is(err, ErrInvalid) {
+			t.Fatalf("Peek error %v does not wrap ErrInvalid", err)
+		}
+		PeekType(CBOR, data)
+		PeekType(Unknown, data)
+		if av, kind, obj, err := EventObject(CBOR, data); err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("EventObject error %v does not wrap ErrInvalid", err)
+			}
+		} else {
+			ev := WatchEvent(CBOR, m.Type, av, kind, obj)
+			av2, kind2, _, err := EventObject(CBOR, ev)
+			if err != nil || av2 != av && av != "" || kind2 != kind && kind != "" {
+				t.Fatalf("EventObject(WatchEvent(...)) = %q %q, %v; want %q %q", av2, kind2, err, av, kind)
+			}
+		}
+		l, err := ListItems(CBOR, data)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("ListItems error %v does not wrap ErrInvalid", err)
+			}
+			return
+		}
+		for i, item := range l.Items {
+			if !within(item, data) {
+				t.Fatalf("item %d does not alias the body", i)
+			}
+		}
+		l2, err := ListItems(CBOR, BuildList(CBOR, l.APIVersion, l.Kind, l.ResourceVersion, l.Items))
+		if err != nil || len(l2.Items) != len(l.Items) || l2.ResourceVersion != l.ResourceVersion {
+			t.Fatalf("ListItems(BuildList(...)) = %d items rv %q, %v; want %d, %q", len(l2.Items), l2.ResourceVersion, err, len(l.Items), l.ResourceVersion)
+		}
 	})
 }
 
@@ -223,6 +281,7 @@ func TestGenSeeds(t *testing.T) {
 	}
 	pbWatch := head("protobuf-p1-watch", 3)
 	jsWatch := head("basic-json-watch", 3)
+	cbWatch := head("cbor-informer-secrets", 3)
 	split := map[string][]struct {
 		data, cuts []byte
 		mode       uint8
@@ -240,6 +299,12 @@ func TestGenSeeds(t *testing.T) {
 			{pbWatch[200:], []byte{7}, fuzzResyncStart},
 			{pbWatch, []byte{90}, fuzzSmallLimit | fuzzResyncOnError | 12<<3},
 			{lastTwo("protobuf-p1-watch"), []byte{0, 1}, fuzzResyncStart | fuzzResyncOnError},
+		},
+		"FuzzSplitCBOR": {
+			{cbWatch, []byte{3, 250}, 0},
+			{cbWatch[300:], []byte{7}, fuzzResyncStart},
+			{cbWatch, []byte{90}, fuzzSmallLimit | fuzzResyncOnError | 31<<3},
+			{lastTwo("cbor-informer-configmaps"), []byte{0, 1}, fuzzResyncStart | fuzzResyncOnError},
 		},
 	}
 	var peek []struct {
@@ -278,6 +343,15 @@ func TestGenSeeds(t *testing.T) {
 	}
 	for i, s := range peek {
 		write("FuzzPeek", i, fmt.Sprintf("[]byte(%q)\nbool(%v)\n", s.data, s.proto))
+	}
+	var cbor [][]byte
+	for _, name := range []string{"cbor-informer-secrets", "cbor-informer-configmaps"} {
+		evs := splitAll(t, CBOR, fixtureNamed(t, name).body(t))
+		cbor = append(cbor, evs[0], evs[1], evs[len(evs)-1])
+	}
+	cbor = append(cbor, Bookmark(CBOR, "v1", "ConfigMap", "1", true), fixtureNamed(t, "cbor-informer-list").body(t))
+	for i, b := range cbor {
+		write("FuzzCBOR", i, fmt.Sprintf("[]byte(%q)\n", b))
 	}
 	lists := []string{"basic-json-list", "multi-watch-f-list-continue", "protobuf-p1-list"}
 	for i, name := range lists {

@@ -15,22 +15,44 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/runtime/serializer/cbor"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
-	"k8s.io/client-go/kubernetes/scheme"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	restwatch "k8s.io/client-go/rest/watch"
 )
 
 func mediaType(f Format) string {
-	if f == Protobuf {
+	switch f {
+	case Protobuf:
 		return runtime.ContentTypeProtobuf
+	case CBOR:
+		return runtime.ContentTypeCBOR
 	}
 	return runtime.ContentTypeJSON
 }
 
+// codecs are client-go's scheme with the meta.k8s.io/v1 kinds (Table,
+// PartialObjectMetadata) and the CBOR serializer, as a client that asks
+// for Tables, metadata only or CBOR (ClientsAllowCBOR) decodes.
+var codecsScheme = runtime.NewScheme()
+
+var codecs = func() serializer.CodecFactory {
+	s := codecsScheme
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := metav1.AddMetaToScheme(s); err != nil {
+		panic(err)
+	}
+	return serializer.NewCodecFactory(s, serializer.WithSerializer(cbor.NewSerializerInfo))
+}()
+
 // decodeK8s decodes a whole object (a LIST body) with client-go's scheme.
 func decodeK8s(t *testing.T, b []byte) runtime.Object {
 	t.Helper()
-	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(b, nil, nil)
+	obj, _, err := codecs.UniversalDeserializer().Decode(b, nil, nil)
 	if err != nil {
 		t.Fatalf("k8s decode: %v", err)
 	}
@@ -43,9 +65,15 @@ func decodeItem(t *testing.T, f Format, item []byte, like runtime.Object) runtim
 	t.Helper()
 	obj := reflect.New(reflect.TypeOf(like).Elem()).Interface().(runtime.Object)
 	var err error
-	if f == JSON {
+	switch f {
+	case JSON:
 		err = json.Unmarshal(item, obj)
-	} else {
+	case CBOR:
+		// The serializer, not direct.Unmarshal: it turns CBOR
+		// managedFields into the JSON client-go keeps.
+		gvk := schema.GroupVersionKind{Version: "v1", Kind: reflect.TypeOf(like).Elem().Name()}
+		_, _, err = cbor.NewSerializer(codecsScheme, codecsScheme).Decode(item, &gvk, obj)
+	default:
 		err = obj.(interface{ Unmarshal([]byte) error }).Unmarshal(item)
 	}
 	if err != nil {
@@ -58,12 +86,12 @@ func decodeItem(t *testing.T, f Format, item []byte, like runtime.Object) runtim
 // type's stream serializer and framer, then rest/watch.Decoder.
 func decodeWatch(t *testing.T, f Format, body []byte) (types []string, objs []runtime.Object) {
 	t.Helper()
-	info, ok := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), mediaType(f))
+	info, ok := runtime.SerializerInfoForMediaType(codecs.SupportedMediaTypes(), mediaType(f))
 	if !ok || info.StreamSerializer == nil {
 		t.Fatalf("no stream serializer for %s", mediaType(f))
 	}
 	fr := info.StreamSerializer.Framer.NewFrameReader(io.NopCloser(bytes.NewReader(body)))
-	d := restwatch.NewDecoder(streaming.NewDecoder(fr, info.StreamSerializer.Serializer), scheme.Codecs.UniversalDeserializer())
+	d := restwatch.NewDecoder(streaming.NewDecoder(fr, info.StreamSerializer.Serializer), codecs.UniversalDeserializer())
 	for {
 		typ, obj, err := d.Decode()
 		if err == io.EOF {
@@ -168,7 +196,7 @@ func TestK8sListToWatch(t *testing.T) {
 
 // TestK8sBookmark: bookmarks decode with client-go, annotation included.
 func TestK8sBookmark(t *testing.T) {
-	for _, f := range []Format{JSON, Protobuf} {
+	for _, f := range []Format{JSON, Protobuf, CBOR} {
 		for _, end := range []bool{false, true} {
 			ev := Bookmark(f, "v1", "ConfigMap", "123", end)
 			types, objs := decodeWatch(t, f, watchBody(f, [][]byte{ev}))
@@ -205,8 +233,25 @@ func TestK8sWatchFixtures(t *testing.T) {
 				if types[i] != m.Type {
 					t.Errorf("event %d: Peek type %s; client-go %s", i, m.Type, types[i])
 				}
-				if a, err := meta.Accessor(objs[i]); err == nil && (a.GetName() != m.Name || a.GetResourceVersion() != m.ResourceVersion) {
-					t.Errorf("event %d: Peek %s@%s; client-go %s@%s", i, m.Name, m.ResourceVersion, a.GetName(), a.GetResourceVersion())
+				obj := objs[i]
+				if tbl, ok := obj.(*metav1.Table); ok {
+					// kubectl get -w: the event is about its row's object.
+					if len(tbl.Rows) != 1 || m.Kind != "Table" {
+						t.Fatalf("event %d: a Table of %d rows, Peek kind %q", i, len(tbl.Rows), m.Kind)
+					}
+					if obj, _, err = codecs.UniversalDeserializer().Decode(tbl.Rows[0].Object.Raw, nil, nil); err != nil {
+						t.Fatalf("event %d: the row's object: %v", i, err)
+					}
+				}
+				a, err := meta.Accessor(obj)
+				if _, status := obj.(*metav1.Status); status {
+					continue
+				}
+				if err != nil {
+					t.Fatalf("event %d: %T: %v", i, obj, err)
+				}
+				if a.GetName() != m.Name || a.GetNamespace() != m.Namespace || a.GetResourceVersion() != m.ResourceVersion {
+					t.Errorf("event %d: Peek %s/%s@%s; client-go %s/%s@%s", i, m.Namespace, m.Name, m.ResourceVersion, a.GetNamespace(), a.GetName(), a.GetResourceVersion())
 				}
 			}
 		})
@@ -214,7 +259,7 @@ func TestK8sWatchFixtures(t *testing.T) {
 }
 
 func TestK8sBuildListEmpty(t *testing.T) {
-	for _, f := range []Format{JSON, Protobuf} {
+	for _, f := range []Format{JSON, Protobuf, CBOR} {
 		decodeK8s(t, BuildList(f, "v1", "ConfigMapList", "42", nil))
 	}
 }

@@ -17,6 +17,7 @@ type List struct {
 	// Items holds each item's exact bytes, aliasing the body: for JSON the
 	// item object's text (built-in types' items have no kind/apiVersion);
 	// for protobuf the item's object message (no envelope).
+	// CBOR the item's map (its data item, tags included).
 	Items [][]byte
 }
 
@@ -24,13 +25,16 @@ type List struct {
 // items. JSON: {"kind":…,"apiVersion":…,"metadata":{"resourceVersion":…,
 // "continue":…},"items":[…]}, members in any order. Protobuf: "k8s\x00" +
 // runtime.Unknown{TypeMeta, raw = XList{1 ListMeta{2 resourceVersion,
-// 3 continue}, 2 items}}. Errors wrap ErrInvalid.
+// 3 continue}, 2 items}}. CBOR: the JSON shape as a self-described map,
+// each item a map. Errors wrap ErrInvalid.
 func ListItems(f Format, body []byte) (List, error) {
 	switch f {
 	case JSON:
 		return listItemsJSON(body)
 	case Protobuf:
 		return listItemsProto(body)
+	case CBOR:
+		return listItemsCBOR(body)
 	}
 	return List{}, fmt.Errorf("%w: cannot split a %v list", ErrInvalid, f)
 }
@@ -146,6 +150,11 @@ func listItemsProto(body []byte) (List, error) {
 // runtime.Unknown{TypeMeta{apiVersion, kind}, raw: object, contentEncoding
 // "", contentType ""}}}.
 //
+// CBOR: {"type": typ, "object": OBJ}, OBJ the object self-described, with
+// "kind" and "apiVersion" added before its members when it lacks them;
+// like every CBOR event's exact bytes it lacks the self-described tag
+// that AppendEvent puts before it on the wire.
+//
 // For any other format it returns nil.
 func WatchEvent(f Format, typ, apiVersion, kind string, object []byte) []byte {
 	switch f {
@@ -159,6 +168,9 @@ func WatchEvent(f Format, typ, apiVersion, kind string, object []byte) []byte {
 	case Protobuf:
 		raw := appendUnknown(make([]byte, 0, len(object)+len(apiVersion)+len(kind)+32), apiVersion, kind, object)
 		return appendWatchEvent(nil, typ, raw)
+	case CBOR:
+		obj := appendCBORWithTypeMeta(make([]byte, 0, len(object)+len(apiVersion)+len(kind)+32), apiVersion, kind, object)
+		return appendCBOREvent(make([]byte, 0, len(obj)+32), typ, obj)
 	}
 	return nil
 }
@@ -215,6 +227,7 @@ func appendWithTypeMeta(b []byte, apiVersion, kind string, object []byte) []byte
 // fields gogo-protobuf always writes (empty strings, generation 0, an empty
 // creationTimestamp); byte-identical to the apiserver's for kinds whose
 // other fields are all optional (ConfigMap, …), and decodable for all.
+// CBOR: the JSON shape (without the self-described tag, see WatchEvent).
 // For any other format it returns nil.
 func Bookmark(f Format, apiVersion, kind, resourceVersion string, initialEventsEnd bool) []byte {
 	switch f {
@@ -246,6 +259,8 @@ func Bookmark(f Format, apiVersion, kind, resourceVersion string, initialEventsE
 		}
 		obj := appendBytes(nil, fObjectMetadata, om)
 		return appendWatchEvent(nil, "BOOKMARK", appendUnknown(nil, apiVersion, kind, obj))
+	case CBOR:
+		return bookmarkCBOR(apiVersion, kind, resourceVersion, initialEventsEnd)
 	}
 	return nil
 }
@@ -261,7 +276,9 @@ func Bookmark(f Format, apiVersion, kind, resourceVersion string, initialEventsE
 // everything else is copied byte for byte.
 // Protobuf: "k8s\x00" + runtime.Unknown{TypeMeta{apiVersion, listKind},
 // raw: XList{1 ListMeta{selfLink "", resourceVersion, continue ""},
-// 2 items}}. For any other format it returns nil.
+// 2 items}}. CBOR: the JSON shape, self-described, each item without its
+// self-described tag and without "kind" and "apiVersion" when they are the
+// list's item kind and apiVersion. For any other format it returns nil.
 func BuildList(f Format, apiVersion, listKind, resourceVersion string, objects [][]byte) []byte {
 	switch f {
 	case JSON:
@@ -298,6 +315,8 @@ func BuildList(f Format, apiVersion, listKind, resourceVersion string, objects [
 			raw = appendBytes(raw, fListItems, o)
 		}
 		return appendUnknown(make([]byte, 0, len(raw)+len(apiVersion)+len(listKind)+32), apiVersion, listKind, raw)
+	case CBOR:
+		return buildListCBOR(apiVersion, listKind, resourceVersion, objects)
 	}
 	return nil
 }
@@ -334,8 +353,9 @@ func stripTypeMeta(o []byte, apiVersion, kind string) []byte {
 // the exact bytes of the "object" member with its "apiVersion" and "kind";
 // for protobuf the object message inside the runtime.Unknown envelope
 // (WatchEvent.object.raw minus "k8s\x00" and the envelope) with the
-// envelope's apiVersion and kind. object aliases data. Errors wrap
-// ErrInvalid.
+// envelope's apiVersion and kind; for CBOR the "object" member's item
+// (self-described, as the apiserver writes it). object aliases data.
+// Errors wrap ErrInvalid.
 func EventObject(f Format, data []byte) (apiVersion, kind string, object []byte, err error) {
 	switch f {
 	case JSON:
@@ -378,6 +398,8 @@ func EventObject(f Format, data []byte) (apiVersion, kind string, object []byte,
 			return "", "", nil, err
 		}
 		return u.apiVersion, u.kind, u.raw[:len(u.raw):len(u.raw)], nil
+	case CBOR:
+		return eventObjectCBOR(data)
 	}
 	return "", "", nil, fmt.Errorf("%w: cannot read objects of format %v", ErrInvalid, f)
 }

@@ -4,7 +4,6 @@ import (
 	"github.com/wtrace/wtrace/internal/jsonscan"
 
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"strings"
 	"testing"
@@ -14,12 +13,7 @@ import (
 func watchBody(f Format, evs [][]byte) []byte {
 	var b []byte
 	for _, ev := range evs {
-		if f == Protobuf {
-			b = binary.BigEndian.AppendUint32(b, uint32(len(ev)))
-			b = append(b, ev...)
-		} else {
-			b = append(append(b, ev...), '\n')
-		}
+		b = AppendEvent(b, f, ev)
 	}
 	return b
 }
@@ -77,7 +71,10 @@ func TestListRoundTrip(t *testing.T) {
 				t.Fatalf("splitting the built watch body: %d events, %v; want %d", len(r.events), r.err, len(evs))
 			}
 			rebuilt := BuildList(f, l.APIVersion, l.Kind, l.ResourceVersion, objs)
-			if l.Continue == "" && !bytes.Equal(rebuilt, body) {
+			// The apiserver writes CBOR maps in no fixed order
+			// (EncodeNondeterministic): only JSON and protobuf are
+			// compared byte for byte; TestK8sListToWatch decodes all.
+			if l.Continue == "" && f != CBOR && !bytes.Equal(rebuilt, body) {
 				t.Errorf("BuildList differs from the apiserver's body:\n got %q\nwant %q", rebuilt[:min(300, len(rebuilt))], body[:min(300, len(body))])
 			}
 			l2, err := ListItems(f, rebuilt)
@@ -119,7 +116,17 @@ func TestEventObjectRoundTrip(t *testing.T) {
 				if sha(wire) != truth[i].ObjectSHA256 {
 					t.Errorf("event %d: object sha256 %s; want %s", i, sha(wire), truth[i].ObjectSHA256)
 				}
-				if ev := WatchEvent(f, truth[i].Type, av, kind, obj); !bytes.Equal(ev, data) {
+				ev := WatchEvent(f, truth[i].Type, av, kind, obj)
+				if f == CBOR {
+					// Members in another order than the apiserver's
+					// (which has none): the same type, the same object.
+					_, _, obj2, err := EventObject(f, ev)
+					if m, _ := Peek(f, ev); err != nil || m.Type != truth[i].Type || !bytes.Equal(obj2, obj) {
+						t.Fatalf("WatchEvent(EventObject(event %d)): type %q, object equal %v, %v", i, m.Type, bytes.Equal(obj2, obj), err)
+					}
+					continue
+				}
+				if !bytes.Equal(ev, data) {
 					t.Fatalf("WatchEvent(EventObject(event %d)) differs:\n got %q\nwant %q", i, ev, data)
 				}
 			}
@@ -148,8 +155,8 @@ func TestWatchEventJSON(t *testing.T) {
 	if got := WatchEvent(JSON, "A<B", "v1", "K", []byte(`{"kind":"K","apiVersion":"v1"}`)); string(got) != `{"type":"A\u003cB","object":{"kind":"K","apiVersion":"v1"}}` {
 		t.Errorf("WatchEvent escaping = %q", got)
 	}
-	if got := WatchEvent(CBOR, "ADDED", "v1", "K", []byte(`{}`)); got != nil {
-		t.Errorf("WatchEvent(CBOR) = %q; want nil", got)
+	if got := WatchEvent(Unknown, "ADDED", "v1", "K", []byte(`{}`)); got != nil {
+		t.Errorf("WatchEvent(Unknown) = %q; want nil", got)
 	}
 }
 
@@ -177,14 +184,14 @@ func TestBookmark(t *testing.T) {
 			t.Errorf("%s: no bookmark", name)
 		}
 	}
-	for _, f := range []Format{JSON, Protobuf} {
+	for _, f := range []Format{JSON, Protobuf, CBOR} {
 		pm, err := Peek(f, Bookmark(f, "v1", "ConfigMap", "123", true))
 		if want := (Meta{Type: "BOOKMARK", APIVersion: "v1", Kind: "ConfigMap", ResourceVersion: "123", InitialEventsEnd: true}); err != nil || pm != want {
 			t.Errorf("Peek(Bookmark(%v)) = %+v, %v; want %+v", f, pm, err, want)
 		}
 	}
-	if Bookmark(CBOR, "v1", "K", "1", false) != nil {
-		t.Errorf("Bookmark(CBOR) != nil")
+	if Bookmark(Unknown, "v1", "K", "1", false) != nil {
+		t.Errorf("Bookmark(Unknown) != nil")
 	}
 }
 
@@ -227,7 +234,7 @@ func TestListItemsErrors(t *testing.T) {
 }
 
 func TestBuildListEmpty(t *testing.T) {
-	for _, f := range []Format{JSON, Protobuf} {
+	for _, f := range []Format{JSON, Protobuf, CBOR} {
 		b := BuildList(f, "v1", "ConfigMapList", "42", nil)
 		l, err := ListItems(f, b)
 		if err != nil || l.ResourceVersion != "42" || l.Kind != "ConfigMapList" || len(l.Items) != 0 {
@@ -247,8 +254,8 @@ func TestBuildListEmpty(t *testing.T) {
 	if want := `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[{"metadata":{}},{},{"kind":"Other","apiVersion":"v1","metadata":{}},{"apiVersion":"v1","kind":"ConfigMap"}]}` + "\n"; got != want {
 		t.Errorf("BuildList = %s; want %s", got, want)
 	}
-	if BuildList(CBOR, "v1", "L", "1", nil) != nil {
-		t.Errorf("BuildList(CBOR) != nil")
+	if BuildList(Unknown, "v1", "L", "1", nil) != nil {
+		t.Errorf("BuildList(Unknown) != nil")
 	}
 }
 

@@ -22,10 +22,16 @@ func checkEvents(t *testing.T, f Format, body []byte, base int64, evs []got, tru
 			t.Fatalf("event %d: %d bytes sha256 %s; want %d bytes %s", i, len(ev.Data), s, w.EventLen, w.EventSHA256)
 		}
 		start := ev.Offset + int64(len(ev.Pre)) // JSON: body_offset is the '{'
-		if f == Protobuf {
+		switch f {
+		case Protobuf:
 			start = ev.Offset // protobuf: body_offset includes the prefix
 			if len(ev.Pre) != 4 {
 				t.Fatalf("event %d: Pre = %x; want a 4-byte length", i, ev.Pre)
+			}
+		case CBOR:
+			start = ev.Offset // CBOR: body_offset includes the self-described tag
+			if string(ev.Pre) != "\xd9\xd9\xf7" {
+				t.Fatalf("event %d: Pre = %x; want the self-described tag d9d9f7", i, ev.Pre)
 			}
 		}
 		end := ev.Offset + int64(len(ev.Pre)+len(ev.Data))
@@ -452,7 +458,7 @@ func within(sub, p []byte) bool {
 // TestZeroCopy checks that events lying in one input alias it, and that
 // events spanning inputs come from the splitter's buffer.
 func TestZeroCopy(t *testing.T) {
-	for _, name := range []string{"basic-json-watch", "protobuf-p1-watch"} {
+	for _, name := range []string{"basic-json-watch", "protobuf-p1-watch", "cbor-informer-secrets"} {
 		fx := fixtureNamed(t, name)
 		body := fx.body(t)
 		t.Run(name, func(t *testing.T) {
@@ -485,7 +491,7 @@ func TestZeroCopy(t *testing.T) {
 // TestSplitAllocs pins the steady state: splitting, including events that
 // span pieces, allocates nothing once the buffer has grown.
 func TestSplitAllocs(t *testing.T) {
-	for _, name := range []string{"basic-json-watch", "protobuf-p1-watch"} {
+	for _, name := range []string{"basic-json-watch", "protobuf-p1-watch", "cbor-informer-secrets"} {
 		fx := fixtureNamed(t, name)
 		body := fx.body(t)
 		for _, pc := range []struct {
@@ -523,7 +529,7 @@ func TestSplitAllocs(t *testing.T) {
 }
 
 func TestNotAFormat(t *testing.T) {
-	for _, f := range []Format{Unknown, CBOR} {
+	for _, f := range []Format{Unknown, Format(9)} {
 		s := NewSplitter(f, Options{})
 		if _, _, _, err := s.Next([]byte("{}")); !errors.Is(err, ErrSyntax) {
 			t.Errorf("NewSplitter(%v).Next = %v; want ErrSyntax", f, err)

@@ -1,14 +1,17 @@
 // Command mkfixtures regenerates frame's test fixtures from the shared
-// capture corpus. It needs tshark and the corpus; the fixtures it writes are
-// committed, so tests need neither.
+// capture corpus and the repository's own captures (testdata/corpus, made
+// by internal/cmd/mkcorpus). It needs tshark and the corpus; the fixtures
+// it writes are committed, so tests need neither.
 //
-//	cd frame && go run ./testdata/mkfixtures -corpus ../../shared/corpus -out testdata
+//	cd frame && go run ./testdata/mkfixtures -corpus ../../shared/corpus -own ../testdata/corpus -out testdata
 //
 // For every fixture it takes the HTTP response body as tshark reassembles it
-// (`-z follow,http,raw,N`: de-chunked), or, for the midstream capture (no
-// HTTP headers), the server's TCP payload de-chunked here. It writes
-// <name>.body, fixtures.json (one entry per body) and truth.jsonl (the
-// corpus truth lines of those bodies, trimmed to the fields tests use).
+// (`-z follow,http,raw,N`: de-chunked; for TLS and HTTP/2, decrypted with the
+// scenario's key log and `-z follow,http2,raw,N,S`, the DATA frames' payload),
+// or, for the midstream capture (no HTTP headers), the server's TCP payload
+// de-chunked here. It writes <name>.body, fixtures.json (one entry per body)
+// and truth.jsonl (the corpus truth lines of those bodies, trimmed to the
+// fields tests use).
 package main
 
 import (
@@ -17,7 +20,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"flag"
+	"io"
 	"log"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,21 +48,29 @@ type Fixture struct {
 type want struct {
 	name, scenario, kind string
 	req                  int
-	maxBytes             int // midstream: keep at most this many body bytes
+	maxBytes             int  // midstream: keep at most this many body bytes
+	own                  bool // a scenario of the repository's testdata/corpus
 }
 
 var wants = []want{
-	{"basic-json-list", "basic-json", "list", 0, 0},
-	{"basic-json-watch", "basic-json", "watch", 1, 0},
-	{"gone-410-g1-error", "gone-410", "watch", 0, 0},
-	{"gone-410-g2-error", "gone-410", "watch", 2, 0},
-	{"gone-410-g1-watch", "gone-410", "watch", 3, 0},
-	{"multi-watch-a-watchlist", "multi-watch", "watch", 2, 0},
-	{"multi-watch-f-list-continue", "multi-watch", "list", 8, 0},
-	{"multi-watch-f-watch", "multi-watch", "watch", 6, 0},
-	{"protobuf-p1-list", "protobuf", "list", 0, 0},
-	{"protobuf-p1-watch", "protobuf", "watch", 2, 0},
-	{"midstream-m1", "midstream", "midstream", 1, 430000},
+	{"basic-json-list", "basic-json", "list", 0, 0, false},
+	{"basic-json-watch", "basic-json", "watch", 1, 0, false},
+	{"gone-410-g1-error", "gone-410", "watch", 0, 0, false},
+	{"gone-410-g2-error", "gone-410", "watch", 2, 0, false},
+	{"gone-410-g1-watch", "gone-410", "watch", 3, 0, false},
+	{"multi-watch-a-watchlist", "multi-watch", "watch", 2, 0, false},
+	{"multi-watch-f-list-continue", "multi-watch", "list", 8, 0, false},
+	{"multi-watch-f-watch", "multi-watch", "watch", 6, 0, false},
+	{"protobuf-p1-list", "protobuf", "list", 0, 0, false},
+	{"protobuf-p1-watch", "protobuf", "watch", 2, 0, false},
+	{"midstream-m1", "midstream", "midstream", 1, 430000, false},
+	{"table-watch-configmaps", "table-watch", "watch", 3, 0, true},
+	{"table-watch-secrets", "table-watch", "watch", 5, 0, true},
+	{"metadata-informer-protobuf", "metadata-informer", "watch", 1, 0, true},
+	{"metadata-informer-json", "metadata-informer", "watch", 3, 0, true},
+	{"cbor-informer-configmaps", "cbor-informer", "watch", 0, 0, true},
+	{"cbor-informer-secrets", "cbor-informer", "watch", 1, 0, true},
+	{"cbor-informer-list", "cbor-informer", "list", 6, 0, true},
 }
 
 // truth fields kept in truth.jsonl.
@@ -66,27 +79,39 @@ var keep = []string{"req_id", "index", "type", "kind", "apiVersion", "namespace"
 	"status_code", "status_reason", "status_message", "in_capture"}
 
 func main() {
-	corpus := flag.String("corpus", "../../shared/corpus", "corpus directory")
+	shared := flag.String("corpus", "../../shared/corpus", "corpus directory")
+	own := flag.String("own", "../testdata/corpus", "the repository's own captures")
 	out := flag.String("out", "testdata", "output directory")
 	flag.Parse()
 	var fixtures []Fixture
 	var truthOut bytes.Buffer
 	for _, w := range wants {
+		corpus := shared
+		if w.own {
+			corpus = own
+		}
 		meta := readMeta(filepath.Join(*corpus, w.scenario, "meta.json"))
 		req := meta.Requests[w.req]
 		pcap := filepath.Join(*corpus, w.scenario, "capture.pcap")
 		var body []byte
 		var off int64
-		if w.kind == "midstream" {
+		switch {
+		case w.kind == "midstream":
 			body, off = midstreamBody(pcap, meta, w.req, w.maxBytes)
-		} else {
+		case req.Proto == "HTTP/2.0":
+			body = http2Body(pcap, filepath.Join(*corpus, w.scenario, "keylog.txt"), meta, w.req)
+			if len(body) != req.BodyBytes {
+				log.Fatalf("%s: body %d bytes, meta says %d", w.name, len(body), req.BodyBytes)
+			}
+		default:
 			body = httpBody(pcap, meta, w.req)
 			if len(body) != req.BodyBytes {
 				log.Fatalf("%s: body %d bytes, meta says %d", w.name, len(body), req.BodyBytes)
 			}
 		}
+		ct := req.RespHeaders["Content-Type"]
 		f := Fixture{Name: w.name, Scenario: w.scenario, ReqID: w.req, Kind: w.kind,
-			ContentType: req.RespHeaders["Content-Type"], Request: req.Request,
+			ContentType: ct, Request: req.Request,
 			File: w.name + ".body", Size: len(body), BodyOffset: off}
 		if err := os.WriteFile(filepath.Join(*out, f.File), body, 0o644); err != nil {
 			log.Fatal(err)
@@ -94,6 +119,9 @@ func main() {
 		fixtures = append(fixtures, f)
 		if w.kind != "list" {
 			n := truthLines(&truthOut, filepath.Join(*corpus, w.scenario, "truth.jsonl"), w, off, off+int64(len(body)))
+			if n == 0 {
+				log.Fatalf("%s: no truth events", w.name)
+			}
 			log.Printf("%s: %d bytes, %d events", w.name, len(body), n)
 		} else {
 			log.Printf("%s: %d bytes", w.name, len(body))
@@ -114,6 +142,8 @@ type metaFile struct {
 	Requests []struct {
 		ID          int               `json:"id"`
 		Conn        string            `json:"conn"`
+		Server      string            `json:"server"`
+		Proto       string            `json:"proto"`
 		Request     string            `json:"request"`
 		BodyBytes   int               `json:"body_bytes"`
 		RespHeaders map[string]string `json:"resp_headers"`
@@ -189,6 +219,64 @@ func serverLines(out []byte, serverPort string) [][]byte {
 	return lines
 }
 
+// serverPort returns the port of a server address ("8001" when absent,
+// the shared corpus's kubectl proxy).
+func serverPort(server string) string {
+	if i := strings.LastIndexByte(server, ':'); i >= 0 {
+		return server[i+1:]
+	}
+	return "8001"
+}
+
+// http2Body returns the body of request req, an HTTP/2 stream of a TLS
+// connection: tshark decrypts with the key log, finds the stream by the
+// connection and the request's :path, and follows it; the server's DATA
+// frames' payloads (padding removed) are the body.
+func http2Body(pcap, keylog string, m *metaFile, req int) []byte {
+	r := m.Requests[req]
+	kl := "tls.keylog_file:" + keylog
+	tcpStream := streamOf(pcap, r.Conn)
+	out := tshark("-r", pcap, "-o", kl, "-Y", "tcp.stream eq "+tcpStream+" && http2.headers.path",
+		"-T", "fields", "-e", "http2.streamid", "-e", "http2.headers.path")
+	var sid string
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Split(line, "\t")
+		if len(f) == 2 && f[1] == r.Request {
+			if sid != "" {
+				log.Fatalf("%s: two streams for %s", pcap, r.Request)
+			}
+			sid = strings.Split(f[0], ",")[0]
+		}
+	}
+	if sid == "" {
+		log.Fatalf("%s: no HTTP/2 stream for %s", pcap, r.Request)
+	}
+	var body []byte
+	for _, l := range serverLines(tshark("-r", pcap, "-o", kl, "-q", "-z", "follow,http2,raw,"+tcpStream+","+sid), serverPort(r.Server)) {
+		// A line is either the decoded header block (skipped) or whole
+		// frames: 3 length, 1 type, 1 flags, 4 stream, payload.
+		var data []byte
+		ok := len(l) >= 9
+		for p := l; ok && len(p) > 0; {
+			n := int(p[0])<<16 | int(p[1])<<8 | int(p[2])
+			if len(p) < 9 || len(p) < 9+n || p[3] != 0 {
+				ok = false
+				break
+			}
+			d := p[9 : 9+n]
+			if p[4]&0x8 != 0 { // PADDED
+				d = d[1 : len(d)-int(d[0])]
+			}
+			data = append(data, d...)
+			p = p[9+n:]
+		}
+		if ok {
+			body = append(body, data...)
+		}
+	}
+	return body
+}
+
 // httpBody returns the de-chunked body of request req, the k-th response on
 // its connection.
 func httpBody(pcap string, m *metaFile, req int) []byte {
@@ -199,7 +287,7 @@ func httpBody(pcap string, m *metaFile, req int) []byte {
 			k++
 		}
 	}
-	lines := serverLines(tshark("-r", pcap, "-q", "-z", "follow,http,raw,"+streamOf(pcap, conn)), "8001")
+	lines := serverLines(tshark("-r", pcap, "-q", "-z", "follow,http,raw,"+streamOf(pcap, conn)), serverPort(m.Requests[req].Server))
 	// Each response is a header line (starts "HTTP/") then its body line.
 	i := -1
 	for j, l := range lines {
@@ -213,8 +301,23 @@ func httpBody(pcap string, m *metaFile, req int) []byte {
 			}
 		}
 	}
-	log.Fatalf("%s: response %d of %s not found", pcap, k, conn)
-	return nil
+	// tshark does not reassemble a response the client cut (kubectl
+	// stopped with Ctrl-C): parse the server's TCP payload with net/http.
+	raw := bytes.Join(serverLines(tshark("-r", pcap, "-q", "-z", "follow,tcp,raw,"+streamOf(pcap, conn)), serverPort(m.Requests[req].Server)), nil)
+	br := bufio.NewReader(bytes.NewReader(raw))
+	for i := 0; ; i++ {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			log.Fatalf("%s: response %d of %s not found: %v", pcap, k, conn, err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		if i == k {
+			return b
+		}
+		if err != nil {
+			log.Fatalf("%s: response %d of %s cut: %v", pcap, i, conn, err)
+		}
+	}
 }
 
 // midstreamBody de-chunks the captured server payload of a connection that
@@ -231,7 +334,7 @@ func midstreamBody(pcap string, m *metaFile, req, max int) ([]byte, int64) {
 	if partial < 0 {
 		log.Fatalf("no midstream entry for request %d", req)
 	}
-	raw := bytes.Join(serverLines(tshark("-r", pcap, "-q", "-z", "follow,tcp,raw,"+streamOf(pcap, m.Requests[req].Conn)), "8001"), nil)
+	raw := bytes.Join(serverLines(tshark("-r", pcap, "-q", "-z", "follow,tcp,raw,"+streamOf(pcap, m.Requests[req].Conn)), serverPort(m.Requests[req].Server)), nil)
 	body := append([]byte(nil), raw[:partial]...)
 	p := raw[partial:]
 	for {

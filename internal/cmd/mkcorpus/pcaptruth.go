@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"sort"
+	"strings"
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
@@ -140,7 +141,7 @@ func pcapTruth(path, client string, r *recorder) error {
 			rl.Status, rl.Proto = resp.StatusCode, resp.Proto
 			rl.RespHeaders = map[string]string{}
 			for k, v := range resp.Header {
-				rl.RespHeaders[k] = fmt.Sprint(v)
+				rl.RespHeaders[k] = strings.Join(v, ", ")
 			}
 			body, err := io.ReadAll(resp.Body)
 			rl.BodyBytes = int64(len(body))
