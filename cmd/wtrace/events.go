@@ -33,13 +33,16 @@ per line on stdout:
   seq        event number within the exchange (from 0)
   time       capture time of the packet that completed the event (RFC 3339, UTC)
   type, apiVersion, kind, namespace, name, resourceVersion
-             from the event (absent when the event has none)
+             from the event (absent when the event has none); a Table (kubectl
+             get -w) keeps kind "Table" and has its row's object's namespace,
+             name and resourceVersion
   code, reason, message
              for ERROR events carrying a Status
   size, sha256
              length and SHA-256 of the event's exact bytes (JSON: the object text;
-             protobuf: the frame payload without its length prefix)
-  format     "json" or "protobuf"
+             protobuf: the frame payload without its length prefix; CBOR: the
+             data item without its self-described tag d9d9f7, as client-go reads it)
+  format     "json", "protobuf" or "cbor"
 
 Filters combine with AND; a filter given several times (or with commas)
 matches any of its values.`,
@@ -57,7 +60,7 @@ matches any of its values.`,
 	f.StringSliceVar(&o.kinds, "kind", nil, "only objects of these `kinds`")
 	f.StringSliceVar(&o.namespaces, "namespace", nil, "only objects in these `namespaces`")
 	f.StringSliceVar(&o.names, "name", nil, "only objects with these `names`")
-	f.BoolVar(&o.data, "data", false, "include the event itself: \"event\" (JSON events) or \"event_base64\" (protobuf)")
+	f.BoolVar(&o.data, "data", false, "include the event itself: \"event\" (JSON events) or \"event_base64\" (protobuf, CBOR)")
 	return c
 }
 

@@ -347,9 +347,11 @@ func printWatch(w io.Writer, f *formats.File, x *formats.ExchangeInfo) {
 	}
 	var gap, gapEnd int64
 	gapBefore := "the first event"
-	note := func(t int64, what string) {
+	// note records t if it ends the longest silence so far; what names
+	// what came then (called only in that case).
+	note := func(t int64, what func() string) {
 		if prev != 0 && t-prev > gap {
-			gap, gapEnd, gapBefore = t-prev, t, what
+			gap, gapEnd, gapBefore = t-prev, t, what()
 		}
 		prev = t
 	}
@@ -361,7 +363,7 @@ func printWatch(w io.Writer, f *formats.File, x *formats.ExchangeInfo) {
 		if !ok {
 			continue
 		}
-		note(fr.Time, fmt.Sprintf("event %d", fr.Seq))
+		note(fr.Time, func() string { return eventName(format, fr) })
 		if x.FrameTypes["ERROR"] == 0 {
 			continue
 		}
@@ -372,11 +374,27 @@ func printWatch(w io.Writer, f *formats.File, x *formats.ExchangeInfo) {
 		fmt.Fprintf(w, "        ! event %d at %s: ERROR %d %s: %s\n", fr.Seq, fmtTime(fr.Time), m.Code, m.Reason, m.Message)
 	}
 	if x.End != nil {
-		note(x.End.Time, "the end of the stream")
+		note(x.End.Time, func() string { return "the end of the stream" })
 	}
 	if gap > 0 {
 		fmt.Fprintf(w, "        longest silence %s, until %s at %s\n", fmtSpan(time.Duration(gap)), gapBefore, fmtTime(gapEnd))
 	}
+}
+
+// eventName names an event for a reader: "event 3 (MODIFIED Table
+// demo/web-1)" — a Table (kubectl get -w) by its row's object, as
+// frame.Peek reads it.
+func eventName(format frame.Format, fr *formats.Frame) string {
+	s := fmt.Sprintf("event %d", fr.Seq)
+	m, err := frame.Peek(format, fr.Data)
+	if err != nil || m.Type == "" {
+		return s
+	}
+	obj := m.Name
+	if m.Namespace != "" {
+		obj = m.Namespace + "/" + m.Name
+	}
+	return strings.TrimSpace(fmt.Sprintf("%s (%s %s %s", s, m.Type, m.Kind, obj)) + ")"
 }
 
 func headerOf(h []formats.Header, name string) string {
