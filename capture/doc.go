@@ -25,8 +25,9 @@
 // streams into exchanges, one Chunk record per DATA frame. Both feed the
 // exchange builder (exchange.go), which writes Request, Response, Body,
 // Chunk and End records and splits watch bodies into Frame records with
-// package frame (JSON, protobuf; gzip bodies are decoded first). Bodies that
-// are not watches are stored as sent, content encoding included.
+// package frame (JSON, protobuf, CBOR; gzip bodies are decoded first).
+// Bodies that are not watches are stored as sent, content encoding
+// included.
 //
 // # Sources and the session file
 //
@@ -85,8 +86,8 @@
 // 16 MiB event limit, the 1 MiB message head limit, and redaction's
 // limits: a JSON body streams, holding at most redact.MaxHold (16 MiB) of
 // values whose object's kind is not known yet; a protobuf object of a kind
-// that holds credentials, and a YAML or CBOR body, is held whole up to
-// redact.MaxHoldWhole (64 MiB), past which it is replaced; a gzip'd body's
+// that holds credentials, a CBOR body and a YAML body are held whole up to
+// redact.MaxHoldWhole (64 MiB), past which they are replaced; a gzip'd body's
 // compressed bytes are held up to maxHeldEncoded (4 MiB), then released as
 // sent as soon as their content has been read (a credential found after
 // that replaces the rest of the body instead of re-encoding it).

@@ -47,9 +47,10 @@
 //     a JSON patch (RFC 6902) sets is replaced.
 //
 // Each value is replaced by a placeholder of exactly its length (see
-// Secrets), so JSON and protobuf framing, Content-Length, chunk
-// boundaries and offsets stay valid, base64 stays base64 of the same
-// decoded length, and replay serves objects clients still decode.
+// Secrets), so JSON, protobuf and CBOR framing (a CBOR string's head
+// encodes its length), Content-Length, chunk boundaries and offsets stay
+// valid, base64 stays base64 of the same decoded length, and replay
+// serves objects clients still decode.
 //
 // # What is kept
 //
@@ -75,7 +76,13 @@
 // List, PartialObjectMetadata(List), ControllerRevision(List),
 // TokenRequest, TokenReview, WatchEvent are parsed; any other kind is a
 // typed message that can hold a Secret only inside a nested envelope,
-// which is found wherever it is).
+// which is found wherever it is). CBOR (application/cbor bodies, which
+// Kubernetes 1.32+ serves to clients that prefer it, and the events of
+// application/cbor-seq watches) is one data item, read whole with
+// internal/cborscan and walked by the JSON walker's rules: the kind of
+// every map is read before its members, whatever their order (the
+// apiserver writes "kind" last); Secret data values are byte strings
+// tagged 22, replaced in place, their heads kept.
 //
 // The fail-closed rule: bytes that may hold a credential and cannot be
 // parsed are replaced whole, same length, and reported
@@ -83,11 +90,15 @@
 // malformed or nested deeper than MaxDepth (from where parsing stopped),
 // a body or event cut before an object's kind was seen (its waiting
 // values), a body whose beginning was not captured or that lost bytes
-// (from the gap on), protobuf that does not parse, YAML and CBOR bodies
-// that mention a secret or a token (this package parses neither), a body
+// (from the gap on), protobuf that does not parse, CBOR that is not one
+// well-formed item, names a kind twice differently, nests deeper than 64
+// (Kubernetes' own CBOR decoder stops there) or holds a Secret value that
+// is not a string (each replaced by a CBOR byte string of its length, so
+// what holds it stays well-formed), a cut CBOR body, YAML bodies that
+// mention a secret or a token (this package does not parse YAML), a body
 // to a Secret endpoint in a form it cannot parse, a body larger than the
 // limits below, a content coding that cannot be decoded (package capture).
-// A partial protobuf event is always replaced. An object whose "kind"
+// A partial protobuf or CBOR event is always replaced. An object whose "kind"
 // member is repeated with another value fails closed from there;
 // duplicated members are otherwise taken as the first one says.
 //
@@ -97,7 +108,10 @@
 // whose fate is not known yet, at most MaxHold (16 MiB; past it those
 // values are replaced). Protobuf objects of the kinds above are held
 // whole, at most MaxHoldWhole (64 MiB; past it replaced), as are YAML and
-// CBOR bodies; other protobuf kinds stream. Nesting is bounded by
+// CBOR bodies; other protobuf kinds stream. A CBOR item that names none
+// of Secret, TokenRequest or TokenReview and has no indefinite-length
+// string (which could split such a word into chunks) is returned
+// untouched without being walked. Nesting is bounded by
 // MaxDepth. Watch events are redacted whole (at most 16 MiB, the frame
 // limit) and copied only when something is replaced; an event that names
 // none of Secret, TokenRequest or TokenReview (and hides no letter
