@@ -6,6 +6,8 @@ import (
 	"io"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/serializer/cbor"
 )
 
 // splitBody feeds pieces to s and counts events; it panics on error.
@@ -112,10 +114,67 @@ func BenchmarkSplitProtobuf(b *testing.B) {
 	}
 }
 
+// BenchmarkSplitCBOR splits the real CBOR watch body of cbor-informer
+// (25 KB, 45 events of Secrets, application/cbor-seq from a real
+// apiserver), in one input and in 1448-byte pieces. The bytes are repeated
+// into a body of about 250 KB so that per-body costs do not dominate.
+// apimachinery is client-go's own CBOR frame reader
+// (cbor.NewFramer().NewFrameReader, which decodes each item as a
+// cbor.RawMessage): what a client spends on the same body.
+func BenchmarkSplitCBOR(b *testing.B) {
+	one := fixtureNamed(b, "cbor-informer-secrets").body(b)
+	oneN := len(truthFor(b, "cbor-informer-secrets"))
+	// The fixture ends inside a last, cut event: repeat only whole events.
+	end := truthFor(b, "cbor-informer-secrets")[oneN-1].BodyEnd
+	var body []byte
+	want := 0
+	for len(body) < 250<<10 {
+		body = append(body, one[:end]...)
+		want += oneN
+	}
+	for _, bc := range []struct {
+		name   string
+		pieces [][]byte
+	}{{"wtrace", oneShot(body)}, {"wtrace_1448", fixed(1448)(body)}} {
+		b.Run(bc.name, func(b *testing.B) {
+			s := NewSplitter(CBOR, Options{})
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if n := splitBody(s, bc.pieces); n != want {
+					b.Fatalf("%d events; want %d", n, want)
+				}
+			}
+		})
+	}
+	b.Run("apimachinery", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		b.ReportAllocs()
+		buf := make([]byte, 64<<10)
+		for b.Loop() {
+			fr := cbor.NewFramer().NewFrameReader(io.NopCloser(bytes.NewReader(body)))
+			n := 0
+			for {
+				_, err := fr.Read(buf)
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				n++
+			}
+			if n != want {
+				b.Fatalf("%d events; want %d", n, want)
+			}
+		}
+	})
+}
+
 // BenchmarkResync scans the real bodies in resync mode from byte 1 (the
 // first event is lost, the rest is split normally).
 func BenchmarkResync(b *testing.B) {
-	for _, bc := range []struct{ name, fixture string }{{"json", "basic-json-watch"}, {"protobuf", "protobuf-p1-watch"}} {
+	for _, bc := range []struct{ name, fixture string }{{"json", "basic-json-watch"}, {"protobuf", "protobuf-p1-watch"}, {"cbor", "cbor-informer-secrets"}} {
 		body := fixtureNamed(b, bc.fixture).body(b)[1:]
 		f := fixtureNamed(b, bc.fixture).format()
 		b.Run(bc.name, func(b *testing.B) {
@@ -132,7 +191,7 @@ func BenchmarkResync(b *testing.B) {
 // BenchmarkPeek peeks every event of the real watch bodies; bytes are the
 // events' bytes.
 func BenchmarkPeek(b *testing.B) {
-	for _, bc := range []struct{ name, fixture string }{{"json", "basic-json-watch"}, {"protobuf", "protobuf-p1-watch"}} {
+	for _, bc := range []struct{ name, fixture string }{{"json", "basic-json-watch"}, {"protobuf", "protobuf-p1-watch"}, {"cbor", "cbor-informer-secrets"}, {"table", "table-watch-configmaps"}} {
 		fx := fixtureNamed(b, bc.fixture)
 		evs := splitAll(b, fx.format(), fx.body(b))
 		total := 0

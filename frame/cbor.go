@@ -91,6 +91,14 @@ func (s *Splitter) scanCBOR(p []byte) (int, error) {
 		if i == len(p) {
 			return -1, nil
 		}
+		if s.cHn == 0 && s.cOwed > 0 && !s.cTop {
+			// Fast path: definite-length heads lying in p, owed by a
+			// definite-length container (what the apiserver writes).
+			if j := s.fastCBOR(p, i); j > i {
+				i = j
+				continue
+			}
+		}
 		// The head, maybe cut by the end of an earlier input.
 		var hb []byte
 		headAt := s.off + int64(i)
@@ -130,6 +138,76 @@ func (s *Splitter) scanCBOR(p []byte) (int, error) {
 			return i, s.fail(s.start, fmt.Errorf("%w: cbor event longer than %d bytes", ErrTooLarge, s.limit))
 		}
 	}
+}
+
+// fastCBOR reads the heads of definite-length items at p[i:] while they
+// lie whole in p and are owed to definite-length containers, crossing the
+// strings among them that lie in p, and returns where it stopped (i when
+// it read nothing). It stops before anything the general path must judge:
+// a head cut by the end of p, an 8-byte argument, an indefinite length, a
+// break, a reserved or ill-formed head, a string that goes past p, an
+// item that is not owed (an element of an indefinite-length item), an
+// item past the event limit, the end of the event. Its accounting and
+// limit check are the general path's.
+func (s *Splitter) fastCBOR(p []byte, i int) int {
+	owed := s.cOwed
+	room := s.limit - len(s.buf) // the event may reach p[room]
+	for owed > 0 && i < len(p) {
+		c := p[i]
+		major, info := c>>5, c&31
+		var arg uint64
+		hl := 1
+		switch {
+		case info < 24:
+			arg = uint64(info)
+		case info == 24 && i+2 <= len(p):
+			arg, hl = uint64(p[i+1]), 2
+		case info == 25 && i+3 <= len(p):
+			arg, hl = uint64(p[i+1])<<8|uint64(p[i+2]), 3
+		case info == 26 && i+5 <= len(p):
+			arg, hl = uint64(p[i+1])<<24|uint64(p[i+2])<<16|uint64(p[i+3])<<8|uint64(p[i+4]), 5
+		default:
+			s.cOwed = owed
+			return i
+		}
+		next, o := i+hl, owed
+		switch major {
+		case cborscan.Uint, cborscan.NegInt:
+			o--
+		case cborscan.Simple:
+			if info == 24 && arg < 32 {
+				s.cOwed = owed
+				return i
+			}
+			o--
+		case cborscan.Bytes, cborscan.Text:
+			if arg > uint64(len(p)-next) {
+				s.cOwed = owed
+				return i
+			}
+			o--
+			next += int(arg)
+		case cborscan.Array:
+			if arg > uint64(max(room, 0)) {
+				s.cOwed = owed
+				return i
+			}
+			o += arg - 1
+		case cborscan.Map:
+			if arg > uint64(max(room, 0))/2 {
+				s.cOwed = owed
+				return i
+			}
+			o += 2*arg - 1
+		}
+		if next > room || o+uint64(len(s.cStack)) > uint64(room-next) {
+			s.cOwed = owed
+			return i
+		}
+		i, owed = next, o
+	}
+	s.cOwed = owed
+	return i
 }
 
 // cborItem applies one head to the CBOR state (the accounting of

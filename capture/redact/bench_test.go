@@ -97,9 +97,10 @@ func loadSession(b *testing.B, path string) corpusParts {
 
 // BenchmarkEvent: the redactor on every watch event of a corpus capture.
 // basic-json and protobuf hold no Secret (the cost every event pays);
-// multi-watch's Secret watch does.
+// multi-watch's Secret watch does, and cbor-informer's (CBOR, from a real
+// apiserver: configmaps and Secrets).
 func BenchmarkEvent(b *testing.B) {
-	for _, sc := range []string{"basic-json", "protobuf", "multi-watch"} {
+	for _, sc := range []string{"basic-json", "protobuf", "multi-watch", "cbor-informer"} {
 		b.Run(sc, func(b *testing.B) {
 			p := loadCorpus(b, sc)
 			var n int64
@@ -122,7 +123,7 @@ func BenchmarkEvent(b *testing.B) {
 // BenchmarkBody: the streaming redactor on every opaque response body of
 // a corpus capture (LISTs, discovery), fed in 32 KiB pieces.
 func BenchmarkBody(b *testing.B) {
-	for _, sc := range []string{"basic-json", "multi-watch", "large-objects"} {
+	for _, sc := range []string{"basic-json", "multi-watch", "large-objects", "cbor-informer"} {
 		b.Run(sc, func(b *testing.B) {
 			var p corpusParts
 			if sc == "large-objects" {

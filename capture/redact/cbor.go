@@ -31,29 +31,39 @@ const maxCBORDepth = 64
 // cspan is a region of a CBOR buffer to replace: string content chunks,
 // or (unparsed) a whole item.
 type cspan struct {
-	chunks   [][2]int // absolute [start, end) of each content chunk
+	chunks   [][2]int // indefinite-length strings: absolute [start, end) of each chunk
 	why      why
 	field    string
-	object   string
-	start    int // unparsed: the item's span
+	obj      *cobj // the object the value belongs to
+	start    int // definite-length strings, unparsed items: the span
 	end      int
 	unparsed string
 }
+
+// cobj names an object for the report (objectName, made when a span of
+// it is reported).
+type cobj struct{ kind, ns, name string }
 
 // cborWalker finds credentials in a complete CBOR data item.
 type cborWalker struct {
 	spans []cspan
 }
 
-// mayHoldCBOR reports whether CBOR bytes may hold a value this package
-// redacts: every rule needs a kind written in the item (Secret,
+// mayHoldCBOR reports whether the CBOR item b may hold a value this
+// package redacts: every rule needs a kind written in the item (Secret,
 // SecretList, TokenRequest, TokenReview, or a Secret's kind inside a
 // last-applied-configuration), and CBOR strings carry their bytes as
 // they are, with no escapes — unless an indefinite-length string (initial
-// byte 0x5f or 0x7f) splits a word into chunks.
+// byte 0x5f or 0x7f) splits a word into chunks, which only a walk tells
+// (a byte 0x5f is also an underscore), or b is not well-formed.
 func mayHoldCBOR(b []byte) bool {
-	return bytes.Contains(b, markerSecret) || bytes.Contains(b, markerToken) ||
-		bytes.IndexByte(b, 0x5f) >= 0 || bytes.IndexByte(b, 0x7f) >= 0
+	if bytes.Contains(b, markerSecret) || bytes.Contains(b, markerToken) {
+		return true
+	}
+	if bytes.IndexByte(b, 0x5f) < 0 && bytes.IndexByte(b, 0x7f) < 0 {
+		return false
+	}
+	return cborscan.HasIndefiniteString(b)
 }
 
 // cborWhole redacts one complete CBOR data item in b (a body of
@@ -155,7 +165,7 @@ func (w *cborWalker) object(b []byte, off, depth int, implied string, assume boo
 	if !hasKind && assume {
 		kind = "Secret"
 	}
-	obj := objectName(kind, ns, name)
+	obj := &cobj{kind, ns, name}
 	cborscan.EachMember(b, func(k, v []byte, at int) bool {
 		voff := off + at
 		switch {
@@ -166,7 +176,9 @@ func (w *cborWalker) object(b []byte, off, depth int, implied string, assume boo
 				y = whyStringData
 			}
 			if decide(y, kind) != dRedact {
-				w.value(v, voff, depth+1, "", false)
+				if mayHoldCBOR(v) {
+					w.value(v, voff, depth+1, "", false)
+				}
 				return true
 			}
 			w.values(v, voff, y, obj)
@@ -180,9 +192,15 @@ func (w *cborWalker) object(b []byte, off, depth int, implied string, assume boo
 			}
 			w.member(v, voff, "token", y, obj, depth)
 		case cborscan.KeyIs(k, "items"):
-			w.value(v, voff, depth+1, itemKind(kind), false)
+			if ik := itemKind(kind); ik != "" && decide(whyData, ik) == dRedact || mayHoldCBOR(v) {
+				w.value(v, voff, depth+1, ik, false)
+			}
 		default:
-			w.value(v, voff, depth+1, "", false)
+			// A value that names no kind the rules act on holds
+			// nothing to redact: not walked.
+			if mayHoldCBOR(v) {
+				w.value(v, voff, depth+1, "", false)
+			}
 		}
 		return true
 	})
@@ -190,7 +208,7 @@ func (w *cborWalker) object(b []byte, off, depth int, implied string, assume boo
 
 // values adds every string value of the map m (a Secret's data or
 // stringData) as a candidate; a value that is not a string fails closed.
-func (w *cborWalker) values(m []byte, off int, y why, obj string) {
+func (w *cborWalker) values(m []byte, off int, y why, obj *cobj) {
 	if len(m) == 1 && m[0] == 0xf6 {
 		return // null
 	}
@@ -207,21 +225,23 @@ func (w *cborWalker) values(m []byte, off int, y why, obj string) {
 
 // str adds the string item v (absolute offset off) as a span; null is
 // skipped, anything else replaced whole.
-func (w *cborWalker) str(v []byte, off int, y why, field, obj string) {
+func (w *cborWalker) str(v []byte, off int, y why, field string, obj *cobj) {
 	if len(v) == 1 && v[0] == 0xf6 {
 		return
 	}
-	chunks, ok := stringChunks(v, off)
+	sp := cspan{why: y, field: field, obj: obj}
+	var ok bool
+	sp.start, sp.end, sp.chunks, ok = stringChunks(v, off)
 	if !ok {
 		w.unparsed(off, off+len(v), fmt.Sprintf("a %s that is not a string", y.field(field)))
 		return
 	}
-	w.spans = append(w.spans, cspan{chunks: chunks, why: y, field: field, object: obj})
+	w.spans = append(w.spans, sp)
 }
 
 // member adds the string member name of map m (a TokenRequest's status,
 // a TokenReview's spec).
-func (w *cborWalker) member(m []byte, off int, name string, y why, obj string, depth int) {
+func (w *cborWalker) member(m []byte, off int, name string, y why, obj *cobj, depth int) {
 	if !w.isMap(m) {
 		w.value(m, off, depth+1, "", false)
 		return
@@ -237,7 +257,7 @@ func (w *cborWalker) member(m []byte, off int, name string, y why, obj string, d
 // metadata handles an object's metadata: its last-applied-configuration
 // annotation by decide (for an object without a kind or a
 // PartialObjectMetadata, by what the annotation's JSON holds).
-func (w *cborWalker) metadata(m []byte, off int, kind, obj string) {
+func (w *cborWalker) metadata(m []byte, off int, kind string, obj *cobj) {
 	if !w.isMap(m) {
 		return
 	}
@@ -265,29 +285,29 @@ func (w *cborWalker) metadata(m []byte, off int, kind, obj string) {
 	})
 }
 
-// stringChunks returns the absolute spans of a string item's content: one
-// for a definite-length string, one per chunk of an indefinite one.
-func stringChunks(v []byte, off int) ([][2]int, bool) {
+// stringChunks returns the absolute span of a definite-length string
+// item's content, or the spans of an indefinite one's chunks.
+func stringChunks(v []byte, off int) (start, end int, chunks [][2]int, ok bool) {
 	i, _ := cborscan.Untag(v, 0)
 	h, err := cborscan.ParseHead(v[i:], i)
 	if err != nil || h.Major != cborscan.Bytes && h.Major != cborscan.Text {
-		return nil, false
+		return 0, 0, nil, false
 	}
 	j := i + h.Len
 	if !h.Indef() {
-		return [][2]int{{off + j, off + j + int(h.Arg)}}, true
+		return off + j, off + j + int(h.Arg), nil, true
 	}
-	var out [][2]int
+	chunks = [][2]int{}
 	for j < len(v) && v[j] != 0xff {
 		c, err := cborscan.ParseHead(v[j:], j)
 		if err != nil {
-			return nil, false
+			return 0, 0, nil, false
 		}
 		j += c.Len
-		out = append(out, [2]int{off + j, off + j + int(c.Arg)})
+		chunks = append(chunks, [2]int{off + j, off + j + int(c.Arg)})
 		j += int(c.Arg)
 	}
-	return out, true
+	return 0, 0, chunks, true
 }
 
 // apply replaces the walker's spans in b (copy on write) and reports them.
@@ -303,19 +323,25 @@ func (w *cborWalker) apply(s *Secrets, b []byte, rep *Report) ([]byte, bool) {
 			continue
 		}
 		var n int
-		var val []byte
-		for _, c := range sp.chunks {
-			val = append(val, b[c[0]:c[1]]...)
+		chunks := sp.chunks
+		val := b[sp.start:sp.end]
+		if chunks == nil {
+			chunks = [][2]int{{sp.start, sp.end}}
+		} else {
+			val = nil
+			for _, c := range chunks {
+				val = append(val, b[c[0]:c[1]]...)
+			}
 		}
 		t := s.tag(val)
-		for _, c := range sp.chunks {
+		for _, c := range chunks {
 			v := out[c[0]:c[1]]
 			for i := range v {
 				v[i] = t[(n+i)%len(t)]
 			}
 			n += len(v)
 		}
-		rep.add(sp.why.reason(), sp.object, sp.why.field(sp.field), 1, int64(n))
+		rep.add(sp.why.reason(), objectName(sp.obj.kind, sp.obj.ns, sp.obj.name), sp.why.field(sp.field), 1, int64(n))
 	}
 	return out, true
 }

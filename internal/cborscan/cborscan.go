@@ -215,6 +215,70 @@ func Skip(b []byte, i int) (int, error) {
 	return j, nil
 }
 
+// HasIndefiniteString reports whether the item at b[0:] holds an
+// indefinite-length byte or text string anywhere (whose chunks can split
+// a word a caller looks for), or is not well-formed (which a caller must
+// not trust either). It walks the item once, like Skip.
+func HasIndefiniteString(b []byte) bool {
+	var small [16]indef
+	stack := small[:0]
+	owed := uint64(1)
+	j := 0
+	for owed > 0 || len(stack) > 0 {
+		if j >= len(b) {
+			return true
+		}
+		h, err := ParseHead(b[j:], j)
+		if err != nil {
+			return true
+		}
+		if h.IsBreak() {
+			if owed > 0 || len(stack) == 0 {
+				return true
+			}
+			owed = stack[len(stack)-1].saved
+			stack = stack[:len(stack)-1]
+			j++
+			continue
+		}
+		if owed > 0 {
+			owed--
+		}
+		j += h.Len
+		rest := uint64(len(b) - j)
+		switch h.Major {
+		case Bytes, Text:
+			if h.Indef() || h.Arg > rest {
+				return true
+			}
+			j += int(h.Arg)
+		case Array, Map:
+			n := h.Arg
+			if h.Major == Map {
+				if n > rest/2 {
+					return true
+				}
+				n *= 2
+			}
+			if h.Indef() {
+				if len(stack) >= MaxDepth {
+					return true
+				}
+				stack = append(stack, indef{major: h.Major, saved: owed})
+				owed = 0
+				continue
+			}
+			if n > rest || owed+n > rest {
+				return true
+			}
+			owed += n
+		case Tag:
+			owed++
+		}
+	}
+	return false
+}
+
 // Untag returns the index of the first head at or after i that is not a
 // tag, and the number of the last tag skipped (-1 when none).
 func Untag(b []byte, i int) (int, int64) {
