@@ -35,7 +35,7 @@ type cspan struct {
 	why      why
 	field    string
 	obj      *cobj // the object the value belongs to
-	start    int // definite-length strings, unparsed items: the span
+	start    int   // definite-length strings, unparsed items: the span
 	end      int
 	unparsed string
 }
