@@ -48,9 +48,10 @@ func Open(name string, opts ReaderOptions) (*File, error) {
 }
 
 // OpenReaderAt is Open for an io.ReaderAt of the given size. A file too
-// short for its header is a *DamageError; a wrong magic ErrNotSession, a
+// short for its header is a *DamageError; a wrong magic ErrNotSession
+// (unless the header's checksum or the first block vouches for the file), a
 // newer version ErrVersion. Anything else is reported by Problems: a header
-// whose checksum fails, a missing or damaged index (an error wrapping
+// whose checksum fails or whose magic is damaged, a missing or damaged index (an error wrapping
 // ErrNoIndex; the index is then rebuilt by reading every block, which
 // finds the damaged regions too).
 func OpenReaderAt(r io.ReaderAt, size int64, opts ReaderOptions) (*File, error) {
@@ -98,11 +99,14 @@ func OpenReaderAt(r io.ReaderAt, size int64, opts ReaderOptions) (*File, error) 
 
 // checkHeaderAt reads and checks the file header of r.
 func checkHeaderAt(r io.ReaderAt, size int64) error {
-	hdr := make([]byte, min(size, fileHeaderSize))
+	hdr := make([]byte, min(size, fileHeaderSize+maxBlockHeaderSize))
 	if n, err := r.ReadAt(hdr, 0); n < len(hdr) {
 		return fmt.Errorf("formats: read file header: %w", err)
 	}
-	return checkFileHeader(hdr)
+	if len(hdr) <= fileHeaderSize {
+		return checkFileHeader(hdr, nil)
+	}
+	return checkFileHeader(hdr[:fileHeaderSize], hdr[fileHeaderSize:])
 }
 
 // scan reads every block of r after the file header, calls fn with the
@@ -296,7 +300,9 @@ func (s *Scanner) Next() (Record, error) {
 		if s.err != nil {
 			return nil, s.err
 		}
-		if s.di < len(s.damage) && (s.bi >= len(s.blocks) || s.damage[s.di].Offset < s.f.idx.Blocks[s.blocks[s.bi]].Offset) {
+		// Damage at a block's own offset (its number out of order) comes
+		// before it.
+		if s.di < len(s.damage) && (s.bi >= len(s.blocks) || s.damage[s.di].Offset <= s.f.idx.Blocks[s.blocks[s.bi]].Offset) {
 			d := s.damage[s.di]
 			s.di++
 			if s.f.stop {
