@@ -205,7 +205,7 @@ func (b *blockReader) order(off int64, h *blockHeader) error {
 			what = "an index block numbered %d"
 		}
 		d = &DamageError{Offset: off, Block: int(seq), Skipped: size,
-			Err: fmt.Errorf("%w: "+what+" after block %d; skipped", errRepeated, seq, b.top)}
+			Err: fmt.Errorf("%w: "+what+" after block %d", errRepeated, seq, b.top)}
 		b.seq = int(b.top) + 1
 		if b.stop {
 			b.err = d
