@@ -197,6 +197,53 @@ func parseBlock(b []byte, typ uint8) (blockHeader, error) {
 	return h, nil
 }
 
+// CheckBlocks reads every data block the index lists and checks its header
+// and payload checksums, without decompressing: the damage an intact index
+// hides (Open reads the index, not the blocks; Scanners find a damaged
+// block only when they read it). It returns a *DamageError per damaged
+// block, in file order, with Block its position in Index().Blocks; an
+// error only if reading fails. It reads the whole file, one block at a
+// time (memory: the largest block). Safe for concurrent use.
+func (f *File) CheckBlocks() ([]*DamageError, error) {
+	var (
+		damage []*DamageError
+		raw    []byte
+	)
+	for i, bi := range f.idx.Blocks {
+		fail := func(err error) {
+			damage = append(damage, &DamageError{Offset: bi.Offset, Block: i, Err: err})
+		}
+		if bi.Size > MaxBlockSize+maxBlockHeaderSize {
+			fail(fmt.Errorf("%w: index says block of %d bytes", errCorrupt, bi.Size))
+			continue
+		}
+		if int64(cap(raw)) < bi.Size {
+			raw = make([]byte, bi.Size)
+		}
+		raw = raw[:bi.Size]
+		if n, err := f.r.ReadAt(raw, bi.Offset); n < len(raw) {
+			if err == nil || err == io.EOF {
+				fail(io.ErrUnexpectedEOF)
+				continue
+			}
+			return damage, fmt.Errorf("formats: read block %d at offset %d: %w", i, bi.Offset, err)
+		}
+		h, err := parseBlock(raw, blockData)
+		if err == nil && h.codec != codecNone && h.codec != codecZstd {
+			err = fmt.Errorf("%w: unknown codec %d", errCorrupt, h.codec)
+		}
+		if err == nil {
+			if got := crc(raw[h.hdrLen:]); got != h.payloadCRC {
+				err = fmt.Errorf("payload %w (crc %08x, stored %08x)", errChecksum, got, h.payloadCRC)
+			}
+		}
+		if err != nil {
+			fail(err)
+		}
+	}
+	return damage, nil
+}
+
 // Index returns the file's index (read or rebuilt). The caller must not modify it.
 func (f *File) Index() *Index { return f.idx }
 

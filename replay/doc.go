@@ -103,6 +103,20 @@
 // reaches its end starts again from its first event, one recorded duration
 // later, forever; cursors then wrap around too.
 //
+// # Damaged sessions
+//
+// New checks the checksum of every block of the session (the index of a
+// cleanly closed file does not show a block damaged since) and reads the
+// exchanges a damaged region touches, to say what it lost: Losses lists,
+// per exchange, how many events (or body bytes) are missing, after which
+// event, between which capture times, and the damage (block, file offset).
+// A stream is served without what was lost; when it reaches a loss the
+// log says so (a warning), and it then ends cut — the connection closed
+// without the terminating chunk, or RST_STREAM over HTTP/2 — at the point
+// where it would have ended cleanly, so that no client takes what it got
+// for the complete recording. A client that resumes from an event after
+// the loss gets the rest, ending as recorded.
+//
 // # Many clients, memory
 //
 // Each request is served by its own handler goroutine on its own timeline;

@@ -100,6 +100,7 @@ type Server struct {
 	writeTimeout time.Duration
 	maxPlan      int64
 	m            *matcher
+	losses       []*Loss
 	disc         *discovery
 	cache        *cache
 	ctx          context.Context
@@ -121,9 +122,11 @@ type Server struct {
 // started or closed.
 var ErrStarted = errors.New("replay: server already started or closed")
 
-// New returns a Server for session f. It reads f's index, and a little of
-// its data (the kinds of the resources, for synthesized discovery); it does
-// not listen yet. The caller keeps ownership of f and must not close it
+// New returns a Server for session f. It reads f's index, checks the
+// checksums of every block (reading the file once, see Losses), reads a
+// little of its data (the kinds of the resources, for synthesized
+// discovery, and the exchanges that damage touches); it does not listen
+// yet. The caller keeps ownership of f and must not close it
 // before Close returns.
 func New(f *formats.File, opts Options) (*Server, error) {
 	if opts.Speed < 0 || math.IsNaN(opts.Speed) || math.IsInf(opts.Speed, 0) {
@@ -149,6 +152,9 @@ func New(f *formats.File, opts Options) (*Server, error) {
 	s.cache = newCache(budget)
 	s.maxPlan = budget / 4
 	s.m = newMatcher(f.Index())
+	if err := s.findLosses(); err != nil {
+		return nil, err
+	}
 	s.disc = newDiscovery(f, s.m)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil

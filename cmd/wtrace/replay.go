@@ -152,7 +152,7 @@ func runReplay(ctx context.Context, s streams, sessionPath string, o *replayOpti
 			return withHint(fmt.Errorf("writing --kubeconfig-out: %w", err), "check that the directory exists and is writable")
 		}
 	}
-	printReplayBanner(s.err, sessionPath, f, srv.URL, o)
+	printReplayBanner(s.err, sessionPath, f, srv.URL, o, srv.Losses())
 
 	<-ctx.Done()
 	fmt.Fprintln(s.err, "\nStopping: closing open streams (Ctrl-C again to exit at once)")
@@ -173,8 +173,9 @@ func runReplay(ctx context.Context, s streams, sessionPath string, o *replayOpti
 	return nil
 }
 
-// printReplayBanner says where the server listens and how to try it.
-func printReplayBanner(w io.Writer, sessionPath string, f *formats.File, u string, o *replayOptions) {
+// printReplayBanner says where the server listens and how to try it, and
+// what the session's damage lost.
+func printReplayBanner(w io.Writer, sessionPath string, f *formats.File, u string, o *replayOptions, losses []*replay.Loss) {
 	idx := f.Index()
 	var events int64
 	var watch, list string
@@ -204,8 +205,29 @@ func printReplayBanner(w io.Writer, sessionPath string, f *formats.File, u strin
 	case o.speed == 1:
 		speed = "original timing"
 	}
-	fmt.Fprintf(w, "Replaying %s (%d exchanges, %d watch events over %s) at %s\n",
-		sessionPath, len(idx.Exchanges), events, time.Duration(last-first).Round(time.Millisecond), speed)
+	var lost int64
+	unknown := false
+	for _, l := range losses {
+		lost += max(l.Events, 0)
+		unknown = unknown || l.Events < 0
+	}
+	lostText := ""
+	switch {
+	case lost > 0 && unknown:
+		lostText = fmt.Sprintf("; at least %d of them lost to damage", lost)
+	case lost > 0:
+		lostText = fmt.Sprintf("; %d of them lost to damage", lost)
+	case unknown:
+		lostText = "; some of them maybe lost to damage"
+	}
+	fmt.Fprintf(w, "Replaying %s (%d exchanges, %d watch events over %s%s) at %s\n",
+		sessionPath, len(idx.Exchanges), events, time.Duration(last-first).Round(time.Millisecond), lostText, speed)
+	if len(losses) > 0 {
+		fmt.Fprintf(w, "Warning: %s is damaged; what it lost is not served, and streams that cross it end cut:\n", sessionPath)
+		for _, l := range losses {
+			fmt.Fprintf(w, "  %v\n", l)
+		}
+	}
 	var modes []string
 	if o.loop {
 		modes = append(modes, "looping watch streams")
