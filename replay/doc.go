@@ -133,6 +133,9 @@
 // once and shared by all clients, in a cache bounded by Options.CacheBytes;
 // an exchange larger than a quarter of it is streamed from the file for each
 // client instead, so a long session is never held in memory whole.
+// A keep-alive connection that waits for its next request longer than
+// Options.IdleTimeout (kube-apiserver's 90 s by default) is closed, over
+// HTTP/2 with a GOAWAY; a connection serving a watch is never idle.
 //
 // # Concurrency
 //

@@ -26,6 +26,11 @@ const DefaultListen = "127.0.0.1:0"
 // DefaultWriteTimeout is the WriteTimeout a zero Options means.
 const DefaultWriteTimeout = 30 * time.Second
 
+// DefaultIdleTimeout is the IdleTimeout a zero Options means: kube-apiserver's
+// (k8s.io/apiserver SecureServingInfo.Serve, HTTP/1.1 and HTTP/2 alike), which
+// matches the keep-alive timeout of Go's http.DefaultTransport.
+const DefaultIdleTimeout = 90 * time.Second
+
 // DefaultCacheBytes is the CacheBytes a zero Options means.
 const DefaultCacheBytes = 64 << 20
 
@@ -73,6 +78,11 @@ type Options struct {
 	// client that stopped reading); the client is then disconnected. 0 means
 	// DefaultWriteTimeout; negative disables the limit.
 	WriteTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection that has waited this long
+	// for its next request (over HTTP/2, with no stream open: a GOAWAY
+	// first). A connection serving a request — a watch, however quiet —
+	// is not idle. 0 means DefaultIdleTimeout; negative disables it.
+	IdleTimeout time.Duration
 	// CacheBytes bounds the memory holding decoded exchanges (timed writes,
 	// synthesized lists) shared by all clients. Exchanges larger than a
 	// quarter of it are streamed from the file for each client instead.
@@ -224,6 +234,7 @@ func (s *Server) start(useTLS bool) error {
 	srv := &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       idleTimeout(s.opts.IdleTimeout),
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		ConnState: func(c net.Conn, st http.ConnState) {
 			switch st {
@@ -266,6 +277,18 @@ func (s *Server) start(useTLS bool) error {
 		_ = srv.Serve(ln)
 	}()
 	return nil
+}
+
+// idleTimeout is the http.Server IdleTimeout for Options.IdleTimeout d.
+func idleTimeout(d time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return DefaultIdleTimeout
+	case d < 0:
+		// http.Server falls back to ReadTimeout (unset: none).
+		return 0
+	}
+	return d
 }
 
 // CertPEM returns the PEM certificate StartTLS serves (nil before it, or

@@ -32,6 +32,7 @@ type replayOptions struct {
 	cert, key     string
 	kubeconfigOut string
 	writeTimeout  time.Duration
+	idleTimeout   time.Duration
 	verbose       bool
 }
 
@@ -101,6 +102,7 @@ end at once); a second Ctrl-C exits immediately.`,
 	f.StringVar(&o.key, "key", "", "TLS private key `file` (PEM) for --cert")
 	f.StringVar(&o.kubeconfigOut, "kubeconfig-out", "", "write a kubeconfig for the replay server to `file`")
 	f.DurationVar(&o.writeTimeout, "write-timeout", replay.DefaultWriteTimeout, "drop a client that has not taken a write after this `duration`")
+	f.DurationVar(&o.idleTimeout, "idle-timeout", replay.DefaultIdleTimeout, "close a keep-alive connection idle for this `duration` (watches are not idle; 0: never), as kube-apiserver does")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "also log when each stream ends, and why")
 	return c
 }
@@ -125,7 +127,11 @@ func runReplay(ctx context.Context, s streams, sessionPath string, o *replayOpti
 		EventChunks:  o.eventChunks,
 		Listen:       o.listen,
 		WriteTimeout: o.writeTimeout,
+		IdleTimeout:  o.idleTimeout,
 		Logger:       slog.New(&lineHandler{w: s.err, level: level, mu: &sync.Mutex{}}),
+	}
+	if o.idleTimeout == 0 {
+		opts.IdleTimeout = -1 // never
 	}
 	if o.cert != "" {
 		cert, err := tls.LoadX509KeyPair(o.cert, o.key)
