@@ -29,7 +29,7 @@ func TestIdleConnections(t *testing.T) {
 	quietWatch := "/api/v1/namespaces/corpus-basic/configmaps?watch=true&resourceVersion=" + evs[len(evs)-1].meta.ResourceVersion
 
 	t.Run("HTTP/1.1", func(t *testing.T) {
-		srv := NewTestServer(t, path, Options{IdleTimeout: idle})
+		srv := newTestServer(t, path, Options{IdleTimeout: idle})
 		addr := strings.TrimPrefix(srv.URL, "http://")
 		const n = 300
 		conns := make([]net.Conn, n)
