@@ -17,7 +17,15 @@
 // HTTP/2 client preface (h2c), a TLS ClientHello or ServerHello, or — for a
 // connection captured from its middle — chunked framing. Options.Port forces
 // the server side. TLS is decrypted with Options.KeyLog (capture/tlsdec); its
-// ALPN picks HTTP/2 or HTTP/1.1 for the plaintext.
+// ALPN picks HTTP/2 or HTTP/1.1 for the plaintext. A key log that clients
+// are still writing (live capture) is an Options.KeyLogSource
+// (tlsdec.KeyLogFile): a TLS connection whose secrets are not there yet
+// holds its records (at most tlsdec.DefaultMaxKeyWait per direction) while
+// the source is re-read (every 20 ms of capture time, and at Tick between
+// packets), for at most Options.KeyLogWait (DefaultKeyLogWait, 10 s) of
+// capture time; then it is decrypted with the times its packets had, or
+// recorded as not decrypted, as without a wait. Its end (and its ConnEnd)
+// waits with it.
 //
 // HTTP/1.1 (http1.go) parses both directions: keep-alive, pipelining,
 // Content-Length, chunked (package chunked), until-close and body-less

@@ -68,6 +68,17 @@ type Options struct {
 	// KeyLog holds TLS secrets (an NSS key log, SSLKEYLOGFILE) to decrypt
 	// TLS connections; nil records them as not decrypted.
 	KeyLog *tlsdec.KeyLog
+	// KeyLogSource, when set, feeds KeyLog while recording (a key log
+	// clients are still writing, tlsdec.KeyLogFile): a TLS connection
+	// whose secrets are not there yet holds its records (at most
+	// tlsdec.DefaultMaxKeyWait per direction) and the source is re-read
+	// until they come, for at most KeyLogWait. See keywait.go.
+	KeyLogSource KeyLogSource
+	// KeyLogWait is how long (capture time) a TLS connection waits for its
+	// secrets; 0 means DefaultKeyLogWait with a KeyLogSource, no wait
+	// without. A KeyLog that grows another way (Load while recording) is
+	// waited for with a KeyLogWait and no source.
+	KeyLogWait time.Duration
 	// KeepSecrets stores Secret values, TokenRequest and TokenReview
 	// tokens and Secrets' last-applied-configuration as captured. By
 	// default they are replaced, decided by the content of every event and
@@ -104,6 +115,7 @@ type session struct {
 	nextExchange int64
 	stats        Stats
 	secrets      *redact.Secrets // nil: keep Secret values
+	keyWait      *keyWaiter      // TLS connections waiting for secrets (nil: none wait)
 }
 
 func newSession(sink Sink, keepSecrets bool) *session {
@@ -194,6 +206,7 @@ func NewRecorder(sink Sink, opts Options) *Recorder {
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
+	r.s.keyWait = newKeyWaiter(opts)
 	r.pool = reassembly.NewStreamPool(streamFactory{r})
 	r.asm = reassembly.NewAssembler(r.pool)
 	r.asm.MaxBufferedPagesTotal = opts.MaxBuffered / pageSize
@@ -242,6 +255,7 @@ func (r *Recorder) Packet(p Packet) error {
 		r.flushed = r.now
 		r.asm.FlushWithOptions(reassembly.FlushOptions{T: time.Unix(0, r.now-int64(r.opts.ReorderWindow))})
 	}
+	r.s.keyWait.tick(r.now)
 	return r.s.err
 }
 
@@ -249,7 +263,9 @@ func (r *Recorder) Packet(p Packet) error {
 // truncated by the capture) and returns the Sink's error, if any.
 func (r *Recorder) Close() error {
 	r.closing = true
+	r.s.keyWait.close(r.now) // what waits for secrets, before its bytes are given up
 	r.asm.FlushAll()
+	r.s.keyWait.close(r.now) // connections ended by the flush while waiting
 	return r.s.err
 }
 
@@ -628,12 +644,18 @@ func (st *tcpStream) finish(reason formats.ConnEndReason, status formats.EndStat
 		st.decide(t, true)
 	}
 	st.done = true
+	end := func() {
+		if st.known {
+			st.r.s.emit(&formats.ConnEnd{Conn: st.id, Time: st.last, Reason: reason,
+				ClientBytes: st.bytes[st.client], ServerBytes: st.bytes[1-st.client], LostBytes: st.lost[0] + st.lost[1]})
+		}
+	}
+	if ce, ok := st.proto.(connEnder); ok {
+		ce.finishThen(status, t, end) // a TLS connection may wait for its secrets
+		return
+	}
 	if st.proto != nil {
 		st.proto.finish(status, t)
 	}
-	if !st.known {
-		return
-	}
-	st.r.s.emit(&formats.ConnEnd{Conn: st.id, Time: st.last, Reason: reason,
-		ClientBytes: st.bytes[st.client], ServerBytes: st.bytes[1-st.client], LostBytes: st.lost[0] + st.lost[1]})
+	end()
 }

@@ -2,6 +2,7 @@ package capture
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 
 	"github.com/wtrace/wtrace/capture/tlsdec"
@@ -20,11 +21,18 @@ type tlsConn struct {
 	reported [2]bool // a decryption error was recorded for the direction
 	last     formats.TLS
 	written  bool
+	// ended: the connection is over but waits for its secrets; finish
+	// runs (with endSt, endT), then endThen, once they came or the wait
+	// ended.
+	ended   bool
+	endSt   formats.EndStatus
+	endT    int64
+	endThen func()
 }
 
 func newTLSConn(s *session, id uint64, keys *tlsdec.KeyLog) *tlsConn {
 	c := &tlsConn{s: s, id: id, keys: keys}
-	c.dec = tlsdec.NewConn(keys, c, tlsdec.Options{})
+	c.dec = tlsdec.NewConn(keys, c, tlsdec.Options{KeyWait: s.keyWait.enabled()})
 	s.stats.TLSConns++
 	return c
 }
@@ -56,12 +64,30 @@ func (c *tlsConn) Lost(l tlsdec.Loss) {
 }
 
 func (c *tlsConn) data(dir formats.Direction, p []byte, t int64) {
-	if err := c.dec.Feed(tlsdec.Direction(dir), p, t); err != nil && !c.reported[dir] {
-		c.reported[dir] = true
-		c.s.anomaly(c.id, formats.NoExchange, dir, t, formats.AnomalyMalformed, 0, 0,
-			fmt.Sprintf("TLS: %v; the rest of this direction is not decrypted", err))
+	c.failed(c.dec.Feed(tlsdec.Direction(dir), p, t), t)
+	if c.s.keyWait.enabled() && c.dec.WaitingKeys() {
+		c.s.keyWait.add(c, t)
 	}
 }
+
+// failed records a decryption error, once per direction.
+func (c *tlsConn) failed(err error, t int64) {
+	var te *tlsdec.Error
+	if err == nil || !errors.As(err, &te) || c.reported[te.Dir] {
+		return
+	}
+	dir := formats.Direction(te.Dir)
+	c.reported[dir] = true
+	c.s.anomaly(c.id, formats.NoExchange, dir, t, formats.AnomalyMalformed, 0, 0,
+		fmt.Sprintf("TLS: %v; the rest of this direction is not decrypted", err))
+}
+
+// retry decrypts what the key log's new secrets open (records held since
+// they came keep their own capture times).
+func (c *tlsConn) retry(t int64) { c.failed(c.dec.Retry(), t) }
+
+// stopWaiting gives up waiting for secrets (the wait's bound, or the end).
+func (c *tlsConn) stopWaiting(t int64) { c.failed(c.dec.StopWaiting(), t) }
 
 func (c *tlsConn) gap(dir formats.Direction, n int64, t int64) {
 	c.dec.Gap(tlsdec.Direction(dir), int(n))
@@ -74,6 +100,17 @@ func (c *tlsConn) fin(dir formats.Direction, t int64) {
 	if c.inner != nil {
 		c.inner.fin(dir, t)
 	}
+}
+
+// finishThen implements connEnder: finish, then then (the connection's
+// end record) — both later when the connection waits for its secrets
+// (they come, or the wait ends).
+func (c *tlsConn) finishThen(st formats.EndStatus, t int64, then func()) {
+	if c.s.keyWait.defer_(c, st, t, then) {
+		return
+	}
+	c.finish(st, t)
+	then()
 }
 
 func (c *tlsConn) finish(st formats.EndStatus, t int64) {

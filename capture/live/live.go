@@ -141,6 +141,11 @@ func Run(ctx context.Context, src Source, rec *capture.Recorder, opts RunOptions
 }
 
 func tick(rec *capture.Recorder, opts RunOptions) error {
+	// Capture time goes on between packets: TLS connections waiting for
+	// their secrets are retried (capture.Options.KeyLogSource).
+	if err := rec.Tick(time.Now().UnixNano()); err != nil {
+		return fmt.Errorf("live: recording: %w", err)
+	}
 	if opts.Flush != nil {
 		if err := opts.Flush(); err != nil {
 			return err

@@ -26,6 +26,14 @@ const (
 	// arrive before the server's hello when the caller feeds one direction
 	// ahead of the other.
 	DefaultMaxPending = 256 << 10
+	// DefaultMaxKeyWait is Options.MaxKeyWait's default: what one
+	// direction holds while the key log does not have its secrets yet.
+	// Clients log their secrets while the handshake runs, so what arrives
+	// before a reader of the key log sees them is the rest of the
+	// handshake and the first requests and responses: far less than this.
+	// Over every connection the caller bounds the total (capture: the
+	// connections waiting at once, Options.MaxConns).
+	DefaultMaxKeyWait = 1 << 20
 
 	// maxAlerts bounds the alerts Info keeps; all are counted.
 	maxAlerts = 16
@@ -113,6 +121,17 @@ type Options struct {
 	// until the ClientHello is seen. Beyond it the direction is given up
 	// (Info.Note says so). Zero means DefaultMaxPending.
 	MaxPending int
+	// KeyWait: when the key log does not have a direction's secrets yet,
+	// hold its encrypted records (and what follows them) instead of
+	// counting them as not decrypted, for a key log that clients are
+	// still writing. Retry (after the key log grew) decrypts what the
+	// secrets now open; StopWaiting gives up (then the held records are
+	// handled as without KeyWait). More than MaxKeyWait bytes held in a
+	// direction gives up too, with a note.
+	KeyWait bool
+	// MaxKeyWait bounds the bytes one direction holds waiting for its
+	// secrets; zero means DefaultMaxKeyWait.
+	MaxKeyWait int
 }
 
 // Info describes a connection as seen so far.
@@ -307,9 +326,10 @@ type Conn struct {
 	hrr         bool
 	resumed     bool
 
-	alerts  []Alert
-	notes   []string
-	pumping bool
+	alerts   []Alert
+	notes    []string
+	pumping  bool
+	waitOver bool // KeyWait given up: StopWaiting, or MaxKeyWait reached
 }
 
 // NewConn returns a Conn that looks its secrets up in keys, which may be nil
@@ -317,6 +337,9 @@ type Conn struct {
 func NewConn(keys *KeyLog, sink Sink, opts Options) *Conn {
 	if opts.MaxPending <= 0 {
 		opts.MaxPending = DefaultMaxPending
+	}
+	if opts.MaxKeyWait <= 0 {
+		opts.MaxKeyWait = DefaultMaxKeyWait
 	}
 	c := &Conn{keys: keys, sink: sink, opts: opts}
 	for d := range c.half {
@@ -642,9 +665,75 @@ func (c *Conn) blocked(h *half) bool {
 	return c.shCount >= c.chCount
 }
 
+// waitKeys reports whether h must hold a record of type typ until the key
+// log has the secrets it needs (Options.KeyWait): the record is
+// encrypted, and the secret of h's phase (TLS 1.3: the handshake secret,
+// or with none the application one; then the application one) or the
+// master secret (TLS 1.2) is not there yet. Once a phase's lookup was
+// made, or nothing can be looked up (no ClientHello, an unsupported
+// suite), nothing waits.
+func (c *Conn) waitKeys(h *half, typ uint8) bool {
+	if !c.opts.KeyWait || c.waitOver || c.keys == nil || !c.haveCR || c.suite == nil || h.failed || h.lost || !c.encrypted(h, typ) {
+		return false
+	}
+	switch c.version {
+	case versionTLS13:
+		if h.looked {
+			return false
+		}
+		lbl := secretLabels[h.dir]
+		if h.phase == phaseApp {
+			return c.keys.secret(&c.clientRandom, lbl[2]) == nil
+		}
+		return c.keys.secret(&c.clientRandom, lbl[1]) == nil && c.keys.secret(&c.clientRandom, lbl[2]) == nil
+	case versionTLS12:
+		return !c.looked12 && c.keys.secret(&c.clientRandom, labelMaster) == nil
+	}
+	return false
+}
+
+// WaitingKeys reports whether a direction holds records waiting for
+// secrets the key log does not have yet (Options.KeyWait).
+func (c *Conn) WaitingKeys() bool {
+	for d := range c.half {
+		h := &c.half[d]
+		if len(h.pendRecs) > 0 && !c.blocked(h) && c.waitKeys(h, h.pendRecs[0].hdr[0]) {
+			return true
+		}
+	}
+	return false
+}
+
+// Retry processes the records held for secrets the key log now has (call
+// it after the key log grew); errors are as Feed's.
+func (c *Conn) Retry() error {
+	return c.pump()
+}
+
+// StopWaiting ends Options.KeyWait for the connection: the records held
+// for secrets are processed now (what the key log still lacks is noted
+// and counted as not decrypted, as without KeyWait), and later ones are
+// not held. Errors are as Feed's.
+func (c *Conn) StopWaiting() error {
+	if c.waitOver {
+		return nil
+	}
+	if c.WaitingKeys() {
+		c.note("key log still had no secrets for client random %s when the wait for them ended", c.crHex())
+	}
+	c.waitOver = true
+	return c.pump()
+}
+
+// held reports whether h's next record (of type typ) must wait: for the
+// other direction's hello, or for its secrets.
+func (c *Conn) held(h *half, typ uint8) bool {
+	return c.blocked(h) || c.waitKeys(h, typ)
+}
+
 // onRecord processes a complete record or holds it.
 func (c *Conn) onRecord(h *half, r *rec, body []byte) error {
-	if len(h.pendRecs) == 0 && !c.blocked(h) {
+	if len(h.pendRecs) == 0 && !c.held(h, r.hdr[0]) {
 		err := c.process(h, r, body)
 		if len(c.half[1-h.dir].pendRecs) > 0 {
 			// The record may have been the hello the other side waits for.
@@ -658,7 +747,20 @@ func (c *Conn) onRecord(h *half, r *rec, body []byte) error {
 		h.stats.Undecryptable++
 		return nil
 	}
-	if len(h.pend)+len(body) > c.opts.MaxPending {
+	if !c.blocked(h) && len(h.pend)+len(body) > c.opts.MaxKeyWait {
+		// Holding for secrets, past the bound: give up waiting.
+		c.note("%s: more than %d bytes held waiting for the key log's secrets of client random %s; the wait ended",
+			h.dir, c.opts.MaxKeyWait, c.crHex())
+		c.waitOver = true
+		err := c.pump()
+		if len(h.pendRecs) == 0 && !c.blocked(h) {
+			if perr := c.process(h, r, body); err == nil {
+				err = perr
+			}
+			return err
+		}
+	}
+	if c.blocked(h) && len(h.pend)+len(body) > c.opts.MaxPending {
 		peer := "server"
 		if h.dir == ServerToClient {
 			peer = "client"
@@ -690,7 +792,7 @@ func (c *Conn) pump() error {
 		progress = false
 		for d := range c.half {
 			h := &c.half[d]
-			for len(h.pendRecs) > 0 && !c.blocked(h) {
+			for len(h.pendRecs) > 0 && !c.held(h, h.pendRecs[0].hdr[0]) {
 				p := h.pendRecs[0]
 				h.pendRecs = h.pendRecs[1:]
 				h.stats.Pending--

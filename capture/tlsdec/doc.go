@@ -61,6 +61,21 @@
 // random. Nothing is ever invented: data reaches the Sink only after it
 // authenticated.
 //
+// # A key log that is still being written
+//
+// Live, the key log is a file the clients are still writing: a
+// connection's first encrypted records arrive before its secrets can be
+// read. KeyLogFile reads such a file by whole lines and Refresh reads what
+// was appended since (a line being written waits for its newline). With
+// Options.KeyWait a Conn holds a direction's encrypted records, and what
+// follows them, while the key log lacks the secret they need, at most
+// Options.MaxKeyWait bytes (DefaultMaxKeyWait, 1 MiB); WaitingKeys says
+// so, Retry (after the key log grew: KeyLog.Generation changed) decrypts
+// what the secrets now open, with the times the records were fed, and
+// StopWaiting, or the bound, gives up: the held records are then handled
+// as without KeyWait (counted, noted). The caller bounds the wait in time
+// (capture: Options.KeyLogWait).
+//
 // # Gaps
 //
 // Gap(dir, n) reports n bytes of a direction lost by the capture (n < 0:

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 )
 
 // Key log limits.
@@ -70,6 +71,17 @@ type KeyLog struct {
 	mu    sync.RWMutex
 	m     map[[32]byte]*[numLabels][]byte
 	stats KeyLogStats
+	gen   atomic.Uint64 // secrets stored so far (Generation)
+}
+
+// Generation counts the secret lines stored so far: it changes when Load
+// added a secret, so a caller holding connections that wait for secrets
+// (Options.KeyWait) knows when to Retry them. Cheap: no lock.
+func (k *KeyLog) Generation() uint64 {
+	if k == nil {
+		return 0
+	}
+	return k.gen.Load()
 }
 
 // KeyLogStats describes what Load read.
@@ -190,6 +202,7 @@ func (k *KeyLog) addLine(line []byte) {
 		k.stats.Secrets++
 	}
 	e[l] = secret
+	k.gen.Add(1)
 }
 
 func (k *KeyLog) badLocked(reason string) {

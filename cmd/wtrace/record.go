@@ -90,6 +90,10 @@ up to its last block).`,
   # live, on the loopback interface (as root, or with cap_net_raw), Ctrl-C to finish
   wtrace record --iface lo --port 8001 -o session.wt
 
+  # live TLS: the clients log their keys into a file wtrace re-reads as it grows
+  touch keys.log; SSLKEYLOGFILE=keys.log ./my-controller &
+  wtrace record --iface lo --port 6443 --keylog keys.log -o session.wt
+
   # as a proxy in front of the cluster of ~/.kube/config, then point clients at it
   wtrace record --proxy -o session.wt
   kubectl --server http://127.0.0.1:8001 get pods -A -w
@@ -126,7 +130,7 @@ up to its last block).`,
 	f.StringVar(&o.maxSize, "max-size", "", "live: stop (or, with --rotate, start the next file) at this `size` (500MB, 2GiB)")
 	f.BoolVar(&o.rotate, "rotate", false, "live: at --max-duration or --max-size, go on in numbered files (s-0001.wt, …)")
 	f.BoolVar(&o.keepSecrets, "keep-secrets", false, "store Secret values and tokens as captured (credentials in headers and queries are never stored)")
-	f.StringVar(&o.keylog, "keylog", "", "--pcap: NSS key log `file` (SSLKEYLOGFILE) to decrypt TLS")
+	f.StringVar(&o.keylog, "keylog", "", "--pcap, --iface: NSS key log `file` (SSLKEYLOGFILE) to decrypt TLS; with --iface, the file the clients are still writing (re-read as it grows)")
 	f.IntVar(&o.maxBuffered, "max-buffered", 256<<20, "`bytes` of out-of-order TCP data to hold, over all connections")
 	return c
 }

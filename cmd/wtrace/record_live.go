@@ -21,6 +21,7 @@ import (
 
 	"github.com/wtrace/wtrace/capture"
 	"github.com/wtrace/wtrace/capture/live"
+	"github.com/wtrace/wtrace/capture/tlsdec"
 	"github.com/wtrace/wtrace/capture/proxy"
 )
 
@@ -56,10 +57,8 @@ func (o *recordOptions) validate(c *cobra.Command) error {
 	if name := changed("listen", "kubeconfig", "context", "tls"); name != "" && !o.proxy {
 		return usage("--%s goes with --proxy", name)
 	}
-	if o.keylog != "" && o.pcap == "" {
-		// A live capture would read keys the clients write during their
-		// handshakes too late: TLS 1.3 encrypts right after ServerHello.
-		return usage("--keylog goes with --pcap; to record a cluster that speaks TLS live, use --proxy")
+	if o.keylog != "" && o.proxy {
+		return usage("--keylog goes with --pcap or --iface; the proxy decrypts TLS itself")
 	}
 	if name := changed("port", "max-buffered"); name != "" && o.proxy {
 		return usage("--%s does not apply to --proxy (it records what clients send it; see --listen)", name)
@@ -163,6 +162,17 @@ func runRecordIface(s streams, o *recordOptions) error {
 	if err != nil {
 		return err
 	}
+	recOpts := capture.Options{Port: o.port, MaxBuffered: o.maxBuffered, KeepSecrets: o.keepSecrets}
+	if o.keylog != "" {
+		// A key log the clients are still writing: TLS connections wait
+		// for their secrets while it is re-read.
+		kf, err := tlsdec.OpenKeyLogFile(o.keylog)
+		if err != nil {
+			return withHint(err, "create it first (touch %s) and start the clients with SSLKEYLOGFILE=%s", o.keylog, o.keylog)
+		}
+		recOpts.KeyLog, recOpts.KeyLogSource = kf.KeyLog(), kf
+	}
+
 	filter := live.Filter{Port: o.port, Hosts: hosts}
 	h, err := live.Open(o.iface, live.Options{Filter: filter})
 	if err != nil {
@@ -194,7 +204,7 @@ func runRecordIface(s streams, o *recordOptions) error {
 	start := time.Now()
 	opts := live.RecordOptions{
 		Output:   out,
-		Recorder: capture.Options{Port: o.port, MaxBuffered: o.maxBuffered, KeepSecrets: o.keepSecrets},
+		Recorder: recOpts,
 		Tool:     "wtrace " + toolVersion(),
 		OnTick: func(st capture.Stats) {
 			prog.show("%s  %d packets%s", time.Since(start).Round(time.Second), st.Packets, counts(st))
@@ -223,8 +233,11 @@ func runRecordIface(s streams, o *recordOptions) error {
 		fmt.Fprintf(s.err, "Warning: the kernel dropped %d packets that wtrace did not read in time; the session has gaps where they were.\n  Try: narrow the capture with --port and --host\n", res.Dropped)
 	}
 	if res.TLSUndecrypted > 0 {
-		fmt.Fprintf(s.err, "Warning: %d TLS connections could not be decrypted; 'wtrace inspect' lists them.\n  Try: record with --proxy, or capture with tcpdump while the clients write SSLKEYLOGFILE and use --pcap --keylog\n",
-			res.TLSUndecrypted)
+		hint := "record with --proxy, or start the clients with SSLKEYLOGFILE=keys.log and record with --keylog keys.log"
+		if o.keylog != "" {
+			hint = "check that the clients write " + o.keylog + " (SSLKEYLOGFILE) and that their connections began after the capture"
+		}
+		fmt.Fprintf(s.err, "Warning: %d TLS connections could not be decrypted; 'wtrace inspect' lists them.\n  Try: %s\n", res.TLSUndecrypted, hint)
 	}
 	return nil
 }
