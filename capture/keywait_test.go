@@ -181,4 +181,3 @@ func TestKeyLogNeverComes(t *testing.T) {
 		t.Error("the source was never read")
 	}
 }
-

@@ -21,8 +21,8 @@ import (
 
 	"github.com/wtrace/wtrace/capture"
 	"github.com/wtrace/wtrace/capture/live"
-	"github.com/wtrace/wtrace/capture/tlsdec"
 	"github.com/wtrace/wtrace/capture/proxy"
+	"github.com/wtrace/wtrace/capture/tlsdec"
 )
 
 // validate checks the flag combination: exactly one source, and only the
