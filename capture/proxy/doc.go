@@ -1,6 +1,7 @@
 // Package proxy is the reverse proxy of `wtrace record --proxy`: like
-// kubectl proxy, it listens on loopback, takes plain HTTP/1.1 (or HTTPS)
-// from clients, and forwards every request to the apiserver of a
+// kubectl proxy, it listens on loopback, takes plain HTTP/1.1 (or HTTPS:
+// HTTP/2 to clients that offer it in ALPN, as client-go does, HTTP/1.1 to
+// the others) from clients, and forwards every request to the apiserver of a
 // kubeconfig context with that context's credentials (client
 // certificates, tokens, exec plugins, through client-go's transport;
 // upstream may speak HTTP/2).
@@ -10,8 +11,12 @@
 // plaintext) and hands every byte read from or written to the client to a
 // capture.TeeConn, stamped with the time of the read or write. The session
 // therefore holds exactly the wire view of what the proxy sent its client:
-// headers, chunk boundaries as net/http wrote them, one chunk per read
-// from upstream (the proxy flushes after each), and their times. The
+// headers, chunk boundaries as net/http wrote them (HTTP/2: each stream an
+// exchange, each DATA frame a chunk, parsed as from a capture), one chunk
+// per read from upstream (the proxy flushes after each), and their times.
+// Since net/http does not see a wrapped connection as TLS, the listener
+// completes each handshake itself (in a goroutine per connection) and
+// serves the connections that chose h2 with an http2.Server. The
 // proxy's own upstream credentials never pass through the tee; the
 // client's Authorization header does, and is redacted like any other.
 //

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/net/http2"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -107,8 +108,9 @@ func LoadConfig(path, context string) (*Cluster, error) {
 type Options struct {
 	// Listen is the address to listen on; "" means DefaultListen.
 	Listen string
-	// TLS serves HTTPS (HTTP/1.1 only, so the tee sees HTTP/1.1) with
-	// Certificate, or a generated self-signed one (see CertPEM).
+	// TLS serves HTTPS with Certificate, or a generated self-signed one
+	// (see CertPEM): HTTP/2 to clients that offer it in ALPN (client-go
+	// over HTTPS does), HTTP/1.1 to the others. The tee records either.
 	TLS         bool
 	Certificate *tls.Certificate
 	// Tee, if set, records every client connection: each byte read from
@@ -140,13 +142,15 @@ type Proxy struct {
 	tlsCfg  *tls.Config
 	certPEM []byte
 
+	h2      *http2.Server // with TLS: serves the connections that chose h2
+
 	mu      sync.Mutex
 	started bool
 	done    chan struct{}
 	active  int        // handlers running
 	short   int        // handlers running that are not watches
 	idle    *sync.Cond // signalled when active drops to 0
-	ln      net.Listener
+	ln      *listener
 }
 
 // New returns a Proxy forwarding to the apiserver of cfg, with its
@@ -218,10 +222,11 @@ func New(cfg *rest.Config, opts Options) (*Proxy, error) {
 		} else if len(cert.Certificate) > 0 {
 			p.certPEM = selfsigned.PEM(cert.Certificate[0])
 		}
-		// HTTP/1.1 only: the recording parses what the client got as
-		// HTTP/1.1 (the connections are wrapped, so net/http would not
-		// offer h2 anyway).
-		p.tlsCfg = &tls.Config{Certificates: []tls.Certificate{*cert}, NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS12}
+		// HTTP/2 for clients that offer it, as the apiserver does. The
+		// connections are wrapped (the tee), so net/http would not see
+		// them as TLS: the listener serves h2 itself (serveH2).
+		p.tlsCfg = &tls.Config{Certificates: []tls.Certificate{*cert}, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12}
+		p.h2 = &http2.Server{}
 	}
 	return p, nil
 }
@@ -275,10 +280,14 @@ func (p *Proxy) Serve(ln net.Listener) error {
 		scheme = "https"
 	}
 	p.URL = scheme + "://" + ln.Addr().String()
-	wl := &listener{Listener: ln, tee: p.opts.Tee, tls: p.tlsCfg}
+	wl := &listener{Listener: ln, tee: p.opts.Tee, tls: p.tlsCfg, p: p,
+		conns: make(chan net.Conn), errs: make(chan error, 1), closed: make(chan struct{}), h2conns: map[net.Conn]bool{}}
 	p.mu.Lock()
 	p.ln = wl
 	p.mu.Unlock()
+	if p.tlsCfg != nil {
+		go wl.acceptTLS()
+	}
 	go func() {
 		defer close(p.done)
 		p.srv.Serve(wl)
@@ -335,6 +344,12 @@ func (p *Proxy) Close() error {
 		err = nil
 	}
 	p.mu.Lock()
+	wl := p.ln
+	p.mu.Unlock()
+	if wl != nil {
+		wl.closeH2() // net/http does not know the HTTP/2 connections
+	}
+	p.mu.Lock()
 	started := p.started
 	p.started = true // a later Start fails
 	p.mu.Unlock()
@@ -350,25 +365,131 @@ func (p *Proxy) Close() error {
 }
 
 // listener wraps accepted connections: TLS (if configured), then the tee,
-// so the tee sees plaintext.
+// so the tee sees plaintext. With TLS, the handshake runs in a goroutine
+// of its own per connection (a slow client does not hold the others up);
+// a connection whose client chose HTTP/2 in ALPN is served by the
+// Proxy's http2.Server (serveH2), the others are handed to net/http
+// through Accept.
 type listener struct {
 	net.Listener
 	tee *capture.Tee
 	tls *tls.Config
+	p   *Proxy
+
+	conns     chan net.Conn // TLS: HTTP/1.1 connections, handshake done
+	errs      chan error    // TLS: the accept loop's error
+	closed    chan struct{}
+	closeOnce sync.Once
+
+	mu      sync.Mutex
+	h2conns map[net.Conn]bool // served by serveH2
+	h2wg    sync.WaitGroup
+	h2done  bool
 }
 
 func (l *listener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
+	if l.tls == nil {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		return l.wrap(c, "http/1.1"), nil
 	}
-	if l.tls != nil {
-		c = tls.Server(c, l.tls)
-	}
-	if l.tee == nil {
+	select {
+	case c := <-l.conns:
 		return c, nil
+	case err := <-l.errs:
+		return nil, err
+	case <-l.closed:
+		return nil, net.ErrClosed
 	}
-	return newTeeConn(c, l.tee.Conn(c.RemoteAddr().String(), c.LocalAddr().String(), "http/1.1")), nil
+}
+
+func (l *listener) Close() error {
+	l.closeOnce.Do(func() { close(l.closed) })
+	return l.Listener.Close()
+}
+
+// wrap hands the connection's plaintext to the tee, if any.
+func (l *listener) wrap(c net.Conn, proto string) net.Conn {
+	if l.tee == nil {
+		return c
+	}
+	return newTeeConn(c, l.tee.Conn(c.RemoteAddr().String(), c.LocalAddr().String(), proto))
+}
+
+// acceptTLS accepts TCP connections and starts each one's handshake.
+func (l *listener) acceptTLS() {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			l.errs <- err
+			return
+		}
+		go l.handshake(c)
+	}
+}
+
+// handshake completes TLS (within readHeaderTimeout) and routes the
+// connection by the protocol the client chose.
+func (l *listener) handshake(raw net.Conn) {
+	tc := tls.Server(raw, l.tls)
+	ctx, cancel := context.WithTimeout(context.Background(), readHeaderTimeout)
+	go func() {
+		select {
+		case <-l.closed: // Close ends handshakes in progress
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	err := tc.HandshakeContext(ctx)
+	cancel()
+	if err != nil {
+		tc.Close()
+		return
+	}
+	if tc.ConnectionState().NegotiatedProtocol == "h2" {
+		l.serveH2(l.wrap(tc, "h2"))
+		return
+	}
+	select {
+	case l.conns <- l.wrap(tc, "http/1.1"):
+	case <-l.closed:
+		tc.Close()
+	}
+}
+
+// serveH2 serves one HTTP/2 connection with the Proxy's handler until it
+// ends; closeH2 ends them all.
+func (l *listener) serveH2(c net.Conn) {
+	l.mu.Lock()
+	if l.h2done {
+		l.mu.Unlock()
+		c.Close()
+		return
+	}
+	l.h2conns[c] = true
+	l.h2wg.Add(1)
+	l.mu.Unlock()
+	defer func() {
+		c.Close()
+		l.mu.Lock()
+		delete(l.h2conns, c)
+		l.mu.Unlock()
+		l.h2wg.Done()
+	}()
+	l.p.h2.ServeConn(c, &http2.ServeConnOpts{Handler: l.p.srv.Handler, BaseConfig: l.p.srv})
+}
+
+// closeH2 closes the HTTP/2 connections and waits for their servers.
+func (l *listener) closeH2() {
+	l.mu.Lock()
+	l.h2done = true
+	for c := range l.h2conns {
+		c.Close()
+	}
+	l.mu.Unlock()
+	l.h2wg.Wait()
 }
 
 // teeConn hands every byte read from and written to the client to the

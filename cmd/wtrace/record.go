@@ -125,7 +125,7 @@ up to its last block).`,
 	f.StringVar(&o.listen, "listen", "", "--proxy: `address` to listen on (default 127.0.0.1:8001)")
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "--proxy: kubeconfig `file` (default: $KUBECONFIG or ~/.kube/config)")
 	f.StringVar(&o.context, "context", "", "--proxy: kubeconfig context `name` (default: the current context)")
-	f.BoolVar(&o.tls, "tls", false, "--proxy: serve HTTPS with a generated self-signed certificate")
+	f.BoolVar(&o.tls, "tls", false, "--proxy: serve HTTPS with a generated self-signed certificate (HTTP/2 to clients that offer it, like client-go)")
 	f.DurationVar(&o.maxDuration, "max-duration", 0, "live: stop (or, with --rotate, start the next file) after this `duration`")
 	f.StringVar(&o.maxSize, "max-size", "", "live: stop (or, with --rotate, start the next file) at this `size` (500MB, 2GiB)")
 	f.BoolVar(&o.rotate, "rotate", false, "live: at --max-duration or --max-size, go on in numbered files (s-0001.wt, …)")
