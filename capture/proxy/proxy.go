@@ -142,7 +142,7 @@ type Proxy struct {
 	tlsCfg  *tls.Config
 	certPEM []byte
 
-	h2      *http2.Server // with TLS: serves the connections that chose h2
+	h2 *http2.Server // with TLS: serves the connections that chose h2
 
 	mu      sync.Mutex
 	started bool
