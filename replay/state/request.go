@@ -32,16 +32,16 @@ type Request struct {
 
 // How the store answered (the "how" of the replay's log lines).
 const (
-	HowGet    = "synth-get"
-	HowList   = "synth-list"
-	HowCreate = "synth-create"
-	HowUpdate = "synth-update"
-	HowPatch  = "synth-patch"
-	HowApply  = "synth-apply"
-	HowDelete = "synth-delete"
+	HowGet              = "synth-get"
+	HowList             = "synth-list"
+	HowCreate           = "synth-create"
+	HowUpdate           = "synth-update"
+	HowPatch            = "synth-patch"
+	HowApply            = "synth-apply"
+	HowDelete           = "synth-delete"
 	HowDeleteCollection = "synth-delete-collection"
-	HowWatch  = "synth-watch"
-	HowError  = "synth-error"
+	HowWatch            = "synth-watch"
+	HowError            = "synth-error"
 )
 
 // Response is the store's answer to a Request.

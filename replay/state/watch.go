@@ -21,15 +21,15 @@ import (
 // send them for its scope. Not safe for concurrent use; the Store it
 // reads is.
 type Watch struct {
-	s      *Store
-	h      *history
-	info   Info
-	t      Target
-	sel    *selector
-	w      *codec.Writer
-	cursor uint64 // served resourceVersion of the last change sent (or of the start)
-	origin int64  // capture time of the start
-	init   [][]byte
+	s       *Store
+	h       *history
+	info    Info
+	t       Target
+	sel     *selector
+	w       *codec.Writer
+	cursor  uint64 // served resourceVersion of the last change sent (or of the start)
+	origin  int64  // capture time of the start
+	init    [][]byte
 	expired bool
 }
 
