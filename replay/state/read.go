@@ -28,9 +28,10 @@ func (s *Store) get(r *Request, t Target, info Info) *Response {
 	h, _ := s.hist(t.Resource)
 	e := s.current(h, Key{t.Namespace, t.Name})
 	var o codec.Object
+	var rewritten bool
 	var err error
 	if e != nil {
-		o, err = s.servedObject(e, wantFormat(r, info))
+		o, rewritten, err = s.servedObject(e, wantFormat(r, info))
 	}
 	s.mu.Unlock()
 	if e == nil {
@@ -50,7 +51,7 @@ func (s *Store) get(r *Request, t Target, info Info) *Response {
 		}
 		return s.respondObject(r, scaleInfo, http.StatusOK, sc, HowGet, false)
 	}
-	return s.respond(r, info, http.StatusOK, o, HowGet, false)
+	return s.respondRewritten(r, info, http.StatusOK, o, rewritten, HowGet, false)
 }
 
 // wantFormat guesses the format a client's Accept header prefers, to
@@ -138,7 +139,7 @@ func (s *Store) collect(t Target, info Info, sel *selector, at uint64, f frame.F
 		if !ok {
 			continue
 		}
-		o, err := s.servedObject(e, f)
+		o, _, err := s.servedObject(e, f)
 		if err != nil {
 			return nil, err
 		}

@@ -171,6 +171,11 @@ func (s *Store) writer(r *Request, t codec.Target, info Info) (*codec.Writer, er
 
 // respond encodes one object as a response with code.
 func (s *Store) respond(r *Request, info Info, code int, o codec.Object, how string, changed bool) *Response {
+	return s.respondRewritten(r, info, code, o, false, how, changed)
+}
+
+// respondRewritten is respond for an object whose bytes were rewritten.
+func (s *Store) respondRewritten(r *Request, info Info, code int, o codec.Object, rewritten bool, how string, changed bool) *Response {
 	w, err := s.writer(r, codec.TargetObject, info)
 	if err != nil {
 		return s.errorResponse(r, err, how)
@@ -180,7 +185,7 @@ func (s *Store) respond(r *Request, info Info, code int, o codec.Object, how str
 		return s.errorResponse(r, notAcceptableEncoding(err, w.Media), how)
 	}
 	return &Response{Code: code, ContentType: w.Media.ContentType(codec.TargetObject), Body: b, How: how,
-		Transcoded: w.Transcoded() || how != HowGet, Changed: changed}
+		Transcoded: w.Transcoded() || rewritten || how != HowGet, Changed: changed}
 }
 
 // respondObject encodes a decoded object (a Status, a Scale, a list).
@@ -209,9 +214,9 @@ func notAcceptableEncoding(err error, m codec.Media) error {
 
 // servedObject returns e's object in format f when the session holds it
 // so (else in its own format), its resourceVersion the one it is served
-// with.
-func (s *Store) servedObject(e *entry, f frame.Format) (codec.Object, error) {
-	o := e.obj
+// with; rewritten says that is not the recorded one.
+func (s *Store) servedObject(e *entry, f frame.Format) (o codec.Object, rewritten bool, err error) {
+	o = e.obj
 	if e.alt.Raw != nil && e.alt.Format == f {
 		o = e.alt
 	}
@@ -220,9 +225,10 @@ func (s *Store) servedObject(e *entry, f frame.Format) (codec.Object, error) {
 		want = s.clk.served(e.rv)
 	}
 	if want == e.rv && !e.inferred {
-		return o, nil
+		return o, false, nil
 	}
-	return setRV(o, formatRV(want))
+	o, err = setRV(o, formatRV(want))
+	return o, true, err
 }
 
 // setRV returns o with metadata.resourceVersion set to rv.

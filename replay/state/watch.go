@@ -250,7 +250,7 @@ func (wt *Watch) Take(ev WatchEvent) ([]byte, error) {
 	if ev.prev != nil {
 		src = ev.prev
 	}
-	o, err := s.servedObject(src, wt.w.Media.Format)
+	o, _, err := s.servedObject(src, wt.w.Media.Format)
 	if err == nil && (ev.prev != nil || !ev.e.synth && served != ev.e.rv) {
 		o, err = setRV(o, formatRV(served))
 	}

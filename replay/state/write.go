@@ -445,7 +445,7 @@ func (s *Store) checkRV(info Info, pol policy, name, rv string, old runtime.Obje
 // decodeEntry decodes an entry's object as it is served (its served
 // resourceVersion).
 func (s *Store) decodeEntry(e *entry) (runtime.Object, error) {
-	o, err := s.servedObject(e, frame.JSON)
+	o, _, err := s.servedObject(e, frame.JSON)
 	if err != nil {
 		return nil, err
 	}
