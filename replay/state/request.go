@@ -96,6 +96,9 @@ func (s *Store) Serve(r *Request) (resp *Response, ok bool) {
 	default:
 		return nil, false
 	}
+	if len(r.Body) > MaxBodyBytes {
+		return s.errorResponse(r, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", MaxBodyBytes)), HowError), true
+	}
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
 		if t.Collection() {

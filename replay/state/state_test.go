@@ -501,3 +501,120 @@ func TestClock(t *testing.T) {
 		}
 	}
 }
+
+// TestServeRecorded: after a client's write made room below them, recorded
+// events, objects and lists go out with their shifted resourceVersions —
+// a JSON event with only that string changed, a protobuf event encoded
+// again — and untouched while nothing is shifted.
+func TestServeRecorded(t *testing.T) {
+	for _, sc := range []struct{ scenario, path string }{
+		{"basic-json", "/api/v1/namespaces/corpus-basic/configmaps"},
+		{"protobuf", "/api/v1/namespaces/corpus-proto/configmaps"},
+	} {
+		t.Run(sc.scenario, func(t *testing.T) {
+			st, f := load(t, sc.scenario)
+			evs := watchEvents(t, f, "watch=true")
+			ff := evs[0].obj.Format
+			ev0 := frame.WatchEvent(ff, evs[0].typ, evs[0].obj.APIVersion, evs[0].obj.Kind, evs[0].obj.Raw)
+			out, rewritten, err := st.ServeEvent(ff, ev0)
+			if err != nil || rewritten || !bytes.Equal(out, ev0) {
+				t.Fatalf("first event: rewritten=%v err=%v", rewritten, err)
+			}
+			r := do(t, st, "POST", sc.path, "", http.Header{"Content-Type": {"application/json"}}, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"mine"}}`)
+			if r.Code != 201 {
+				t.Fatalf("create: %d %s", r.Code, r.Body)
+			}
+			var items [][]byte
+			for _, e := range evs[1:4] {
+				if e.typ == "DELETED" || e.typ == "BOOKMARK" {
+					continue
+				}
+				items = append(items, e.obj.Raw)
+			}
+			e := evs[1]
+			ev := frame.WatchEvent(ff, e.typ, e.obj.APIVersion, e.obj.Kind, e.obj.Raw)
+			out, rewritten, err = st.ServeEvent(ff, ev)
+			if err != nil || !rewritten {
+				t.Fatalf("second event: rewritten=%v err=%v", rewritten, err)
+			}
+			m, err := frame.Peek(ff, out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if served, _ := st.Recorded(m.ResourceVersion); served != e.rv || m.ResourceVersion == e.rv {
+				t.Fatalf("served %s for recorded %s", m.ResourceVersion, e.rv)
+			}
+			if ff == frame.JSON {
+				want := bytes.Replace(ev, []byte(`"resourceVersion":"`+e.rv+`"`), []byte(`"resourceVersion":"`+m.ResourceVersion+`"`), 1)
+				if !bytes.Equal(out, want) {
+					t.Fatalf("JSON event: more than the resourceVersion changed:\n%s\n%s", clip(out), clip(want))
+				}
+			}
+			// A LIST recorded at the last of these events, items shifted.
+			last := evs[3].rv
+			body := frame.BuildList(ff, "v1", "ConfigMapList", last, items)
+			out, rewritten, err = st.ServeList(ff, body)
+			if err != nil || !rewritten {
+				t.Fatalf("LIST: rewritten=%v err=%v", rewritten, err)
+			}
+			l, err := frame.ListItems(ff, out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if back, _ := st.Recorded(l.ResourceVersion); back != last || len(l.Items) != len(items) {
+				t.Fatalf("LIST at %s (recorded %s), %d items", l.ResourceVersion, back, len(l.Items))
+			}
+		})
+	}
+}
+
+// TestFollow: the writes of a recorded watch's scope come back as the
+// events the apiserver would have sent, placed among the recorded ones.
+func TestFollow(t *testing.T) {
+	st, f := load(t, "basic-json")
+	evs := watchEvents(t, f, "watch=true")
+	const path = "/api/v1/namespaces/corpus-basic/configmaps"
+	w, err := st.Follow(path, url.Values{"labelSelector": {"mine=yes"}}, codec.JSON, "205")
+	if err != nil || w == nil {
+		t.Fatal(w, err)
+	}
+	next := func(limit string) (string, string) {
+		t.Helper()
+		ev, ok := w.NextBefore(limit)
+		if !ok {
+			return "", ""
+		}
+		b, err := w.Take(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := frame.Peek(frame.JSON, bytes.TrimSpace(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Type, m.Name
+	}
+	js := http.Header{"Content-Type": {"application/json"}}
+	mp := http.Header{"Content-Type": {"application/merge-patch+json"}}
+	do(t, st, "POST", path, "", js, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}}`)
+	if typ, _ := next(""); typ != "" {
+		t.Fatalf("a write outside the scope came back as %s", typ)
+	}
+	do(t, st, "PATCH", path+"/a", "", mp, `{"metadata":{"labels":{"mine":"yes"}}}`)
+	s1, _ := st.Observe(evs[0].rv) // the recording moves on past the write
+	if typ, name := next(s1); typ != "ADDED" || name != "a" {
+		t.Fatalf("entering the scope: %s %s; want ADDED a", typ, name)
+	}
+	w.Advance(s1)
+	do(t, st, "PATCH", path+"/a", "", mp, `{"data":{"k":"v"}}`)
+	if typ, _ := next(s1); typ != "" {
+		t.Fatalf("a write after the recorded event came before it: %s", typ)
+	}
+	if typ, name := next(""); typ != "MODIFIED" || name != "a" {
+		t.Fatalf("update: %s %s; want MODIFIED a", typ, name)
+	}
+	do(t, st, "PATCH", path+"/a", "", mp, `{"metadata":{"labels":{"mine":"no"}}}`)
+	if typ, _ := next(""); typ != "DELETED" {
+		t.Fatalf("leaving the scope: %s; want DELETED", typ)
+	}
+}

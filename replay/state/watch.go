@@ -2,6 +2,7 @@ package state
 
 import (
 	"fmt"
+	"net/url"
 	"sort"
 	"strconv"
 
@@ -31,6 +32,9 @@ type Watch struct {
 	origin  int64  // capture time of the start
 	init    [][]byte
 	expired bool
+	// writesOnly: a Follow watch, which skips the recorded changes (the
+	// replay sends the recording itself).
+	writesOnly bool
 }
 
 // WatchEvent is the next change a Watch has for its client.
@@ -173,11 +177,70 @@ func (wt *Watch) Next() (WatchEvent, bool) {
 			e = h.rec[ri]
 			ri++
 		}
+		if wt.writesOnly && !e.synth {
+			continue
+		}
 		if ev, ok := wt.change(e); ok {
 			return ev, true
 		}
 	}
 	return WatchEvent{}, false
+}
+
+// Follow returns a Watch of the clients' writes alone, for a recorded
+// watch the replay serves as recorded (--writes apply): the writes of its
+// scope (path and query: namespace, selectors) made after served
+// resourceVersion from, each as the event the apiserver would have sent
+// among the recorded ones, encoded in media (the recorded stream's
+// format). The caller moves it along the recording with Advance and takes
+// a write's event when the recording has reached it (NextBefore). nil for
+// a path the store does not serve.
+func (s *Store) Follow(path string, query url.Values, media codec.Media, from string) (*Watch, error) {
+	t, ok := ParsePath(path)
+	if !ok || !t.Collection() || t.Subresource != "" {
+		return nil, nil
+	}
+	info, ok := s.Info(t.Resource)
+	if !ok {
+		return nil, nil
+	}
+	sel, err := newSelector(query.Get("labelSelector"), query.Get("fieldSelector"), info)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, _ := s.hist(t.Resource)
+	wt := &Watch{s: s, h: h, info: info, t: t, sel: sel, w: codec.NewWriter(media, codec.TableOptions{}, s.now), writesOnly: true}
+	if n, ok := parseRV(from); ok {
+		wt.cursor = n
+	} else {
+		wt.cursor = s.clk.last
+	}
+	return wt, nil
+}
+
+// Advance moves the watch past served resourceVersion rv (a recorded event
+// the replay sent): writes before it are no longer due. An rv that is not
+// a number, or not past the watch's position, changes nothing.
+func (wt *Watch) Advance(rv string) {
+	if n, ok := parseRV(rv); ok && n > wt.cursor {
+		wt.cursor = n
+	}
+}
+
+// NextBefore is Next for a Follow watch: the next write of its scope whose
+// served resourceVersion is below limit (a served resourceVersion: the
+// recorded stream's next event), or with no limit when limit is "".
+func (wt *Watch) NextBefore(limit string) (WatchEvent, bool) {
+	ev, ok := wt.Next()
+	if !ok {
+		return ev, false
+	}
+	if n, isNum := parseRV(limit); isNum && ev.e.rv >= n {
+		return WatchEvent{}, false
+	}
+	return ev, true
 }
 
 // change turns one history entry into the event the watch's scope sees,
