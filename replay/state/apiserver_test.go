@@ -49,7 +49,15 @@ var seedObjects = []struct{ path, body string }{
 	{"/apis/apps/v1/namespaces/" + seedNamespace + "/deployments", `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"dep","labels":{"app":"d"}},"spec":{"replicas":2,"selector":{"matchLabels":{"app":"d"}},"template":{"metadata":{"labels":{"app":"d"}},"spec":{"containers":[{"name":"c","image":"busybox"}]}}}}`},
 }
 
+// widgetCRD is a custom resource definition with a status subresource
+// and no schema to speak of, as many controllers' CRDs.
+const widgetCRD = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"widgets.example.com"},
+"spec":{"group":"example.com","scope":"Namespaced","names":{"plural":"widgets","singular":"widget","kind":"Widget","listKind":"WidgetList"},
+"versions":[{"name":"v1","served":true,"storage":true,"subresources":{"status":{}},
+"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}}`
+
 const (
+	crs     = "/apis/example.com/v1/namespaces/" + seedNamespace + "/widgets"
 	ns      = "/api/v1/namespaces/" + seedNamespace
 	apps    = "/apis/apps/v1/namespaces/" + seedNamespace
 	jsonCT  = "application/json"
@@ -149,6 +157,20 @@ var compareSteps = []compareStep{
 	{name: "yaml get", method: "GET", path: ns + "/configmaps/sa", accept: "application/yaml"},
 	{name: "not acceptable", method: "GET", path: ns + "/configmaps/sa", accept: "text/plain"},
 	{name: "protobuf table", method: "GET", path: ns + "/configmaps/sa", accept: "application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io"},
+	{name: "cr get", method: "GET", path: crs + "/w0"},
+	{name: "cr create", method: "POST", path: crs, contentType: jsonCT, body: `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w1"},"spec":{"size":1},"status":{"ready":true}}`},
+	{name: "cr update without resourceVersion", method: "PUT", path: crs + "/w1", contentType: jsonCT, body: `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w1"},"spec":{"size":2}}`},
+	{name: "cr update", method: "PUT", path: crs + "/w1", contentType: jsonCT, body: `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w1","resourceVersion":"$RV(w1)"},"spec":{"size":2},"status":{"ready":true}}`},
+	{name: "cr merge patch", method: "PATCH", path: crs + "/w1", contentType: mergeCT, body: `{"metadata":{"labels":{"a":"b"}}}`},
+	{name: "cr status patch", method: "PATCH", path: crs + "/w1/status", contentType: mergeCT, body: `{"status":{"ready":true},"spec":{"size":9}}`},
+	{name: "cr json patch", method: "PATCH", path: crs + "/w1", contentType: jpCT, body: `[{"op":"replace","path":"/spec/size","value":3}]`},
+	{name: "cr strategic patch", method: "PATCH", path: crs + "/w1", contentType: smpCT, body: `{"spec":{"size":4}}`},
+	{name: "cr apply", method: "PATCH", path: crs + "/w2", query: "fieldManager=mgr", contentType: applyCT, body: "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w2\nspec:\n  size: 5\n"},
+	{name: "cr protobuf", method: "GET", path: crs + "/w1", accept: pbAcc},
+	{name: "cr protobuf or json", method: "GET", path: crs + "/w1", accept: pbAcc + ",application/json"},
+	{name: "cr partial protobuf", method: "GET", path: crs, accept: "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io"},
+	{name: "cr list", method: "GET", path: crs},
+	{name: "cr delete", method: "DELETE", path: crs + "/w1"},
 	{name: "create secret", method: "POST", path: ns + "/secrets", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s2"},"type":"Opaque","stringData":{"u":"v"}}`},
 	{name: "create pod protobuf answer", method: "POST", path: ns + "/configmaps", accept: pbAcc, contentType: jsonCT, body: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"pb"}}`},
 }
@@ -172,8 +194,12 @@ func TestAgainstAPIServer(t *testing.T) {
 			t.Fatalf("seed %s: %d %s", o.path, resp.StatusCode, b)
 		}
 	}
+	createCRD(t, c)
+	if resp, b := c.Do("POST", crs, hdr, []byte(`{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w0"},"spec":{"size":0}}`)); resp.StatusCode != 201 {
+		t.Fatalf("seed widget: %d %s", resp.StatusCode, b)
+	}
 	var lists [][2]string
-	for _, p := range []string{ns + "/configmaps", ns + "/secrets", ns + "/pods", apps + "/deployments"} {
+	for _, p := range []string{ns + "/configmaps", ns + "/secrets", ns + "/pods", apps + "/deployments", crs} {
 		resp, b := c.Do("GET", p, http.Header{"Accept": {jsonCT}}, nil)
 		if resp.StatusCode != 200 {
 			t.Fatalf("LIST %s: %d %s", p, resp.StatusCode, b)
@@ -228,6 +254,26 @@ func TestAgainstAPIServer(t *testing.T) {
 				t.Errorf("bodies differ\nmine: %s\nreal: %s", jb, ja)
 			}
 		})
+	}
+}
+
+// createCRD creates the widgets CRD and waits until it is served.
+func createCRD(t *testing.T, c *k8stest.Cluster) {
+	t.Helper()
+	hdr := http.Header{"Content-Type": {jsonCT}}
+	if resp, b := c.Do("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", hdr, []byte(widgetCRD)); resp.StatusCode != 201 {
+		t.Fatalf("create CRD: %d %s", resp.StatusCode, b)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		resp, _ := c.Do("GET", crs, nil, nil)
+		if resp.StatusCode == 200 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("widgets not served within a minute: %d", resp.StatusCode)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

@@ -3,6 +3,7 @@ package state
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"reflect"
@@ -434,13 +435,20 @@ func (s *Store) checkRV(info Info, pol policy, name, rv string, old runtime.Obje
 			return nil
 		}
 		return apierrors.NewInvalid(schema.GroupKind{Group: gr.Group, Kind: gr.Resource}, name, field.ErrorList{
-			field.Invalid(field.NewPath("metadata").Child("resourceVersion"), int64(0), "must be specified for an update")})
+			field.Invalid(field.NewPath("metadata").Child("resourceVersion"), zeroRV{}, "must be specified for an update")})
 	}
 	if rv != om.GetResourceVersion() {
 		return apierrors.NewConflict(gr, name, fmt.Errorf("%s", optimisticLockMsg))
 	}
 	return nil
 }
+
+// zeroRV prints as the apiserver's message shows its uint64 zero ("0x0",
+// from the %#v of the apimachinery it is built with).
+type zeroRV struct{}
+
+func (zeroRV) MarshalJSON() ([]byte, error) { return nil, errors.New("printed with String") }
+func (zeroRV) String() string               { return "0x0" }
 
 // decodeEntry decodes an entry's object as it is served (its served
 // resourceVersion).
@@ -534,13 +542,19 @@ func specChanged(obj, old runtime.Object) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	for _, m := range []map[string]any{a, b} {
-		delete(m, "metadata")
-		delete(m, "status")
-		delete(m, "apiVersion")
-		delete(m, "kind")
+	// ToUnstructured hands back an Unstructured's own map: compare copies.
+	strip := func(m map[string]any) map[string]any {
+		c := make(map[string]any, len(m))
+		for k, v := range m {
+			switch k {
+			case "metadata", "status", "apiVersion", "kind":
+			default:
+				c[k] = v
+			}
+		}
+		return c
 	}
-	return !reflect.DeepEqual(a, b), nil
+	return !reflect.DeepEqual(strip(a), strip(b)), nil
 }
 
 // commitUpdate finishes an update of key from old to obj, prepared and
@@ -714,7 +728,8 @@ func (s *Store) patch(r *Request, t Target, info Info) *Response {
 	case jsonPatch, mergePatch:
 	case strategicPatch:
 		if !pol.builtin {
-			return s.errorResponse(r, unsupportedMediaType(), how)
+			return s.errorResponse(r, codec.NewStatus(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
+				"the body of the request was in an unknown format - accepted media types include: "+jsonPatch+", "+mergePatch+", "+applyPatch), how)
 		}
 	case applyPatch:
 		how = HowApply
