@@ -34,7 +34,7 @@
 // (Transcoded says whether they did not). Tables use the apiserver's
 // printer columns for ConfigMap, Secret, Namespace, Service, Event,
 // PodTemplate, Deployment, ReplicaSet, StatefulSet, DaemonSet, Lease and
-// Pod (Pod without the readiness-gate column), and the default Name /
+// Pod, and the default Name /
 // Created At columns for every other kind, as for resources without
 // printers. Age cells are computed against the Writer's Now. A watch of
 // Tables carries the column definitions in its first event only, as the

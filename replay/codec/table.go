@@ -40,8 +40,9 @@ func ParseTableOptions(includeObject string) (TableOptions, error) {
 // printer gives a kind's Table columns and the cells of one object (the
 // apiserver prints wide: columns of priority 1 have cells too).
 type printer struct {
-	columns []metav1.TableColumnDefinition
-	cells   func(obj runtime.Object, now time.Time) []any
+	columns    []metav1.TableColumnDefinition
+	cells      func(obj runtime.Object, now time.Time) []any
+	conditions func(obj runtime.Object) []metav1.TableRowCondition // nil: none
 }
 
 var (
@@ -337,7 +338,11 @@ func tableRows(gk schema.GroupKind, objs []runtime.Object, now time.Time) ([]met
 	for _, o := range objs {
 		if ok {
 			if _, typed := o.(runtime.Unstructured); !typed {
-				rows = append(rows, metav1.TableRow{Cells: p.cells(o, now)})
+				row := metav1.TableRow{Cells: p.cells(o, now)}
+				if p.conditions != nil {
+					row.Conditions = p.conditions(o)
+				}
+				rows = append(rows, row)
 				continue
 			}
 		}

@@ -131,6 +131,7 @@ var compareSteps = []compareStep{
 	{name: "delete bad propagation", method: "DELETE", path: ns + "/configmaps/sa", query: "propagationPolicy=Sideways"},
 	{name: "delete collection", method: "DELETE", path: ns + "/configmaps", query: "labelSelector=app%3Db"},
 	{name: "list after delete collection", method: "GET", path: ns + "/configmaps"},
+	{name: "table pods", method: "GET", path: ns + "/pods", accept: tblAcc},
 	{name: "delete pod", method: "DELETE", path: ns + "/pods/pod"},
 	{name: "status of configmap", method: "GET", path: ns + "/configmaps/sa/status"},
 	{name: "scale", method: "GET", path: apps + "/deployments/dep/scale"},
