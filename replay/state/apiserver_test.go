@@ -377,6 +377,15 @@ func (s *side) walk(v any, key string) any {
 		for i, e := range x {
 			x[i] = s.walk(e, key)
 		}
+		if key == "managedFields" {
+			// Sorted by time, then by the order of updates within one
+			// second: the two sides' seconds fall differently.
+			sort.SliceStable(x, func(i, j int) bool {
+				a, _ := json.Marshal(x[i])
+				b, _ := json.Marshal(x[j])
+				return string(a) < string(b)
+			})
+		}
 		return x
 	case string:
 		switch key {
