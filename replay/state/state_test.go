@@ -618,3 +618,100 @@ func TestFollow(t *testing.T) {
 		t.Fatalf("leaving the scope: %s; want DELETED", typ)
 	}
 }
+
+// TestStoreWatch: watches the store serves itself — a streaming list in
+// protobuf with its initial-events-end bookmark, a Table watch, a watch
+// from a resourceVersion older than the session (410 in an ERROR event).
+func TestStoreWatch(t *testing.T) {
+	st, f := load(t, "basic-json")
+	evs := watchEvents(t, f, "watch=true")
+	for _, e := range evs[:20] {
+		st.Observe(e.rv)
+	}
+	const path = "/api/v1/namespaces/corpus-basic/configmaps"
+	open := func(q url.Values, accept string) *state.Watch {
+		t.Helper()
+		q.Set("watch", "true")
+		w, refused := st.Watch(&state.Request{Method: "GET", Path: path, Query: q, Header: http.Header{"Accept": {accept}}})
+		if refused != nil || w == nil {
+			t.Fatalf("watch %v refused: %+v", q, refused)
+		}
+		return w
+	}
+	w := open(url.Values{"sendInitialEvents": {"true"}, "allowWatchBookmarks": {"true"}, "resourceVersionMatch": {"NotOlderThan"}},
+		"application/vnd.kubernetes.protobuf;stream=watch")
+	init := w.Initial()
+	if len(init) < 2 || w.ContentType() != "application/vnd.kubernetes.protobuf;stream=watch" {
+		t.Fatalf("streaming list: %d initial events, %s", len(init), w.ContentType())
+	}
+	last := init[len(init)-1]
+	m, err := frame.Peek(frame.Protobuf, last[4:])
+	if err != nil || m.Type != "BOOKMARK" || !m.InitialEventsEnd {
+		t.Fatalf("last initial event: %+v, %v", m, err)
+	}
+	for _, ev := range init[:len(init)-1] {
+		if m, _ := frame.Peek(frame.Protobuf, ev[4:]); m.Type != "ADDED" {
+			t.Fatalf("initial event %+v", m)
+		}
+	}
+	tw := open(url.Values{"resourceVersion": {evs[0].rv}}, "application/json;as=Table;v=v1;g=meta.k8s.io")
+	n := 0
+	for {
+		ev, ok := tw.Next()
+		if !ok {
+			break
+		}
+		b, err := tw.Take(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e struct {
+			Type   string
+			Object metav1.Table
+		}
+		if err := json.Unmarshal(b, &e); err != nil {
+			t.Fatal(err)
+		}
+		if (n == 0) != (e.Object.ColumnDefinitions != nil) || len(e.Object.Rows) != 1 {
+			t.Fatalf("table event %d: %s", n, b)
+		}
+		n++
+	}
+	// The store's watch goes on past the world's point: the recording's
+	// later changes are its future, paced by the caller.
+	if n != len(evs)-1 {
+		t.Fatalf("table watch from the first event: %d events; want the %d after it", n, len(evs)-1)
+	}
+	ew := open(url.Values{"resourceVersion": {"3"}}, "application/json")
+	if !ew.Expired() || len(ew.Initial()) != 1 || !bytes.Contains(ew.Initial()[0], []byte(`"code":410`)) {
+		t.Fatalf("watch from 3: expired=%v %q", ew.Expired(), ew.Initial())
+	}
+}
+
+// TestMaxBytes: a store refuses to hold more than its limit, and a write
+// beyond it is answered with a Status, not stored.
+func TestMaxBytes(t *testing.T) {
+	path := wttest.RecordCorpus(t, "basic-json", false)
+	f, err := formats.Open(path, formats.ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := state.Load(f, state.Options{MaxBytes: 10000}); err == nil || !strings.Contains(err.Error(), "memory limit") {
+		t.Fatalf("Load with a 10 kB limit: %v", err)
+	}
+	st, err := state.Load(f, state.Options{MaxBytes: 450 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("x", 100<<10)
+	codes := map[int]int{}
+	for i := 0; i < 20; i++ {
+		r := do(t, st, "POST", "/api/v1/namespaces/corpus-basic/configmaps", "", http.Header{"Content-Type": {"application/json"}},
+			fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"big-%d"},"data":{"x":%q}}`, i, big))
+		codes[r.Code]++
+	}
+	if codes[201] == 0 || codes[500] == 0 {
+		t.Fatalf("answers %v: want some creates, then refusals", codes)
+	}
+}

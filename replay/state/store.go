@@ -28,8 +28,9 @@ type Options struct {
 	NewUID func() string
 	// MaxBytes bounds the object bytes the store holds (every version of
 	// every object the session shows, and the clients' writes); loading a
-	// session beyond it fails with ErrTooLarge, a write beyond it with a
-	// 507 Status. 0 means DefaultMaxBytes.
+	// session beyond it fails with ErrTooLarge, a write beyond it is
+	// answered with a 500 InternalError Status and not stored. 0 means
+	// DefaultMaxBytes.
 	MaxBytes int64
 }
 
