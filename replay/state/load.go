@@ -244,7 +244,7 @@ func (l *loader) watch(x *formats.ExchangeInfo, t Target) error {
 			continue
 		}
 		o := codec.Object{Format: f, APIVersion: av, Kind: kind, Raw: raw}
-		if err := l.objectMeta(t.Resource, o, typ, fr.Time, m.Namespace, m.Name, m.ResourceVersion, t.Namespace == "" && !t.Watch && false); err != nil {
+		if err := l.objectMeta(t.Resource, o, typ, fr.Time, m.Namespace, m.Name, m.ResourceVersion); err != nil {
 			return err
 		}
 	}
@@ -273,7 +273,7 @@ func (l *loader) list(x *formats.ExchangeInfo, t Target, q url.Values, f frame.F
 		if err != nil {
 			return err
 		}
-		if err := l.objectMeta(t.Resource, o, Modified, x.Response.Time, m.Namespace, m.Name, m.ResourceVersion, false); err != nil {
+		if err := l.objectMeta(t.Resource, o, Modified, x.Response.Time, m.Namespace, m.Name, m.ResourceVersion); err != nil {
 			return err
 		}
 		p.keys = append(p.keys, Key{m.Namespace, m.Name})
@@ -289,12 +289,12 @@ func (l *loader) object(r Resource, o codec.Object, typ EventType, t int64) erro
 	if err != nil {
 		return err
 	}
-	return l.objectMeta(r, o, typ, t, m.Namespace, m.Name, m.ResourceVersion, false)
+	return l.objectMeta(r, o, typ, t, m.Namespace, m.Name, m.ResourceVersion)
 }
 
 // objectMeta adds one version of one object, once per resourceVersion
 // (keeping the other format too when the session holds both).
-func (l *loader) objectMeta(r Resource, o codec.Object, typ EventType, t int64, ns, name, rvs string, _ bool) error {
+func (l *loader) objectMeta(r Resource, o codec.Object, typ EventType, t int64, ns, name, rvs string) error {
 	rv, ok := parseRV(rvs)
 	if !ok || name == "" {
 		return nil

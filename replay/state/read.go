@@ -175,8 +175,7 @@ func scaleOf(obj runtime.Object) (*autoscalingv1.Scale, error) {
 		Status: autoscalingv1.ScaleStatus{Replicas: int32(status)},
 	}
 	if sel, ok, _ := unstructured.NestedMap(u.Object, "spec", "selector"); ok {
-		if ml, ok := sel["matchLabels"]; ok || sel["matchExpressions"] != nil {
-			_ = ml
+		if _, ok := sel["matchLabels"]; ok || sel["matchExpressions"] != nil {
 			var ls metav1.LabelSelector
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(sel, &ls); err == nil {
 				if s, err := metav1.LabelSelectorAsSelector(&ls); err == nil {

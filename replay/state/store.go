@@ -210,7 +210,7 @@ func (s *Store) Point() string {
 	return formatRV(s.clk.last)
 }
 
-// before reports whether a is earlier in the served history than b.
+// order is e's place in the served history (its served resourceVersion).
 func (s *Store) order(e *entry) uint64 {
 	if e.synth {
 		return e.rv
@@ -250,7 +250,7 @@ func (s *Store) current(h *history, k Key) *entry {
 	return e
 }
 
-// add inserts a synthesized entry (the lock is held).
+// addSynth inserts a synthesized entry (the lock is held).
 func (s *Store) addSynth(h *history, e *entry) error {
 	if s.bytes+e.size > s.maxBytes() {
 		return fmt.Errorf("%w (%d bytes)", ErrTooLarge, s.maxBytes())
