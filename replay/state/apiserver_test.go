@@ -32,6 +32,8 @@ type compareStep struct {
 	method, path, query        string
 	contentType, accept, agent string
 	body                       string // $RV(name) is replaced by that object's last resourceVersion on each side
+	// protobuf sends body (JSON in the step) encoded in protobuf.
+	protobuf bool
 	// skip lists JSON paths (dotted, [] for every element) whose values
 	// may differ (documented approximations).
 	skip []string
@@ -172,6 +174,8 @@ var compareSteps = []compareStep{
 	{name: "cr partial protobuf", method: "GET", path: crs, accept: "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io"},
 	{name: "cr list", method: "GET", path: crs},
 	{name: "cr delete", method: "DELETE", path: crs + "/w1"},
+	{name: "create protobuf body", method: "POST", path: ns + "/configmaps", contentType: pbAcc, accept: pbAcc, protobuf: true, body: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"pbody"},"data":{"a":"b"}}`},
+	{name: "delete protobuf options", method: "DELETE", path: ns + "/configmaps/pbody", contentType: pbAcc, accept: pbAcc, protobuf: true, body: `{"apiVersion":"meta.k8s.io/v1","kind":"DeleteOptions","preconditions":{"resourceVersion":"1"}}`},
 	{name: "create secret", method: "POST", path: ns + "/secrets", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s2"},"type":"Opaque","stringData":{"u":"v"}}`},
 	{name: "create pod protobuf answer", method: "POST", path: ns + "/configmaps", accept: pbAcc, contentType: jsonCT, body: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"pb"}}`},
 }
@@ -220,7 +224,10 @@ func TestAgainstAPIServer(t *testing.T) {
 	real, mine := newSide(), newSide()
 	for _, s := range compareSteps {
 		t.Run(s.name, func(t *testing.T) {
-			rb := real.body(s.body)
+			rb, mb := real.body(s.body), mine.body(s.body)
+			if s.protobuf {
+				rb, mb = toProtobuf(t, rb), toProtobuf(t, mb)
+			}
 			h := http.Header{"User-Agent": {"wtrace-compare/1.0"}}
 			if s.contentType != "" {
 				h.Set("Content-Type", s.contentType)
@@ -230,7 +237,7 @@ func TestAgainstAPIServer(t *testing.T) {
 			}
 			resp, gotReal := c.Do(s.method, s.path+"?"+s.query, h, []byte(rb))
 			q, _ := url.ParseQuery(s.query)
-			r, ok := st.Serve(&state.Request{Method: s.method, Path: s.path, Query: q, Header: h, Body: []byte(mine.body(s.body))})
+			r, ok := st.Serve(&state.Request{Method: s.method, Path: s.path, Query: q, Header: h, Body: []byte(mb)})
 			if !ok {
 				t.Fatalf("the store does not serve %s %s", s.method, s.path)
 			}
@@ -256,6 +263,24 @@ func TestAgainstAPIServer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// toProtobuf encodes a JSON object of a step's body in protobuf.
+func toProtobuf(t *testing.T, j string) string {
+	t.Helper()
+	o, err := codec.FromBody(frame.JSON, []byte(j))
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := codec.Decode(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := codec.Encode(obj, frame.Protobuf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(codec.Body(p))
 }
 
 // createCRD creates the widgets CRD and waits until it is served.

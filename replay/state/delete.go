@@ -26,15 +26,30 @@ func deleteOptions(r *Request) (*metav1.DeleteOptions, error) {
 	opts := &metav1.DeleteOptions{}
 	if len(r.Body) > 0 {
 		body := r.Body
-		if mt, _ := codec.ContentFormat(r.Header.Get("Content-Type")); mt == codec.MediaYAML {
-			j, err := yaml.YAMLToJSON(body)
+		mt, err := codec.ContentFormat(r.Header.Get("Content-Type"))
+		if err != nil {
+			return nil, err
+		}
+		switch mt {
+		case codec.MediaProtobuf:
+			// client-go sends its DeleteOptions in the encoding of its
+			// requests: a protobuf envelope around metav1.DeleteOptions.
+			o, err := codec.FromBody(frame.Protobuf, body)
 			if err != nil {
 				return nil, apierrors.NewBadRequest(err.Error())
 			}
-			body = j
-		}
-		if err := json.Unmarshal(body, opts); err != nil {
-			return nil, apierrors.NewBadRequest(err.Error())
+			if err := opts.Unmarshal(o.Raw); err != nil {
+				return nil, apierrors.NewBadRequest(err.Error())
+			}
+		case codec.MediaYAML:
+			if body, err = yaml.YAMLToJSON(body); err != nil {
+				return nil, apierrors.NewBadRequest(err.Error())
+			}
+			fallthrough
+		default:
+			if err := json.Unmarshal(body, opts); err != nil {
+				return nil, apierrors.NewBadRequest(err.Error())
+			}
 		}
 	} else {
 		q := r.Query
