@@ -2,12 +2,11 @@ package capture
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"os"
 	"path/filepath"
 	"testing"
-
-	"github.com/wtrace/wtrace/formats"
 )
 
 // BenchmarkRecord measures the whole record path — pcap parsing, TCP
@@ -43,20 +42,8 @@ type countWriter struct{ n int64 }
 
 func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
 
+// recordBytes records a capture as wtrace record --pcap does.
 func recordBytes(data []byte, out io.Writer) error {
-	pc, err := NewPcap(bytes.NewReader(data), nil)
-	if err != nil {
-		return err
-	}
-	w, err := formats.NewWriter(out, formats.WriterOptions{})
-	if err != nil {
-		return err
-	}
-	if err := w.Write(&formats.Meta{Tool: "bench"}); err != nil {
-		return err
-	}
-	if _, err := pc.Record(w, Options{}, PcapHooks{}); err != nil {
-		return err
-	}
-	return w.Close()
+	_, err := RecordPcap(context.Background(), bytes.NewReader(data), PcapOptions{Tool: "bench", Name: "bench.pcap", Output: FileSinkOptions{Out: out}})
+	return err
 }

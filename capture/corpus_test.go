@@ -3,6 +3,7 @@ package capture
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -66,7 +67,7 @@ func recordReader(t testing.TB, r io.Reader, opts Options) (*memSink, Stats) {
 	}
 	defer pc.Close()
 	sink := &memSink{}
-	res, err := pc.Record(sink, opts, PcapHooks{})
+	res, err := pc.Record(context.Background(), sink, opts, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +100,7 @@ func events(t testing.TB, recs []formats.Record) []event {
 		case *formats.Request:
 			reqs[v.Exchange] = v
 		case *formats.Response:
-			formatOf[v.Exchange] = frame.Format(v.Events)
+			formatOf[v.Exchange] = v.Events
 		case *formats.Frame:
 			req := reqs[v.Exchange]
 			f := formatOf[v.Exchange]

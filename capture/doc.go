@@ -3,8 +3,8 @@
 //
 // # Pipeline
 //
-// A Recorder takes packets in capture order (Recorder.Packet; see
-// capture/pcapfile for reading files). Each packet is decoded (Ethernet,
+// A Recorder takes packets in capture order (Recorder.Packet; RecordPcap
+// reads them from a file with capture/pcapfile). Each packet is decoded (Ethernet,
 // Linux cooked v1/v2, BSD loopback, raw IP; IPv4 and IPv6) and handed to
 // gopacket's reassembly, driven by capture time: out-of-order segments wait
 // up to Options.ReorderWindow of capture time for the missing bytes, then
@@ -28,15 +28,26 @@
 // package frame (JSON, protobuf; gzip bodies are decoded first). Bodies that
 // are not watches are stored as sent, content encoding included.
 //
-// # Other sources
+// # Sources and the session file
 //
-// A Tee (tee.go) records connections whose bytes are seen directly — the
-// recording proxy — through the same HTTP parsers, exchange builder and
-// redaction, stamping each piece with the time it passed. Pcap (pcap.go)
-// records a capture file; package capture/live a network interface.
-// FileSink writes a session file for live sources: Meta and Summary, a
-// flush every second, --max-size and --max-duration, rotation into
-// numbered files that each stand alone.
+// Every recording has one owner of its session files, a FileSink: it
+// creates them, writes each one's first record (Meta, built by NewMeta) and
+// last (Summary: the counts of the file's own records, the source's
+// Totals, how the recording ended), flushes, fsyncs, enforces --max-size
+// and --max-duration, and rotates into numbered files that each stand
+// alone. Sources write everything in between and never Meta or Summary:
+//
+//   - a Recorder, fed packets (Packet);
+//   - a Tee (tee.go), fed the bytes of connections seen directly — the
+//     recording proxy — through the same HTTP parsers, exchange builder and
+//     redaction, each piece stamped with the time it passed.
+//
+// One function per source runs a recording end to end, for the CLI, tests
+// and Go users alike: RecordPcap (a capture file, pcap.go), live.Record (a
+// network interface, package capture/live) and proxy.Record (the recording
+// proxy, package capture/proxy). Each returns a Result; errors of the
+// session files are *OutputError. A Sink receives records that are valid
+// only during Write (see Sink).
 //
 // # Damage
 //
@@ -54,7 +65,7 @@
 // # Secrets
 //
 // Credentials in headers (Authorization, Cookie, …) are never stored (see
-// internal/redact). Secret objects' values are replaced, keeping lengths, in
+// capture/redact). Secret objects' values are replaced, keeping lengths, in
 // watch events and in bodies sent to or from Secret endpoints, unless
 // Options.KeepSecrets.
 //

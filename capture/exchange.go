@@ -6,10 +6,10 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/wtrace/wtrace/capture/redact"
 	"github.com/wtrace/wtrace/chunked"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
-	"github.com/wtrace/wtrace/internal/redact"
 )
 
 const (
@@ -251,12 +251,7 @@ func (x *exchange) setFormat(f frame.Format, enc string) {
 		}
 	}
 	x.format = f
-	switch f {
-	case frame.JSON:
-		x.resp.Events = formats.EventsJSON
-	case frame.Protobuf:
-		x.resp.Events = formats.EventsProtobuf
-	}
+	x.resp.Events = f
 	if f != frame.Unknown {
 		x.split = frame.NewSplitter(f, frame.Options{Resync: x.resync})
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/wtrace/wtrace/capture/pcapfile"
 	"github.com/wtrace/wtrace/capture/tlsdec"
 	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/frame"
 )
 
 // recordTLSH2 records the tls-h2 scenario with its key log through the
@@ -78,7 +79,7 @@ func TestH2CorpusTLS(t *testing.T) {
 		if a := headerMap(v.req.Header)["authorization"]; a.Name != "" && (!a.Redacted || a.Value != "") {
 			t.Errorf("exchange %d: authorization %+v", v.req.Exchange, a)
 		}
-		if v.resp.Events != formats.EventsNone {
+		if v.resp.Events != frame.Unknown {
 			watches = append(watches, fmt.Sprintf("conn %d stream %d %s", v.req.Conn, v.req.Stream, v.req.Target))
 		}
 	}

@@ -279,7 +279,7 @@ func runH2Script(t testing.TB, script []byte, bytewise bool) (recs []formats.Rec
 	return sink.recs, gapped
 }
 
-var updateH2Seeds = flag.Bool("update-h2-seeds", false, "rewrite testdata/fuzz/FuzzH2 from the synthetic test scripts")
+var update = flag.Bool("update", false, "rewrite testdata/fuzz/FuzzH2 from the synthetic test scripts")
 
 // h2SeedScripts are the fuzz seeds: the synthetic cases' scripts.
 func h2SeedScripts() map[string][]byte {
@@ -298,10 +298,10 @@ func h2SeedScripts() map[string][]byte {
 	return out
 }
 
-// TestWriteH2FuzzSeeds writes the seed corpus with -update-h2-seeds.
+// TestWriteH2FuzzSeeds writes the seed corpus with -update.
 func TestWriteH2FuzzSeeds(t *testing.T) {
-	if !*updateH2Seeds {
-		t.Skip("run with -update-h2-seeds to rewrite the seeds")
+	if !*update {
+		t.Skip("run with -update to rewrite the seeds")
 	}
 	dir := filepath.Join("testdata", "fuzz", "FuzzH2")
 	if err := os.MkdirAll(dir, 0o755); err != nil {

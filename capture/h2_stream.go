@@ -8,9 +8,9 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
+	"github.com/wtrace/wtrace/capture/redact"
 	"github.com/wtrace/wtrace/chunked"
 	"github.com/wtrace/wtrace/formats"
-	"github.com/wtrace/wtrace/internal/redact"
 )
 
 // h2Proto is the Proto of HTTP/2 requests and responses, as net/http

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/frame"
 )
 
 const (
@@ -255,7 +256,7 @@ var h2SynthCases = []struct {
 			if v.req.Target != "/api/v1/pods?watch=1" || headerValue(v.req.Header, "x-long") != strings.Repeat("v", 300) {
 				t.Errorf("request %+v", v.req)
 			}
-			if v.resp.Status != 200 || v.resp.Events != formats.EventsJSON || len(v.frames) != 2 {
+			if v.resp.Status != 200 || v.resp.Events != frame.JSON || len(v.frames) != 2 {
 				t.Errorf("response %+v, %d frames; want 200, JSON, 2 events", v.resp, len(v.frames))
 			}
 			if len(v.frames) == 2 && (string(v.frames[1].Data) != `{"type":"DELETED","object":{"kind":"Pod"}}` || v.frames[1].Time != v.chunks[1].Time) {

@@ -106,7 +106,7 @@ type h2Want struct {
 	status         int
 	ctype          string
 	events         [][]byte // watch events' Data, in order
-	format         formats.EventFormat
+	format         frame.Format
 	body           []byte // an opaque body
 	trailer        map[string]string
 	end            formats.EndStatus
@@ -158,7 +158,7 @@ func runH2Session(t testing.TB) ([]wirePiece, map[string]*h2Want) {
 	// A JSON watch: several events per DATA frame, a large event across
 	// several DATA frames, and trailers.
 	jsonWatch := &h2Want{method: "GET", target: "/api/v1/namespaces/demo/configmaps?watch=true", status: 200,
-		ctype: "application/json", format: formats.EventsJSON, trailer: map[string]string{"x-watch-end": "done"}}
+		ctype: "application/json", format: frame.JSON, trailer: map[string]string{"x-watch-end": "done"}}
 	for i := range 9 {
 		jsonWatch.events = append(jsonWatch.events, jsonEvent("ADDED", i, 50+i*20))
 	}
@@ -168,7 +168,7 @@ func runH2Session(t testing.TB) ([]wirePiece, map[string]*h2Want) {
 
 	// A protobuf watch: events split across flushes.
 	pbWatch := &h2Want{method: "GET", target: "/api/v1/namespaces/demo/configmaps?watch=true&pb=1", status: 200,
-		ctype: "application/vnd.kubernetes.protobuf;stream=watch", format: formats.EventsProtobuf}
+		ctype: "application/vnd.kubernetes.protobuf;stream=watch", format: frame.Protobuf}
 	for i := range 7 {
 		pbWatch.events = append(pbWatch.events, pbEvent("MODIFIED", i, 100+i*3000))
 	}
@@ -185,7 +185,7 @@ func runH2Session(t testing.TB) ([]wirePiece, map[string]*h2Want) {
 
 	// A watch the client cancels after two events (RST_STREAM CANCEL).
 	cancelled := &h2Want{method: "GET", target: "/api/v1/namespaces/demo/events?watch=true", status: 200,
-		ctype: "application/json", format: formats.EventsJSON, end: formats.EndReset, note: "RST_STREAM CANCEL from the client",
+		ctype: "application/json", format: frame.JSON, end: formats.EndReset, note: "RST_STREAM CANCEL from the client",
 		events: [][]byte{jsonEvent("ADDED", 20, 30), jsonEvent("ADDED", 21, 30)}}
 	add(cancelled)
 
@@ -193,7 +193,7 @@ func runH2Session(t testing.TB) ([]wirePiece, map[string]*h2Want) {
 	peers := []string{"a", "b"}
 	for _, p := range peers {
 		w := &h2Want{method: "GET", target: "/api/v1/namespaces/" + p + "/pods?watch=true", status: 200,
-			ctype: "application/json", format: formats.EventsJSON}
+			ctype: "application/json", format: frame.JSON}
 		for i := range 4 {
 			w.events = append(w.events, jsonEvent("ADDED", 30+i, 20+len(p)))
 		}
@@ -678,7 +678,7 @@ func checkH2Session(t *testing.T, recs []formats.Record, pieces []wirePiece, wan
 		if v.end.Status != w.end || !strings.Contains(v.end.Note, w.note) || (w.note == "" && v.end.Note != "") {
 			t.Errorf("%s: End status %v note %q; want %v %q", name, v.end.Status, v.end.Note, w.end, w.note)
 		}
-		if w.format != formats.EventsNone && v.end.Size != size {
+		if w.format != frame.Unknown && v.end.Size != size {
 			t.Errorf("%s: End.Size %d; frames and tail hold %d", name, v.end.Size, size)
 		}
 		if len(w.trailer) > 0 || len(v.end.Trailer) > 0 {

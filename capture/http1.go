@@ -7,9 +7,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/wtrace/wtrace/capture/redact"
 	"github.com/wtrace/wtrace/chunked"
 	"github.com/wtrace/wtrace/formats"
-	"github.com/wtrace/wtrace/internal/redact"
 )
 
 // Limits of the HTTP/1.1 parser.

@@ -2,42 +2,20 @@ package capture
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"hash"
 	"io"
+	"path/filepath"
+	"strings"
 
 	"github.com/wtrace/wtrace/capture/pcapfile"
 	"github.com/wtrace/wtrace/capture/tlsdec"
 	"github.com/wtrace/wtrace/formats"
 )
-
-// PcapHooks let a caller follow and stop Pcap.Record. The zero value does
-// neither.
-type PcapHooks struct {
-	// Progress, if set, is called every 1024 packets with the bytes read
-	// from the capture file so far.
-	Progress func(read int64, st Stats)
-	// Stop, if set, is polled between packets; when it returns true the
-	// recording ends there, cleanly.
-	Stop func() bool
-}
-
-// PcapResult says what Pcap.Record read and recorded.
-type PcapResult struct {
-	Stats
-	// Read is the number of bytes read from the capture file (as given,
-	// before decompression).
-	Read int64
-	// SHA256 is the hex SHA-256 of the capture file, if it was read to
-	// its end.
-	SHA256 string
-	// ReadErr is set when the capture file is damaged or cut: every packet
-	// before the damage was recorded, nothing after it.
-	ReadErr error
-	// Stopped is set when Hooks.Stop ended the recording early.
-	Stopped bool
-}
 
 // tlsKeyLogSecrets is the pcapng Decryption Secrets Block type of an NSS
 // key log ("TLSK", pcapng specification §4.8).
@@ -50,14 +28,15 @@ type Pcap struct {
 	pr   *pcapfile.Reader
 	hr   *hashingReader
 	read int64
-	opts Options
+	rec  *Recorder // once Record has begun
 }
 
 // NewPcap starts reading a packet capture (pcap or pcapng, optionally
 // gzip'd or zstd'd) from r. It returns an error wrapping
 // pcapfile.ErrNotCapture when r is not a capture. TLS key logs embedded in
 // a pcapng file (Decryption Secrets Blocks) are added to keys, if not nil;
-// pass the same key log in the Options of Record.
+// pass the same key log in the Options of Record. Most callers want
+// RecordPcap.
 func NewPcap(r io.Reader, keys *tlsdec.KeyLog) (*Pcap, error) {
 	p := &Pcap{}
 	p.hr = &hashingReader{r: r, h: sha256.New(), n: &p.read}
@@ -76,16 +55,20 @@ func NewPcap(r io.Reader, keys *tlsdec.KeyLog) (*Pcap, error) {
 // Close releases the capture's decompressor; it does not close r.
 func (p *Pcap) Close() error { return p.pr.Close() }
 
-// Record sends every packet through a Recorder with opts, then writes a
-// Summary record. The caller writes the Meta record to sink first and
-// closes the file after. It returns the sink's error if writing fails; a
-// capture damaged part way is not an error (see PcapResult.ReadErr).
-func (p *Pcap) Record(sink Sink, opts Options, hooks PcapHooks) (PcapResult, error) {
-	var res PcapResult
+// Record sends every packet through a Recorder with opts, writing to
+// sink, until the capture ends, turns out damaged, or ctx is done (then it
+// stops between two packets, and Result.Note says so). It writes neither
+// Meta nor Summary (see RecordPcap). progress, if set, is called every
+// 1024 packets with the bytes read from the capture file so far. It
+// returns the sink's error if writing fails; a capture damaged part way is
+// not an error (see Result.ReadErr).
+func (p *Pcap) Record(ctx context.Context, sink Sink, opts Options, progress func(read int64, st Stats)) (Result, error) {
+	var res Result
 	rec := NewRecorder(sink, opts)
+	p.rec = rec
 	for {
-		if hooks.Stop != nil && hooks.Stop() {
-			res.Stopped = true
+		if ctx.Err() != nil {
+			res.Note = fmt.Sprintf("%v before the end of the capture", context.Cause(ctx))
 			break
 		}
 		pkt, err := p.pr.Next()
@@ -94,13 +77,14 @@ func (p *Pcap) Record(sink Sink, opts Options, hooks PcapHooks) (PcapResult, err
 		}
 		if err != nil {
 			res.ReadErr = err
+			res.Note = "capture file damaged: " + err.Error()
 			break
 		}
-		if err := rec.Packet(pkt); err != nil {
+		if err := rec.Packet(Packet{Time: pkt.Time, LinkType: uint16(pkt.LinkType), Data: pkt.Data, Length: pkt.Length}); err != nil {
 			return res, err
 		}
-		if hooks.Progress != nil && rec.s.stats.Packets%1024 == 0 {
-			hooks.Progress(p.read, rec.s.stats)
+		if progress != nil && rec.s.stats.Packets%1024 == 0 {
+			progress(p.read, rec.s.stats)
 		}
 	}
 	if err := rec.Close(); err != nil {
@@ -108,28 +92,82 @@ func (p *Pcap) Record(sink Sink, opts Options, hooks PcapHooks) (PcapResult, err
 	}
 	res.Stats = rec.Stats()
 	res.Read = p.read
-	sum := &formats.Summary{
-		Time:      res.Last,
-		Packets:   res.Packets,
-		Bytes:     res.Read,
-		Conns:     res.Conns,
-		Exchanges: res.Exchanges,
-		Events:    res.Events,
-		Anomalies: res.Anomalies,
-	}
-	switch {
-	case res.ReadErr != nil:
-		sum.Note = "capture file damaged: " + res.ReadErr.Error()
-	case res.Stopped:
-		sum.Note = "stopped by the user before the end of the capture"
-	default:
+	if res.Note == "" {
 		res.SHA256 = hex.EncodeToString(p.hr.h.Sum(nil))
-		sum.CaptureSHA256 = res.SHA256
-	}
-	if err := sink.Write(sum); err != nil {
-		return res, err
 	}
 	return res, nil
+}
+
+// totals are the capture's Totals for the FileSink's Summary: the bytes of
+// the capture file as given.
+func (p *Pcap) totals() Totals {
+	if p.rec == nil {
+		return Totals{Bytes: p.read}
+	}
+	st := p.rec.Stats()
+	return Totals{Packets: st.Packets, Bytes: p.read, Last: st.Last}
+}
+
+// PcapOptions configure RecordPcap. The zero value records every TCP
+// connection that carries HTTP into Output, redacting Secret values.
+type PcapOptions struct {
+	// Options configure the Recorder. KeyLog, when set, also receives the
+	// TLS key logs a pcapng file embeds (nil: only those are used).
+	Options
+	// Output is where the session goes: Path, or Out (a stream), and the
+	// Writer's options. RecordPcap sets its Meta and Totals; MaxSize,
+	// MaxDuration and Rotate are for live recordings and are refused.
+	Output FileSinkOptions
+	// Tool names the recorder in Meta ("wtrace v0.3.0").
+	Tool string
+	// Name is the capture file's name ("stdin" for a stream): Meta's
+	// Description and CaptureFile carry its base name.
+	Name string
+	// Progress, if set, is called every 1024 packets (see Pcap.Record).
+	Progress func(read int64, st Stats)
+}
+
+// RecordPcap records the packet capture read from in (pcap or pcapng,
+// optionally gzip'd or zstd'd) into a session file, end to end: it checks
+// that in is a capture (an error wrapping pcapfile.ErrNotCapture comes
+// before anything is created), creates the session file with its Meta
+// (NewMeta, source pcap), records every packet (Pcap.Record), and closes
+// the file with its Summary: the counts, the bytes of the capture file,
+// its SHA-256 when it was read to its end, and a note when it was damaged
+// or ctx stopped the recording early. Errors of the session file are
+// *OutputError.
+func RecordPcap(ctx context.Context, in io.Reader, opts PcapOptions) (Result, error) {
+	out := opts.Output
+	if out.MaxSize != 0 || out.MaxDuration != 0 || out.Rotate {
+		return Result{}, errors.New("capture: size and duration limits and rotation apply to live recordings, not to a capture file")
+	}
+	if opts.KeyLog == nil {
+		keys, err := tlsdec.ParseKeyLog(strings.NewReader(""))
+		if err != nil {
+			return Result{}, err
+		}
+		opts.KeyLog = keys
+	}
+	pc, err := NewPcap(in, opts.KeyLog)
+	if err != nil {
+		return Result{}, err
+	}
+	defer pc.Close()
+	base := filepath.Base(opts.Name)
+	out.Meta = NewMeta(opts.Tool, formats.SourcePcap, "pcap "+base, opts.KeepSecrets)
+	out.Meta.CaptureFile = base
+	out.Totals = pc.totals
+	fs, err := NewFileSink(out)
+	if err != nil {
+		return Result{}, err
+	}
+	res, err := pc.Record(ctx, fs, opts.Options, opts.Progress)
+	cerr := fs.Close(Ending{Note: res.Note, CaptureSHA256: res.SHA256})
+	res.Files, res.Size = fs.Names(), fs.Size()
+	if err == nil {
+		err = cerr
+	}
+	return res, err
 }
 
 // hashingReader counts and hashes what passes through it.

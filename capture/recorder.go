@@ -14,15 +14,36 @@ import (
 	"github.com/google/gopacket/reassembly"
 
 	"github.com/wtrace/wtrace/capture/pcapfile"
+	"github.com/wtrace/wtrace/capture/redact"
 	"github.com/wtrace/wtrace/capture/tlsdec"
 	"github.com/wtrace/wtrace/chunked"
 	"github.com/wtrace/wtrace/formats"
-	"github.com/wtrace/wtrace/internal/redact"
 )
 
-// Sink receives the records of a session in order. formats.Writer is one.
+// Sink receives the records of a session in order: a FileSink (which
+// writes session files, with their Meta and Summary), a formats.Writer, or
+// a test's collector.
+//
+// Ownership: a record handed to Write, and every slice it holds (Frame
+// data, headers, body bytes), is valid only during the call — it may alias
+// the source's packet or reassembly buffers, which are reused. A Sink
+// copies what it keeps (formats.Writer encodes the record; FileSink copies
+// the few records it remembers for rotation). An error from Write is
+// sticky for the source: it stops recording and reports it.
 type Sink interface {
 	Write(formats.Record) error
+}
+
+// Packet is one captured packet, as a Recorder takes it.
+type Packet struct {
+	Time int64 // capture time, nanoseconds since the Unix epoch
+	// LinkType is the framing of Data, a LINKTYPE_ value
+	// (https://www.tcpdump.org/linktypes.html): 1 Ethernet, 113 and 276
+	// Linux cooked v1/v2, 0 and 108 BSD loopback, 101, 228 and 229 raw IP
+	// (pcapfile.LinkType names them).
+	LinkType uint16
+	Data     []byte // the captured bytes; the Recorder does not keep them past the call
+	Length   int    // the packet's length on the wire (more than len(Data) when the capture cut it)
 }
 
 // Options configure a Recorder. The zero value records every TCP
@@ -48,7 +69,7 @@ type Options struct {
 	// TLS connections; nil records them as not decrypted.
 	KeyLog *tlsdec.KeyLog
 	// KeepSecrets stores Secret objects' values as captured. By default
-	// they are replaced (see internal/redact) in watch events, in bodies
+	// they are replaced (see capture/redact) in watch events, in bodies
 	// sent to or from Secret endpoints, and in request bodies creating
 	// them. Credentials in headers are never stored either way.
 	KeepSecrets bool
@@ -122,6 +143,10 @@ type protoHandler interface {
 // reassembly, driven by capture time), then HTTP. Feed it packets in
 // capture order with Packet, then call Close. A Recorder is not safe for
 // concurrent use.
+//
+// It writes the records of connections and exchanges, not the session's
+// first (Meta) and last (Summary): those are the FileSink's, which owns the
+// session file for every source (RecordPcap, live.Record, proxy.Record).
 type Recorder struct {
 	s       *session
 	opts    Options
@@ -145,8 +170,7 @@ func (c *captureContext) GetCaptureInfo() gopacket.CaptureInfo { return c.ci }
 // byte limits into page limits.
 const pageSize = 1900
 
-// NewRecorder returns a Recorder writing to sink. The caller writes the
-// session's Meta before the first packet and its Summary after Close.
+// NewRecorder returns a Recorder writing to sink.
 func NewRecorder(sink Sink, opts Options) *Recorder {
 	if opts.MaxBuffered <= 0 {
 		opts.MaxBuffered = 256 << 20
@@ -169,7 +193,7 @@ func NewRecorder(sink Sink, opts Options) *Recorder {
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
-	r.pool = reassembly.NewStreamPool(r)
+	r.pool = reassembly.NewStreamPool(streamFactory{r})
 	r.asm = reassembly.NewAssembler(r.pool)
 	r.asm.MaxBufferedPagesTotal = opts.MaxBuffered / pageSize
 	r.asm.MaxBufferedPagesPerConnection = opts.MaxBufferedPerConn / pageSize
@@ -181,7 +205,7 @@ func (r *Recorder) Stats() Stats { return r.s.stats }
 
 // Packet feeds one captured packet. Packets that are not TCP are counted
 // and skipped. It returns the Sink's error, if any (sticky).
-func (r *Recorder) Packet(p pcapfile.Packet) error {
+func (r *Recorder) Packet(p Packet) error {
 	if r.s.err != nil {
 		return r.s.err
 	}
@@ -194,7 +218,7 @@ func (r *Recorder) Packet(p pcapfile.Packet) error {
 	if p.Time > st.Last {
 		st.Last = p.Time
 	}
-	netFlow, tcp, err := r.dec.decode(p.LinkType, p.Data)
+	netFlow, tcp, err := r.dec.decode(pcapfile.LinkType(p.LinkType), p.Data)
 	if err != nil {
 		if err == errNotTCP || err == errFragment {
 			st.Skipped++
@@ -228,8 +252,13 @@ func (r *Recorder) Close() error {
 	return r.s.err
 }
 
+// streamFactory makes the Recorder's tcpStreams for gopacket's reassembly
+// (a type of its own, so that the Recorder's API does not show gopacket).
+type streamFactory struct{ r *Recorder }
+
 // New implements reassembly.StreamFactory.
-func (r *Recorder) New(netFlow, tcpFlow gopacket.Flow, tcp *layers.TCP, ac reassembly.AssemblerContext) reassembly.Stream {
+func (f streamFactory) New(netFlow, tcpFlow gopacket.Flow, tcp *layers.TCP, ac reassembly.AssemblerContext) reassembly.Stream {
+	r := f.r
 	st := &tcpStream{r: r, first: r.now, last: r.now}
 	st.addr[0] = endpoint(netFlow.Src(), tcpFlow.Src())
 	st.addr[1] = endpoint(netFlow.Dst(), tcpFlow.Dst())

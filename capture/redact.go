@@ -8,7 +8,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/wtrace/wtrace/internal/redact"
+	"github.com/wtrace/wtrace/capture/redact"
 )
 
 // redactBody redacts a complete Secret body that is content-encoded with

@@ -65,7 +65,8 @@ type TeeOptions struct {
 // (when the proxy read it from, or wrote it to, its client). The goroutine
 // flushes the Sink (if it is a Flusher) every FlushInterval.
 //
-// NewTee starts the goroutine; Close stops it. A Tee and its TeeConns are
+// NewTee starts the goroutine; Close stops it. Done tells when the
+// recording broke (the Sink failed) or ended. A Tee and its TeeConns are
 // safe for concurrent use.
 type Tee struct {
 	s     *session
@@ -77,7 +78,11 @@ type Tee struct {
 	mu     sync.RWMutex // senders hold it for reading while they enqueue
 	closed bool
 	q      chan teeItem
-	done   chan struct{}
+	done   chan struct{} // closed when run returns
+	// stopped is closed when the Tee stops recording: the Sink failed, or
+	// run returned.
+	stopped  chan struct{}
+	stopOnce sync.Once
 
 	open map[*TeeConn]struct{} // goroutine-owned
 
@@ -130,10 +135,10 @@ func putTeeBuf(b *[]byte) {
 }
 
 // NewTee returns a Tee writing to sink and starts its recording goroutine.
-// The caller writes the session's Meta to sink before (a FileSink writes
-// its own) and its Summary after Close. As with a Recorder, the records
-// handed to sink may share memory with the Tee's buffers: they are valid
-// only during Write (formats.Writer and FileSink copy what they keep).
+// Like a Recorder it writes neither the session's Meta nor its Summary:
+// the FileSink that owns the session file does (see proxy.Record). As with
+// a Recorder, the records handed to sink share memory with the Tee's
+// buffers: they are valid only during Write (see Sink).
 func NewTee(sink Sink, opts TeeOptions) *Tee {
 	if opts.FlushInterval <= 0 {
 		opts.FlushInterval = DefaultFlushInterval
@@ -142,14 +147,15 @@ func NewTee(sink Sink, opts TeeOptions) *Tee {
 		opts.Queue = DefaultTeeQueue
 	}
 	t := &Tee{
-		s:     newSession(sink, opts.KeepSecrets),
-		sink:  sink,
-		opts:  opts,
-		log:   opts.Logger,
-		clock: opts.Clock,
-		q:     make(chan teeItem, opts.Queue),
-		done:  make(chan struct{}),
-		open:  map[*TeeConn]struct{}{},
+		s:       newSession(sink, opts.KeepSecrets),
+		sink:    sink,
+		opts:    opts,
+		log:     opts.Logger,
+		clock:   opts.Clock,
+		q:       make(chan teeItem, opts.Queue),
+		done:    make(chan struct{}),
+		stopped: make(chan struct{}),
+		open:    map[*TeeConn]struct{}{},
 	}
 	if t.log == nil {
 		t.log = slog.New(slog.DiscardHandler)
@@ -192,6 +198,11 @@ func (t *Tee) Stats() Stats {
 	return t.stats
 }
 
+// Done returns a channel that is closed when the Tee stops recording:
+// when writing to the Sink fails (the connections carry on, unrecorded;
+// Err says why), or once Close has recorded everything.
+func (t *Tee) Done() <-chan struct{} { return t.stopped }
+
 // Err returns the Sink's error, if writing failed (sticky): the recording
 // is then broken, although the connections carry on.
 func (t *Tee) Err() error {
@@ -220,6 +231,7 @@ func (t *Tee) Close() error {
 // run is the recording goroutine.
 func (t *Tee) run() {
 	defer close(t.done)
+	defer t.stop()
 	tick := time.NewTicker(t.opts.FlushInterval)
 	defer tick.Stop()
 	for {
@@ -249,14 +261,21 @@ func (t *Tee) run() {
 func (t *Tee) snapshot() Stats {
 	t.statsMu.Lock()
 	t.stats = t.s.stats
-	if t.err == nil && t.s.err != nil {
+	failed := t.err == nil && t.s.err != nil
+	if failed {
 		t.log.Debug("tee: writing the session failed; recording stopped", "err", t.s.err)
 	}
 	t.err = t.s.err
 	st := t.stats
 	t.statsMu.Unlock()
+	if failed {
+		t.stop()
+	}
 	return st
 }
+
+// stop closes the channel Done returns, once.
+func (t *Tee) stop() { t.stopOnce.Do(func() { close(t.stopped) }) }
 
 func (t *Tee) flush() {
 	if f, ok := t.sink.(Flusher); ok && t.s.err == nil {

@@ -46,7 +46,7 @@ func BenchmarkTee(b *testing.B) {
 					if err := tee.Close(); err != nil {
 						b.Fatal(err)
 					}
-					if err := fs.Close(""); err != nil {
+					if err := fs.Close(capture.Ending{}); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -1,7 +1,6 @@
 package capture_test
 
 import (
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -62,7 +61,7 @@ func FuzzTee(f *testing.F) {
 		if err := tee.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if err := fs.Close(""); err != nil {
+		if err := fs.Close(capture.Ending{}); err != nil {
 			t.Fatal(err)
 		}
 		for _, name := range fs.Names() {
@@ -74,12 +73,7 @@ func FuzzTee(f *testing.F) {
 				t.Fatalf("%s not clean: %v", name, file.Problems())
 			}
 			known := map[int64]bool{}
-			sc := file.Records()
-			for {
-				r, err := sc.Next()
-				if err == io.EOF {
-					break
-				}
+			for r, err := range file.Records().All() {
 				if err != nil {
 					t.Fatal(err)
 				}

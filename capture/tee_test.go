@@ -2,8 +2,8 @@ package capture_test
 
 import (
 	"encoding/base64"
+	"errors"
 	"fmt"
-	"io"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -467,7 +467,7 @@ func TestTeeFileSink(t *testing.T) {
 	if err := tee.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := fs.Close("done"); err != nil {
+	if err := fs.Close(capture.Ending{Note: "done"}); err != nil {
 		t.Fatal(err)
 	}
 	f, err := formats.Open(path, formats.ReaderOptions{})
@@ -497,16 +497,65 @@ func readAll(t *testing.T, path string) ([]formats.Record, *formats.Index) {
 		t.Errorf("%s was not closed cleanly: %v", path, f.Problems())
 	}
 	var recs []formats.Record
-	sc := f.Records()
-	for {
-		r, err := sc.Next()
-		if err == io.EOF {
-			break
-		}
+	for r, err := range f.Records().All() {
 		if err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
 		recs = append(recs, r)
 	}
 	return recs, f.Index()
+}
+
+// failSink fails every Write after the first n.
+type failSink struct {
+	mu sync.Mutex
+	n  int
+}
+
+var errSinkBroken = errors.New("sink broken")
+
+func (s *failSink) Write(formats.Record) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n == 0 {
+		return errSinkBroken
+	}
+	s.n--
+	return nil
+}
+
+// TestTeeDone: Done is closed as soon as the Sink fails, with Err saying
+// why, while the connections carry on; and after Close.
+func TestTeeDone(t *testing.T) {
+	tee := capture.NewTee(&failSink{n: 2}, capture.TeeOptions{})
+	c := tee.Conn("127.0.0.1:40000", "127.0.0.1:8001", "http/1.1")
+	select {
+	case <-tee.Done():
+		t.Fatal("Done before anything failed")
+	default:
+	}
+	c.Data(formats.ClientToServer, []byte(watchRequest))
+	c.Data(formats.ServerToClient, []byte(watchHead+chunk(watchEvents(1)[0]+"\n")))
+	select {
+	case <-tee.Done():
+	case <-time.After(time.Minute):
+		t.Fatal("Done not closed within a minute of the sink failing")
+	}
+	if err := tee.Err(); !errors.Is(err, errSinkBroken) {
+		t.Errorf("Err() = %v; want %v", err, errSinkBroken)
+	}
+	c.Data(formats.ServerToClient, []byte(chunk(watchEvents(2)[1]+"\n"))) // ignored, never blocks
+	if err := tee.Close(); !errors.Is(err, errSinkBroken) {
+		t.Errorf("Close() = %v; want %v", err, errSinkBroken)
+	}
+
+	ok := capture.NewTee(&recSink{}, capture.TeeOptions{})
+	if err := ok.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ok.Done():
+	default:
+		t.Error("Done not closed after Close")
+	}
 }

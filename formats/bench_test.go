@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/wtrace/wtrace/frame"
 )
 
 // realEvents returns the 200 watch events (about 1.2 KiB of JSON each) that
@@ -54,7 +56,7 @@ func BenchmarkWriter(b *testing.B) {
 			}
 			w.Write(&Meta{Tool: "bench"})
 			w.Write(&Request{Exchange: 1, Method: "GET", Target: "/api/v1/configmaps?watch=1"})
-			w.Write(&Response{Exchange: 1, Status: 200, Events: EventsJSON})
+			w.Write(&Response{Exchange: 1, Status: 200, Events: frame.JSON})
 			b.SetBytes(size / int64(len(recs)))
 			b.ReportAllocs()
 			i := 0
@@ -76,7 +78,7 @@ func BenchmarkWriter(b *testing.B) {
 // op reads them all.
 func BenchmarkReader(b *testing.B) {
 	recs, size := benchFrames(b, 4096)
-	all := append([]Record{&Meta{}, &Request{Exchange: 1}, &Response{Exchange: 1, Events: EventsJSON}}, recs...)
+	all := append([]Record{&Meta{}, &Request{Exchange: 1}, &Response{Exchange: 1, Events: frame.JSON}}, recs...)
 	// A second exchange interleaved, so that ExchangeRecords filters.
 	mixed := append([]Record{}, all[:3]...)
 	for i, r := range recs {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+
+	"github.com/wtrace/wtrace/frame"
 )
 
 // Record bodies: each field in a fixed order per type, as FORMAT.md lists
@@ -484,7 +486,7 @@ func decodeRecord(t Type, b []byte, owned bool) (Record, error) {
 			Header:    d.headers("header"),
 			Framing:   BodyFraming(d.u8("framing")),
 			Encoding:  d.str("encoding"),
-			Events:    EventFormat(d.u8("events")),
+			Events:    frame.Format(d.u8("events")),
 			Midstream: d.bool("midstream"),
 		}
 	case TypeFrame:

@@ -2,6 +2,11 @@
 // session file that stores it: a Writer that appends records, a streaming
 // Reader, a File that reads through the index, and Recover.
 //
+// File.Events reads a session's watch events with what the session says
+// about each (connection, request, peeked metadata); EventEncoder writes
+// them in the events line format of `wtrace events`, a stable interface
+// (events.go).
+//
 // # File layout
 //
 // A .wt file (FORMAT.md specifies every byte) is a 16-byte header, then

@@ -3,9 +3,9 @@ package formats_test
 import (
 	"bytes"
 	"fmt"
-	"io"
 
 	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/frame"
 )
 
 func Example() {
@@ -18,7 +18,7 @@ func Example() {
 		&formats.Meta{Tool: "example"},
 		&formats.Conn{ID: 0, Client: "127.0.0.1:50000", Server: "127.0.0.1:8001"},
 		&formats.Request{Exchange: 0, Conn: 0, Method: "GET", Target: "/api/v1/pods?watch=true"},
-		&formats.Response{Exchange: 0, Status: 200, Events: formats.EventsJSON},
+		&formats.Response{Exchange: 0, Status: 200, Events: frame.JSON},
 		&formats.Frame{Exchange: 0, Data: []byte(`{"type":"ADDED","object":{}}`)},
 		&formats.End{Exchange: 0, Dir: formats.ServerToClient},
 		&formats.Summary{Exchanges: 1, Events: 1},
@@ -37,12 +37,7 @@ func Example() {
 	}
 	x := f.Index().Exchanges[0]
 	fmt.Println(f.Clean(), x.Request.Method, x.Request.Target, x.Frames, x.FrameTypes)
-	s := f.ExchangeRecords(0)
-	for {
-		r, err := s.Next()
-		if err == io.EOF {
-			break
-		}
+	for r, err := range f.ExchangeRecords(0).All() {
 		if err != nil {
 			panic(err)
 		}

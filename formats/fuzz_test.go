@@ -2,6 +2,7 @@ package formats
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -116,6 +117,10 @@ func FuzzIndexDecode(f *testing.F) {
 		}
 	})
 }
+
+// update rewrites the fuzz seed corpora; testdata/golden-v1.wt is never
+// rewritten (see TestGolden).
+var update = flag.Bool("update", false, "rewrite the seed corpora under testdata/fuzz")
 
 // TestWriteFuzzSeeds writes the seed corpora (with -update): small whole,
 // cut, unclosed and damaged files; record bodies; an index payload.

@@ -10,6 +10,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/wtrace/wtrace/frame"
 )
 
 // t0 is the capture time sessions in tests start at.
@@ -36,7 +38,7 @@ func fullRecords() []Record {
 			Target: "/api/v1/namespaces/demo/configmaps?watch=true", Proto: "HTTP/1.1", Header: hs, Missing: true},
 		&Request{Exchange: math.MinInt64},
 		&Response{Exchange: 3, Time: t0 + 3, Proto: "HTTP/1.1", Status: 200, Reason: "OK", Header: hs[:1],
-			Framing: FramingChunked, Encoding: "gzip", Events: EventsJSON, Midstream: true},
+			Framing: FramingChunked, Encoding: "gzip", Events: frame.JSON, Midstream: true},
 		&Response{Exchange: 4, Status: -1, Framing: 255, Events: 255},
 		&Frame{Exchange: 3, Seq: 41, Time: t0 + 4, Offset: 1 << 40, Pre: []byte("\n"),
 			Data: []byte(`{"type":"ADDED","object":{"kind":"ConfigMap"}}`), Redacted: []int{5, 0, 1 << 40}},
@@ -103,9 +105,9 @@ func session(frames, size int, step time.Duration) []Record {
 		&Body{Exchange: 0, Dir: ServerToClient, Time: t0 + 3, Offset: 0, Data: event("LIST", 0, 300)},
 		&End{Exchange: 0, Dir: ServerToClient, Time: t0 + 4, Status: EndComplete, Size: 300},
 		&Request{Exchange: 1, Conn: 0, Time: t0 + 5, Method: "GET", Target: "/api/v1/namespaces/demo/configmaps?watch=true", Proto: "HTTP/1.1"},
-		&Response{Exchange: 1, Time: t0 + 6, Proto: "HTTP/1.1", Status: 200, Reason: "OK", Framing: FramingChunked, Events: EventsJSON},
+		&Response{Exchange: 1, Time: t0 + 6, Proto: "HTTP/1.1", Status: 200, Reason: "OK", Framing: FramingChunked, Events: frame.JSON},
 		&Request{Exchange: 2, Conn: 1, Time: t0 + 7, Method: "GET", Target: "/api/v1/configmaps?watch=1", Proto: "HTTP/1.1"},
-		&Response{Exchange: 2, Time: t0 + 8, Proto: "HTTP/1.1", Status: 200, Framing: FramingChunked, Events: EventsProtobuf},
+		&Response{Exchange: 2, Time: t0 + 8, Proto: "HTTP/1.1", Status: 200, Framing: FramingChunked, Events: frame.Protobuf},
 	}
 	var off1, off2 int64
 	for i := range frames {

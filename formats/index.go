@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"sort"
+
+	"github.com/wtrace/wtrace/frame"
 )
 
 // Index is what a file's index (or a forward scan, for a file without one)
@@ -78,7 +80,7 @@ type exState struct {
 	pos    int // in idx.Exchanges
 	conn   uint64
 	linked bool // listed in its connection's Exchanges
-	format EventFormat
+	format frame.Format
 }
 
 func newIndexBuilder() *indexBuilder {
@@ -169,7 +171,7 @@ func (b *indexBuilder) add(r Record, block int) {
 		x, s := b.exchange(r.Exchange, block, r.Time)
 		x.Frames++
 		x.BodyBytes += int64(len(r.Pre) + len(r.Data))
-		if typ, ok := eventType(r.Data, s.format); ok {
+		if typ, ok := frame.PeekType(s.format, r.Data); ok {
 			if x.FrameTypes == nil {
 				x.FrameTypes = map[string]int64{}
 			}

@@ -319,39 +319,3 @@ func TestWriterSize(t *testing.T) {
 		t.Errorf("Size() after Close = %d; want %d", w.Size(), buf.Len())
 	}
 }
-
-func TestEventType(t *testing.T) {
-	tests := []struct {
-		data   string
-		f      EventFormat
-		want   string
-		wantOK bool
-	}{
-		{`{"type":"ADDED","object":{}}`, EventsJSON, "ADDED", true},
-		{` {"object":{"type":"NOT","a":[1,{"type":"X"}],"s":"}\"{"},"type" : "MODIFIED"}`, EventsJSON, "MODIFIED", true},
-		{`{"object":{"type":"NOT"}}`, EventsJSON, "", false},
-		{`{"ty\u0070e":"B\u004fOKMARK"}`, EventsJSON, "BOOKMARK", true},
-		{`{"n":-1.5e3,"t":true,"type":"DELETED"}`, EventsJSON, "DELETED", true},
-		{`{"type":1}`, EventsJSON, "", false},
-		{`{"type":"ADD`, EventsJSON, "", false},
-		{`[]`, EventsJSON, "", false},
-		{``, EventsJSON, "", false},
-		{`{"type":"ERROR"}`, EventsNone, "ERROR", true},
-		{string(protoEvent("ADDED", []byte("k8s\x00obj"))), EventsProtobuf, "ADDED", true},
-		{string(protoEvent("DELETED", nil)), EventsNone, "DELETED", true},
-		{"\x12\x02ab\x0a\x05ERROR", EventsProtobuf, "ERROR", true},
-		{"\x0a\x09ADD", EventsProtobuf, "", false},
-		{"\xff", EventsProtobuf, "", false},
-		{`{"type":"ADDED"}`, EventsCBOR, "", false},
-	}
-	for _, tt := range tests {
-		got, ok := eventType([]byte(tt.data), tt.f)
-		if string(got) != tt.want || ok != tt.wantOK {
-			t.Errorf("eventType(%q, %d) = %q, %v; want %q, %v", tt.data, tt.f, got, ok, tt.want, tt.wantOK)
-		}
-	}
-	ev := []byte(`{"type":"ADDED","object":{}}`)
-	if n := testing.AllocsPerRun(100, func() { eventType(ev, EventsJSON) }); n != 0 {
-		t.Errorf("eventType allocates %v times; want 0", n)
-	}
-}

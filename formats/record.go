@@ -1,5 +1,7 @@
 package formats
 
+import "github.com/wtrace/wtrace/frame"
+
 // The session model. A session file is a sequence of records; each record
 // states one fact as it became known on the wire. Records of different
 // connections and exchanges interleave in the order the recorder learned
@@ -30,7 +32,7 @@ const (
 	TypeEnd      Type = 9  // *End: one direction of an exchange ended
 	TypeConnEnd  Type = 10 // *ConnEnd: a connection ended
 	TypeAnomaly  Type = 11 // *Anomaly: something was lost, skipped or malformed
-	TypeSummary  Type = 12 // *Summary: written once, just before the index, by Close
+	TypeSummary  Type = 12 // *Summary: the last record, written once, just before the index
 )
 
 func (t Type) String() string {
@@ -75,13 +77,30 @@ type Meta struct {
 	Tool          string            // "wtrace v0.1.0"
 	Recorded      int64             // wall-clock time the recording started (informational only)
 	Host          string            // host name of the recording machine
-	Source        string            // "pcap", "iface", "proxy"
+	Source        string            // SourcePcap, SourceIface, SourceProxy
 	Description   string            // human description: "pcap capture.pcap", "iface lo port 8001", "proxy → https://127.0.0.1:6443"
 	CaptureFile   string            // base name of the capture file, if any
 	CaptureSHA256 string            // hex sha256 of the capture file, if known at start (else in Summary)
-	Redaction     string            // "default" (headers + Secret values) or "headers-only" (--keep-secrets)
+	Redaction     string            // RedactionDefault or RedactionHeadersOnly
 	Labels        map[string]string // free-form key/value pairs (stable order on disk: sorted by key)
 }
+
+// Values of Meta.Source: where the session was recorded from.
+const (
+	SourcePcap  = "pcap"  // a packet capture file
+	SourceIface = "iface" // a live capture on a network interface
+	SourceProxy = "proxy" // the recording proxy
+)
+
+// Values of Meta.Redaction: what was redacted before the records were
+// written.
+const (
+	// RedactionDefault: credentials in headers, and Secret objects' values.
+	RedactionDefault = "default"
+	// RedactionHeadersOnly: credentials in headers only; Secret values were
+	// kept (wtrace record --keep-secrets).
+	RedactionHeadersOnly = "headers-only"
+)
 
 // Direction names one direction of a connection or exchange.
 type Direction uint8
@@ -158,29 +177,21 @@ const (
 	FramingH2      BodyFraming = 4 // HTTP/2 DATA frames
 )
 
-// EventFormat says how a watch body is split into events (frame.Format's
-// values).
-type EventFormat uint8
-
-const (
-	EventsNone     EventFormat = 0 // not a watch: the body is opaque and stored in Body records
-	EventsJSON     EventFormat = 1 // JSON watch stream (application/json, watch request)
-	EventsProtobuf EventFormat = 2 // application/vnd.kubernetes.protobuf;stream=watch
-	EventsCBOR     EventFormat = 3 // reserved: application/cbor-seq
-)
-
 // Response is the response head of an exchange.
 type Response struct {
-	Exchange  int64
-	Time      int64 // capture time of the packet that completed the head
-	Proto     string
-	Status    int
-	Reason    string
-	Header    []Header
-	Framing   BodyFraming
-	Encoding  string      // Content-Encoding as sent ("" or "gzip"); Body records keep it, Frames are decoded
-	Events    EventFormat // EventsNone: body in Body records; else body in Frame records
-	Midstream bool        // the head was not captured: status and headers are unknown (Status 0)
+	Exchange int64
+	Time     int64 // capture time of the packet that completed the head
+	Proto    string
+	Status   int
+	Reason   string
+	Header   []Header
+	Framing  BodyFraming
+	Encoding string // Content-Encoding as sent ("" or "gzip"); Body records keep it, Frames are decoded
+	// Events is how the body was split into watch events: frame.JSON or
+	// frame.Protobuf (the body is in Frame records), or frame.Unknown, not
+	// a watch (the body is in Body records). Stored as frame.Format's value.
+	Events    frame.Format
+	Midstream bool // the head was not captured: status and headers are unknown (Status 0)
 }
 
 // Frame is one watch event. Data is the event's exact bytes: for JSON the
@@ -357,8 +368,9 @@ type Anomaly struct {
 	Message  string
 }
 
-// Summary is written by Writer.Close just before the index: what the
-// recorder saw in total. A file without one was not closed cleanly.
+// Summary is the last record of a file, written just before Writer.Close
+// writes the index: what the recording saw in total (the recorder writes
+// it: capture.FileSink). A file without one was not closed cleanly.
 type Summary struct {
 	Time          int64 // capture time of the last packet
 	Packets       int64

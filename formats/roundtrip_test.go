@@ -10,6 +10,8 @@ import (
 	"testing"
 	"testing/iotest"
 	"time"
+
+	"github.com/wtrace/wtrace/frame"
 )
 
 // normalize returns r as a reader gives it back: empty slices and maps nil.
@@ -284,7 +286,7 @@ func TestWriteAllocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.Write(&Meta{})
-	w.Write(&Response{Exchange: 1, Events: EventsJSON})
+	w.Write(&Response{Exchange: 1, Events: frame.JSON})
 	fr := &Frame{Exchange: 1, Time: t0, Pre: []byte("\n"), Data: event("MODIFIED", 1, 1200)}
 	for range 300 {
 		w.Write(fr)

@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-var genSeeds = flag.Bool("genseeds", false, "rewrite testdata/fuzz seed corpora from the fixtures")
+var update = flag.Bool("update", false, "rewrite the testdata/fuzz seed corpora from the fixtures")
 
 // Fuzz modes (bits of the mode argument).
 const (
@@ -131,6 +131,10 @@ func FuzzPeek(f *testing.F) {
 		if err != nil && !errors.Is(err, ErrInvalid) {
 			t.Fatalf("Peek error %v does not wrap ErrInvalid", err)
 		}
+		// PeekType never panics either (TestPeekFixtures checks that it
+		// agrees with Peek on real events).
+		PeekType(fm, data)
+		PeekType(Unknown, data)
 		av, kind, obj, err := EventObject(fm, data)
 		if err != nil {
 			if !errors.Is(err, ErrInvalid) {
@@ -197,10 +201,10 @@ func FuzzListItems(f *testing.F) {
 }
 
 // TestGenSeeds writes the seed corpora from small pieces of the real
-// fixtures when run with -genseeds.
+// fixtures when run with -update.
 func TestGenSeeds(t *testing.T) {
-	if !*genSeeds {
-		t.Skip("run with -genseeds to rewrite testdata/fuzz")
+	if !*update {
+		t.Skip("run with -update to rewrite testdata/fuzz")
 	}
 	head := func(name string, events int) []byte {
 		fx := fixtureNamed(t, name)

@@ -1,9 +1,13 @@
 package frame
 
 import (
+	"bytes"
 	"fmt"
 
 	jsoniter "github.com/json-iterator/go"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/wtrace/wtrace/internal/jsonscan"
 )
 
 // annInitialEventsEnd marks the bookmark that ends a streaming list
@@ -217,4 +221,72 @@ func peekProto(data []byte) (Meta, error) {
 		return Meta{}, err
 	}
 	return m, nil
+}
+
+// PeekType returns an event's type ("ADDED", …) from its exact bytes, for
+// callers that need nothing else (the session index counts events by
+// type): JSON's top-level "type" member (a string), protobuf's
+// WatchEvent.type (field 1). With Unknown it guesses the format from the
+// first byte that is not whitespace ('{' is JSON). ok is false when the
+// type cannot be read. It does not allocate unless the JSON type or a
+// member name before it holds escapes; typ aliases data otherwise.
+func PeekType(f Format, data []byte) (typ []byte, ok bool) {
+	switch f {
+	case JSON:
+		return peekJSONType(data)
+	case Protobuf:
+		return peekProtoType(data)
+	case Unknown:
+		if i := skipSpace(data, 0); i < len(data) && data[i] == '{' {
+			return peekJSONType(data)
+		}
+		return peekProtoType(data)
+	}
+	return nil, false
+}
+
+// peekJSONType reads the top-level "type" member of a JSON event. Members
+// after it are not looked at.
+func peekJSONType(data []byte) (typ []byte, ok bool) {
+	err := jsonscan.EachMember(data, func(key, val []byte, _ int) bool {
+		if !keyIs(key, "type") {
+			return true
+		}
+		if len(val) < 2 || val[0] != '"' {
+			return false
+		}
+		if bytes.IndexByte(val, '\\') < 0 {
+			typ, ok = val[1:len(val)-1], true
+			return false
+		}
+		if s, err := jsonscan.String(val, 0); err == nil {
+			typ, ok = []byte(s), true
+		}
+		return false
+	})
+	return typ, ok && err == nil
+}
+
+// peekProtoType reads field 1 (type, a string) of a metav1.WatchEvent.
+func peekProtoType(b []byte) ([]byte, bool) {
+	for len(b) > 0 {
+		num, wt, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return nil, false
+		}
+		b = b[n:]
+		if num == fWatchEventType && wt == protowire.BytesType {
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return nil, false
+			}
+			return v, true
+		}
+		n = protowire.ConsumeFieldValue(num, wt, b)
+		if n < 0 {
+			return nil, false
+		}
+		b = b[n:]
+	}
+	return nil, false
 }

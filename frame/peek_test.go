@@ -45,6 +45,11 @@ func TestPeekFixtures(t *testing.T) {
 				if m != want {
 					t.Fatalf("Peek(event %d) = %+v; want %+v", i, m, want)
 				}
+				for _, pf := range []Format{f, Unknown} {
+					if typ, ok := PeekType(pf, data); !ok || string(typ) != w.Type {
+						t.Fatalf("PeekType(%v, event %d) = %q, %v; want %q", pf, i, typ, ok, w.Type)
+					}
+				}
 				if m.InitialEventsEnd {
 					initialEnd++
 					if m.Type != "BOOKMARK" {
@@ -193,5 +198,50 @@ func TestSniff(t *testing.T) {
 		if got := Sniff(tt.in); got != tt.want {
 			t.Errorf("Sniff(%s) = %v; want %v", tt.name, got, tt.want)
 		}
+	}
+}
+
+func TestPeekType(t *testing.T) {
+	protoEvent := func(typ string, obj []byte) string {
+		return string(WatchEvent(Protobuf, typ, "v1", "ConfigMap", obj))
+	}
+	tests := []struct {
+		data   string
+		f      Format
+		want   string
+		wantOK bool
+	}{
+		{`{"type":"ADDED","object":{}}`, JSON, "ADDED", true},
+		{` {"object":{"type":"NOT","a":[1,{"type":"X"}],"s":"}\"{"},"type" : "MODIFIED"}`, JSON, "MODIFIED", true},
+		{`{"object":{"type":"NOT"}}`, JSON, "", false},
+		{`{"ty\u0070e":"B\u004fOKMARK"}`, JSON, "BOOKMARK", true},
+		{`{"n":-1.5e3,"t":true,"type":"DELETED"}`, JSON, "DELETED", true},
+		{`{"type":1}`, JSON, "", false},
+		{`{"type":"ADD`, JSON, "", false},
+		{`[]`, JSON, "", false},
+		{``, JSON, "", false},
+		{`{"type":"ERROR"}`, Unknown, "ERROR", true},
+		{protoEvent("ADDED", []byte("obj")), Protobuf, "ADDED", true},
+		{protoEvent("DELETED", nil), Unknown, "DELETED", true},
+		{"\x12\x02ab\x0a\x05ERROR", Protobuf, "ERROR", true},
+		{"\x0a\x09ADD", Protobuf, "", false},
+		{"\xff", Protobuf, "", false},
+		{`{"type":"ADDED"}`, CBOR, "", false},
+	}
+	for _, tt := range tests {
+		got, ok := PeekType(tt.f, []byte(tt.data))
+		if string(got) != tt.want || ok != tt.wantOK {
+			t.Errorf("PeekType(%v, %q) = %q, %v; want %q, %v", tt.f, tt.data, got, ok, tt.want, tt.wantOK)
+		}
+	}
+	for _, f := range []Format{JSON, Unknown} {
+		ev := []byte(`{"type":"ADDED","object":{"kind":"ConfigMap","metadata":{"name":"a"}}}`)
+		if n := testing.AllocsPerRun(100, func() { PeekType(f, ev) }); n != 0 {
+			t.Errorf("PeekType(%v) allocates %v times; want 0", f, n)
+		}
+	}
+	pb := []byte(protoEvent("MODIFIED", []byte("obj")))
+	if n := testing.AllocsPerRun(100, func() { PeekType(Protobuf, pb) }); n != 0 {
+		t.Errorf("PeekType(Protobuf) allocates %v times; want 0", n)
 	}
 }

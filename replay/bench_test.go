@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/frame"
 )
 
 // benchCutoff is how much of the basic-json watch the lateness benchmark
@@ -94,7 +95,7 @@ func steadySession(b *testing.B) (path string, start int64, ends, times []int64)
 	const n, gap = 60, 200 * time.Millisecond
 	pad := strings.Repeat("x", 900)
 	x := synthExchange{target: "/api/v1/namespaces/corpus-basic/configmaps?watch=true&resourceVersion=205",
-		header: jsonHeader(), events: formats.EventsJSON, chunked: true, gap: gap, tail: []byte("\n")}
+		header: jsonHeader(), events: frame.JSON, chunked: true, gap: gap, tail: []byte("\n")}
 	start = t0 + int64(time.Millisecond)
 	var off int64
 	for j := 0; j < n; j++ {

@@ -71,7 +71,7 @@ func TestParseResourcePath(t *testing.T) {
 // TestDiscoveryDocuments: the synthesized documents of the multi-watch
 // session list its resources with the kinds of their objects.
 func TestDiscoveryDocuments(t *testing.T) {
-	srv := NewTestServer(t, corpusSession(t, "multi-watch"), Options{})
+	srv := newTestServer(t, corpusSession(t, "multi-watch"), Options{})
 	resp, body := get(t, srv.Client(), srv.URL+"/api/v1",
 		"Accept", "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json")
 	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {

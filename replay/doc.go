@@ -1,8 +1,12 @@
 // Package replay serves a recorded session (a .wt file) over HTTP to real
 // Kubernetes clients — informers, kubectl, curl — with the original timing.
 //
-//	srv := replay.NewTestServer(t, "testdata/incident-42.wt", replay.Options{Speed: 0})
+//	srv := replaytest.NewServer(t, "testdata/incident-42.wt", replay.Options{Speed: 0})
 //	cs, _ := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+//
+// (replaytest.NewServer, in package replay/replaytest, opens, starts and
+// closes the server with the test, like httptest.NewServer; it lives apart
+// so that package testing is not linked into programs that serve sessions.)
 //
 // New (or Open) prepares a Server; Start or StartTLS listen (127.0.0.1 and a
 // free port unless Options.Listen says otherwise) and set URL; Handler
@@ -124,4 +128,15 @@
 //
 // A Server is safe for concurrent use. It starts goroutines (the listener,
 // and net/http's per connection); Close stops them all.
+//
+// # Code
+//
+// server.go is the Server's life: options, New/Open, Start, Close.
+// route.go decides how a request is answered (ServeHTTP: which recorded
+// exchange, or which synthesized answer), with match.go (the index of
+// recorded requests and the cursors), synth.go (streaming lists, lists
+// from watches, resuming, 410s) and discovery.go. serve.go writes the
+// chosen answer with its timing (the streamer), through plan.go (timed
+// writes decoded from the session, cached) and conn.go (a hijacked
+// HTTP/1.1 connection writing its own chunks).
 package replay

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/wtrace/wtrace/replay"
+	"github.com/wtrace/wtrace/replay/replaytest"
 )
 
 // TestReplayExample is the example of the package documentation: a
@@ -21,7 +22,7 @@ import (
 func TestReplayExample(t *testing.T) {
 	path := replay.CorpusSession(t, "basic-json") // in your repository: "testdata/incident-42.wt"
 
-	srv := replay.NewTestServer(t, path, replay.Options{Speed: 0})
+	srv := replaytest.NewServer(t, path, replay.Options{Speed: 0})
 	cs := kubernetes.NewForConfigOrDie(&rest.Config{Host: srv.URL})
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace("corpus-basic"))
 
@@ -37,7 +38,11 @@ func TestReplayExample(t *testing.T) {
 	factory.WaitForCacheSync(ctx.Done())
 
 	// The session holds a LIST of 5 ConfigMaps and a WATCH of 200 events.
+	deadline := time.Now().Add(time.Minute)
 	for seen.Load() < 205 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d notifications after a minute; want 205", seen.Load())
+		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	cm, err := factory.Core().V1().ConfigMaps().Lister().ConfigMaps("corpus-basic").List(labels.Everything())

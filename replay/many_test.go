@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/internal/wttest"
 )
 
 // watchBody returns the recorded body of watch exchange id: every event
@@ -123,9 +124,8 @@ func TestManyClients(t *testing.T) {
 	t.Logf("%d clients × %d bytes in %v", clients, len(body), time.Since(start))
 	// The readers are gone; only the stuck client's handler is left,
 	// blocked in a write. Close cuts it.
-	for srv.active.Load() > 1 {
-		time.Sleep(10 * time.Millisecond)
-	}
+	wttest.WaitFor(t, time.Minute, func() bool { return srv.active.Load() <= 1 },
+		"the readers' handlers to return (all but the stuck one)")
 	srv.Close()
 	if n := srv.active.Load(); n != 0 {
 		t.Fatalf("%d handlers still running after Close", n)
@@ -136,7 +136,7 @@ func TestManyClients(t *testing.T) {
 // has blocked for WriteTimeout.
 func TestWriteTimeout(t *testing.T) {
 	path := corpusSession(t, "basic-json")
-	srv := NewTestServer(t, path, Options{Speed: 0, Loop: true, WriteTimeout: 50 * time.Millisecond})
+	srv := newTestServer(t, path, Options{Speed: 0, Loop: true, WriteTimeout: 50 * time.Millisecond})
 	addr := srv.URL[len("http://"):]
 	stuck, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -145,10 +145,8 @@ func TestWriteTimeout(t *testing.T) {
 	defer stuck.Close()
 	stuck.(*net.TCPConn).SetReadBuffer(4096)
 	fmt.Fprintf(stuck, "GET /api/v1/namespaces/corpus-basic/configmaps?watch=true&resourceVersion=205 HTTP/1.1\r\nHost: %s\r\n\r\n", addr)
-	for srv.active.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
-	for srv.active.Load() > 0 {
-		time.Sleep(10 * time.Millisecond)
-	}
+	wttest.WaitFor(t, time.Minute, func() bool { return srv.active.Load() > 0 }, "the stuck client's request to arrive")
+	// The write to the stuck client blocks; WriteTimeout (50 ms) drops it.
+	wttest.WaitFor(t, time.Minute, func() bool { return srv.active.Load() == 0 },
+		"the stuck client to be dropped after the 50ms WriteTimeout")
 }

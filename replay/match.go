@@ -213,9 +213,7 @@ func newMatcher(idx *formats.Index) *matcher {
 			continue
 		}
 		x := &recorded{id: info.Request.Exchange, info: info, q: q, target: info.Request.Target}
-		if info.Response.Events != formats.EventsNone {
-			x.format = frame.Format(info.Response.Events)
-		}
+		x.format = info.Response.Events
 		for _, h := range info.Response.Header {
 			if strings.EqualFold(h.Name, "Content-Type") {
 				x.media = mediaType(h.Value)

@@ -199,7 +199,7 @@ func TestResume(t *testing.T) {
 	f := openSession(t, path)
 	id := exchangeByTarget(t, f, "GET", "watch=true")
 	evs := sessionEvents(t, f, id)
-	srv := NewTestServer(t, path, Options{})
+	srv := newTestServer(t, path, Options{})
 	const w = "/api/v1/namespaces/corpus-basic/configmaps?watch=true&resourceVersion="
 	k := 150
 	rv := evs[k].meta.ResourceVersion

@@ -80,7 +80,7 @@ func newProducer(f *formats.File, x *recorded, eventChunks bool) *producer {
 	// stored decoded, so a compressed event body cannot keep its chunks.
 	p.chunks = !eventChunks && x.info.Chunks > 0 &&
 		(r.Framing == formats.FramingChunked || r.Framing == formats.FramingH2) &&
-		(r.Events == formats.EventsNone || r.Encoding == "")
+		(r.Events == frame.Unknown || r.Encoding == "")
 	return p
 }
 

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // rawResponse is an HTTP/1.1 response read off a plain TCP connection, so
@@ -21,6 +22,10 @@ type rawResponse struct {
 	header  http.Header
 	chunked bool
 }
+
+// rawTimeout bounds a raw connection's life: a test whose server stops
+// sending fails with a timeout instead of hanging.
+const rawTimeout = 2 * time.Minute
 
 // rawGet sends GET target to the server at base URL u over a new
 // connection and reads the response head.
@@ -40,6 +45,7 @@ func rawGetErr(u, target string, hdr ...string) (*rawResponse, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.SetDeadline(time.Now().Add(rawTimeout))
 	var b strings.Builder
 	fmt.Fprintf(&b, "GET %s HTTP/1.1\r\nHost: %s\r\n", target, addr)
 	for i := 0; i+1 < len(hdr); i += 2 {

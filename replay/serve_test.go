@@ -19,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/frame"
 )
 
 func TestResponseHeader(t *testing.T) {
@@ -113,7 +114,7 @@ func TestOpaqueBodies(t *testing.T) {
 		synthExchange{target: "/api/v1/namespaces/c/configmaps", header: jsonHeader(formats.Header{Name: "Transfer-Encoding", Value: "chunked"}),
 			bodies: [][]byte{list[:7], list[7:30], list[30:]}, chunked: true},
 	)
-	srv := NewTestServer(t, path, Options{})
+	srv := newTestServer(t, path, Options{})
 	tests := []struct {
 		name, target, acceptEncoding string
 		wantBody                     []byte
@@ -211,7 +212,7 @@ func TestWatchChunks(t *testing.T) {
 			for _, ch := range sessionChunks(t, f, id) {
 				want = append(want, body[ch.Offset:ch.Offset+ch.Size])
 			}
-			srv := NewTestServer(t, path, Options{})
+			srv := newTestServer(t, path, Options{})
 			r := rawGet(t, srv.URL, c.target)
 			got, err := r.chunks()
 			if err != io.EOF {
@@ -265,7 +266,7 @@ func TestStreamEnds(t *testing.T) {
 	frames := [][]byte{ev(1), ev(2), ev(3)}
 	w := func(ns string, end formats.EndStatus, noEnd bool) synthExchange {
 		return synthExchange{target: "/api/v1/namespaces/" + ns + "/configmaps?watch=true&resourceVersion=100", header: jsonHeader(),
-			events: formats.EventsJSON, frames: frames, chunked: true, end: end, noEnd: noEnd, tail: []byte("\n")}
+			events: frame.JSON, frames: frames, chunked: true, end: end, noEnd: noEnd, tail: []byte("\n")}
 	}
 	path := writeSession(t, w("clean", formats.EndComplete, false), w("fin", formats.EndClosed, false),
 		w("rst", formats.EndReset, false), w("cut", 0, true))
@@ -302,7 +303,7 @@ func TestStreamEnds(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			arrival := time.Unix(1_800_000_000, 0)
 			clock := NewFakeClock(arrival)
-			srv := NewTestServer(t, path, Options{Speed: tt.speed, Clock: clock, Hold: tt.hold})
+			srv := newTestServer(t, path, Options{Speed: tt.speed, Clock: clock, Hold: tt.hold})
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			target := "/api/v1/namespaces/" + tt.ns + "/configmaps?watch=true&resourceVersion=100"
@@ -346,7 +347,7 @@ func TestStreamEnds(t *testing.T) {
 
 // TestNotFound: a request nothing matches gets a Kubernetes Status.
 func TestNotFound(t *testing.T) {
-	srv := NewTestServer(t, corpusSession(t, "basic-json"), Options{})
+	srv := newTestServer(t, corpusSession(t, "basic-json"), Options{})
 	resp, body := get(t, srv.Client(), srv.URL+"/api/v1/namespaces/corpus-basic/pods?watch=true")
 	want := `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the server could not find the requested resource (wtrace replay: no recorded exchange matches GET /api/v1/namespaces/corpus-basic/pods)","reason":"NotFound","code":404}`
 	if resp.StatusCode != 404 || string(body) != want || resp.Header.Get("Content-Type") != "application/json" {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/frame"
 )
 
 // t0 is the capture time synthetic sessions start at.
@@ -19,7 +20,7 @@ type synthExchange struct {
 	header         []formats.Header
 	framing        formats.BodyFraming
 	encoding       string
-	events         formats.EventFormat
+	events         frame.Format
 	bodies         [][]byte      // opaque body pieces, as stored (encoded)
 	frames         [][]byte      // event data; Pre is "\n" for all but the first
 	gap            time.Duration // between frames (and body pieces); default 100ms

@@ -71,6 +71,22 @@ func recordPcap(pcap, out string) error {
 	return err
 }
 
+// newTestServer is replaytest.NewServer for the tests of this package
+// (which replaytest imports).
+func newTestServer(t testing.TB, path string, opts Options) *Server {
+	t.Helper()
+	s, err := Open(path, opts)
+	if err != nil {
+		t.Fatalf("Open(%q): %v", path, err)
+	}
+	if err := s.Start(); err != nil {
+		s.Close()
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
 // openSession opens a session file for the duration of the test.
 func openSession(t testing.TB, path string) *formats.File {
 	t.Helper()
@@ -94,7 +110,7 @@ type recordedEvent struct {
 func sessionEvents(t testing.TB, f *formats.File, id int64) []recordedEvent {
 	t.Helper()
 	x := f.Index().Exchanges[id]
-	format := frame.Format(x.Response.Events)
+	format := x.Response.Events
 	sc := f.ExchangeRecords(id)
 	var evs []recordedEvent
 	for {

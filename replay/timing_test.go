@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/frame"
 )
 
 // sessionChunks returns the chunk records of exchange id.
@@ -62,7 +63,7 @@ func TestVirtualTime(t *testing.T) {
 			}
 			arrival := time.Unix(1_800_000_000, 0)
 			clock := NewFakeClock(arrival)
-			srv := NewTestServer(t, path, Options{Speed: c.speed, Clock: clock, EventChunks: c.eventChunks})
+			srv := newTestServer(t, path, Options{Speed: c.speed, Clock: clock, EventChunks: c.eventChunks})
 			// The writes the server must wait for, in order.
 			var waits []time.Time
 			add := func(at time.Time) {
@@ -134,11 +135,11 @@ func TestLoop(t *testing.T) {
 	e1 := []byte(`{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","resourceVersion":"101"}}}`)
 	e2 := []byte(`{"type":"DELETED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","resourceVersion":"102"}}}`)
 	path := writeSession(t, synthExchange{target: "/api/v1/namespaces/a/configmaps?watch=true&resourceVersion=100", header: jsonHeader(),
-		events: formats.EventsJSON, frames: [][]byte{e1, e2}, chunked: true, tail: []byte("\n")})
+		events: frame.JSON, frames: [][]byte{e1, e2}, chunked: true, tail: []byte("\n")})
 	// Recorded, from the response: e1 at 100 ms, e2 at 200 ms, end (tail) at 300 ms.
 	arrival := time.Unix(1_800_000_000, 0)
 	clock := NewFakeClock(arrival)
-	srv := NewTestServer(t, path, Options{Speed: 2, Clock: clock, Loop: true})
+	srv := newTestServer(t, path, Options{Speed: 2, Clock: clock, Loop: true})
 	r := rawGet(t, srv.URL, "/api/v1/namespaces/a/configmaps?watch=true&resourceVersion=100")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/frame"
 )
 
 // TestTLS: StartTLS serves HTTP/2 and HTTP/1.1 (ALPN) with its generated
@@ -22,7 +23,7 @@ func TestTLS(t *testing.T) {
 	}
 	w := func(ns string, end formats.EndStatus) synthExchange {
 		return synthExchange{target: "/api/v1/namespaces/" + ns + "/configmaps?watch=true&resourceVersion=100", header: jsonHeader(),
-			events: formats.EventsJSON, frames: [][]byte{ev(1), ev(2)}, chunked: true, end: end, tail: []byte("\n")}
+			events: frame.JSON, frames: [][]byte{ev(1), ev(2)}, chunked: true, end: end, tail: []byte("\n")}
 	}
 	path := writeSession(t, w("clean", formats.EndComplete), w("fin", formats.EndClosed), w("rst", formats.EndReset))
 	want := string(ev(1)) + "\n" + string(ev(2)) + "\n"

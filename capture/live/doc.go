@@ -10,10 +10,14 @@
 // CAP_NET_RAW: without it Open returns an error wrapping ErrPermission. On
 // other systems Open returns ErrUnsupported.
 //
-// Run drives a capture.Recorder from a Source (a Handle) on one goroutine:
-// it reads packets, hands them to the Recorder, and at least every flush
-// interval calls a flush function (a capture.FileSink's Flush), so a crash
-// loses at most about that much of the recording.
+// Record records a Handle into session files end to end (`wtrace record
+// --iface`): a capture.FileSink with the session's Meta and Summary, a
+// capture.Recorder, optionally a pcap file of the raw packets
+// (pcapfile.Writer), until its context is done or a limit is reached. Run
+// is its loop, for any Source: it reads packets, hands them to the
+// Recorder, and at least every flush interval calls a flush function (the
+// FileSink's Flush), so a crash loses at most about that much of the
+// recording.
 //
 // Memory: a Handle holds one packet buffer of the snap length (256 KiB by
 // default: with GRO, received packets can be far larger than the MTU) and

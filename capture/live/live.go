@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"path/filepath"
 	"time"
 
 	"github.com/wtrace/wtrace/capture"
 	"github.com/wtrace/wtrace/capture/pcapfile"
+	"github.com/wtrace/wtrace/formats"
 )
 
 // Defaults of Options.
@@ -77,7 +80,7 @@ type Stats struct {
 // Next returns ErrTimeout when no packet came for a while; the packet's
 // Data is valid until the next call.
 type Source interface {
-	Next() (pcapfile.Packet, error)
+	Next() (capture.Packet, error)
 }
 
 // RunOptions configure Run. The zero value flushes nothing and reports
@@ -85,14 +88,14 @@ type Source interface {
 type RunOptions struct {
 	// Flush is called at least every FlushInterval (between packets, or
 	// after a poll interval without any), from Run's goroutine: the
-	// FileSink's Flush, and the flush of a --pcap-out file.
+	// FileSink's Flush, and the flush of a pcap file of the packets.
 	Flush func() error
 	// FlushInterval is how often Flush and OnTick are called; 0 means
 	// capture.DefaultFlushInterval.
 	FlushInterval time.Duration
 	// Packet, if set, sees every packet before the Recorder (to keep the
 	// raw packets in a pcap file).
-	Packet func(pcapfile.Packet) error
+	Packet func(capture.Packet) error
 	// OnTick, if set, is called after each Flush with the Recorder's
 	// statistics, from Run's goroutine (for progress displays).
 	OnTick func(capture.Stats)
@@ -147,4 +150,136 @@ func tick(rec *capture.Recorder, opts RunOptions) error {
 		opts.OnTick(rec.Stats())
 	}
 	return nil
+}
+
+// RecordOptions configure Record. The zero value needs Output's Path (or
+// Out); it records every TCP connection that carries HTTP, redacting
+// Secret values, with no limits.
+type RecordOptions struct {
+	// Output is where the session goes: Path or Out, the Writer's options,
+	// MaxSize, MaxDuration, Rotate, OnRotate. Record sets its Meta, Totals
+	// and OnLimit: a limit reached without Rotate ends the recording.
+	Output capture.FileSinkOptions
+	// Recorder configures the Recorder: Port, buffering limits,
+	// KeepSecrets.
+	Recorder capture.Options
+	// Tool names the recorder in Meta ("wtrace v0.3.0").
+	Tool string
+	// PcapOut, if set, also receives every captured packet as a pcap file
+	// (pcapfile.Writer: nanosecond timestamps, the Handle's link type and
+	// snap length), flushed with the session if it has a Flush method
+	// (a *bufio.Writer).
+	// PcapOutName names it for Meta.CaptureFile ("" for a stream).
+	PcapOut     io.Writer
+	PcapOutName string
+	// FlushInterval is how often the session (and PcapOut) are flushed and
+	// OnTick is called; 0 means capture.DefaultFlushInterval.
+	FlushInterval time.Duration
+	// OnTick, if set, is called after each flush with the Recorder's
+	// statistics, from Record's goroutine (for progress displays).
+	OnTick func(capture.Stats)
+}
+
+// Record records a live capture from h into session files, end to end: it
+// creates the first file with its Meta (capture.NewMeta, source iface,
+// the interface and its filter), feeds every packet to a Recorder (Run),
+// flushes every FlushInterval, and when ctx is done, a limit is reached
+// (without Rotate) or capturing fails, closes the Recorder (what is still
+// open ends as cut by the capture) and the files, the last Summary noting
+// why: context.Cause(ctx), "max-size reached", "capture failed: …".
+// Errors of the session files are *capture.OutputError; a capture that
+// fails is an error too, after the session was closed.
+func Record(ctx context.Context, h *Handle, opts RecordOptions) (capture.Result, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	out := opts.Output
+	filter := h.Filter().String()
+	desc := "iface " + h.Interface()
+	if filter != "tcp" {
+		desc += " (" + filter + ")"
+	}
+	out.Meta = capture.NewMeta(opts.Tool, formats.SourceIface, desc, opts.Recorder.KeepSecrets)
+	out.Meta.Labels = map[string]string{"filter": filter}
+	if opts.PcapOut != nil && opts.PcapOutName != "" {
+		out.Meta.CaptureFile = filepath.Base(opts.PcapOutName)
+	}
+	// Owned by this goroutine, which alone feeds the Recorder and writes
+	// to the FileSink (and so calls Totals and OnLimit).
+	var packets, bytes int64
+	var rec *capture.Recorder
+	out.Totals = func() capture.Totals {
+		t := capture.Totals{Packets: packets, Bytes: bytes}
+		if rec != nil {
+			t.Last = rec.Stats().Last
+		}
+		return t
+	}
+	out.OnLimit = func(l capture.Limit) { cancel(fmt.Errorf("%v reached", l)) }
+	var pw *pcapfile.Writer
+	if opts.PcapOut != nil {
+		var err error
+		if pw, err = pcapfile.NewWriter(opts.PcapOut, h.LinkType(), h.SnapLen()); err != nil {
+			return capture.Result{}, fmt.Errorf("live: writing the packets: %w", err)
+		}
+	}
+	fs, err := capture.NewFileSink(out)
+	if err != nil {
+		return capture.Result{}, err
+	}
+	rec = capture.NewRecorder(fs, opts.Recorder)
+	flushPcap := func() error {
+		if f, ok := opts.PcapOut.(interface{ Flush() error }); ok {
+			if err := f.Flush(); err != nil {
+				return fmt.Errorf("live: writing the packets: %w", err)
+			}
+		}
+		return nil
+	}
+	runErr := Run(ctx, h, rec, RunOptions{
+		FlushInterval: opts.FlushInterval,
+		Flush: func() error {
+			if err := flushPcap(); err != nil {
+				return err
+			}
+			return fs.Flush()
+		},
+		Packet: func(p capture.Packet) error {
+			packets++
+			bytes += int64(len(p.Data))
+			if pw == nil {
+				return nil
+			}
+			if err := pw.WritePacket(pcapfile.Packet{Time: p.Time, Data: p.Data, Length: p.Length}); err != nil {
+				return fmt.Errorf("live: writing the packets: %w", err)
+			}
+			return nil
+		},
+		OnTick: opts.OnTick,
+	})
+	var outErr *capture.OutputError
+	switch {
+	case errors.As(runErr, &outErr):
+		cancel(fmt.Errorf("writing failed: %w", runErr))
+	case runErr != nil:
+		cancel(fmt.Errorf("capture failed: %w", runErr))
+	}
+	recErr := rec.Close()
+	res := capture.Result{Stats: rec.Stats(), Note: context.Cause(ctx).Error()}
+	if kst, err := h.Stats(); err == nil {
+		res.Dropped = kst.Dropped
+	}
+	closeErr := fs.Close(capture.Ending{Note: res.Note})
+	res.Files, res.Size = fs.Names(), fs.Size()
+	if err := flushPcap(); err != nil && runErr == nil {
+		runErr = err
+	}
+	switch {
+	case outErr != nil:
+		return res, outErr
+	case runErr != nil:
+		return res, fmt.Errorf("capturing on %s: %w", h.Interface(), runErr)
+	case recErr != nil:
+		return res, recErr
+	}
+	return res, closeErr
 }

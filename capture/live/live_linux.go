@@ -15,6 +15,7 @@ import (
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/wtrace/wtrace/capture"
 	"github.com/wtrace/wtrace/capture/pcapfile"
 )
 
@@ -32,6 +33,7 @@ const (
 type Handle struct {
 	fd       int
 	iface    string
+	filter   Filter
 	loopback bool
 	buf      []byte
 	oob      []byte
@@ -74,7 +76,7 @@ func Open(iface string, opts Options) (*Handle, error) {
 		}
 		return nil, fmt.Errorf("live: opening a packet socket: %w", err)
 	}
-	h := &Handle{fd: fd, iface: iface, loopback: loopback, poll: opts.PollInterval,
+	h := &Handle{fd: fd, iface: iface, filter: opts.Filter, loopback: loopback, poll: opts.PollInterval,
 		buf: make([]byte, opts.SnapLen), oob: make([]byte, 256)}
 	fail := func(what string, err error) (*Handle, error) {
 		unix.Close(fd)
@@ -119,6 +121,12 @@ func interfaceList() string {
 	return " (interfaces: " + strings.Join(names, ", ") + ")"
 }
 
+// Interface returns the name of the interface captured on.
+func (h *Handle) Interface() string { return h.iface }
+
+// Filter returns the filter the Handle was opened with.
+func (h *Handle) Filter() Filter { return h.filter }
+
 // LinkType returns the link type of the packets (Ethernet).
 func (h *Handle) LinkType() pcapfile.LinkType { return pcapfile.LinkEthernet }
 
@@ -129,18 +137,18 @@ func (h *Handle) SnapLen() int { return len(h.buf) }
 // Handle's buffer, valid until the next call. When no packet arrives
 // within the poll interval it returns ErrTimeout, so the caller can look
 // at its clock and its context.
-func (h *Handle) Next() (pcapfile.Packet, error) {
+func (h *Handle) Next() (capture.Packet, error) {
 	if h.fd < 0 {
-		return pcapfile.Packet{}, ErrClosed
+		return capture.Packet{}, ErrClosed
 	}
 	for {
 		pfd := []unix.PollFd{{Fd: int32(h.fd), Events: unix.POLLIN}}
 		n, err := unix.Poll(pfd, int(h.poll/time.Millisecond))
 		if err == unix.EINTR || err == nil && n == 0 {
-			return pcapfile.Packet{}, ErrTimeout
+			return capture.Packet{}, ErrTimeout
 		}
 		if err != nil {
-			return pcapfile.Packet{}, fmt.Errorf("live: poll on %s: %w", h.iface, err)
+			return capture.Packet{}, fmt.Errorf("live: poll on %s: %w", h.iface, err)
 		}
 		// MSG_TRUNC: n is the packet's length even when the buffer cut it.
 		n, oobn, _, from, err := unix.Recvmsg(h.fd, h.buf, h.oob, unix.MSG_TRUNC|unix.MSG_DONTWAIT)
@@ -148,12 +156,12 @@ func (h *Handle) Next() (pcapfile.Packet, error) {
 			continue
 		}
 		if err != nil {
-			return pcapfile.Packet{}, fmt.Errorf("live: reading from %s: %w", h.iface, err)
+			return capture.Packet{}, fmt.Errorf("live: reading from %s: %w", h.iface, err)
 		}
 		if sa, ok := from.(*unix.SockaddrLinklayer); ok && h.loopback && sa.Pkttype == unix.PACKET_OUTGOING {
 			continue // seen again as incoming
 		}
-		p := pcapfile.Packet{LinkType: pcapfile.LinkEthernet, Length: n}
+		p := capture.Packet{LinkType: uint16(pcapfile.LinkEthernet), Length: n}
 		caplen := min(n, len(h.buf))
 		h.control(h.oob[:oobn], &p)
 		if p.Time == 0 {
@@ -168,7 +176,7 @@ func (h *Handle) Next() (pcapfile.Packet, error) {
 // control reads the timestamp and original length from the control
 // messages of a received packet (socket(7) SO_TIMESTAMPNS, packet(7)
 // PACKET_AUXDATA), without allocating.
-func (h *Handle) control(oob []byte, p *pcapfile.Packet) {
+func (h *Handle) control(oob []byte, p *capture.Packet) {
 	hdrLen := unix.CmsgSpace(0)
 	for len(oob) >= hdrLen {
 		hdr := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))

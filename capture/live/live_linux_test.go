@@ -3,6 +3,7 @@
 package live_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -80,53 +82,42 @@ func TestLiveLoopback(t *testing.T) {
 	}
 	defer h.Close()
 
-	path := filepath.Join(t.TempDir(), "live.wt")
-	fs, err := capture.NewFileSink(capture.FileSinkOptions{Path: path, Meta: formats.Meta{Tool: "test", Source: "iface", Redaction: "default"}})
+	dir := t.TempDir()
+	path, pcapPath := filepath.Join(dir, "live.wt"), filepath.Join(dir, "live.pcap")
+	pf, err := os.Create(pcapPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := capture.NewRecorder(fs, capture.Options{Port: port})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	defer pf.Close()
+	pcapOut := bufio.NewWriter(pf)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	stopped := errors.New("test over")
 	var mu sync.Mutex
 	var ended bool
-	segs := map[string]int{}
-	var dec struct {
-		eth  layers.Ethernet
-		ip4  layers.IPv4
-		ip6  layers.IPv6
-		tcp  layers.TCP
-		load gopacket.Payload
+	type result struct {
+		res capture.Result
+		err error
 	}
-	parser := gopacket.NewDecodingLayerParser(layers.LayerTypeEthernet, &dec.eth, &dec.ip4, &dec.ip6, &dec.tcp, &dec.load)
-	parser.IgnoreUnsupported = true
-	decoded := []gopacket.LayerType{}
-	runErr := make(chan error, 1)
+	done := make(chan result, 1)
 	go func() {
-		runErr <- live.Run(ctx, h, rec, live.RunOptions{
+		res, err := live.Record(ctx, h, live.RecordOptions{
+			Output:        capture.FileSinkOptions{Path: path},
+			Recorder:      capture.Options{Port: port},
+			Tool:          "test",
+			PcapOut:       pcapOut,
+			PcapOutName:   pcapPath,
 			FlushInterval: 10 * time.Millisecond,
-			Flush:         fs.Flush,
-			Packet: func(p pcapfile.Packet) error {
-				if err := parser.DecodeLayers(p.Data, &decoded); err != nil {
-					return nil
-				}
-				if len(dec.tcp.Payload) > 0 || dec.tcp.FIN || dec.tcp.SYN {
-					k := fmt.Sprintf("%d>%d seq %d len %d", dec.tcp.SrcPort, dec.tcp.DstPort, dec.tcp.Seq, len(dec.tcp.Payload))
-					mu.Lock()
-					segs[k]++
-					mu.Unlock()
-				}
-				return nil
-			},
 			OnTick: func(st capture.Stats) {
 				mu.Lock()
-				done := ended
+				over := ended
 				mu.Unlock()
-				if done && st.Events >= int64(len(evs)) {
-					cancel()
+				if over && st.Events >= int64(len(evs)) {
+					cancel(stopped)
 				}
 			},
 		})
+		done <- result{res, err}
 	}()
 
 	req, _ := http.NewRequest("GET", srv.URL+"/api/v1/namespaces/demo/secrets?watch=true", nil)
@@ -148,21 +139,53 @@ func TestLiveLoopback(t *testing.T) {
 	mu.Lock()
 	ended = true
 	mu.Unlock()
+	var r result
 	select {
-	case err := <-runErr:
-		if err != nil {
-			t.Fatalf("Run() = %v", err)
-		}
+	case r = <-done:
 	case <-time.After(60 * time.Second):
-		cancel()
-		<-runErr
-		t.Fatalf("the capture did not see the %d events within a minute (stats %+v)", len(evs), rec.Stats())
+		cancel(errors.New("timeout"))
+		r = <-done
+		t.Fatalf("the capture did not see the %d events within a minute (stats %+v)", len(evs), r.res.Stats)
 	}
-	if err := rec.Close(); err != nil {
+	if r.err != nil || r.res.Note != stopped.Error() || r.res.Packets == 0 || len(r.res.Files) != 1 || r.res.Files[0] != path {
+		t.Fatalf("Record() = %+v, %v; want a session of the packets in %s, stopped by %q", r.res, r.err, path, stopped)
+	}
+
+	// The pcap file holds the packets the session was recorded from.
+	segs := map[string]int{}
+	var dec struct {
+		eth  layers.Ethernet
+		ip4  layers.IPv4
+		ip6  layers.IPv6
+		tcp  layers.TCP
+		load gopacket.Payload
+	}
+	parser := gopacket.NewDecodingLayerParser(layers.LayerTypeEthernet, &dec.eth, &dec.ip4, &dec.ip6, &dec.tcp, &dec.load)
+	parser.IgnoreUnsupported = true
+	decoded := []gopacket.LayerType{}
+	pr, err := pcapfile.NewReader(mustOpen(t, pcapPath), pcapfile.Options{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := fs.Close(""); err != nil {
-		t.Fatal(err)
+	var packets int64
+	for {
+		p, err := pr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", pcapPath, err)
+		}
+		packets++
+		if err := parser.DecodeLayers(p.Data, &decoded); err != nil {
+			continue
+		}
+		if len(dec.tcp.Payload) > 0 || dec.tcp.FIN || dec.tcp.SYN {
+			segs[fmt.Sprintf("%d>%d seq %d len %d", dec.tcp.SrcPort, dec.tcp.DstPort, dec.tcp.Seq, len(dec.tcp.Payload))]++
+		}
+	}
+	if packets != r.res.Packets {
+		t.Errorf("%s holds %d packets; the session was recorded from %d", pcapPath, packets, r.res.Packets)
 	}
 	st, err := h.Stats()
 	if err != nil || st.Packets == 0 {
@@ -187,18 +210,18 @@ func TestLiveLoopback(t *testing.T) {
 	}
 	defer f.Close()
 	var got []*formats.Frame
-	sc := f.Records()
-	for {
-		r, err := sc.Next()
-		if err == io.EOF {
-			break
-		}
+	for r, err := range f.Records().All() {
 		if err != nil {
 			t.Fatal(err)
 		}
 		if fr, ok := r.(*formats.Frame); ok {
 			got = append(got, fr)
 		}
+	}
+	m := f.Index().Meta
+	if m == nil || m.Source != formats.SourceIface || m.Labels["filter"] != h.Filter().String() || m.CaptureFile != "live.pcap" ||
+		f.Index().Summary == nil || f.Index().Summary.Note != stopped.Error() || f.Index().Summary.Packets != r.res.Packets {
+		t.Errorf("Meta %+v, Summary %+v", m, f.Index().Summary)
 	}
 	if len(got) != len(evs) {
 		t.Fatalf("%d events recorded; want %d", len(got), len(evs))
@@ -216,6 +239,16 @@ func TestLiveLoopback(t *testing.T) {
 		t.Errorf("exchanges = %+v", x)
 	}
 	wttest.CheckNoSecrets(t, path, liveToken, liveSecret, base64.StdEncoding.EncodeToString([]byte(liveSecret)))
+}
+
+func mustOpen(t *testing.T, path string) *os.File {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
 }
 
 func TestOpenErrors(t *testing.T) {

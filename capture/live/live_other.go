@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 
+	"github.com/wtrace/wtrace/capture"
 	"github.com/wtrace/wtrace/capture/pcapfile"
 )
 
@@ -18,6 +19,12 @@ func Open(iface string, opts Options) (*Handle, error) {
 	return nil, fmt.Errorf("%w (this is %s)", ErrUnsupported, runtime.GOOS)
 }
 
+// Interface returns "".
+func (h *Handle) Interface() string { return "" }
+
+// Filter returns the zero Filter.
+func (h *Handle) Filter() Filter { return Filter{} }
+
 // LinkType returns the link type of the packets.
 func (h *Handle) LinkType() pcapfile.LinkType { return pcapfile.LinkEthernet }
 
@@ -25,7 +32,7 @@ func (h *Handle) LinkType() pcapfile.LinkType { return pcapfile.LinkEthernet }
 func (h *Handle) SnapLen() int { return 0 }
 
 // Next returns ErrClosed.
-func (h *Handle) Next() (pcapfile.Packet, error) { return pcapfile.Packet{}, ErrClosed }
+func (h *Handle) Next() (capture.Packet, error) { return capture.Packet{}, ErrClosed }
 
 // Stats returns zero counts.
 func (h *Handle) Stats() (Stats, error) { return Stats{}, nil }

@@ -23,22 +23,22 @@ type pcapSource struct {
 	done    atomic.Bool
 }
 
-func (s *pcapSource) Next() (pcapfile.Packet, error) {
+func (s *pcapSource) Next() (capture.Packet, error) {
 	if s.timeout {
 		s.timeout = false
-		return pcapfile.Packet{}, ErrTimeout
+		return capture.Packet{}, ErrTimeout
 	}
 	p, err := s.r.Next()
 	if err == io.EOF {
 		s.done.Store(true)
 		if s.end != nil {
-			return p, s.end
+			return capture.Packet{}, s.end
 		}
 		time.Sleep(time.Millisecond)
-		return p, ErrTimeout
+		return capture.Packet{}, ErrTimeout
 	}
 	s.timeout = true
-	return p, err
+	return capture.Packet{Time: p.Time, LinkType: uint16(p.LinkType), Data: p.Data, Length: p.Length}, err
 }
 
 func openPcap(t *testing.T, path string) *pcapfile.Reader {
@@ -74,7 +74,7 @@ func TestRun(t *testing.T) {
 	err := Run(ctx, src, rec, RunOptions{
 		FlushInterval: time.Millisecond,
 		Flush:         func() error { flushes++; return nil },
-		Packet:        func(pcapfile.Packet) error { packets++; return nil },
+		Packet:        func(capture.Packet) error { packets++; return nil },
 		OnTick: func(st capture.Stats) {
 			ticks++
 			if src.done.Load() {
@@ -102,7 +102,7 @@ func TestRunErrors(t *testing.T) {
 		opts RunOptions
 	}{
 		{"source", &pcapSource{end: boom}, RunOptions{}},
-		{"packet", &pcapSource{}, RunOptions{Packet: func(pcapfile.Packet) error { return boom }}},
+		{"packet", &pcapSource{}, RunOptions{Packet: func(capture.Packet) error { return boom }}},
 		{"flush", &pcapSource{}, RunOptions{FlushInterval: time.Nanosecond, Flush: func() error { return boom }}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

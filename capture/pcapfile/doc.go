@@ -11,5 +11,8 @@
 // (pcapgo's pcapng reader sizes its packet buffer from the file's own
 // snap length and capture length.)
 //
-// A Reader is not safe for concurrent use.
+// Writer writes classic pcap files with nanosecond timestamps (the raw
+// packets of `wtrace record --iface --pcap-out`).
+//
+// A Reader or Writer is not safe for concurrent use.
 package pcapfile

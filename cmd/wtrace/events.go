@@ -2,19 +2,13 @@ package main
 
 import (
 	"bufio"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/wtrace/wtrace/formats"
-	"github.com/wtrace/wtrace/frame"
 )
 
 type eventsOptions struct {
@@ -67,56 +61,17 @@ matches any of its values.`,
 	return c
 }
 
-// eventLine is one line of `wtrace events`. Field names are a stable
-// interface (DESIGN.md): add fields, never rename them.
-type eventLine struct {
-	Conn            string          `json:"conn"`
-	Exchange        int64           `json:"exchange"`
-	Request         string          `json:"request,omitempty"`
-	Seq             int64           `json:"seq"`
-	Time            string          `json:"time"`
-	Type            string          `json:"type,omitempty"`
-	APIVersion      string          `json:"apiVersion,omitempty"`
-	Kind            string          `json:"kind,omitempty"`
-	Namespace       string          `json:"namespace,omitempty"`
-	Name            string          `json:"name,omitempty"`
-	ResourceVersion string          `json:"resourceVersion,omitempty"`
-	Code            int32           `json:"code,omitempty"`
-	Reason          string          `json:"reason,omitempty"`
-	Message         string          `json:"message,omitempty"`
-	Size            int             `json:"size"`
-	SHA256          string          `json:"sha256"`
-	Format          string          `json:"format"`
-	Redacted        int             `json:"redacted,omitempty"`
-	Event           json.RawMessage `json:"event,omitempty"`
-	EventBase64     string          `json:"event_base64,omitempty"`
-}
-
-func matchAny(filter []string, v string) bool {
-	if len(filter) == 0 {
-		return true
-	}
-	for _, f := range filter {
-		if strings.EqualFold(f, v) {
-			return true
-		}
-	}
-	return false
-}
-
 func runEvents(s streams, path string, o *eventsOptions) error {
 	f, err := openSession(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	idx := f.Index()
-	conns := connNames(idx)
+	filter := formats.EventFilter{Types: o.types, Kinds: o.kinds, Namespaces: o.namespaces, Names: o.names}
 	out := bufio.NewWriterSize(s.out, 64<<10)
-	enc := json.NewEncoder(out)
-	enc.SetEscapeHTML(false)
+	enc := formats.NewEventEncoder(out, o.data)
 	var damage []error
-	for r, err := range f.Records().All() {
+	for ev, err := range f.Events() {
 		var de *formats.DamageError
 		if errors.As(err, &de) {
 			damage = append(damage, err)
@@ -126,51 +81,10 @@ func runEvents(s streams, path string, o *eventsOptions) error {
 			out.Flush()
 			return err
 		}
-		fr, ok := r.(*formats.Frame)
-		if !ok {
+		if !filter.Match(ev.Meta) {
 			continue
 		}
-		x := exchangeInfo(idx, fr.Exchange)
-		format := frame.Unknown
-		if x != nil && x.Response != nil {
-			format = frame.Format(x.Response.Events)
-		}
-		m, _ := frame.Peek(format, fr.Data)
-		if !matchAny(o.types, m.Type) || !matchAny(o.kinds, m.Kind) || !matchAny(o.namespaces, m.Namespace) || !matchAny(o.names, m.Name) {
-			continue
-		}
-		sum := sha256.Sum256(fr.Data)
-		line := eventLine{
-			Exchange: fr.Exchange, Seq: fr.Seq,
-			Time:            time.Unix(0, fr.Time).UTC().Format(timeFormat),
-			Type:            m.Type,
-			APIVersion:      m.APIVersion,
-			Kind:            m.Kind,
-			Namespace:       m.Namespace,
-			Name:            m.Name,
-			ResourceVersion: m.ResourceVersion,
-			Code:            m.Code,
-			Reason:          m.Reason,
-			Message:         m.Message,
-			Size:            len(fr.Data),
-			SHA256:          hex.EncodeToString(sum[:]),
-			Format:          format.String(),
-			Redacted:        len(fr.Redacted),
-		}
-		if x != nil {
-			line.Conn = conns[x.Request.Conn]
-			if !x.Request.Missing {
-				line.Request = x.Request.Method + " " + x.Request.Target
-			}
-		}
-		if o.data {
-			if format == frame.JSON && json.Valid(fr.Data) {
-				line.Event = fr.Data
-			} else {
-				line.EventBase64 = base64.StdEncoding.EncodeToString(fr.Data)
-			}
-		}
-		if err := enc.Encode(&line); err != nil {
+		if err := enc.Encode(ev); err != nil {
 			return err
 		}
 	}
@@ -178,27 +92,6 @@ func runEvents(s streams, path string, o *eventsOptions) error {
 		return err
 	}
 	return reportDamage(s, path, f, damage)
-}
-
-// connNames maps connection IDs to "client->server".
-func connNames(idx *formats.Index) map[uint64]string {
-	m := make(map[uint64]string, len(idx.Conns))
-	for _, c := range idx.Conns {
-		m[c.Conn.ID] = c.Conn.Client + "->" + c.Conn.Server
-	}
-	return m
-}
-
-func exchangeInfo(idx *formats.Index, id int64) *formats.ExchangeInfo {
-	if id >= 0 && id < int64(len(idx.Exchanges)) && idx.Exchanges[id].Request.Exchange == id {
-		return &idx.Exchanges[id]
-	}
-	for i := range idx.Exchanges {
-		if idx.Exchanges[i].Request.Exchange == id {
-			return &idx.Exchanges[i]
-		}
-	}
-	return nil
 }
 
 // openSession opens a session file with a helpful error.
@@ -240,7 +133,3 @@ func reportDamage(s streams, path string, f *formats.File, damage []error) error
 	}
 	return nil
 }
-
-// timeFormat is RFC 3339 with all nine digits of nanoseconds, so times sort
-// as strings.
-const timeFormat = "2006-01-02T15:04:05.000000000Z07:00"

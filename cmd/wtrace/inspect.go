@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -112,7 +113,7 @@ func printInspect(w io.Writer, path string, f *formats.File, idx *formats.Index,
 	}
 	if sum := idx.Summary; sum != nil {
 		switch {
-		case m.Source == "proxy" || sum.Packets == 0:
+		case m.Source == formats.SourceProxy || sum.Packets == 0:
 			fmt.Fprintf(w, "  file          closed cleanly; %s recorded", humanBytes(sum.Bytes))
 		default:
 			fmt.Fprintf(w, "  file          closed cleanly; %d packets (%s) read", sum.Packets, humanBytes(sum.Bytes))
@@ -166,10 +167,10 @@ func printInspect(w io.Writer, path string, f *formats.File, idx *formats.Index,
 					state += " (" + t.Note + ")"
 				}
 			}
-			fmt.Fprintf(w, "  tls %s, %s, alpn %s, sni %s: %s\n", tlsVersion(t.Version), cipherName(t.Cipher), orDash(t.ALPN), orDash(t.SNI), state)
+			fmt.Fprintf(w, "  tls %s, %s, alpn %s, sni %s: %s\n", tls.VersionName(t.Version), tls.CipherSuiteName(t.Cipher), orDash(t.ALPN), orDash(t.SNI), state)
 		}
 		for _, id := range c.Exchanges {
-			x := exchangeInfo(idx, id)
+			x := f.Exchange(id)
 			if x == nil {
 				continue
 			}
@@ -237,7 +238,7 @@ func printExchange(w io.Writer, x *formats.ExchangeInfo) {
 	}
 	fmt.Fprintf(w, "  #%-4d %s\n", x.Request.Exchange, clipLine(req, 110))
 	fmt.Fprintf(w, "        → %s%s  %s  %s, %s", status, detail, fmtTime(start), fmtDur(start, endTime), humanBytes(x.BodyBytes))
-	if x.Frames > 0 || (x.Response != nil && x.Response.Events != formats.EventsNone) {
+	if x.Frames > 0 || (x.Response != nil && x.Response.Events != frame.Unknown) {
 		fmt.Fprintf(w, ", %d events%s", x.Frames, typeCounts(x.FrameTypes))
 	}
 	if x.Chunks > 0 {
@@ -261,7 +262,7 @@ func printWatch(w io.Writer, f *formats.File, x *formats.ExchangeInfo) {
 	format := frame.Unknown
 	var prev int64
 	if x.Response != nil {
-		format = frame.Format(x.Response.Events)
+		format = x.Response.Events
 		prev = x.Response.Time
 	}
 	var gap, gapEnd int64
@@ -340,42 +341,4 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-func tlsVersion(v uint16) string {
-	switch v {
-	case 0x0301:
-		return "TLS 1.0"
-	case 0x0302:
-		return "TLS 1.1"
-	case 0x0303:
-		return "TLS 1.2"
-	case 0x0304:
-		return "TLS 1.3"
-	}
-	return fmt.Sprintf("TLS 0x%04x", v)
-}
-
-func cipherName(c uint16) string {
-	switch c {
-	case 0x1301:
-		return "TLS_AES_128_GCM_SHA256"
-	case 0x1302:
-		return "TLS_AES_256_GCM_SHA384"
-	case 0x1303:
-		return "TLS_CHACHA20_POLY1305_SHA256"
-	case 0xc02b:
-		return "ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"
-	case 0xc02f:
-		return "ECDHE_RSA_WITH_AES_128_GCM_SHA256"
-	case 0xc02c:
-		return "ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"
-	case 0xc030:
-		return "ECDHE_RSA_WITH_AES_256_GCM_SHA384"
-	case 0xcca9:
-		return "ECDHE_ECDSA_WITH_CHACHA20_POLY1305"
-	case 0xcca8:
-		return "ECDHE_RSA_WITH_CHACHA20_POLY1305"
-	}
-	return fmt.Sprintf("cipher 0x%04x", c)
 }

@@ -1,14 +1,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"syscall"
 	"time"
 
@@ -17,7 +17,6 @@ import (
 	"github.com/wtrace/wtrace/capture"
 	"github.com/wtrace/wtrace/capture/pcapfile"
 	"github.com/wtrace/wtrace/capture/tlsdec"
-	"github.com/wtrace/wtrace/formats"
 )
 
 type recordOptions struct {
@@ -150,102 +149,136 @@ func runRecord(s streams, o *recordOptions) error {
 	if err != nil {
 		return err
 	}
-	pc, err := capture.NewPcap(in, keys)
+	warnKeepSecrets(s, o)
+	prog := newProgress(s.err)
+	ctx, release := stopOnSignal(s, prog.clear)
+	defer release()
+	res, err := capture.RecordPcap(ctx, in, capture.PcapOptions{
+		Options: capture.Options{Port: o.port, MaxBuffered: o.maxBuffered, KeepSecrets: o.keepSecrets, KeyLog: keys},
+		Output:  output(s, o),
+		Tool:    "wtrace " + toolVersion(),
+		Name:    name,
+		Progress: func(read int64, st capture.Stats) {
+			pct := ""
+			if size > 0 {
+				pct = fmt.Sprintf(" (%d%%)", read*100/size)
+			}
+			prog.show("%s read%s  %d packets  %d connections  %d exchanges  %d events",
+				humanBytes(read), pct, st.Packets, st.Conns, st.Exchanges, st.Events)
+		},
+	})
+	prog.clear()
+	if errors.Is(err, pcapfile.ErrNotCapture) {
+		return withHint(fmt.Errorf("%s is not a packet capture (pcap or pcapng)", name),
+			"capture with: tcpdump -i lo -w capture.pcap tcp port 8001")
+	}
 	if err != nil {
-		if errors.Is(err, pcapfile.ErrNotCapture) {
-			return withHint(fmt.Errorf("%s is not a packet capture (pcap or pcapng)", name),
-				"capture with: tcpdump -i lo -w capture.pcap tcp port 8001")
-		}
-		return fmt.Errorf("%s: %w", name, err)
+		return recordError(err, o, name)
 	}
-	defer pc.Close()
-
-	var out io.Writer
-	var file *os.File
-	if o.out == "-" {
-		out = s.out
-	} else {
-		file, err = os.Create(o.out)
-		if err != nil {
-			return withHint(err, "check that the directory of -o exists and is writable")
-		}
-		defer file.Close()
-		out = file
+	note := res.Note
+	if res.ReadErr != nil {
+		note = "" // said below
 	}
-	w, err := formats.NewWriter(out, formats.WriterOptions{})
-	if err != nil {
-		return err
-	}
-	host, _ := os.Hostname()
-	redaction := "default"
-	if o.keepSecrets {
-		redaction = "headers-only"
-		fmt.Fprintln(s.err, "Warning: --keep-secrets: Secret values are stored as captured; treat the session file as a secret.")
-	}
-	meta := &formats.Meta{
-		Tool:        "wtrace " + toolVersion(),
-		Recorded:    time.Now().UnixNano(),
-		Host:        host,
-		Source:      "pcap",
-		Description: "pcap " + filepath.Base(name),
-		CaptureFile: filepath.Base(name),
-		Redaction:   redaction,
-	}
-	if err := w.Write(meta); err != nil {
-		return err
-	}
-
-	// First Ctrl-C: stop reading and close cleanly. Second: abort.
-	var stop atomic.Bool
-	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sig)
-	go func() {
-		<-sig
-		stop.Store(true)
-		fmt.Fprintln(s.err, "\nStopping: finishing the session file (Ctrl-C again to abort)")
-		<-sig
-		fmt.Fprintln(s.err, "Aborted: the session file is readable up to its last complete block.")
-		os.Exit(1)
-	}()
-
-	hooks := capture.PcapHooks{Stop: stop.Load}
-	prog := newProgress(s.err, size)
-	if prog != nil {
-		hooks.Progress = prog.update
-	}
-	res, err := pc.Record(w, capture.Options{Port: o.port, MaxBuffered: o.maxBuffered, KeepSecrets: o.keepSecrets, KeyLog: keys}, hooks)
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", o.out, err)
-	}
-	st, readErr := res.Stats, res.ReadErr
-	if prog != nil {
-		prog.done()
-	}
-	if err := w.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", o.out, err)
-	}
-	if file != nil {
-		if err := file.Sync(); err != nil {
-			return fmt.Errorf("writing %s: %w", o.out, err)
-		}
-		if err := file.Close(); err != nil {
-			return fmt.Errorf("writing %s: %w", o.out, err)
-		}
-	}
-	printRecordSummary(s.err, name, o.out, st, w.Size())
-	if st.TLSUndecrypted > 0 {
+	printRecordSummary(s.err, name, "over "+time.Duration(res.Last-res.First).Round(time.Millisecond).String(),
+		fmt.Sprintf("%d packets (%s)", res.Packets, humanBytes(res.Bytes)), res, note)
+	if res.TLSUndecrypted > 0 {
 		hint := "pass the client's key log with --keylog (SSLKEYLOGFILE)"
 		if o.keylog != "" {
 			hint = "check that " + o.keylog + " was written by the clients of this capture, and that the capture holds their handshakes"
 		}
 		fmt.Fprintf(s.err, "Warning: %d of %d TLS connections could not be decrypted; 'wtrace inspect' lists them.\n  Try: %s\n",
-			st.TLSUndecrypted, st.TLSConns, hint)
+			res.TLSUndecrypted, res.TLSConns, hint)
 	}
-	if readErr != nil {
-		fmt.Fprintf(s.err, "Warning: %s: %v\n  Everything before that point was recorded; the rest of the file was not read.\n", name, readErr)
+	if res.ReadErr != nil {
+		fmt.Fprintf(s.err, "Warning: %s: %v\n  Everything before that point was recorded; the rest of the file was not read.\n", name, res.ReadErr)
 	}
 	return nil
+}
+
+// output is where -o sends the session: a file, or stdout for "-".
+func output(s streams, o *recordOptions) capture.FileSinkOptions {
+	if o.out == "-" {
+		return capture.FileSinkOptions{Out: s.out}
+	}
+	return capture.FileSinkOptions{Path: o.out}
+}
+
+// recordError explains an error of a recording: one of the session file
+// (-o), or of the source, named src.
+func recordError(err error, o *recordOptions, src string) error {
+	var oe *capture.OutputError
+	switch {
+	case errors.As(err, &oe) && !oe.Created:
+		return withHint(oe.Err, "check that the directory of -o exists and is writable")
+	case errors.As(err, &oe):
+		return fmt.Errorf("writing %s: %w", o.out, oe.Err)
+	}
+	return fmt.Errorf("%s: %w", src, err)
+}
+
+// warnKeepSecrets says what --keep-secrets means for the file.
+func warnKeepSecrets(s streams, o *recordOptions) {
+	if o.keepSecrets {
+		fmt.Fprintln(s.err, "Warning: --keep-secrets: Secret values are stored as captured; treat the session file as a secret.")
+	}
+}
+
+// errStopped is why a recording stops at the first Ctrl-C (or SIGTERM).
+var errStopped = errors.New("stopped by the user")
+
+// stopOnSignal returns a context that the first SIGINT or SIGTERM cancels
+// (its cause errStopped), after clear() and a line on stderr: the recording
+// then finishes its session file cleanly. A second signal aborts at once
+// (exit status 1): the file stays readable up to its last complete block.
+// release stops listening if no signal came.
+func stopOnSignal(s streams, clear func()) (ctx context.Context, release func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-sig:
+		case <-done:
+			signal.Stop(sig)
+			return
+		}
+		clear()
+		fmt.Fprintln(s.err, "Stopping: finishing the session file (Ctrl-C again to abort)")
+		cancel(errStopped)
+		<-sig
+		fmt.Fprintln(s.err, "Aborted: the session file is readable up to its last complete block.")
+		os.Exit(1)
+	}()
+	var once sync.Once
+	return ctx, func() { once.Do(func() { close(done) }) }
+}
+
+// printRecordSummary prints the paragraph that ends every recording:
+// "Recorded WHAT SPAN: AMOUNT; counts[; anomalies, losses][; note]. files".
+func printRecordSummary(w io.Writer, what, span, amount string, res capture.Result, note string) {
+	fmt.Fprintf(w, "Recorded %s %s: %s; %d connections, %d exchanges, %d watch events",
+		what, span, amount, res.Conns, res.Exchanges, res.Events)
+	if res.Anomalies > 0 {
+		fmt.Fprintf(w, ", %d anomalies (see 'wtrace inspect')", res.Anomalies)
+	}
+	if res.LostBytes > 0 {
+		fmt.Fprintf(w, "; %s of TCP payload were not captured", humanBytes(res.LostBytes))
+	}
+	if res.Skipped > 0 || res.DecodeErrors > 0 {
+		fmt.Fprintf(w, "; %d packets were not TCP and %d could not be decoded", res.Skipped, res.DecodeErrors)
+	}
+	if note != "" {
+		fmt.Fprintf(w, "; %s", note)
+	}
+	switch names := res.Files; {
+	case len(names) == 1:
+		fmt.Fprintf(w, ". Session file: %s (%s).\n", names[0], humanBytes(res.Size))
+	case len(names) > 1:
+		fmt.Fprintf(w, ". Session files: %s … %s (%d files, %s in all).\n", names[0], names[len(names)-1], len(names), humanBytes(res.Size))
+	default:
+		fmt.Fprintln(w, ".")
+	}
 }
 
 // loadKeyLog reads an NSS key log; an empty path gives an empty key log
@@ -270,22 +303,6 @@ func loadKeyLog(path string) (*tlsdec.KeyLog, error) {
 	return keys, nil
 }
 
-func printRecordSummary(w io.Writer, in, out string, st capture.Stats, size int64) {
-	dur := time.Duration(st.Last - st.First)
-	fmt.Fprintf(w, "Recorded %s → %s: %d packets (%s) over %s; %d connections, %d exchanges, %d watch events",
-		in, out, st.Packets, humanBytes(st.Bytes), dur.Round(time.Millisecond), st.Conns, st.Exchanges, st.Events)
-	if st.Anomalies > 0 {
-		fmt.Fprintf(w, ", %d anomalies (see 'wtrace inspect')", st.Anomalies)
-	}
-	if st.LostBytes > 0 {
-		fmt.Fprintf(w, "; %s of TCP payload were not captured", humanBytes(st.LostBytes))
-	}
-	if st.Skipped > 0 || st.DecodeErrors > 0 {
-		fmt.Fprintf(w, "; %d packets were not TCP and %d could not be decoded", st.Skipped, st.DecodeErrors)
-	}
-	fmt.Fprintf(w, ". Session file: %s.\n", humanBytes(size))
-}
-
 func humanBytes(n int64) string {
 	switch {
 	case n >= 1<<30:
@@ -298,38 +315,46 @@ func humanBytes(n int64) string {
 	return fmt.Sprintf("%d B", n)
 }
 
-// progress shows a one-line status on a terminal.
+// progress is the one-line status a recording shows on stderr when it is
+// a terminal (and nowhere otherwise: a nil *progress does nothing). Safe
+// for concurrent use.
 type progress struct {
 	w     io.Writer
-	total int64
+	mu    sync.Mutex
 	last  time.Time
 	shown bool
 }
 
-func newProgress(w io.Writer, total int64) *progress {
+func newProgress(w io.Writer) *progress {
 	if !isTerminal(w) {
 		return nil
 	}
-	return &progress{w: w, total: total}
+	return &progress{w: w}
 }
 
-func (p *progress) update(read int64, st capture.Stats) {
-	now := time.Now()
-	if now.Sub(p.last) < 200*time.Millisecond {
+// show replaces the status line, at most five times a second.
+func (p *progress) show(format string, a ...any) {
+	if p == nil {
 		return
 	}
-	p.last = now
-	pct := ""
-	if p.total > 0 {
-		pct = fmt.Sprintf(" (%d%%)", read*100/p.total)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if now := time.Now(); now.Sub(p.last) >= 200*time.Millisecond {
+		p.last = now
+		fmt.Fprintf(p.w, "\r\033[K"+format, a...)
+		p.shown = true
 	}
-	fmt.Fprintf(p.w, "\r\033[K%s read%s  %d packets  %d connections  %d exchanges  %d events",
-		humanBytes(read), pct, st.Packets, st.Conns, st.Exchanges, st.Events)
-	p.shown = true
 }
 
-func (p *progress) done() {
+// clear removes the status line, so that other lines can be printed.
+func (p *progress) clear() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.shown {
 		fmt.Fprint(p.w, "\r\033[K")
+		p.shown = false
 	}
 }

@@ -2,40 +2,27 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"math"
 	"net"
 	"net/netip"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
-	"github.com/google/gopacket"
-	"github.com/google/gopacket/layers"
-	"github.com/google/gopacket/pcapgo"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
 
 	"github.com/wtrace/wtrace/capture"
 	"github.com/wtrace/wtrace/capture/live"
-	"github.com/wtrace/wtrace/capture/pcapfile"
-	"github.com/wtrace/wtrace/formats"
-	"github.com/wtrace/wtrace/internal/proxy"
+	"github.com/wtrace/wtrace/capture/proxy"
 )
-
-// shutdownGrace is how long the first Ctrl-C lets proxied requests finish
-// before open connections (watches) are cut.
-const shutdownGrace = 2 * time.Second
 
 // validate checks the flag combination: exactly one source, and only the
 // flags that source takes.
@@ -132,153 +119,6 @@ func parseSize(s string) (int64, error) {
 	return int64(n), nil
 }
 
-// liveRun is what the two live sources share: the output files, signals,
-// limits, progress and the summary.
-type liveRun struct {
-	s      streams
-	o      *recordOptions
-	fs     *capture.FileSink
-	ctx    context.Context
-	cancel context.CancelFunc
-	start  time.Time
-
-	mu     sync.Mutex
-	reason string // why the recording stopped
-	prog   *liveProgress
-}
-
-// newLiveRun creates the output and starts listening for signals. meta
-// describes the session; counters feed each file's Summary.
-func newLiveRun(s streams, o *recordOptions, meta formats.Meta, counters func() (int64, int64)) (*liveRun, error) {
-	r := &liveRun{s: s, o: o, start: time.Now()}
-	r.ctx, r.cancel = context.WithCancel(context.Background())
-	host, _ := os.Hostname()
-	meta.Tool = "wtrace " + toolVersion()
-	meta.Recorded = r.start.UnixNano()
-	meta.Host = host
-	meta.Redaction = "default"
-	if o.keepSecrets {
-		meta.Redaction = "headers-only"
-		fmt.Fprintln(s.err, "Warning: --keep-secrets: Secret values are stored as captured; treat the session file as a secret.")
-	}
-	var maxSize int64
-	if o.maxSize != "" {
-		maxSize, _ = parseSize(o.maxSize)
-	}
-	opts := capture.FileSinkOptions{
-		Path: o.out, Meta: meta, MaxSize: maxSize, MaxDuration: o.maxDuration, Rotate: o.rotate, Counters: counters,
-		OnLimit: func(reason string) {
-			r.stop(reason + " reached")
-		},
-		OnRotate: func(finished, next string) {
-			r.prog.clear()
-			fmt.Fprintf(s.err, "Finished %s; recording into %s\n", finished, next)
-		},
-	}
-	if o.out == "-" {
-		opts.Path, opts.Out = "", s.out
-	}
-	sink, err := capture.NewFileSink(opts)
-	if err != nil {
-		return nil, withHint(err, "check that the directory of -o exists and is writable")
-	}
-	r.fs = sink
-	r.prog = newLiveProgress(s.err, r.start, sink)
-	// First Ctrl-C (or SIGTERM): finish cleanly. Second: abort.
-	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		select {
-		case <-sig:
-		case <-r.ctx.Done():
-			signal.Stop(sig)
-			return
-		}
-		r.prog.clear()
-		fmt.Fprintln(s.err, "Stopping: finishing the session file (Ctrl-C again to abort)")
-		r.stop("stopped by the user")
-		<-sig
-		fmt.Fprintln(s.err, "Aborted: the session file is readable up to its last complete block.")
-		os.Exit(1)
-	}()
-	return r, nil
-}
-
-// stop ends the recording (the first reason wins).
-func (r *liveRun) stop(reason string) {
-	r.mu.Lock()
-	if r.reason == "" {
-		r.reason = reason
-	}
-	r.mu.Unlock()
-	r.cancel()
-}
-
-func (r *liveRun) why() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.reason
-}
-
-// finish closes the output with the stop reason as the Summary's note.
-func (r *liveRun) finish() error {
-	r.prog.clear()
-	note := r.why()
-	if err := r.fs.Close(note); err != nil {
-		return fmt.Errorf("writing %s: %w", r.o.out, err)
-	}
-	return nil
-}
-
-// outputs describes the files written, for the summary paragraph.
-func (r *liveRun) outputs() string {
-	names := r.fs.Names()
-	size := humanBytes(r.fs.Size())
-	if len(names) == 1 {
-		return fmt.Sprintf("Session file: %s (%s).", names[0], size)
-	}
-	return fmt.Sprintf("Session files: %s … %s (%d files, %s in all).", names[0], names[len(names)-1], len(names), size)
-}
-
-// liveProgress shows a one-line status on a terminal.
-type liveProgress struct {
-	w     io.Writer
-	start time.Time
-	fs    *capture.FileSink
-	mu    sync.Mutex
-	shown bool
-}
-
-func newLiveProgress(w io.Writer, start time.Time, fs *capture.FileSink) *liveProgress {
-	if !isTerminal(w) {
-		return nil
-	}
-	return &liveProgress{w: w, start: start, fs: fs}
-}
-
-func (p *liveProgress) update(st capture.Stats, what string) {
-	if p == nil {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	fmt.Fprintf(p.w, "\r\033[K%s  %s  %d connections  %d exchanges  %d events  %s written",
-		time.Since(p.start).Round(time.Second), what, st.Conns, st.Exchanges, st.Events, humanBytes(p.fs.Size()))
-	p.shown = true
-}
-
-func (p *liveProgress) clear() {
-	if p == nil {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.shown {
-		fmt.Fprint(p.w, "\r\033[K")
-		p.shown = false
-	}
-}
-
 // resolveHosts turns --host values (addresses or names) into addresses.
 func resolveHosts(hosts []string) ([]netip.Addr, error) {
 	var out []netip.Addr
@@ -329,104 +169,91 @@ func runRecordIface(s streams, o *recordOptions) error {
 		return liveError(err, o.iface)
 	}
 	defer h.Close()
-
-	var pcapW *pcapgo.Writer
-	var pcapBuf *bufio.Writer
+	out, err := liveOutput(s, o)
+	if err != nil {
+		return err
+	}
+	var pcapOut *bufio.Writer
 	var pcapFile *os.File
 	if o.pcapOut != "" {
-		if o.pcapOut == "-" {
-			pcapBuf = bufio.NewWriterSize(s.out, 1<<20)
-		} else {
+		w := s.out
+		if o.pcapOut != "-" {
 			if pcapFile, err = os.Create(o.pcapOut); err != nil {
 				return withHint(err, "check that the directory of --pcap-out exists and is writable")
 			}
 			defer pcapFile.Close()
-			pcapBuf = bufio.NewWriterSize(pcapFile, 1<<20)
+			w = pcapFile
 		}
-		pcapW = pcapgo.NewWriterNanos(pcapBuf)
-		if err := pcapW.WriteFileHeader(uint32(h.SnapLen()), layers.LinkTypeEthernet); err != nil {
-			return fmt.Errorf("writing %s: %w", o.pcapOut, err)
-		}
+		pcapOut = bufio.NewWriterSize(w, 1<<20)
 	}
-
-	var packets, bytesRead int64 // owned by the recording goroutine (this one)
-	desc := "iface " + o.iface
-	if f := filter.String(); f != "tcp" {
-		desc += " (" + f + ")"
-	}
-	meta := formats.Meta{Source: "iface", Description: desc, Labels: map[string]string{"filter": filter.String()}}
-	if o.pcapOut != "" && o.pcapOut != "-" {
-		meta.CaptureFile = filepath.Base(o.pcapOut)
-	}
-	r, err := newLiveRun(s, o, meta, func() (int64, int64) { return packets, bytesRead })
-	if err != nil {
-		return err
-	}
-	rec := capture.NewRecorder(r.fs, capture.Options{Port: o.port, MaxBuffered: o.maxBuffered, KeepSecrets: o.keepSecrets})
+	warnKeepSecrets(s, o)
+	prog := newProgress(s.err)
+	ctx, release := stopOnSignal(s, prog.clear)
+	defer release()
 	fmt.Fprintf(s.err, "Capturing on %s (%s); Ctrl-C to finish.\n", o.iface, filter)
-	runErr := live.Run(r.ctx, h, rec, live.RunOptions{
-		Flush: func() error {
-			if pcapBuf != nil {
-				if err := pcapBuf.Flush(); err != nil {
-					return fmt.Errorf("writing %s: %w", o.pcapOut, err)
-				}
-			}
-			return r.fs.Flush()
+	start := time.Now()
+	opts := live.RecordOptions{
+		Output:   out,
+		Recorder: capture.Options{Port: o.port, MaxBuffered: o.maxBuffered, KeepSecrets: o.keepSecrets},
+		Tool:     "wtrace " + toolVersion(),
+		OnTick: func(st capture.Stats) {
+			prog.show("%s  %d packets%s", time.Since(start).Round(time.Second), st.Packets, counts(st))
 		},
-		Packet: func(p pcapfile.Packet) error {
-			packets++
-			bytesRead += int64(len(p.Data))
-			if pcapW == nil {
-				return nil
-			}
-			ci := gopacket.CaptureInfo{Timestamp: time.Unix(0, p.Time), CaptureLength: len(p.Data), Length: p.Length}
-			if err := pcapW.WritePacket(ci, p.Data); err != nil {
-				return fmt.Errorf("writing %s: %w", o.pcapOut, err)
-			}
-			return nil
-		},
-		OnTick: func(st capture.Stats) { r.prog.update(st, fmt.Sprintf("%d packets", st.Packets)) },
-	})
-	r.cancel()
-	closeErr := rec.Close()
-	st := rec.Stats()
-	kst, _ := h.Stats()
-	if runErr != nil {
-		r.stop("capture failed: " + runErr.Error())
 	}
-	if err := r.finish(); err != nil {
-		return err
-	}
-	if pcapBuf != nil {
-		if err := pcapBuf.Flush(); err != nil {
-			return fmt.Errorf("writing %s: %w", o.pcapOut, err)
-		}
-		if pcapFile != nil {
-			if err := pcapFile.Close(); err != nil {
-				return fmt.Errorf("writing %s: %w", o.pcapOut, err)
-			}
+	opts.Output.OnRotate = rotated(s, prog)
+	if pcapOut != nil {
+		opts.PcapOut = pcapOut
+		if o.pcapOut != "-" {
+			opts.PcapOutName = o.pcapOut
 		}
 	}
-	if runErr != nil {
-		return fmt.Errorf("capturing on %s: %w", o.iface, runErr)
+	res, err := live.Record(ctx, h, opts)
+	prog.clear()
+	if pcapFile != nil {
+		if cerr := pcapFile.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("writing %s: %w", o.pcapOut, cerr)
+		}
 	}
-	if closeErr != nil {
-		return fmt.Errorf("writing %s: %w", o.out, closeErr)
+	if err != nil {
+		return recordError(err, o, "--iface "+o.iface)
 	}
-	fmt.Fprintf(s.err, "Recorded %s (%s) for %s: %d packets (%s); %d connections, %d exchanges, %d watch events",
-		o.iface, filter, time.Since(r.start).Round(time.Millisecond), st.Packets, humanBytes(st.Bytes), st.Conns, st.Exchanges, st.Events)
-	if st.Anomalies > 0 {
-		fmt.Fprintf(s.err, ", %d anomalies (see 'wtrace inspect')", st.Anomalies)
+	printRecordSummary(s.err, fmt.Sprintf("%s (%s)", o.iface, filter), "for "+time.Since(start).Round(time.Millisecond).String(),
+		fmt.Sprintf("%d packets (%s)", res.Packets, humanBytes(res.Bytes)), res, res.Note)
+	if res.Dropped > 0 {
+		fmt.Fprintf(s.err, "Warning: the kernel dropped %d packets that wtrace did not read in time; the session has gaps where they were.\n  Try: narrow the capture with --port and --host\n", res.Dropped)
 	}
-	fmt.Fprintf(s.err, "; %s. %s\n", r.why(), r.outputs())
-	if kst.Dropped > 0 {
-		fmt.Fprintf(s.err, "Warning: the kernel dropped %d packets that wtrace did not read in time; the session has gaps where they were.\n  Try: narrow the capture with --port and --host\n", kst.Dropped)
-	}
-	if st.TLSUndecrypted > 0 {
+	if res.TLSUndecrypted > 0 {
 		fmt.Fprintf(s.err, "Warning: %d TLS connections could not be decrypted; 'wtrace inspect' lists them.\n  Try: record with --proxy, or capture with tcpdump while the clients write SSLKEYLOGFILE and use --pcap --keylog\n",
-			st.TLSUndecrypted)
+			res.TLSUndecrypted)
 	}
 	return nil
+}
+
+// liveOutput is where -o sends a live recording, with its limits.
+func liveOutput(s streams, o *recordOptions) (capture.FileSinkOptions, error) {
+	out := output(s, o)
+	if o.maxSize != "" {
+		n, err := parseSize(o.maxSize)
+		if err != nil {
+			return out, &usageError{fmt.Errorf("--max-size: %w", err)}
+		}
+		out.MaxSize = n
+	}
+	out.MaxDuration, out.Rotate = o.maxDuration, o.rotate
+	return out, nil
+}
+
+// rotated reports each new part of a rotated recording.
+func rotated(s streams, prog *progress) func(finished, next string) {
+	return func(finished, next string) {
+		prog.clear()
+		fmt.Fprintf(s.err, "Finished %s; recording into %s\n", finished, next)
+	}
+}
+
+// counts is the progress line's tail: what the recording holds so far.
+func counts(st capture.Stats) string {
+	return fmt.Sprintf("  %d connections  %d exchanges  %d events", st.Conns, st.Exchanges, st.Events)
 }
 
 // kubeconfigError explains why the kubeconfig could not be used.
@@ -469,6 +296,10 @@ func runRecordProxy(s streams, o *recordOptions) error {
 	if _, err := rest.TransportFor(cl.Config); err != nil {
 		return kubeconfigError(fmt.Errorf("kubeconfig context %s: %w", cl.Context, err), o)
 	}
+	out, err := liveOutput(s, o)
+	if err != nil {
+		return err
+	}
 	listen := o.listen
 	if listen == "" {
 		listen = proxy.DefaultListen
@@ -477,75 +308,48 @@ func runRecordProxy(s streams, o *recordOptions) error {
 	if err != nil {
 		return listenError(err, listen)
 	}
-	var tee *capture.Tee
-	meta := formats.Meta{Source: "proxy", Description: fmt.Sprintf("proxy %s → %s (context %s)", ln.Addr(), cl.Server, cl.Context),
-		Labels: map[string]string{"context": cl.Context, "server": cl.Server}}
-	r, err := newLiveRun(s, o, meta, func() (int64, int64) {
-		if tee == nil { // the first file is opened before the tee exists
-			return 0, 0
-		}
-		return 0, tee.Stats().Bytes
-	})
-	if err != nil {
-		ln.Close()
-		return err
+	warnKeepSecrets(s, o)
+	prog := newProgress(s.err)
+	ctx, release := stopOnSignal(s, prog.clear)
+	defer release()
+	start := time.Now()
+	var url, certPath string
+	opts := proxy.RecordOptions{
+		Proxy:  proxy.Options{TLS: o.tls, Logger: slog.New(slog.NewTextHandler(s.err, &slog.HandlerOptions{Level: slog.LevelWarn}))},
+		Output: out,
+		Tee: capture.TeeOptions{KeepSecrets: o.keepSecrets, OnTick: func(st capture.Stats) {
+			prog.show("%s  %s proxied%s", time.Since(start).Round(time.Second), humanBytes(st.Bytes), counts(st))
+		}},
+		Tool: "wtrace " + toolVersion(),
+		OnStart: func(p *proxy.Proxy, _ *capture.Tee) {
+			url = p.URL
+			fmt.Fprintf(s.err, "Proxying %s → %s (context %s), recording to %s; Ctrl-C to finish.\n", p.URL, cl.Server, cl.Context, o.out)
+			pemBytes := p.CertPEM()
+			if pemBytes == nil {
+				fmt.Fprintf(s.err, "  kubectl --server %s get pods -A -w\n", p.URL)
+				return
+			}
+			path := filepath.Join(os.TempDir(), fmt.Sprintf("wtrace-proxy-%d.crt", os.Getpid()))
+			if err := os.WriteFile(path, pemBytes, 0o644); err == nil {
+				certPath = path
+				fmt.Fprintf(s.err, "  The proxy's certificate is in %s:\n  kubectl --server %s --certificate-authority %s get pods -A -w\n", path, p.URL, path)
+			}
+		},
 	}
-	tee = capture.NewTee(r.fs, capture.TeeOptions{
-		KeepSecrets: o.keepSecrets,
-		OnTick:      func(st capture.Stats) { r.prog.update(st, humanBytes(st.Bytes)+" proxied") },
-	})
-	logger := slog.New(slog.NewTextHandler(s.err, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	p, err := proxy.New(cl.Config, proxy.Options{Listen: listen, TLS: o.tls, Tee: tee, Logger: logger})
-	if err == nil {
-		err = p.Serve(ln)
+	opts.Output.OnRotate = rotated(s, prog)
+	res, err := proxy.Record(ctx, cl, ln, opts)
+	prog.clear()
+	if certPath != "" {
+		os.Remove(certPath)
 	}
-	if err != nil {
-		ln.Close()
-		tee.Close()
-		r.stop("proxy failed")
-		r.finish()
+	var oe *capture.OutputError
+	switch {
+	case errors.As(err, &oe):
+		return recordError(err, o, "--proxy")
+	case err != nil:
 		return withHint(err, "check the kubeconfig with: kubectl config view --minify")
 	}
-	fmt.Fprintf(s.err, "Proxying %s → %s (context %s), recording to %s; Ctrl-C to finish.\n", p.URL, cl.Server, cl.Context, o.out)
-	if pemBytes := p.CertPEM(); pemBytes != nil {
-		certPath := filepath.Join(os.TempDir(), fmt.Sprintf("wtrace-proxy-%d.crt", os.Getpid()))
-		if err := os.WriteFile(certPath, pemBytes, 0o644); err == nil {
-			fmt.Fprintf(s.err, "  The proxy's certificate is in %s:\n  kubectl --server %s --certificate-authority %s get pods -A -w\n", certPath, p.URL, certPath)
-			defer os.Remove(certPath)
-		}
-	} else {
-		fmt.Fprintf(s.err, "  kubectl --server %s get pods -A -w\n", p.URL)
-	}
-	// Stop on Ctrl-C or a limit; a broken output stops too.
-	check := time.NewTicker(time.Second)
-	defer check.Stop()
-wait:
-	for {
-		select {
-		case <-r.ctx.Done():
-			break wait
-		case <-check.C:
-			if err := tee.Err(); err != nil {
-				r.stop("writing failed: " + err.Error())
-			}
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
-	p.Shutdown(ctx)
-	cancel()
-	teeErr := tee.Close()
-	st := tee.Stats()
-	if err := r.finish(); err != nil {
-		return err
-	}
-	if teeErr != nil {
-		return fmt.Errorf("writing %s: %w", o.out, teeErr)
-	}
-	fmt.Fprintf(s.err, "Recorded proxy %s → %s for %s: %s proxied; %d connections, %d exchanges, %d watch events",
-		p.URL, cl.Server, time.Since(r.start).Round(time.Millisecond), humanBytes(st.Bytes), st.Conns, st.Exchanges, st.Events)
-	if st.Anomalies > 0 {
-		fmt.Fprintf(s.err, ", %d anomalies (see 'wtrace inspect')", st.Anomalies)
-	}
-	fmt.Fprintf(s.err, "; %s. %s\n", r.why(), r.outputs())
+	printRecordSummary(s.err, fmt.Sprintf("proxy %s → %s", url, cl.Server), "for "+time.Since(start).Round(time.Millisecond).String(),
+		humanBytes(res.Bytes)+" proxied", res, res.Note)
 	return nil
 }

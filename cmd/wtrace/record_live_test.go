@@ -28,6 +28,7 @@ import (
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/internal/wttest"
 	"github.com/wtrace/wtrace/replay"
+	"github.com/wtrace/wtrace/replay/replaytest"
 )
 
 // Credentials the record tests use; none may reach a session.
@@ -219,12 +220,7 @@ func sessionFrames(t *testing.T, path string) ([]string, *formats.Index) {
 	}
 	defer f.Close()
 	var out []string
-	sc := f.Records()
-	for {
-		r, err := sc.Next()
-		if err == io.EOF {
-			break
-		}
+	for r, err := range f.Records().All() {
 		var de *formats.DamageError
 		if errors.As(err, &de) {
 			continue
@@ -787,7 +783,7 @@ func TestRecordProxyRotate(t *testing.T) {
 		if i == 1 {
 			// A middle part replays on its own: its events, as recorded
 			// (the watch does not end in this part, so read only those).
-			srv := replay.NewTestServer(t, p, replay.Options{})
+			srv := replaytest.NewServer(t, p, replay.Options{})
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/api/v1/namespaces/demo/configmaps?watch=true&resourceVersion=9", nil)
 			resp, err := http.DefaultClient.Do(req)

@@ -1,6 +1,7 @@
 package wttest
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,7 +9,6 @@ import (
 
 	"github.com/wtrace/wtrace/capture"
 	"github.com/wtrace/wtrace/capture/tlsdec"
-	"github.com/wtrace/wtrace/formats"
 )
 
 // KeyLogFor returns the key log next to a capture (keylog.txt in its
@@ -22,51 +22,23 @@ func KeyLogFor(pcap string) (*tlsdec.KeyLog, error) {
 	return tlsdec.ParseKeyLog(f)
 }
 
-// RecordPcap records the capture file pcap into the session file out the
-// way `wtrace record --pcap` does (with the key log next to the capture, if
-// any; opts.KeyLog is set from it).
-func RecordPcap(pcap, out string, opts capture.Options) (capture.PcapResult, error) {
+// RecordPcap records the capture file pcap into the session file out with
+// capture.RecordPcap, as `wtrace record --pcap` does, with the key log next
+// to the capture, if any (opts.KeyLog is set from it).
+func RecordPcap(pcap, out string, opts capture.Options) (capture.Result, error) {
 	keys, err := KeyLogFor(pcap)
 	if err != nil {
-		return capture.PcapResult{}, err
+		return capture.Result{}, err
 	}
 	opts.KeyLog = keys
 	in, err := os.Open(pcap)
 	if err != nil {
-		return capture.PcapResult{}, err
+		return capture.Result{}, err
 	}
 	defer in.Close()
-	pc, err := capture.NewPcap(in, keys)
-	if err != nil {
-		return capture.PcapResult{}, err
-	}
-	defer pc.Close()
-	f, err := os.Create(out)
-	if err != nil {
-		return capture.PcapResult{}, err
-	}
-	defer f.Close()
-	w, err := formats.NewWriter(f, formats.WriterOptions{})
-	if err != nil {
-		return capture.PcapResult{}, err
-	}
-	redaction := "default"
-	if opts.KeepSecrets {
-		redaction = "headers-only"
-	}
-	meta := &formats.Meta{Tool: "wtrace test", Source: "pcap", Description: "pcap " + filepath.Base(pcap),
-		CaptureFile: filepath.Base(pcap), Redaction: redaction}
-	if err := w.Write(meta); err != nil {
-		return capture.PcapResult{}, err
-	}
-	res, err := pc.Record(w, opts, capture.PcapHooks{})
-	if err != nil {
-		return res, err
-	}
-	if err := w.Close(); err != nil {
-		return res, err
-	}
-	return res, f.Close()
+	return capture.RecordPcap(context.Background(), in, capture.PcapOptions{
+		Options: opts, Tool: "wtrace test", Name: pcap, Output: capture.FileSinkOptions{Path: out},
+	})
 }
 
 // RecordCorpus records testdata/corpus/<scenario>/capture.pcap of the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"compress/zlib"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -180,7 +181,7 @@ func secretValues(dir string) ([]Needle, error) {
 	}
 	defer pc.Close()
 	c := &collector{bodies: map[[2]int64][]byte{}, enc: map[[2]int64]string{}}
-	if _, err := pc.Record(c, capture.Options{KeepSecrets: true, KeyLog: keys}, capture.PcapHooks{}); err != nil {
+	if _, err := pc.Record(context.Background(), c, capture.Options{KeepSecrets: true, KeyLog: keys}, nil); err != nil {
 		return nil, err
 	}
 	for k, b := range c.bodies {

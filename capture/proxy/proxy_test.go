@@ -127,49 +127,76 @@ func testEvents(n int) []string {
 	return evs
 }
 
-// recording is a proxy in front of an upstream, recording to a file.
+// recording is Record running in front of an upstream, recording to a
+// file.
 type recording struct {
-	path  string
-	fs    *capture.FileSink
-	tee   *capture.Tee
-	proxy *Proxy
+	path   string
+	proxy  *Proxy
+	tee    *capture.Tee
+	cancel context.CancelCauseFunc
+	done   chan error
+	res    capture.Result
 }
 
-func startRecording(t *testing.T, kc string, tlsOn bool) *recording {
+// startRecording starts Record, as wtrace record --proxy does, and
+// returns once the proxy serves. grace is its ShutdownGrace.
+func startRecording(t *testing.T, kc string, tlsOn bool, grace time.Duration) *recording {
 	t.Helper()
 	cl, err := LoadConfig(kc, "")
 	if err != nil {
 		t.Fatalf("LoadConfig: %v", err)
 	}
-	r := &recording{path: filepath.Join(t.TempDir(), "proxy.wt")}
-	r.fs, err = capture.NewFileSink(capture.FileSinkOptions{Path: r.path, Meta: formats.Meta{Tool: "test", Source: "proxy", Description: "proxy → " + cl.Server}})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.tee = capture.NewTee(r.fs, capture.TeeOptions{})
-	r.proxy, err = New(cl.Config, Options{Listen: "127.0.0.1:0", Tee: r.tee, TLS: tlsOn})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.proxy.Start(); err != nil {
-		t.Fatal(err)
+	r := &recording{path: filepath.Join(t.TempDir(), "proxy.wt"), done: make(chan error, 1)}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	r.cancel = cancel
+	started := make(chan struct{})
+	go func() {
+		res, err := Record(ctx, cl, ln, RecordOptions{
+			Proxy:         Options{TLS: tlsOn},
+			Output:        capture.FileSinkOptions{Path: r.path},
+			Tool:          "test",
+			ShutdownGrace: grace,
+			OnStart: func(p *Proxy, tee *capture.Tee) {
+				r.proxy, r.tee = p, tee
+				close(started)
+			},
+		})
+		r.res = res
+		r.done <- err
+	}()
+	select {
+	case <-started:
+	case err := <-r.done:
+		t.Fatalf("Record: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("the proxy did not start within a minute")
 	}
 	return r
 }
 
-// stop ends the recording the way the CLI does.
-func (r *recording) stop(t *testing.T, grace time.Duration) {
+// errTestStop is why a test stops a recording.
+var errTestStop = errors.New("stopped by the test")
+
+// stop ends the recording (requests that are not watches may finish
+// within the recording's grace) and checks that the session was closed
+// with the stop as its note.
+func (r *recording) stop(t *testing.T) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), grace)
-	defer cancel()
-	if err := r.proxy.Shutdown(ctx); err != nil {
-		t.Errorf("Shutdown: %v", err)
+	r.cancel(errTestStop)
+	select {
+	case err := <-r.done:
+		if err != nil {
+			t.Fatalf("Record: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Record did not return within a minute of the stop")
 	}
-	if err := r.tee.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.fs.Close(""); err != nil {
-		t.Fatal(err)
+	if r.res.Note != errTestStop.Error() || len(r.res.Files) != 1 || r.res.Files[0] != r.path {
+		t.Errorf("Record result %+v; want note %q, file %s", r.res, errTestStop, r.path)
 	}
 }
 
@@ -203,12 +230,7 @@ func readSession(t *testing.T, path string) *sessionView {
 		t.Errorf("%s not closed cleanly: %v", path, f.Problems())
 	}
 	v := &sessionView{exchanges: f.Index().Exchanges, frames: map[int64][]*formats.Frame{}, requests: map[int64]*formats.Request{}, chunks: map[int64]int{}}
-	sc := f.Records()
-	for {
-		rec, err := sc.Next()
-		if err == io.EOF {
-			break
-		}
+	for rec, err := range f.Records().All() {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -235,7 +257,7 @@ func TestProxyRecords(t *testing.T) {
 			before := goleak.IgnoreCurrent()
 			evs := testEvents(30)
 			up := newUpstream(t, evs)
-			r := startRecording(t, kubeconfig(t, up.URL, certPEM(up.Server), "current-context: ctx\n"), tlsOn)
+			r := startRecording(t, kubeconfig(t, up.URL, certPEM(up.Server), "current-context: ctx\n"), tlsOn, 5*time.Second)
 			if want := map[bool]string{false: "http://", true: "https://"}[tlsOn]; !strings.HasPrefix(r.proxy.URL, want) {
 				t.Errorf("URL = %q", r.proxy.URL)
 			}
@@ -262,7 +284,7 @@ func TestProxyRecords(t *testing.T) {
 				t.Errorf("watch body: %d bytes; want %d", len(got), len(want))
 			}
 			c.CloseIdleConnections()
-			r.stop(t, 5*time.Second)
+			r.stop(t)
 
 			up.mu.Lock()
 			for i, a := range up.auth {
@@ -316,7 +338,7 @@ func TestProxyShutdownOpenWatch(t *testing.T) {
 	evs := testEvents(5)
 	up := newUpstream(t, evs)
 	up.hang = true
-	r := startRecording(t, kubeconfig(t, up.URL, certPEM(up.Server), "current-context: ctx\n"), false)
+	r := startRecording(t, kubeconfig(t, up.URL, certPEM(up.Server), "current-context: ctx\n"), false, 50*time.Millisecond)
 	resp, err := r.client().Get(r.proxy.URL + "/api/v1/pods?watch=true")
 	if err != nil {
 		t.Fatal(err)
@@ -327,7 +349,7 @@ func TestProxyShutdownOpenWatch(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r.stop(t, 50*time.Millisecond)
+	r.stop(t)
 	if _, err := io.ReadAll(br); err == nil {
 		t.Error("the watch body ended cleanly; want it cut by the shutdown")
 	}
@@ -348,7 +370,7 @@ func TestProxyUpstreamDown(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	r := startRecording(t, kubeconfig(t, "http://"+addr, nil, "current-context: ctx\n"), false)
+	r := startRecording(t, kubeconfig(t, "http://"+addr, nil, "current-context: ctx\n"), false, time.Second)
 	resp, err := r.client().Get(r.proxy.URL + "/api/v1/pods")
 	if err != nil {
 		t.Fatal(err)
@@ -363,7 +385,7 @@ func TestProxyUpstreamDown(t *testing.T) {
 	if err != nil || resp.StatusCode != 502 || st.Kind != "Status" || st.Code != 502 || !strings.Contains(st.Message, "connection refused") {
 		t.Errorf("response %d %+v, %v; want a 502 Status naming the refused connection", resp.StatusCode, st, err)
 	}
-	r.stop(t, time.Second)
+	r.stop(t)
 }
 
 func TestLoadConfig(t *testing.T) {

@@ -2,19 +2,12 @@ package proxy
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"log"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -29,6 +22,7 @@ import (
 
 	"github.com/wtrace/wtrace/capture"
 	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/internal/selfsigned"
 )
 
 // DefaultListen is the address a zero Options listens on, like kubectl proxy.
@@ -216,13 +210,13 @@ func New(cfg *rest.Config, opts Options) (*Proxy, error) {
 		cert := opts.Certificate
 		if cert == nil {
 			host, _, _ := net.SplitHostPort(opts.Listen)
-			c, pemBytes, err := selfSigned(host)
+			c, pemBytes, err := selfsigned.New("wtrace proxy", host, time.Now())
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("proxy: %w", err)
 			}
-			cert, p.certPEM = c, pemBytes
+			cert, p.certPEM = &c, pemBytes
 		} else if len(cert.Certificate) > 0 {
-			p.certPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]})
+			p.certPEM = selfsigned.PEM(cert.Certificate[0])
 		}
 		// HTTP/1.1 only: the recording parses what the client got as
 		// HTTP/1.1 (the connections are wrapped, so net/http would not
@@ -442,39 +436,6 @@ func (c *teeConn) Close() error {
 		c.tc.Close(formats.ConnClosed)
 	})
 	return err
-}
-
-// selfSigned makes an ECDSA P-256 certificate for loopback (and host),
-// valid for a year, that is its own CA.
-func selfSigned(host string) (*tls.Certificate, []byte, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	serial, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: "wtrace proxy"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(365 * 24 * time.Hour),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		DNSNames:              []string{"localhost"},
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-	}
-	if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
-		tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-	} else if host != "" && ip == nil {
-		tmpl.DNSNames = append(tmpl.DNSNames, host)
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return nil, nil, fmt.Errorf("proxy: certificate: %w", err)
-	}
-	cert := &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-	return cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), nil
 }
 
 // slogWriter turns the standard logger's lines (net/http's) into Debug

@@ -93,7 +93,7 @@ func TestFileSinkRotate(t *testing.T) {
 			for i, e := range evs {
 				c.Data(formats.ServerToClient, []byte(chunk(e+"\n")))
 				if i%40 == 39 {
-					sink.flush(tee, clk)
+					sink.flush(t, tee, clk)
 				}
 			}
 			c.Data(formats.ServerToClient, []byte("0\r\n\r\n"))
@@ -101,7 +101,7 @@ func TestFileSinkRotate(t *testing.T) {
 			if err := tee.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if err := fs.Close("stopped"); err != nil {
+			if err := fs.Close(capture.Ending{Note: "stopped"}); err != nil {
 				t.Fatal(err)
 			}
 			names := fs.Names()
@@ -192,14 +192,13 @@ func (s *syncSink) Write(r formats.Record) error {
 
 // flush waits until the tee has recorded what it was given, then moves
 // the clock 25 s on and flushes.
-func (s *syncSink) flush(tee *capture.Tee, clk *manualClock) {
+func (s *syncSink) flush(t *testing.T, tee *capture.Tee, clk *manualClock) {
+	t.Helper()
 	// A Conn on a fresh connection is a marker: once the Tee's stats count
 	// it, everything before it went through the sink.
 	want := tee.Stats().Conns + 1
 	m := tee.Conn("127.0.0.1:1", "127.0.0.1:2", "http/1.1")
-	for tee.Stats().Conns < want {
-		time.Sleep(time.Millisecond)
-	}
+	wttest.WaitFor(t, time.Minute, func() bool { return tee.Stats().Conns >= want }, "the tee to record connection %d", want)
 	m.Close(formats.ConnClosed)
 	clk.advance(25 * time.Second)
 	s.mu.Lock()
@@ -211,11 +210,11 @@ func (s *syncSink) flush(tee *capture.Tee, clk *manualClock) {
 // file goes on until Close.
 func TestFileSinkLimit(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "s.wt")
-	var reasons []string
+	var reasons []capture.Limit
 	clk := &manualClock{t: time.Unix(1_800_000_000, 0)}
 	fs, err := capture.NewFileSink(capture.FileSinkOptions{
 		Path: path, Meta: formats.Meta{Tool: "test"}, MaxSize: 2 << 10, MaxDuration: time.Minute, Clock: clk.now,
-		OnLimit: func(r string) { reasons = append(reasons, r) },
+		OnLimit: func(r capture.Limit) { reasons = append(reasons, r) },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -233,11 +232,11 @@ func TestFileSinkLimit(t *testing.T) {
 	if err := fs.Write(&formats.Summary{}); err != capture.ErrSinkRecord {
 		t.Errorf("Write(Summary) = %v; want ErrSinkRecord", err)
 	}
-	if err := fs.Close("limit"); err != nil {
+	if err := fs.Close(capture.Ending{Note: "limit"}); err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(reasons, []string{capture.LimitSize}) {
-		t.Errorf("OnLimit calls %q; want one %q", reasons, capture.LimitSize)
+	if !reflect.DeepEqual(reasons, []capture.Limit{capture.LimitSize}) {
+		t.Errorf("OnLimit calls %v; want one %v", reasons, capture.LimitSize)
 	}
 	_, idx := readAll(t, path)
 	if idx.Summary == nil || idx.Summary.Conns != 100 || len(fs.Names()) != 1 {

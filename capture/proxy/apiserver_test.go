@@ -286,7 +286,7 @@ func TestRealAPIServer(t *testing.T) {
 	if code, b := api.do("POST", "/api/v1/namespaces", map[string]any{"metadata": map[string]any{"name": ns}}); code != 201 {
 		t.Fatalf("create namespace: %d %s", code, b)
 	}
-	r := startRecording(t, kc, false)
+	r := startRecording(t, kc, false, 100*time.Millisecond)
 	pc := &http.Client{Transport: &http.Transport{}}
 	defer pc.CloseIdleConnections()
 	// LISTs through the proxy give the resourceVersions to watch from.
@@ -373,7 +373,7 @@ func TestRealAPIServer(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	pc.CloseIdleConnections()
-	r.stop(t, 100*time.Millisecond)
+	r.stop(t)
 
 	v := readSession(t, r.path)
 	byTarget := func(sub string) []*formats.Frame {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,6 +24,7 @@ import (
 	"github.com/wtrace/wtrace/frame"
 	"github.com/wtrace/wtrace/internal/wttest"
 	"github.com/wtrace/wtrace/replay"
+	"github.com/wtrace/wtrace/replay/replaytest"
 )
 
 // recordCorpus records ../../testdata/corpus/<scenario> into a session
@@ -59,21 +59,16 @@ func watchEvents(t *testing.T, path, sub string) []event {
 	var ids []int64
 	format := map[int64]frame.Format{}
 	for _, x := range f.Index().Exchanges {
-		if x.Response != nil && x.Response.Events != formats.EventsNone && strings.Contains(x.Request.Target, sub) {
+		if x.Response != nil && x.Response.Events != frame.Unknown && strings.Contains(x.Request.Target, sub) {
 			ids = append(ids, x.Request.Exchange)
-			format[x.Request.Exchange] = frame.Format(x.Response.Events)
+			format[x.Request.Exchange] = x.Response.Events
 		}
 	}
 	if len(ids) == 0 {
 		return nil
 	}
 	var evs []event
-	sc := f.ExchangeRecords(ids...)
-	for {
-		r, err := sc.Next()
-		if err == io.EOF {
-			return evs
-		}
+	for r, err := range f.ExchangeRecords(ids...).All() {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,6 +82,7 @@ func watchEvents(t *testing.T, path, sub string) []event {
 		}
 		evs = append(evs, event{m.Type, m.Kind, m.Name, m.ResourceVersion, len(fr.Data), sha256.Sum256(fr.Data), len(fr.Redacted) > 0})
 	}
+	return evs
 }
 
 // TestInformerThroughProxy is the end-to-end test of --proxy: a corpus
@@ -122,7 +118,7 @@ func TestInformerThroughProxy(t *testing.T) {
 			if err := os.WriteFile(kc, srv.Kubeconfig(), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			r := startRecording(t, kc, false)
+			r := startRecording(t, kc, false, 100*time.Millisecond)
 
 			cs, err := kubernetes.NewForConfig(&rest.Config{Host: r.proxy.URL, BearerToken: clientToken})
 			if err != nil {
@@ -157,7 +153,7 @@ func TestInformerThroughProxy(t *testing.T) {
 			}
 			cancel()
 			factory.Shutdown()
-			r.stop(t, 100*time.Millisecond)
+			r.stop(t)
 
 			got := watchEvents(t, r.path, tc.resource+"?")
 			if len(got) != len(want) {
@@ -203,7 +199,7 @@ func TestInformerThroughProxy(t *testing.T) {
 // the original values.
 func checkRedactedDecode(t *testing.T, path, namespace string) {
 	t.Helper()
-	srv := replay.NewTestServer(t, path, replay.Options{})
+	srv := replaytest.NewServer(t, path, replay.Options{})
 	cs, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
 	if err != nil {
 		t.Fatal(err)

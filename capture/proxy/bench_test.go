@@ -1,15 +1,16 @@
 package proxy
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/wtrace/wtrace/capture"
-	"github.com/wtrace/wtrace/formats"
 )
 
 // BenchmarkProxyWatch measures a watch streamed through the proxy (HTTP/2
@@ -40,27 +41,49 @@ func BenchmarkProxyWatch(b *testing.B) {
 	}
 	for _, record := range []bool{false, true} {
 		b.Run(fmt.Sprintf("record=%v", record), func(b *testing.B) {
+			// Without recording, a bare Proxy; with it, Record into a
+			// session written to io.Discard, as wtrace record --proxy runs.
+			url := ""
 			var tee *capture.Tee
-			var fs *capture.FileSink
+			stop := func() {}
 			if record {
-				fs, err = capture.NewFileSink(capture.FileSinkOptions{Out: io.Discard, Meta: formats.Meta{Tool: "bench"}})
+				ln, err := net.Listen("tcp", "127.0.0.1:0")
 				if err != nil {
 					b.Fatal(err)
 				}
-				tee = capture.NewTee(fs, capture.TeeOptions{})
-			}
-			p, err := New(cl.Config, Options{Listen: "127.0.0.1:0", Tee: tee})
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := p.Start(); err != nil {
-				b.Fatal(err)
+				ctx, cancel := context.WithCancel(context.Background())
+				started, done := make(chan struct{}), make(chan error, 1)
+				go func() {
+					_, err := Record(ctx, cl, ln, RecordOptions{Output: capture.FileSinkOptions{Out: io.Discard}, Tool: "bench",
+						OnStart: func(p *Proxy, t *capture.Tee) { url, tee = p.URL, t; close(started) }})
+					done <- err
+				}()
+				select {
+				case <-started:
+				case err := <-done:
+					b.Fatal(err)
+				}
+				stop = func() {
+					cancel()
+					if err := <-done; err != nil {
+						b.Error(err)
+					}
+				}
+			} else {
+				p, err := New(cl.Config, Options{Listen: "127.0.0.1:0"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := p.Start(); err != nil {
+					b.Fatal(err)
+				}
+				url, stop = p.URL, func() { p.Close() }
 			}
 			c := &http.Client{Transport: &http.Transport{}}
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
 			for b.Loop() {
-				resp, err := c.Get(p.URL + "/api/v1/configmaps?watch=true")
+				resp, err := c.Get(url + "/api/v1/configmaps?watch=true")
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -72,10 +95,8 @@ func BenchmarkProxyWatch(b *testing.B) {
 			}
 			b.StopTimer()
 			c.CloseIdleConnections()
-			p.Close()
+			stop()
 			if tee != nil {
-				tee.Close()
-				fs.Close("")
 				if st := tee.Stats(); st.Events != int64(b.N)*int64(len(evs)) {
 					b.Errorf("recorded %d events; want %d", st.Events, b.N*len(evs))
 				}

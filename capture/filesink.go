@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/wtrace/wtrace/formats"
@@ -19,11 +20,44 @@ import (
 // means.
 const DefaultSyncInterval = 10 * time.Second
 
-// Limit reasons passed to FileSinkOptions.OnLimit.
+// Limit names a FileSink limit that was reached.
+type Limit uint8
+
 const (
-	LimitSize     = "max-size"
-	LimitDuration = "max-duration"
+	LimitSize     Limit = 1 // FileSinkOptions.MaxSize
+	LimitDuration Limit = 2 // FileSinkOptions.MaxDuration
 )
+
+// String returns the name users know the limit by (wtrace record's flag),
+// as Summary notes say it: "max-size", "max-duration".
+func (l Limit) String() string {
+	switch l {
+	case LimitSize:
+		return "max-size"
+	case LimitDuration:
+		return "max-duration"
+	}
+	return "limit " + strconv.Itoa(int(l))
+}
+
+// Totals are what a recording's source has read so far, cumulative, for
+// each file's Summary.
+type Totals struct {
+	Packets int64 // packets read (0 for a proxy)
+	Bytes   int64 // bytes read: of the capture file as given, of the packets captured live, or proxied
+	Last    int64 // capture time of the last packet (or proxied piece)
+}
+
+// Ending says how a recording ended, for the last file's Summary.
+type Ending struct {
+	// Note says why the recording ended before its source did ("stopped
+	// by the user", "max-duration reached") or what went wrong; "" when
+	// the source ended (the end of a capture file).
+	Note string
+	// CaptureSHA256 is the hex SHA-256 of the capture file, when it was
+	// read to its end.
+	CaptureSHA256 string
+}
 
 // FileSinkOptions configure a FileSink. Path (or Out) is required; the
 // zero value of everything else writes one file with no limits, fsync'd
@@ -36,9 +70,11 @@ type FileSinkOptions struct {
 	// Out, used instead of Path, receives a single session (standard
 	// output). It is neither synced nor closed; Rotate is not allowed.
 	Out io.Writer
-	// Meta is the first record of every file. A part of a rotated
-	// recording gets two more Labels: "part" (its number) and, from the
-	// second part on, "previous" (the base name of the part before it).
+	// Meta is the first record of every file (see NewMeta). Recorded is
+	// set to the time each file is created unless set. A part of a
+	// rotated recording gets two more Labels: "part" (its number) and,
+	// from the second part on, "previous" (the base name of the part
+	// before it).
 	Meta formats.Meta
 	// Writer configures each file's formats.Writer.
 	Writer formats.WriterOptions
@@ -49,7 +85,9 @@ type FileSinkOptions struct {
 	// what is recorded until the recording stops). 0 means no limit.
 	MaxSize int64
 	// MaxDuration ends a file once it has been open this long (wall
-	// clock, checked at each Flush). 0 means no limit.
+	// clock, checked at each Flush). 0 means no limit. The Summary of a
+	// file a limit ended notes it ("max-size reached: continued in …",
+	// or Close's Ending).
 	MaxDuration time.Duration
 	// Rotate makes a limit start the next part instead of calling OnLimit:
 	// at once for MaxDuration (parts cover fixed spans of time, even idle
@@ -57,35 +95,45 @@ type FileSinkOptions struct {
 	Rotate bool
 	// OnLimit is called once, by the goroutine writing records, when a
 	// limit is reached and Rotate is off: the recording should stop (the
-	// FileSink keeps accepting records until Close). reason is LimitSize or
-	// LimitDuration.
-	OnLimit func(reason string)
+	// FileSink keeps accepting records until Close).
+	OnLimit func(Limit)
 	// OnRotate, if set, is called after each rotation with the name of the
 	// finished part and of the new one.
 	OnRotate func(finished, next string)
 	// SyncInterval is how often Flush also fsyncs the file (Close always
 	// does). 0 means DefaultSyncInterval; negative means only at Close.
 	SyncInterval time.Duration
-	// Counters, if set, returns the packets and capture bytes read so far
-	// (cumulative), for each file's Summary.
-	Counters func() (packets, bytes int64)
+	// Totals, if set, returns what the source has read so far, for each
+	// file's Summary: its Packets and Bytes (this file's share; the first
+	// file's share includes what was read before it was created), and a
+	// Time no earlier than Last. Without it a Summary counts no packets or
+	// bytes, and its Time is that of the file's last record. It is called
+	// by the goroutine writing records.
+	Totals func() Totals
 	// Clock is the wall clock for MaxDuration and SyncInterval; nil means
 	// time.Now.
 	Clock func() time.Time
 }
 
-// FileSink is the Sink of a live recording (a Tee, or a Recorder fed by a
-// live capture): it writes session files, flushes them on demand, fsyncs
-// them now and then, enforces size and duration limits, and rotates to
-// numbered files.
+// FileSink owns the session files of a recording, from any source (a
+// Recorder fed by a capture file or a live capture, a Tee fed by the
+// proxy): it creates them, writes each file's first record (Meta) and last
+// (Summary) — sources write neither, and Write refuses them — flushes them
+// on demand, fsyncs them now and then, enforces size and duration limits,
+// and rotates to numbered files.
 //
-// It writes each file's Meta and Summary itself: callers write neither.
+// A Summary counts the records of its own file (connections, exchanges,
+// events, anomalies) and takes packets, bytes and the capture time from
+// FileSinkOptions.Totals; the last one gets Close's Ending.
+//
 // Each rotated part is usable on its own: the connections and exchanges
 // still open when a part ends are announced again at the start of the next
 // one (copies of their Conn, TLS, Request, Response and End records, with
 // the same IDs), so the next part's Frames, Body pieces and Ends find
 // their exchange. Exchange and connection IDs, and Frame Seq numbers, keep
 // counting across parts, as in one session.
+//
+// Records handed to Write are copied as they are encoded (see Sink).
 //
 // Write, Flush and Close must be called from one goroutine (the recording
 // goroutine); Size and Names are safe for concurrent use.
@@ -107,14 +155,13 @@ type FileSink struct {
 	err     error
 
 	sum          formats.Summary // this part's counts
-	basePackets  int64
-	baseBytes    int64
+	base         Totals          // the source's totals when this part began
 	conns        map[uint64]*sinkConn
 	exchanges    map[int64]*sinkExchange
 	finishedSize int64
 
+	size  atomic.Int64
 	mu    sync.Mutex
-	size  int64
 	names []string
 }
 
@@ -141,7 +188,8 @@ func PartName(path string, n int) string {
 	return fmt.Sprintf("%s-%04d%s", strings.TrimSuffix(path, ext), n, ext)
 }
 
-// NewFileSink creates the first file and writes its Meta.
+// NewFileSink creates the first file and writes its Meta. An error
+// creating it is an *OutputError (Created false).
 func NewFileSink(opts FileSinkOptions) (*FileSink, error) {
 	if opts.Out != nil && opts.Rotate {
 		return nil, errors.New("capture: a FileSink writing to a stream cannot rotate")
@@ -152,12 +200,19 @@ func NewFileSink(opts FileSinkOptions) (*FileSink, error) {
 	if opts.SyncInterval == 0 {
 		opts.SyncInterval = DefaultSyncInterval
 	}
-	fs := &FileSink{opts: opts, clock: opts.Clock, conns: map[uint64]*sinkConn{}, exchanges: map[int64]*sinkExchange{}}
+	fs := &FileSink{opts: opts, clock: opts.Clock}
+	if opts.Rotate { // what is open is tracked for the next part only
+		fs.conns, fs.exchanges = map[uint64]*sinkConn{}, map[int64]*sinkExchange{}
+	}
 	if fs.clock == nil {
 		fs.clock = time.Now
 	}
 	if err := fs.open(); err != nil {
-		return nil, err
+		path := opts.Path
+		if opts.Out != nil {
+			path = "-"
+		}
+		return nil, &OutputError{Path: path, Err: err}
 	}
 	return fs, nil
 }
@@ -193,8 +248,9 @@ func (fs *FileSink) open() error {
 	now := fs.clock()
 	fs.begun, fs.synced = now, now
 	fs.sum = formats.Summary{}
-	if fs.opts.Counters != nil {
-		fs.basePackets, fs.baseBytes = fs.opts.Counters()
+	if fs.opts.Totals != nil && fs.part > 1 {
+		// What the source read before the first file counts in it.
+		fs.base = fs.opts.Totals()
 	}
 	meta := fs.opts.Meta
 	if fs.opts.Rotate {
@@ -219,13 +275,39 @@ func (fs *FileSink) open() error {
 // Write writes r to the current file, keeping what it needs to announce
 // open connections and exchanges again after a rotation. A limit reached
 // by this record rotates (or calls OnLimit) after it is written.
-// Errors of the file are sticky.
-func (fs *FileSink) Write(r formats.Record) error {
+// Errors of the file are sticky. Errors are *OutputError, but for
+// ErrSinkRecord and errSinkClosed (misuse).
+func (fs *FileSink) Write(r formats.Record) error { return fs.failed(fs.writeRecord(r)) }
+
+var errSinkClosed = errors.New("capture: FileSink is closed")
+
+// failed returns err as an *OutputError.
+func (fs *FileSink) failed(err error) error {
+	if err == nil || err == ErrSinkRecord || err == errSinkClosed {
+		return err
+	}
+	return fs.wrap(err)
+}
+
+// wrap is failed's slow path (apart, so that failed does not allocate).
+func (fs *FileSink) wrap(err error) error {
+	var oe *OutputError
+	if errors.As(err, &oe) {
+		return err
+	}
+	path := fs.opts.Path
+	if fs.opts.Out != nil {
+		path = "-"
+	}
+	return &OutputError{Path: path, Created: true, Err: err}
+}
+
+func (fs *FileSink) writeRecord(r formats.Record) error {
 	if fs.err != nil {
 		return fs.err
 	}
 	if fs.closed {
-		return errors.New("capture: FileSink is closed")
+		return errSinkClosed
 	}
 	switch r.(type) {
 	case *formats.Meta, *formats.Summary:
@@ -238,7 +320,9 @@ func (fs *FileSink) Write(r formats.Record) error {
 			return fs.err
 		}
 	}
-	fs.track(r)
+	if fs.opts.Rotate {
+		fs.track(r)
+	}
 	if err := fs.write(r); err != nil {
 		return err
 	}
@@ -296,9 +380,7 @@ func (fs *FileSink) write(r formats.Record) error {
 	case *formats.TLS:
 		fs.seen(r.Time)
 	}
-	fs.mu.Lock()
-	fs.size = fs.finishedSize + fs.w.Size()
-	fs.mu.Unlock()
+	fs.size.Store(fs.finishedSize + fs.w.Size())
 	return nil
 }
 
@@ -351,7 +433,7 @@ func (fs *FileSink) track(r formats.Record) {
 }
 
 // limit handles a reached limit.
-func (fs *FileSink) limit(reason string) {
+func (fs *FileSink) limit(reason Limit) {
 	if fs.turning {
 		return
 	}
@@ -375,10 +457,10 @@ func (fs *FileSink) limit(reason string) {
 
 // rotate ends the current part and starts the next, announcing again what
 // is open.
-func (fs *FileSink) rotate(reason string) {
+func (fs *FileSink) rotate(reason Limit) {
 	finished := fs.name
 	next := PartName(fs.opts.Path, fs.part+1)
-	if err := fs.finish(fmt.Sprintf("%s reached: continued in %s", reason, filepath.Base(next))); err != nil {
+	if err := fs.finish(Ending{Note: fmt.Sprintf("%s reached: continued in %s", reason, filepath.Base(next))}); err != nil {
 		fs.err = err
 		return
 	}
@@ -438,12 +520,13 @@ func sortedKeys[K uint64 | int64, V any](m map[K]V) []K {
 
 // finish writes the current part's Summary, closes its writer and syncs
 // and closes its file.
-func (fs *FileSink) finish(note string) error {
+func (fs *FileSink) finish(end Ending) error {
 	sum := fs.sum
-	sum.Note = note
-	if fs.opts.Counters != nil {
-		p, b := fs.opts.Counters()
-		sum.Packets, sum.Bytes = p-fs.basePackets, b-fs.baseBytes
+	sum.Note, sum.CaptureSHA256 = end.Note, end.CaptureSHA256
+	if fs.opts.Totals != nil {
+		t := fs.opts.Totals()
+		sum.Packets, sum.Bytes = t.Packets-fs.base.Packets, t.Bytes-fs.base.Bytes
+		sum.Time = max(sum.Time, t.Last)
 	}
 	if err := fs.w.Write(&sum); err != nil {
 		return err
@@ -451,10 +534,8 @@ func (fs *FileSink) finish(note string) error {
 	if err := fs.w.Close(); err != nil {
 		return err
 	}
-	fs.mu.Lock()
 	fs.finishedSize += fs.w.Size()
-	fs.size = fs.finishedSize
-	fs.mu.Unlock()
+	fs.size.Store(fs.finishedSize)
 	if fs.file != nil {
 		if err := fs.file.Sync(); err != nil {
 			fs.file.Close()
@@ -469,8 +550,10 @@ func (fs *FileSink) finish(note string) error {
 
 // Flush writes the pending block of the current file, fsyncs it when
 // SyncInterval has passed since the last sync, and checks MaxSize and
-// MaxDuration (rotating, or calling OnLimit).
-func (fs *FileSink) Flush() error {
+// MaxDuration (rotating, or calling OnLimit). Errors are *OutputError.
+func (fs *FileSink) Flush() error { return fs.failed(fs.flush()) }
+
+func (fs *FileSink) flush() error {
 	if fs.err != nil || fs.closed {
 		return fs.err
 	}
@@ -495,10 +578,13 @@ func (fs *FileSink) Flush() error {
 	return fs.err
 }
 
-// Close writes the last file's Summary (with note, e.g. why the recording
-// stopped), its index and footer, and fsyncs and closes it. It returns the
-// first error the FileSink met.
-func (fs *FileSink) Close(note string) error {
+// Close writes the last file's Summary (with end: why the recording
+// stopped, the capture file's hash), its index and footer, and fsyncs and
+// closes it. It returns the first error the FileSink met (an
+// *OutputError); a second call returns it again.
+func (fs *FileSink) Close(end Ending) error { return fs.failed(fs.close(end)) }
+
+func (fs *FileSink) close(end Ending) error {
 	if fs.closed {
 		return fs.err
 	}
@@ -509,7 +595,7 @@ func (fs *FileSink) Close(note string) error {
 		}
 		return fs.err
 	}
-	if err := fs.finish(note); err != nil {
+	if err := fs.finish(end); err != nil {
 		fs.err = err
 	}
 	return fs.err
@@ -517,11 +603,7 @@ func (fs *FileSink) Close(note string) error {
 
 // Size returns the bytes written so far over all files (with the pending
 // block's estimated size).
-func (fs *FileSink) Size() int64 {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	return fs.size
-}
+func (fs *FileSink) Size() int64 { return fs.size.Load() }
 
 // Names returns the files written so far, in order.
 func (fs *FileSink) Names() []string {

@@ -15,6 +15,9 @@
 // proxy's own upstream credentials never pass through the tee; the
 // client's Authorization header does, and is redacted like any other.
 //
-// The package is free of CLI concerns: cmd/wtrace wires it to flags,
-// signals and output files.
+// Record runs a whole recording (`wtrace record --proxy`): the proxy, a
+// capture.Tee and the capture.FileSink that owns the session files, until
+// its context is done, a limit is reached or writing fails. The package is
+// a recording source beside capture/live, free of CLI concerns: cmd/wtrace
+// wires it to flags and signals.
 package proxy

@@ -1,0 +1,109 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/wtrace/wtrace/capture"
+	"github.com/wtrace/wtrace/formats"
+)
+
+// DefaultShutdownGrace is the RecordOptions.ShutdownGrace a zero value
+// means.
+const DefaultShutdownGrace = 2 * time.Second
+
+// RecordOptions configure Record. The zero value needs Output's Path (or
+// Out); it serves plain HTTP/1.1, redacts Secret values and has no limits.
+type RecordOptions struct {
+	// Proxy configures the proxy: TLS, Certificate, Logger. Listen is not
+	// used (Record serves on the listener it is given) and Tee is Record's.
+	Proxy Options
+	// Output is where the session goes: Path or Out, the Writer's options,
+	// MaxSize, MaxDuration, Rotate, OnRotate. Record sets its Meta, Totals
+	// and OnLimit: a limit reached without Rotate ends the recording.
+	Output capture.FileSinkOptions
+	// Tee configures the Tee: KeepSecrets, FlushInterval, OnTick (progress).
+	Tee capture.TeeOptions
+	// Tool names the recorder in Meta ("wtrace v0.3.0").
+	Tool string
+	// ShutdownGrace is how long the requests in flight that are not
+	// watches (a LIST, a create) may take to finish once the recording
+	// stops; watches are cut at once. 0 means DefaultShutdownGrace.
+	ShutdownGrace time.Duration
+	// OnStart, if set, is called once the proxy serves, with the proxy
+	// (its URL and certificate) and the Tee recording it (its Stats).
+	OnStart func(*Proxy, *capture.Tee)
+}
+
+// Record records what the apiserver of cl sends the proxy's clients into
+// session files, end to end. It creates the proxy (New: its errors come
+// before any file exists), creates the first session file with its Meta
+// (capture.NewMeta, source proxy, "proxy ADDR → SERVER (context NAME)",
+// labels context and server), and serves on ln, every client connection
+// recorded by a Tee writing to the files. When ctx is done, a limit is
+// reached (without Rotate) or writing fails, it shuts the proxy down
+// (ShutdownGrace), closes the Tee (connections still open end as cut by
+// the recording) and the files, the last Summary noting why:
+// context.Cause(ctx), "max-size reached", "writing failed: …". It closes
+// ln. Errors of the session files are *capture.OutputError.
+func Record(ctx context.Context, cl *Cluster, ln net.Listener, opts RecordOptions) (capture.Result, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	popts := opts.Proxy
+	popts.Tee = nil
+	p, err := New(cl.Config, popts)
+	if err != nil {
+		ln.Close()
+		return capture.Result{}, err
+	}
+	out := opts.Output
+	out.Meta = capture.NewMeta(opts.Tool, formats.SourceProxy,
+		fmt.Sprintf("proxy %s → %s (context %s)", ln.Addr(), cl.Server, cl.Context), opts.Tee.KeepSecrets)
+	out.Meta.Labels = map[string]string{"context": cl.Context, "server": cl.Server}
+	var tee *capture.Tee // set before the Tee's goroutine calls Totals
+	out.Totals = func() capture.Totals {
+		if tee == nil { // the first file is created before the Tee
+			return capture.Totals{}
+		}
+		st := tee.Stats()
+		return capture.Totals{Bytes: st.Bytes, Last: st.Last}
+	}
+	out.OnLimit = func(l capture.Limit) { cancel(fmt.Errorf("%v reached", l)) }
+	fs, err := capture.NewFileSink(out)
+	if err != nil {
+		ln.Close()
+		return capture.Result{}, err
+	}
+	tee = capture.NewTee(fs, opts.Tee)
+	p.opts.Tee = tee
+	if err := p.Serve(ln); err != nil {
+		tee.Close()
+		fs.Close(capture.Ending{Note: "proxy failed: " + err.Error()})
+		return capture.Result{}, err
+	}
+	if opts.OnStart != nil {
+		opts.OnStart(p, tee)
+	}
+	select {
+	case <-ctx.Done():
+	case <-tee.Done():
+		cancel(fmt.Errorf("writing failed: %w", tee.Err()))
+	}
+	grace := opts.ShutdownGrace
+	if grace <= 0 {
+		grace = DefaultShutdownGrace
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), grace)
+	p.Shutdown(sctx)
+	scancel()
+	teeErr := tee.Close()
+	res := capture.Result{Stats: tee.Stats(), Note: context.Cause(ctx).Error()}
+	closeErr := fs.Close(capture.Ending{Note: res.Note})
+	res.Files, res.Size = fs.Names(), fs.Size()
+	if teeErr != nil {
+		return res, teeErr
+	}
+	return res, closeErr
+}

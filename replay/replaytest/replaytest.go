@@ -1,0 +1,32 @@
+// Package replaytest starts replay servers for tests, the way
+// net/http/httptest starts HTTP servers: one call, closed when the test
+// ends. It is a package of its own so that package testing stays out of
+// programs that only serve sessions (the wtrace binary among them).
+package replaytest
+
+import (
+	"testing"
+
+	"github.com/wtrace/wtrace/replay"
+)
+
+// NewServer opens the session at path and starts serving it over HTTP on
+// 127.0.0.1 (or opts.Listen), a free port; srv.URL is its address. The
+// server is closed when the test ends (Close returns once every handler has
+// exited). Any error fails the test.
+//
+//	srv := replaytest.NewServer(t, "testdata/incident-42.wt", replay.Options{Speed: 0})
+//	cs := kubernetes.NewForConfigOrDie(&rest.Config{Host: srv.URL})
+func NewServer(t testing.TB, path string, opts replay.Options) *replay.Server {
+	t.Helper()
+	s, err := replay.Open(path, opts)
+	if err != nil {
+		t.Fatalf("replaytest.NewServer(%q): %v", path, err)
+	}
+	if err := s.Start(); err != nil {
+		s.Close()
+		t.Fatalf("replaytest.NewServer(%q): %v", path, err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
