@@ -25,6 +25,8 @@ var layerOf = map[string]struct {
 	"chunked":              {1, false},
 	"frame":                {1, false},
 	"formats":              {2, false},
+	"replay/codec":         {2, false},
+	"replay/state":         {3, false},
 	"capture/pcapfile":     {3, false},
 	"capture/tlsdec":       {3, false},
 	"capture/redact":       {3, false},
@@ -37,6 +39,8 @@ var layerOf = map[string]struct {
 	"internal/pcaptest":    {0, true},
 	"replay/replaytest":    {5, true},
 	"internal/wttest":      {5, true},
+	"internal/k8stest":     {0, true},
+	"internal/ctrltest":    {0, true},
 }
 
 type listedPackage struct {

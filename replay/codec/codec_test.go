@@ -74,7 +74,7 @@ func corpusObjects(t testing.TB, scenario string) []corpusObject {
 				}
 			}
 		}
-		if body == nil || x.Response.Events != formats.EventsNone {
+		if body == nil || x.Response.Events != frame.Unknown {
 			continue
 		}
 		if x.Response.Encoding == "gzip" {

@@ -104,7 +104,7 @@ func (l *loader) exchange(x *formats.ExchangeInfo) error {
 			l.starts = append(l.starts, startRV{x.Response.Time, n})
 		}
 	}
-	if x.Response.Events != formats.EventsNone {
+	if x.Response.Events != frame.Unknown {
 		if x.Request.Method != http.MethodGet || t.Subresource != "" {
 			return nil
 		}
