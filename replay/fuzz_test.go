@@ -39,7 +39,7 @@ func FuzzRoute(f *testing.F) {
 		if err != nil {
 			return
 		}
-		rt := srv.route(nil, q)
+		rt := srv.route(requestFor(method, target, ""), q, nil)
 		if rt.serve == nil || rt.how == "" || rt.status < 200 {
 			t.Fatalf("route(%q) = %+v", line, rt)
 		}

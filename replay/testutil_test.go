@@ -242,3 +242,17 @@ func subSession(t testing.TB, src string, ids ...int64) string {
 	}
 	return out
 }
+
+// requestFor is an incoming request for the router's tests.
+func requestFor(method, target, accept string) *http.Request {
+	r, err := http.NewRequest(method, "http://127.0.0.1"+target, nil)
+	if err != nil {
+		r, _ = http.NewRequest(method, "http://127.0.0.1/", nil)
+		r.URL.Path = target
+	}
+	r.RequestURI = target
+	if accept != "" {
+		r.Header.Set("Accept", accept)
+	}
+	return r
+}

@@ -451,6 +451,7 @@ func (l *loader) finish() {
 	}
 	l.s.clk = newClock(l.rvs, start)
 	l.s.oldest = start
+	l.s.publish()
 }
 
 func sortEntries(es []*entry) {

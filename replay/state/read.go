@@ -119,6 +119,11 @@ func (s *Store) readPoint(rv, match, what string) (uint64, error) {
 // collect returns the objects of t's scope matching sel at served
 // resourceVersion at, in etcd's key order (the lock is held).
 func (s *Store) collect(t Target, info Info, sel *selector, at uint64, f frame.Format) ([]codec.Object, error) {
+	return s.collectOf(t, info, sel, at, f, false)
+}
+
+// collectOf is collect, leaving the clients' writes out if recordedOnly.
+func (s *Store) collectOf(t Target, info Info, sel *selector, at uint64, f frame.Format, recordedOnly bool) ([]codec.Object, error) {
 	h, _ := s.hist(t.Resource)
 	if h == nil {
 		return nil, nil
@@ -128,7 +133,7 @@ func (s *Store) collect(t Target, info Info, sel *selector, at uint64, f frame.F
 		if t.Namespace != "" && k.Namespace != t.Namespace {
 			continue
 		}
-		e := s.latest(h, k, at)
+		e := s.latestOf(h, k, at, recordedOnly)
 		if e == nil || e.typ == Deleted {
 			continue
 		}

@@ -28,6 +28,10 @@ type Request struct {
 	Query  url.Values
 	Header http.Header // Accept, Content-Type and User-Agent are read
 	Body   []byte      // at most MaxBodyBytes
+	// RecordedOnly leaves the clients' writes out of a Watch: its initial
+	// state and its changes are the recording's alone (a replay whose
+	// watchers see only the recording while writes are answered).
+	RecordedOnly bool
 }
 
 // How the store answered (the "how" of the replay's log lines).

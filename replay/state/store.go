@@ -3,8 +3,10 @@ package state
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/wtrace/wtrace/replay/codec"
@@ -110,6 +112,12 @@ type Store struct {
 	bytes   int64
 	changed chan struct{} // closed and replaced when a write lands
 	oldest  uint64        // oldest resourceVersion the store can answer at
+
+	// For ObserveN's path without the lock: the world's point, and the
+	// recorded resourceVersion above which numbers are served shifted
+	// (math.MaxUint64: none). Written with mu held.
+	fastPoint atomic.Uint64
+	shiftFrom atomic.Uint64
 }
 
 // Info returns what the store knows of resource r: from the session, else
@@ -164,8 +172,60 @@ func (s *Store) Changed() <-chan struct{} {
 }
 
 func (s *Store) notify() {
+	s.publish()
 	close(s.changed)
 	s.changed = make(chan struct{})
+}
+
+// publish copies the clock's point and first shift to the fields ObserveN
+// reads without the lock (the lock is held).
+func (s *Store) publish() {
+	s.fastPoint.Store(s.clk.point)
+	from := uint64(math.MaxUint64)
+	if len(s.clk.shifts) > 0 {
+		from = s.clk.shifts[0].after
+	}
+	s.shiftFrom.Store(from)
+}
+
+// ObserveN is Observe for a numeric resourceVersion: it returns the
+// number to serve in its place. The replay calls it for every recorded
+// event it sends; while the world's point is past rv and nothing below rv
+// was shifted (the common case: every watcher after the first to send an
+// event) it takes no lock.
+func (s *Store) ObserveN(rv uint64) uint64 {
+	if rv <= s.fastPoint.Load() && rv <= s.shiftFrom.Load() {
+		return rv
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.clk.observe(rv)
+	s.publish()
+	return out
+}
+
+// ServedN returns the resourceVersion recorded rv goes out as, without
+// moving the world's point.
+func (s *Store) ServedN(rv uint64) uint64 {
+	if rv <= s.shiftFrom.Load() {
+		return rv
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.clk.served(rv)
+}
+
+// Wrote reports whether a client's write changed an object of the
+// resource path names (a collection or an object path).
+func (s *Store) Wrote(path string) bool {
+	t, ok := ParsePath(path)
+	if !ok {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, ok := s.res[t.Resource]
+	return ok && len(h.syn) > 0
 }
 
 // Observe tells the store that recorded resourceVersion rv is being
@@ -182,6 +242,7 @@ func (s *Store) Observe(rv string) (served string, changed bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := s.clk.observe(n)
+	s.publish()
 	if out == n {
 		return rv, false
 	}
@@ -231,8 +292,16 @@ func (s *Store) visible(e *entry, at uint64) bool {
 // latest returns the newest visible entry of an object at served
 // resourceVersion at, or nil.
 func (s *Store) latest(h *history, k Key, at uint64) *entry {
+	return s.latestOf(h, k, at, false)
+}
+
+// latestOf is latest, leaving the clients' writes out if recordedOnly.
+func (s *Store) latestOf(h *history, k Key, at uint64, recordedOnly bool) *entry {
 	var best *entry
 	for _, e := range h.objs[k] {
+		if recordedOnly && e.synth {
+			continue
+		}
 		if s.visible(e, at) && (best == nil || s.order(e) >= s.order(best)) {
 			best = e
 		}

@@ -35,6 +35,8 @@ type Watch struct {
 	// writesOnly: a Follow watch, which skips the recorded changes (the
 	// replay sends the recording itself).
 	writesOnly bool
+	// recordedOnly: a watch that skips the clients' writes.
+	recordedOnly bool
 }
 
 // WatchEvent is the next change a Watch has for its client.
@@ -75,13 +77,13 @@ func (s *Store) Watch(r *Request) (*Watch, *Response) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h, _ := s.hist(t.Resource)
-	wt := &Watch{s: s, h: h, info: info, t: t, sel: sel, w: w}
+	wt := &Watch{s: s, h: h, info: info, t: t, sel: sel, w: w, recordedOnly: r.RecordedOnly}
 	switch {
 	case rv == "" || rv == "0" || sie:
 		// A streaming list's resourceVersion is a lower bound
 		// (NotOlderThan): the current state is never older.
 		wt.cursor = s.clk.last
-		items, err := s.collect(t, info, sel, wt.cursor, w.Media.Format)
+		items, err := s.collectOf(t, info, sel, wt.cursor, w.Media.Format, wt.recordedOnly)
 		if err != nil {
 			return nil, s.errorResponse(r, err, HowWatch)
 		}
@@ -177,7 +179,7 @@ func (wt *Watch) Next() (WatchEvent, bool) {
 			e = h.rec[ri]
 			ri++
 		}
-		if wt.writesOnly && !e.synth {
+		if wt.writesOnly && !e.synth || wt.recordedOnly && e.synth {
 			continue
 		}
 		if ev, ok := wt.change(e); ok {
@@ -282,7 +284,7 @@ func (wt *Watch) previous(e *entry) *entry {
 	s := wt.s
 	var best *entry
 	for _, o := range wt.h.objs[e.key] {
-		if o == e || s.order(o) >= s.order(e) {
+		if o == e || s.order(o) >= s.order(e) || wt.recordedOnly && o.synth {
 			continue
 		}
 		if best == nil || s.order(o) > s.order(best) {
@@ -308,6 +310,7 @@ func (wt *Watch) Take(ev WatchEvent) ([]byte, error) {
 		served = ev.e.rv
 	} else {
 		served = s.clk.observe(ev.e.rv)
+		s.publish()
 	}
 	src := ev.e
 	if ev.prev != nil {

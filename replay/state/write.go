@@ -283,6 +283,7 @@ func clearStatus(obj runtime.Object) {
 func (s *Store) store(h *history, key Key, obj runtime.Object, typ EventType) (codec.Object, error) {
 	m, _ := meta.Accessor(obj)
 	rv := s.clk.next()
+	s.publish()
 	m.SetResourceVersion(formatRV(rv))
 	o, err := codec.Encode(obj, frame.JSON)
 	if err != nil {
