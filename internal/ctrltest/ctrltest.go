@@ -8,7 +8,9 @@
 // ChildSuffix, one reconcile:
 //
 //  1. GET the ConfigMap;
-//  2. JSON merge PATCH the annotation wtrace.test/seen (its resourceVersion);
+//  2. JSON merge PATCH the annotation wtrace.test/seen (the resourceVersion
+//     it was first seen at), once: a controller whose own writes do not
+//     trigger it again, so that it goes quiet when the world does;
 //  3. CREATE its child ConfigMap "<name>-child" (owner reference, the
 //     finalizer wtrace.test/hold), or, when it exists, UPDATE it with the
 //     parent's data (resourceVersion from a GET);
@@ -284,7 +286,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	if c.count("get", err, apierrors.IsNotFound) != nil {
 		return ignore(err, apierrors.IsNotFound)
 	}
-	if cm.Annotations[SeenAnnotation] != cm.ResourceVersion {
+	if cm.Annotations[SeenAnnotation] == "" {
 		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{SeenAnnotation: cm.ResourceVersion}}})
 		if _, err := cms.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); c.count("patch-merge", err, apierrors.IsNotFound) != nil {
 			return ignore(err, apierrors.IsNotFound)
