@@ -5,7 +5,11 @@
 // ../shared/corpus/tools/build-k8s.sh puts them; without them (or with
 // -short) the test is skipped.
 //
-// Everything here is for tests; nothing in the wtrace binary imports it.
+// The one harness for tests against a real apiserver: the recording
+// proxy's (capture/proxy), the world's comparisons (replay/state), the
+// controller's (internal/ctrltest), a recording replayed to a controller
+// (replay/record). Everything here is for tests; nothing in the wtrace
+// binary imports it.
 package k8stest
 
 import (
