@@ -173,3 +173,67 @@ func rvOfJSON(t *testing.T, b []byte) string {
 	}
 	return o.Metadata.ResourceVersion
 }
+
+// TestResumeServedRV: after a client's write took the number of the next
+// recorded event, every recorded event after it goes out shifted, and a
+// watch resumed from any resourceVersion the replay served — a shifted
+// one, or the write's own — gets the rest of the history with the same
+// numbers.
+func TestResumeServedRV(t *testing.T) {
+	path := corpusSession(t, "basic-json")
+	srv := newTestServer(t, path, Options{Speed: 0})
+	const cms = "/api/v1/namespaces/corpus-basic/configmaps"
+	req, _ := http.NewRequest("POST", srv.URL+cms, strings.NewReader(`{"metadata":{"name":"resume-me"}}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 201 {
+		t.Fatalf("create: %d %s", resp.StatusCode, answer)
+	}
+	wrv := rvOfJSON(t, answer)
+	watch := func(rv string, timeout ...string) []frame.Meta {
+		ts := "30" // recorded watches end as recorded; the world's stay open until then
+		if len(timeout) > 0 {
+			ts = timeout[0]
+		}
+		_, b := get(t, srv.Client(), srv.URL+cms+"?watch=true&timeoutSeconds="+ts+"&resourceVersion="+rv)
+		var out []frame.Meta
+		for _, l := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+			m, err := frame.Peek(frame.JSON, l)
+			if err != nil {
+				t.Fatalf("watch from %s: %v: %.100q", rv, err, l)
+			}
+			out = append(out, m)
+		}
+		return out
+	}
+	all := watch("205")
+	if len(all) != 200 {
+		t.Fatalf("watch from 205: %d events; want 200", len(all))
+	}
+	w, _ := rvNumber(wrv)
+	first, _ := rvNumber(all[0].ResourceVersion)
+	if first <= w {
+		t.Fatalf("first recorded event after the write: resourceVersion %d, not above the write's %d", first, w)
+	}
+	for _, k := range []int{0, 99, 198} {
+		rest := watch(all[k].ResourceVersion)
+		if len(rest) != len(all)-k-1 {
+			t.Fatalf("watch from %s (event %d): %d events; want %d", all[k].ResourceVersion, k, len(rest), len(all)-k-1)
+		}
+		for i, e := range rest {
+			if want := all[k+1+i]; e.ResourceVersion != want.ResourceVersion || e.Name != want.Name || e.Type != want.Type {
+				t.Fatalf("watch from %s, event %d = %s %s %s; want %s %s %s", all[k].ResourceVersion, i, e.Type, e.Name, e.ResourceVersion, want.Type, want.Name, want.ResourceVersion)
+			}
+		}
+	}
+	// From the write's own resourceVersion: the recorded history after it.
+	rest := watch(wrv, "2")
+	if len(rest) != len(all) || rest[0].ResourceVersion != all[0].ResourceVersion {
+		t.Fatalf("watch from the write's %s: %d events from %v; want the %d recorded from %s", wrv, len(rest), rest[0].ResourceVersion, len(all), all[0].ResourceVersion)
+	}
+}

@@ -37,8 +37,9 @@ type flow struct {
 	// switched says why the stream went event by event ("" while it
 	// goes as recorded): "rv", or the transcoding.
 	switched string
-	pending  *write // the recorded write waiting for its time
-	writes   int    // clients' writes sent
+	pending  write // the recorded write waiting for its time, if waiting
+	waiting  bool
+	writes   int // clients' writes sent
 }
 
 // negotiate decides how a recorded response in format f (a body of target
@@ -224,13 +225,13 @@ func (st *streamer) runFlow(src source, base, skip int64) bool {
 			}
 		}
 	}
-	defer func() { fl.pending = nil }()
+	defer func() { fl.waiting = false }()
 	for {
 		w, ok := next()
 		if !ok {
 			return st.stopped == ""
 		}
-		fl.pending = &w
+		fl.pending, fl.waiting = w, true
 		if !st.waitUntil(st.deadline(w.at, base)) {
 			return false
 		}
@@ -290,11 +291,16 @@ func (st *streamer) runFlow(src source, base, skip int64) bool {
 // resourceVersion and in the client's encoding.
 func (st *streamer) sendEvent(data []byte) bool {
 	fl := st.flow
-	out, _, err := st.s.store.ServeEvent(fl.format, data)
-	if err != nil {
-		out = data
+	out := data
+	m, perr := frame.Peek(fl.format, data)
+	if n, ok := rvNumber(m.ResourceVersion); perr == nil && ok && st.s.store.ObserveN(n) != n {
+		// Shifted by the clients' writes: rewritten (ServeEvent observes
+		// it again, which changes nothing).
+		if b, _, err := st.s.store.ServeEvent(fl.format, data); err == nil {
+			out = b
+			m, perr = frame.Peek(fl.format, out)
+		}
 	}
-	m, perr := frame.Peek(fl.format, out)
 	if fl.w != nil {
 		av, kind, raw, err := frame.EventObject(fl.format, out)
 		if err == nil && perr == nil {
@@ -324,7 +330,8 @@ func (st *streamer) deliver() bool {
 		return true
 	}
 	limit := ""
-	if w := fl.pending; w != nil {
+	if fl.waiting {
+		w := &fl.pending
 		var rv uint64
 		if w.event {
 			rv, _ = rvNumber(peekRV(fl.format, w.data))
@@ -413,7 +420,7 @@ func (st *streamer) waitOr(t time.Time, wake <-chan struct{}) (woke, ok bool) {
 // holdFollow is hold for a flow with a Follow: the clients' writes are
 // sent as they land.
 func (st *streamer) holdFollow() {
-	st.flow.pending = nil
+	st.flow.waiting = false
 	end := st.timeoutAt
 	if end.IsZero() {
 		end = st.s.clock.Now().Add(100 * 365 * 24 * time.Hour)

@@ -118,8 +118,10 @@ const maxLoggedBody = 3 << 20
 
 // newTap starts following request r (whose body was read).
 func (s *Server) newTap(r *http.Request, body []byte, arrival time.Time) *tap {
-	t := &tap{s: s, req: Request{Method: r.Method, Target: r.URL.RequestURI(), Header: r.Header.Clone(),
-		Arrival: arrival, Exchange: -1}, keep: isWrite(r.Method)}
+	t := &tap{s: s, req: Request{Method: r.Method, Arrival: arrival, Exchange: -1}, keep: isWrite(r.Method)}
+	if s.maxRequests >= 0 {
+		t.req.Target, t.req.Header = r.URL.RequestURI(), r.Header.Clone()
+	}
 	t.req.seq = s.seq.Add(1)
 	if t.keep {
 		t.req.Body = body

@@ -219,6 +219,13 @@ func (s *Server) routeWatch(r *http.Request, q query) route {
 	if s.store != nil && rv != "" {
 		if rec, ok := s.store.Recorded(rv); ok {
 			rv = rec
+		} else if n, num := rvNumber(rv); num && s.storeHandles(q.path) {
+			// Not one the recording holds (as served): a client's write's,
+			// or a number the replay never served. The world's history
+			// from there (or a 410), unless it is past everything served.
+			if point, _ := rvNumber(s.store.Point()); n <= point {
+				return s.storeWatchRoute(r, q)
+			}
 		}
 	}
 	if q.sie {

@@ -462,3 +462,60 @@ func TestSendAllocs(t *testing.T) {
 		t.Errorf("ownSend allocates %v times per batch; want 0", n)
 	}
 }
+
+// TestFlowAllocs: serving a recorded watch with the world (the default
+// mode) allocates nothing per event: its resourceVersions are observed
+// without a lock or an allocation, as long as no client's write shifted
+// them.
+func TestFlowAllocs(t *testing.T) {
+	path := corpusSession(t, "basic-json")
+	srv, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	f := openSession(t, path)
+	id := exchangeByTarget(t, f, "GET", "watch=true")
+	var x *recorded
+	for _, c := range srv.m.all {
+		if c.id == id {
+			x = c
+		}
+	}
+	p, err := buildPlan(srv.file, x, false, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		io.Copy(io.Discard, c)
+		c.Close()
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	st := &streamer{s: srv, ctx: context.Background(), own: &ownConn{conn: c, tcp: c.(*net.TCPConn)},
+		flow: &flow{s: srv, x: x, format: x.format}}
+	src := &planSource{p: p}
+	run := func() {
+		src.i = 0
+		if !st.runFlow(src, x.respTime(), 0) {
+			t.Fatal(st.stopped)
+		}
+	}
+	run() // warm up: the world's point moves past every event
+	n := testing.AllocsPerRun(20, run)
+	if per := n / float64(len(p.writes)); per > 0.05 {
+		t.Errorf("runFlow: %v allocations for %d writes (%.2f per write); want none per write", n, len(p.writes), per)
+	}
+}
