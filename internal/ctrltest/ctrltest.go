@@ -90,6 +90,8 @@ type Controller struct {
 	calls      map[string]int // "verb code" → count
 	failures   []string
 	reconciles int
+
+	depMu      sync.Mutex // held while the Deployment is being created
 	depCreated bool
 }
 
@@ -325,10 +327,14 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 
 // deployment creates the controller's Deployment once and sets its status.
 func (c *Controller) deployment(ctx context.Context, ns string) error {
-	c.mu.Lock()
+	// One worker creates it; the others wait for the answer (a GET before
+	// the create lands would be a 404 of the controller's own making).
+	c.depMu.Lock()
 	created := c.depCreated
 	c.depCreated = true
-	c.mu.Unlock()
+	if created {
+		c.depMu.Unlock()
+	}
 	deps := c.cs.AppsV1().Deployments(ns)
 	name := c.DeploymentName()
 	if !created {
@@ -337,7 +343,9 @@ func (c *Controller) deployment(ctx context.Context, ns string) error {
 				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
 				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
 					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}}}
-		if _, err := deps.Create(ctx, d, metav1.CreateOptions{}); c.count("create", err, apierrors.IsAlreadyExists) != nil && !apierrors.IsAlreadyExists(err) {
+		_, err := deps.Create(ctx, d, metav1.CreateOptions{})
+		c.depMu.Unlock()
+		if c.count("create", err, apierrors.IsAlreadyExists) != nil && !apierrors.IsAlreadyExists(err) {
 			return err
 		}
 	}
