@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
@@ -243,14 +244,15 @@ func subSession(t testing.TB, src string, ids ...int64) string {
 	return out
 }
 
-// requestFor is an incoming request for the router's tests.
+// requestFor is an incoming request for the router's tests (any method
+// and target, as a server may receive them).
 func requestFor(method, target, accept string) *http.Request {
-	r, err := http.NewRequest(method, "http://127.0.0.1"+target, nil)
+	u, err := url.ParseRequestURI(target)
 	if err != nil {
-		r, _ = http.NewRequest(method, "http://127.0.0.1/", nil)
-		r.URL.Path = target
+		u = &url.URL{Path: target}
 	}
-	r.RequestURI = target
+	r := (&http.Request{Method: method, URL: u, RequestURI: target, Host: "127.0.0.1", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{}, Body: http.NoBody}).WithContext(context.Background())
 	if accept != "" {
 		r.Header.Set("Accept", accept)
 	}
