@@ -151,39 +151,61 @@ func (s *Server) watchHead(x *recorded, fl *flow) *head {
 
 // eventSource yields the events of watch exchange x whose data starts at
 // body offset from or later, one write each (event set), read from the
-// file.
+// file; what the session's damage lost is a write of its own (lost set),
+// as from a producer.
 type eventSource struct {
 	sc   *formats.Scanner
+	lt   *lossTracker
 	from int64
+	out  []write
+	done bool
 }
 
 func (s *Server) eventSource(x *recorded, from int64) *eventSource {
-	return &eventSource{sc: s.file.ExchangeRecords(x.id), from: from}
+	return &eventSource{sc: s.file.ExchangeRecords(x.id), lt: newLossTracker(s.file, x), from: from}
+}
+
+func (e *eventSource) lost(l *Loss) {
+	if l != nil {
+		e.out = append(e.out, write{at: l.From, off: l.Offset, lost: l})
+	}
 }
 
 func (e *eventSource) next() (write, bool, error) {
-	for {
+	for len(e.out) == 0 {
+		if e.done {
+			return write{}, false, nil
+		}
 		rec, err := e.sc.Next()
 		if err == io.EOF {
-			return write{}, false, nil
+			e.lost(e.lt.finish(0))
+			e.done = true
+			continue
 		}
 		if err != nil {
 			var de *formats.DamageError
 			if errors.As(err, &de) {
+				e.lt.damage(de)
 				continue
 			}
 			return write{}, false, err
 		}
-		fr, ok := rec.(*formats.Frame)
-		if !ok {
-			continue
+		switch r := rec.(type) {
+		case *formats.Frame:
+			e.lost(e.lt.piece(r.Offset, int64(len(r.Pre)+len(r.Data)), r.Seq, r.Time))
+			if ds := r.Offset + int64(len(r.Pre)); ds >= e.from {
+				e.out = append(e.out, write{at: r.Time, off: ds, data: append([]byte(nil), r.Data...), event: true})
+			}
+		case *formats.End:
+			if r.Dir == formats.ServerToClient {
+				e.lost(e.lt.finish(int64(len(r.Tail))))
+				e.done = true
+			}
 		}
-		ds := fr.Offset + int64(len(fr.Pre))
-		if ds < e.from {
-			continue
-		}
-		return write{at: fr.Time, off: ds, data: append([]byte(nil), fr.Data...), event: true}, true, nil
 	}
+	w := e.out[0]
+	e.out = e.out[1:]
+	return w, true, nil
 }
 
 // runFlow is run for a recorded watch served with the world (st.flow):
@@ -210,6 +232,12 @@ func (st *streamer) runFlow(src source, base, skip int64) bool {
 			}
 			if !ok {
 				return w, false
+			}
+			if w.lost != nil {
+				if w.off >= skip {
+					st.cross(w.lost)
+				}
+				continue
 			}
 			if skip > w.off {
 				n := skip - w.off
@@ -280,7 +308,7 @@ func (st *streamer) runFlow(src source, base, skip int64) bool {
 		if !st.sendBatch(batch) {
 			return false
 		}
-		st.cut = last.cut
+		st.midEvent = last.cut
 		if fl.follow != nil && last.rv != 0 {
 			fl.follow.Advance(strconv.FormatUint(last.rv, 10))
 		}
@@ -314,7 +342,7 @@ func (st *streamer) sendEvent(data []byte) bool {
 	if !st.send(codec.FrameEvent(fl.media.Format, out)) {
 		return false
 	}
-	st.cut = false
+	st.midEvent = false
 	if fl.follow != nil && perr == nil {
 		fl.follow.Advance(m.ResourceVersion)
 	}
@@ -326,7 +354,7 @@ func (st *streamer) sendEvent(data []byte) bool {
 // between events.
 func (st *streamer) deliver() bool {
 	fl := st.flow
-	if st.cut {
+	if st.midEvent {
 		return true
 	}
 	limit := ""

@@ -30,6 +30,9 @@ type write struct {
 	// event: data is one event's exact bytes (an eventSource), rewritten
 	// and framed when it is sent.
 	event bool
+	// lost, on a write without data, marks where the session's damage
+	// lost body bytes (off: where they begin).
+	lost *Loss
 }
 
 // mark is one watch event of a planned exchange, for resuming after it.
@@ -82,6 +85,7 @@ type producer struct {
 	ended   bool
 	sawData bool
 	nextOff int64 // body offset after the last segment (for the End's Tail)
+	lt      *lossTracker
 
 	// annotate: mark writes with their events (see write), format the
 	// watch's; spans are the events not yet wholly emitted.
@@ -100,7 +104,7 @@ type span struct {
 // (and body piece) instead of the recorded chunks; annotate marks the
 // writes of a watch with their events' resourceVersions (see write).
 func newProducer(f *formats.File, x *recorded, eventChunks, annotate bool) *producer {
-	p := &producer{sc: f.ExchangeRecords(x.id), format: x.format, annotate: annotate && x.format != frame.Unknown}
+	p := &producer{sc: f.ExchangeRecords(x.id), lt: newLossTracker(f, x), format: x.format, annotate: annotate && x.format != frame.Unknown}
 	r := x.info.Response
 	// Chunk offsets are in body bytes before content decoding; frames are
 	// stored decoded, so a compressed event body cannot keep its chunks.
@@ -117,14 +121,16 @@ func (p *producer) next() (write, bool, error) {
 		}
 		rec, err := p.sc.Next()
 		if err == io.EOF {
+			p.lost(p.lt.finish(0))
 			p.finish()
 			continue
 		}
 		if err != nil {
 			var de *formats.DamageError
 			if errors.As(err, &de) {
-				// Bytes were lost: what follows cannot be matched with
+				// Records were lost: what follows cannot be matched with
 				// chunk boundaries any more.
+				p.lt.damage(de)
 				p.segmentMode()
 				continue
 			}
@@ -140,9 +146,11 @@ func (p *producer) next() (write, bool, error) {
 				sp.rv, _ = rvNumber(peekRV(p.format, r.Data))
 				p.spans = append(p.spans, sp)
 			}
+			p.lost(p.lt.piece(r.Offset, int64(len(b)), r.Seq, r.Time))
 			p.segment(r.Offset, b, r.Time)
 		case *formats.Body:
 			if r.Dir == formats.ServerToClient {
+				p.lost(p.lt.piece(r.Offset, int64(len(r.Data)), -1, r.Time))
 				p.segment(r.Offset, r.Data, r.Time)
 			}
 		case *formats.Chunk:
@@ -152,6 +160,7 @@ func (p *producer) next() (write, bool, error) {
 			}
 		case *formats.End:
 			if r.Dir == formats.ServerToClient {
+				p.lost(p.lt.finish(int64(len(r.Tail))))
 				if len(r.Tail) > 0 {
 					p.segment(p.nextOff, r.Tail, r.Time)
 				}
@@ -163,6 +172,16 @@ func (p *producer) next() (write, bool, error) {
 	p.out[0] = write{}
 	p.out = p.out[1:]
 	return w, true, nil
+}
+
+// lost marks loss l (if not nil) where the stream has got to: after what
+// was read before the damaged region.
+func (p *producer) lost(l *Loss) {
+	if l == nil {
+		return
+	}
+	p.segmentMode()
+	p.emit(write{at: l.From, off: l.Offset, lost: l})
 }
 
 // segment takes stored body bytes b at body offset off, stored at time t.
