@@ -12,8 +12,11 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
+	"github.com/wtrace/wtrace/replay/codec"
 )
 
 // maxSynthBytes bounds a LIST body (all pages, decoded) that is held in
@@ -140,7 +143,13 @@ func (s *Server) buildSynthList(first *recorded) (*synthList, error) {
 			sl.add(f, ev)
 		}
 	}
-	sl.add(f, frame.Bookmark(f, apiVersion, kind, sl.rv, true))
+	// The bookmark as kube-apiserver v1.33 sends it (with the list
+	// blueprint annotation), else the minimal one.
+	bm, err := codec.EndBookmark(f, schema.FromAPIVersionAndKind(apiVersion, kind), sl.rv)
+	if err != nil {
+		bm = frame.Bookmark(f, apiVersion, kind, sl.rv, true)
+	}
+	sl.add(f, bm)
 	return sl, nil
 }
 

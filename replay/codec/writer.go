@@ -456,3 +456,39 @@ func (w *Writer) ListBlueprint(gvk schema.GroupVersionKind) (string, error) {
 	}
 	return base64.StdEncoding.EncodeToString(b), nil
 }
+
+// Annotations of a streaming list's last bookmark.
+const (
+	initialEventsEnd = "k8s.io/initial-events-end"
+	listBlueprint    = "kubernetes.io/initial-events-list-blueprint"
+)
+
+// EndBookmark is the initial-events-end BOOKMARK event (its exact bytes,
+// without framing) of a streaming list of kind gvk at resourceVersion rv,
+// in format f, as kube-apiserver v1.33 sends it: an object of the kind
+// carrying only its resourceVersion and two annotations,
+// k8s.io/initial-events-end and kubernetes.io/initial-events-list-blueprint
+// (the empty list of the kind, encoded as the events are, in base64).
+func EndBookmark(f frame.Format, gvk schema.GroupVersionKind, rv string) ([]byte, error) {
+	w := &Writer{Media: Media{Format: f}}
+	bp, err := w.ListBlueprint(gvk)
+	if err != nil {
+		return nil, err
+	}
+	var obj runtime.Object
+	if Known(gvk) {
+		if obj, err = Scheme.New(gvk); err != nil {
+			return nil, err
+		}
+	} else {
+		obj = &unstructured.Unstructured{Object: map[string]any{}}
+	}
+	obj.GetObjectKind().SetGroupVersionKind(gvk)
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, err
+	}
+	m.SetResourceVersion(rv)
+	m.SetAnnotations(map[string]string{initialEventsEnd: "true", listBlueprint: bp})
+	return w.RuntimeEvent("BOOKMARK", obj)
+}

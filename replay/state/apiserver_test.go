@@ -594,7 +594,7 @@ func TestWatchAgainstAPIServer(t *testing.T) {
 			h.Set("Accept", wc.accept)
 		}
 		o := opened{real: make(chan []watchEv, 1)}
-		go func(path string) { o.real <- readWatch(t, c, path, h) }(wc.path + "?watch=true&timeoutSeconds=4&" + q)
+		go func(path string) { o.real <- readWatch(t, c, path, h) }(wc.path + "?watch=true&timeoutSeconds=10&" + q) // room for the writes on a loaded machine
 		qq, _ := url.ParseQuery(q)
 		qq.Set("watch", "true")
 		w, refused := st.Watch(&state.Request{Method: "GET", Path: wc.path, Query: qq, Header: h})
