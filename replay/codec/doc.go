@@ -38,7 +38,8 @@
 // Created At columns for every other kind, as for resources without
 // printers. Age cells are computed against the Writer's Now. A watch of
 // Tables carries the column definitions in its first event only, as the
-// apiserver's does.
+// apiserver's does. EndBookmark is a streaming list's last bookmark, with
+// the list blueprint annotation v1.33 adds.
 //
 // # Concurrency
 //

@@ -41,7 +41,10 @@
 // every recorded resourceVersion above the point is served shifted up by
 // as much as needed: Observe returns the number to serve instead (no
 // client was served one above the point yet, and a number once served
-// never changes), Recorded maps a served number back.
+// never changes), Recorded maps a served number back. ObserveN and
+// ServedN are the numeric forms the replay calls for every recorded event
+// it sends: while the point is past the number and nothing below it was
+// shifted, they take no lock.
 //
 // # Writes
 //
@@ -88,7 +91,9 @@
 // Status), or a streaming list (ADDED events, then the initial-events-end
 // bookmark). Changes are filtered by the watch's scope as the apiserver's
 // watch cache does (an object entering a selector's scope is ADDED,
-// leaving it DELETED). The caller paces recorded changes by their capture
+// leaving it DELETED). Request.RecordedOnly leaves the clients' writes out
+// of a watch (a replay whose watchers see only the recording); Wrote says
+// whether clients wrote objects of a resource at all. The caller paces recorded changes by their capture
 // time and takes clients' writes at once (Store.Changed says when one
 // lands).
 //
