@@ -240,17 +240,17 @@ func TestLinkTypes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var d decoder
-		flow, tcp, err := d.decode(tt.link, tt.data)
+		sg, err := d.decode(tt.link, tt.data)
 		if err != nil {
 			t.Errorf("%s: decode: %v", tt.name, err)
 			continue
 		}
-		if got := endpoint(flow.Src(), tcp.TransportFlow().Src()); got != tt.src {
+		if got := sg.src.String(); got != tt.src {
 			t.Errorf("%s: source %s; want %s", tt.name, got, tt.src)
 		}
 	}
 	var d decoder
-	if _, _, err := d.decode(pcapfile.LinkEthernet, pkt[:20]); err == nil {
+	if _, err := d.decode(pcapfile.LinkEthernet, pkt[:20]); err == nil {
 		t.Errorf("short packet decoded")
 	}
 }
