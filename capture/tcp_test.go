@@ -283,3 +283,137 @@ func TestIdleWatch(t *testing.T) {
 }
 
 func netipAP(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
+
+// tallySink counts records without keeping them.
+type tallySink struct {
+	frames, requests int
+	anomalies        []formats.Anomaly
+}
+
+func (c *tallySink) Write(r formats.Record) error {
+	switch r := r.(type) {
+	case *formats.Frame:
+		c.frames++
+	case *formats.Request:
+		c.requests++
+	case *formats.Anomaly:
+		c.anomalies = append(c.anomalies, *r)
+	}
+	return nil
+}
+
+// feed hands the packets of b to a new Recorder and closes it.
+func feed(t *testing.T, b *pcaptest.Builder, opts Options) (*tallySink, Stats) {
+	t.Helper()
+	sink := &tallySink{}
+	rec := NewRecorder(sink, opts)
+	for _, p := range b.Packets {
+		if err := rec.Packet(Packet{Time: p.Time.UnixNano(), LinkType: uint16(pcapfile.LinkEthernet), Data: pcaptest.Encode(p)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rec.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return sink, rec.Stats()
+}
+
+// addWatch adds one complete watch connection of n events to b.
+func addWatch(b *pcaptest.Builder, client string, n int) {
+	head, chunks, _ := watchBody(n)
+	c := b.Conn(client, "127.0.0.1:8001", true)
+	c.Send(pcaptest.ToServer, []byte(watchReq))
+	c.Send(pcaptest.ToClient, []byte(head+strings.Join(chunks, "")+"0\r\n\r\n"))
+	c.FIN(pcaptest.ToClient)
+	c.FIN(pcaptest.ToServer)
+}
+
+// TestSYNFlood: more half-open flows than the connection limit (a SYN
+// flood, a port scan) before a real watch. The flows that never carried
+// data make room, oldest first; the flood is reported once, with a count;
+// the watch is recorded. A higher limit keeps them all.
+func TestSYNFlood(t *testing.T) {
+	const flood = DefaultMaxConns + 4000
+	b := pcaptest.New()
+	b.Step = time.Microsecond
+	for i := range flood {
+		src := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 1, byte(i >> 16), byte(i >> 8)}), uint16(1024+i%60000))
+		b.Packets = append(b.Packets, pcaptest.Packet{Time: b.Now(), Src: src, Dst: netipAP("10.0.0.1:8001"), Seq: uint32(i), SYN: true})
+		b.Advance(time.Microsecond)
+	}
+	addWatch(b, "127.0.0.1:40000", 5)
+	for _, tt := range []struct {
+		name    string
+		max     int
+		evicted int64
+	}{
+		{"default limit", 0, flood + 1 - DefaultMaxConns},
+		{"raised limit", flood + 10, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			sink, st := feed(t, b, Options{MaxConns: tt.max})
+			if sink.frames != 5 || sink.requests != 1 {
+				t.Errorf("%d events in %d exchanges recorded; want 5 in 1", sink.frames, sink.requests)
+			}
+			if st.Evicted != tt.evicted {
+				t.Errorf("Stats.Evicted = %d; want %d", st.Evicted, tt.evicted)
+			}
+			var limits []formats.Anomaly
+			for _, a := range sink.anomalies {
+				if a.Kind == formats.AnomalyLimit {
+					limits = append(limits, a)
+				}
+			}
+			switch {
+			case tt.evicted == 0 && len(limits) != 0:
+				t.Errorf("anomalies %+v; want none", limits)
+			case tt.evicted > 0 && (len(limits) != 1 || limits[0].Bytes != tt.evicted ||
+				!strings.Contains(limits[0].Message, fmt.Sprint(tt.evicted))):
+				t.Errorf("anomalies %+v; want one counting %d flows", limits, tt.evicted)
+			}
+		})
+	}
+}
+
+// TestConnSlots: a connection that ended frees its slot (many more
+// sequential connections than the limit are all recorded); when every
+// slot holds a connection that carried data, a new one is refused and
+// reported, and recorded again once a slot is free.
+func TestConnSlots(t *testing.T) {
+	b := pcaptest.New()
+	for i := range 200 {
+		addWatch(b, fmt.Sprintf("127.0.0.1:%d", 30000+i), 1)
+	}
+	sink, _ := feed(t, b, Options{MaxConns: 4})
+	if sink.frames != 200 || len(sink.anomalies) != 0 {
+		t.Errorf("sequential connections: %d events, anomalies %v; want 200, none", sink.frames, sink.anomalies)
+	}
+
+	b = pcaptest.New()
+	head, chunks, _ := watchBody(2)
+	var open []*pcaptest.Conn
+	for i := range 3 { // three watches stay open
+		c := b.Conn(fmt.Sprintf("127.0.0.1:%d", 20000+i), "127.0.0.1:8001", true)
+		c.Send(pcaptest.ToServer, []byte(watchReq))
+		c.Send(pcaptest.ToClient, []byte(head+chunks[0]))
+		open = append(open, c)
+	}
+	addWatch(b, "127.0.0.1:21000", 1) // no room: refused
+	open[0].Send(pcaptest.ToClient, []byte(chunks[1]+"0\r\n\r\n"))
+	open[0].FIN(pcaptest.ToClient)
+	open[0].FIN(pcaptest.ToServer)
+	addWatch(b, "127.0.0.1:21001", 1) // room again
+	sink, _ = feed(t, b, Options{MaxConns: 3})
+	if sink.requests != 4 || sink.frames != 3+1+1 {
+		t.Errorf("%d exchanges, %d events; want 4, 5", sink.requests, sink.frames)
+	}
+	var limits int
+	for _, a := range sink.anomalies {
+		if a.Kind == formats.AnomalyLimit {
+			limits++
+		}
+	}
+	if limits == 0 {
+		t.Errorf("the refused connection was not reported: %v", sink.anomalies)
+	}
+}

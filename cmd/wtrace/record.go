@@ -26,6 +26,7 @@ type recordOptions struct {
 	keepSecrets bool
 	keylog      string
 	maxBuffered int
+	maxConns    int
 
 	// Live sources (record_live.go).
 	iface       string
@@ -125,6 +126,7 @@ up to its last block).`,
 	f.BoolVar(&o.keepSecrets, "keep-secrets", false, "store Secret objects' values as captured (credentials in headers are never stored)")
 	f.StringVar(&o.keylog, "keylog", "", "--pcap: NSS key log `file` (SSLKEYLOGFILE) to decrypt TLS")
 	f.IntVar(&o.maxBuffered, "max-buffered", 256<<20, "`bytes` of out-of-order TCP data to hold, over all connections")
+	f.IntVar(&o.maxConns, "max-conns", capture.DefaultMaxConns, "TCP connections open at once (`n`); past it, flows that never carried data are dropped, oldest first, then new connections are refused")
 	return c
 }
 
@@ -154,7 +156,7 @@ func runRecord(s streams, o *recordOptions) error {
 	ctx, release := stopOnSignal(s, prog.clear)
 	defer release()
 	res, err := capture.RecordPcap(ctx, in, capture.PcapOptions{
-		Options: capture.Options{Port: o.port, MaxBuffered: o.maxBuffered, KeepSecrets: o.keepSecrets, KeyLog: keys},
+		Options: capture.Options{Port: o.port, MaxBuffered: o.maxBuffered, MaxConns: o.maxConns, KeepSecrets: o.keepSecrets, KeyLog: keys},
 		Output:  output(s, o),
 		Tool:    "wtrace " + toolVersion(),
 		Name:    name,
