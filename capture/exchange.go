@@ -75,7 +75,10 @@ type exchange struct {
 // newExchange starts an exchange with its request (req.Missing for one
 // whose request was not captured) and writes the Request record.
 func (s *session) newExchange(conn uint64, req formats.Request) *exchange {
-	x := &exchange{s: s, id: s.nextExchange, conn: conn, method: req.Method}
+	// Strings kept past this call are cloned: the parsed ones share the
+	// memory of the whole message head (a pipelined connection may hold
+	// thousands of requests waiting for their responses).
+	x := &exchange{s: s, id: s.nextExchange, conn: conn, method: strings.Clone(req.Method)}
 	s.nextExchange++
 	s.stats.Exchanges++
 	req.Exchange = x.id
@@ -84,8 +87,8 @@ func (s *session) newExchange(conn uint64, req formats.Request) *exchange {
 		x.watchKnown = true
 		x.watch = isWatchTarget(req.Target)
 		x.secret = s.secrets != nil && redact.SecretPath(req.Target)
-		x.reqCT = headerValue(req.Header, "Content-Type")
-		x.reqEnc = headerValue(req.Header, "Content-Encoding")
+		x.reqCT = strings.Clone(headerValue(req.Header, "Content-Type"))
+		x.reqEnc = strings.Clone(headerValue(req.Header, "Content-Encoding"))
 	} else {
 		x.reqEnded = true
 	}

@@ -402,7 +402,9 @@ func (d *h1Dir) response(m *h1Msg, t int64) {
 	}
 	var x *exchange
 	if len(c.queue) > 0 {
-		x, c.queue = c.queue[0], c.queue[1:]
+		x = c.queue[0]
+		c.queue[0] = nil // the array outlives the slot: let x go when it ends
+		c.queue = c.queue[1:]
 	} else {
 		x = c.s.newExchange(c.id, formats.Request{Time: t, Missing: true})
 	}

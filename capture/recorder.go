@@ -174,6 +174,7 @@ func NewRecorder(sink Sink, opts Options) *Recorder {
 		log:  opts.Logger,
 	}
 	r.tcp.conns = map[connKey]*tcpStream{}
+	r.tcp.tombs = map[connKey]int64{}
 	r.tcp.deadline = 1<<63 - 1
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
@@ -255,10 +256,9 @@ type tcpStream struct {
 	// reassembly (tcp.go)
 	half             [2]tcpHalf
 	hasData          bool // a segment carried payload
+	inHalf           bool // listed in reassembler.halfClosed
 	holding          bool // listed in reassembler.holding
-	tomb             bool // ended; remembered only to ignore late packets
-	closedAt         int64
-	prev, nextInList *tcpStream // in reassembler.idle or .closed
+	prev, nextInList *tcpStream // in reassembler.idle or .halfClosed
 
 	decided bool
 	client  int // direction of the HTTP client

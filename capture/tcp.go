@@ -100,10 +100,17 @@ type reassembler struct {
 	// idle lists the open streams that never carried data, oldest first:
 	// the first to make room for new connections.
 	idle streamList
-	// closed lists tombstones (connections that ended, remembered for a
-	// reorder window so that their late packets start nothing), oldest
-	// first.
-	closed streamList
+	// halfClosed lists the open streams that carried data and whose one
+	// direction ended (FIN), in the order they did: the next to make room,
+	// since a peer that closed rarely speaks again.
+	halfClosed streamList
+	// tombs remembers connections that ended, for a reorder window, so
+	// that their late packets start nothing: the capture time each ended,
+	// and the same in order of ending (an entry whose time no longer
+	// matches the map's was superseded).
+	tombs     map[connKey]int64
+	tombOrder []tomb
+	tombHead  int
 	// holding lists the streams that hold out-of-order data; deadline is
 	// the earliest capture time at which one of them must give up waiting.
 	holding  []*tcpStream
@@ -111,8 +118,14 @@ type reassembler struct {
 	buffered int // held bytes over all connections
 
 	evicted               int64 // idle flows evicted to make room
+	evictedHalf           int64 // half-closed connections ended to make room
 	firstEvict, lastEvict int64
 	refused               int64 // connections not recorded: no room
+}
+
+type tomb struct {
+	key connKey
+	at  int64
 }
 
 // streamList is an intrusive doubly linked list of streams.
@@ -147,17 +160,17 @@ func (r *Recorder) segment(sg segment, t int64) {
 	tcp := sg.tcp
 	key := keyOf(sg.src, sg.dst)
 	st := r.tcp.conns[key]
-	if st != nil && st.done && !st.tomb {
+	if st != nil && st.done {
 		r.ended(st)
-	}
-	if st != nil && st.tomb {
-		if !tcp.SYN || tcp.ACK {
-			return // a late packet of a connection that ended
-		}
-		r.forget(st) // the 4-tuple is used again
 		st = nil
 	}
 	if st == nil {
+		if _, ok := r.tcp.tombs[key]; ok {
+			if !tcp.SYN || tcp.ACK {
+				return // a late packet of a connection that ended
+			}
+			delete(r.tcp.tombs, key) // the 4-tuple is used again
+		}
 		// A connection starts with its SYN, or — begun before the capture
 		// — with data; anything else (an ACK, a FIN or RST of a connection
 		// we never saw) starts nothing.
@@ -181,6 +194,10 @@ func (r *Recorder) segment(sg segment, t int64) {
 	if len(tcp.Payload) > 0 && !st.hasData {
 		st.hasData = true
 		r.tcp.idle.remove(st)
+		if st.half[0].fin || st.half[1].fin {
+			st.inHalf = true
+			r.tcp.halfClosed.push(st)
+		}
 	}
 	h := &st.half[dir]
 	if tcp.RST {
@@ -230,6 +247,11 @@ func (r *Recorder) newStream(key connKey, sg segment, t int64) *tcpStream {
 			}
 			a.lastEvict = t
 			r.forget(victim)
+		} else if victim := a.halfClosed.head; victim != nil {
+			a.evictedHalf++
+			r.release(victim, t, true)
+			victim.finish(formats.ConnCaptureEnd, formats.EndTruncated, victim.last)
+			r.ended(victim)
 		} else {
 			a.refused++
 			if a.refused == 1 {
@@ -239,8 +261,8 @@ func (r *Recorder) newStream(key connKey, sg segment, t int64) *tcpStream {
 			return nil
 		}
 	}
-	for a.closed.head != nil && len(a.conns)-a.open >= r.opts.MaxConns {
-		r.forget(a.closed.head) // bound the tombstones too
+	for len(a.tombs) >= r.opts.MaxConns {
+		r.dropTomb() // bound the tombstones too
 	}
 	r.streams++
 	st := &tcpStream{r: r, first: t, last: t, src0: sg.src, seqNo: r.streams}
@@ -254,46 +276,54 @@ func (r *Recorder) newStream(key connKey, sg segment, t int64) *tcpStream {
 	return st
 }
 
-// forget removes a stream from the table (an idle flow evicted, a
-// tombstone expired or reused).
+// forget removes an open stream from the table.
 func (r *Recorder) forget(st *tcpStream) {
 	a := &r.tcp
-	if st.tomb {
-		a.closed.remove(st)
-	} else {
-		a.open--
-		if !st.hasData {
-			a.idle.remove(st)
-		}
+	a.open--
+	switch {
+	case !st.hasData:
+		a.idle.remove(st)
+	case st.inHalf:
+		a.halfClosed.remove(st)
 	}
 	delete(a.conns, st.key)
 }
 
-// ended is called once a stream has finished: it becomes a tombstone,
-// which frees its slot and its state, and is forgotten a reorder window
-// later.
+// ended is called once a stream has finished: it leaves the table, which
+// frees its slot and its state, and a tombstone takes its place for a
+// reorder window.
 func (r *Recorder) ended(st *tcpStream) {
-	if st.tomb {
+	a := &r.tcp
+	if a.conns[st.key] != st {
 		return
 	}
-	a := &r.tcp
 	if st.holding {
 		r.release(st, st.last, true)
 	}
-	a.open--
-	if !st.hasData {
-		a.idle.remove(st)
+	r.forget(st)
+	a.tombs[st.key] = st.last
+	a.tombOrder = append(a.tombOrder, tomb{st.key, st.last})
+}
+
+// dropTomb forgets the oldest tombstone.
+func (r *Recorder) dropTomb() {
+	a := &r.tcp
+	tb := a.tombOrder[a.tombHead]
+	a.tombOrder[a.tombHead] = tomb{}
+	a.tombHead++
+	if at, ok := a.tombs[tb.key]; ok && at == tb.at {
+		delete(a.tombs, tb.key)
 	}
-	st.tomb = true
-	st.closedAt = st.last
-	st.proto, st.pending, st.half = nil, [2][]byte{}, [2]tcpHalf{}
-	a.closed.push(st)
+	if a.tombHead > 1024 && a.tombHead*2 > len(a.tombOrder) {
+		a.tombOrder = append(a.tombOrder[:0], a.tombOrder[a.tombHead:]...)
+		a.tombHead = 0
+	}
 }
 
 // maybeEnded finishes a stream whose both directions ended and hold
 // nothing.
 func (r *Recorder) maybeEnded(st *tcpStream) {
-	if st.done && !st.tomb {
+	if st.done {
 		r.ended(st)
 		return
 	}
@@ -365,8 +395,8 @@ func (st *tcpStream) deadline(window int64) int64 {
 func (r *Recorder) expire(now int64) {
 	a := &r.tcp
 	w := r.opts.ReorderWindow.Nanoseconds()
-	for a.closed.head != nil && a.closed.head.closedAt+w <= now {
-		r.forget(a.closed.head)
+	for a.tombHead < len(a.tombOrder) && a.tombOrder[a.tombHead].at+w <= now {
+		r.dropTomb()
 	}
 	if len(a.holding) == 0 || now < a.deadline {
 		return
@@ -453,6 +483,10 @@ func (st *tcpStream) deliver(dir int, seq uint32, p []byte, cut uint32, fin bool
 	}
 	if fin && !h.fin && seqDiff(h.next, finAt) >= 0 {
 		h.fin = true
+		if st.hasData && !st.inHalf && !st.done {
+			st.inHalf = true
+			st.r.tcp.halfClosed.push(st)
+		}
 		st.end(dir, t)
 	}
 }
@@ -481,9 +515,7 @@ func (r *Recorder) closeAll() {
 	a := &r.tcp
 	var open []*tcpStream
 	for _, st := range a.conns {
-		if !st.tomb {
-			open = append(open, st)
-		}
+		open = append(open, st)
 	}
 	// In the order they began, so that records come out the same every run.
 	slices.SortFunc(open, func(x, y *tcpStream) int {
@@ -510,6 +542,10 @@ func (r *Recorder) closeAll() {
 		r.s.anomaly(0, formats.NoExchange, 0, a.firstEvict, formats.AnomalyLimit, 0, a.evicted,
 			fmt.Sprintf("%d connections that never carried data (a SYN flood or a port scan?) were dropped, oldest first, between %s and %s, to stay within %d open connections",
 				a.evicted, timeString(a.firstEvict), timeString(a.lastEvict), r.opts.MaxConns))
+	}
+	if a.evictedHalf > 0 {
+		r.s.anomaly(0, formats.NoExchange, 0, r.now, formats.AnomalyLimit, 0, a.evictedHalf,
+			fmt.Sprintf("%d half-closed connections (one side had sent its FIN) were ended as cut by the capture, oldest first, to stay within %d open connections", a.evictedHalf, r.opts.MaxConns))
 	}
 	if a.refused > 1 {
 		r.s.anomaly(0, formats.NoExchange, 0, r.now, formats.AnomalyLimit, 0, a.refused,

@@ -319,13 +319,25 @@ func feed(t *testing.T, b *pcaptest.Builder, opts Options) (*tallySink, Stats) {
 }
 
 // addWatch adds one complete watch connection of n events to b.
-func addWatch(b *pcaptest.Builder, client string, n int) {
+func addWatch(b *pcaptest.Builder, client string, n int) { addWatchEnd(b, client, n, "fin") }
+
+// addWatchEnd adds a watch connection of n events ended by FINs both ways
+// ("fin"), a reset by the client ("rst"), or the server's FIN alone
+// ("half").
+func addWatchEnd(b *pcaptest.Builder, client string, n int, end string) {
 	head, chunks, _ := watchBody(n)
 	c := b.Conn(client, "127.0.0.1:8001", true)
 	c.Send(pcaptest.ToServer, []byte(watchReq))
 	c.Send(pcaptest.ToClient, []byte(head+strings.Join(chunks, "")+"0\r\n\r\n"))
-	c.FIN(pcaptest.ToClient)
-	c.FIN(pcaptest.ToServer)
+	switch end {
+	case "rst":
+		c.RST(pcaptest.ToServer)
+	case "half":
+		c.FIN(pcaptest.ToClient)
+	default:
+		c.FIN(pcaptest.ToClient)
+		c.FIN(pcaptest.ToServer)
+	}
 }
 
 // TestSYNFlood: more half-open flows than the connection limit (a SYN
@@ -380,16 +392,22 @@ func TestSYNFlood(t *testing.T) {
 // slot holds a connection that carried data, a new one is refused and
 // reported, and recorded again once a slot is free.
 func TestConnSlots(t *testing.T) {
-	b := pcaptest.New()
-	for i := range 200 {
-		addWatch(b, fmt.Sprintf("127.0.0.1:%d", 30000+i), 1)
-	}
-	sink, _ := feed(t, b, Options{MaxConns: 4})
-	if sink.frames != 200 || len(sink.anomalies) != 0 {
-		t.Errorf("sequential connections: %d events, anomalies %v; want 200, none", sink.frames, sink.anomalies)
+	for _, end := range []string{"fin", "rst", "half"} {
+		b := pcaptest.New()
+		for i := range 200 {
+			addWatchEnd(b, fmt.Sprintf("127.0.0.1:%d", 30000+i), 1, end)
+			b.Advance(time.Second)
+		}
+		sink, _ := feed(t, b, Options{MaxConns: 4})
+		if sink.frames != 200 || sink.requests != 200 {
+			t.Errorf("sequential connections ended by %s: %d events in %d exchanges; want 200 in 200", end, sink.frames, sink.requests)
+		}
+		if end != "half" && len(sink.anomalies) != 0 {
+			t.Errorf("sequential connections ended by %s: anomalies %v; want none", end, sink.anomalies)
+		}
 	}
 
-	b = pcaptest.New()
+	b := pcaptest.New()
 	head, chunks, _ := watchBody(2)
 	var open []*pcaptest.Conn
 	for i := range 3 { // three watches stay open
@@ -403,7 +421,7 @@ func TestConnSlots(t *testing.T) {
 	open[0].FIN(pcaptest.ToClient)
 	open[0].FIN(pcaptest.ToServer)
 	addWatch(b, "127.0.0.1:21001", 1) // room again
-	sink, _ = feed(t, b, Options{MaxConns: 3})
+	sink, _ := feed(t, b, Options{MaxConns: 3})
 	if sink.requests != 4 || sink.frames != 3+1+1 {
 		t.Errorf("%d exchanges, %d events; want 4, 5", sink.requests, sink.frames)
 	}

@@ -1,6 +1,7 @@
 package formats
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"maps"
@@ -77,7 +78,15 @@ type indexBuilder struct {
 
 	// Counts over the whole session, finished entries included.
 	nConns, nExchanges, frames int64
+	tick                       uint64 // records added, for openEx.used
 }
+
+// maxOpenExchanges bounds the exchanges a Writer's builder holds as
+// values: past it, the least recently used half of them is spilled (and
+// taken back if a record names them again), so that thousands of
+// pipelined requests or open watches cost their encoded entries only.
+// A variable for tests.
+var maxOpenExchanges = 4096
 
 type openConn struct {
 	ConnInfo
@@ -89,6 +98,7 @@ type openEx struct {
 	conn   uint64
 	linked bool // listed in its connection's Exchanges
 	format frame.Format
+	used   uint64 // indexBuilder.tick when a record last named it
 }
 
 func newIndexBuilder() *indexBuilder {
@@ -116,15 +126,7 @@ func (b *indexBuilder) exchange(id int64, block int, t int64) *openEx {
 	x := b.exs[id]
 	if x == nil {
 		x = b.spill.reopenExchange(id)
-		if x != nil {
-			// Listed on its connection by a Request record, or by the
-			// first Anomaly naming it when no Request was seen.
-			if c := b.conns[x.conn]; c != nil {
-				x.linked = slices.Contains(c.Exchanges, id)
-			} else {
-				x.linked = slices.Contains(b.spill.peekConn(x.conn), id)
-			}
-		} else {
+		if x == nil {
 			x = &openEx{ExchangeInfo: ExchangeInfo{
 				Request: Request{Exchange: id, Missing: true},
 				First:   t,
@@ -133,7 +135,12 @@ func (b *indexBuilder) exchange(id int64, block int, t int64) *openEx {
 			b.nExchanges++
 		}
 		b.exs[id] = x
+		if b.spill != nil && len(b.exs) > maxOpenExchanges {
+			x.used = b.tick
+			b.shed()
+		}
 	}
+	x.used = b.tick
 	if n := len(x.Blocks); n == 0 || x.Blocks[n-1] != block {
 		x.Blocks = append(x.Blocks, block)
 	}
@@ -155,6 +162,7 @@ func (b *indexBuilder) link(x *openEx, conn uint64) {
 // add notes record r, stored in the data block numbered block (an index
 // into idx.Blocks once that block is added).
 func (b *indexBuilder) add(r Record, block int) {
+	b.tick++
 	switch r := r.(type) {
 	case *Meta:
 		if b.idx.Meta == nil {
@@ -237,6 +245,19 @@ func (b *indexBuilder) add(r Record, block int) {
 				b.link(x, r.Conn)
 			}
 		}
+	}
+}
+
+// shed spills the least recently used half of the open exchanges.
+func (b *indexBuilder) shed() {
+	xs := make([]*openEx, 0, len(b.exs))
+	for _, x := range b.exs {
+		xs = append(xs, x)
+	}
+	slices.SortFunc(xs, func(p, q *openEx) int { return cmp.Compare(p.used, q.used) })
+	for _, x := range xs[:len(xs)/2] {
+		b.spill.putExchange(x)
+		delete(b.exs, x.Request.Exchange)
 	}
 }
 

@@ -140,14 +140,22 @@ func (s *spill) putConn(c *openConn) {
 	}
 }
 
+// linkedBit marks, in an exchange's location, that it is listed on its
+// connection (a fact the entry itself does not hold).
+const linkedBit = 1 << 63
+
 func (s *spill) putExchange(x *openEx) {
 	if loc := s.put(func(b []byte) ([]byte, error) { return appendExchangeEntry(b, &x.ExchangeInfo) }); loc != 0 {
+		if x.linked {
+			loc |= linkedBit
+		}
 		s.exs.set(x.Request.Exchange, loc)
 	}
 }
 
 // entry returns the body of the entry at loc.
 func (s *spill) entry(loc uint64) ([]byte, error) {
+	loc &^= linkedBit
 	seg, off := int(loc>>32)-1, int(loc&0xffffffff)
 	raw := s.cur
 	if seg < len(s.segs) {
@@ -235,27 +243,11 @@ func (s *spill) reopenExchange(id int64) *openEx {
 		return nil
 	}
 	s.exs.set(id, 0)
-	o := &openEx{ExchangeInfo: x, conn: x.Request.Conn}
+	o := &openEx{ExchangeInfo: x, conn: x.Request.Conn, linked: loc&linkedBit != 0}
 	if x.Response != nil {
 		o.format = x.Response.Events
 	}
 	return o
-}
-
-// peekConn returns the exchanges listed on a finished connection,
-// without taking it back.
-func (s *spill) peekConn(id uint64) []int64 {
-	loc := s.conns.get(connSlot(id))
-	if loc == 0 {
-		return nil
-	}
-	body, err := s.entry(loc)
-	if err != nil {
-		s.err = err
-		return nil
-	}
-	d := &dec{b: body}
-	return decodeConnEntry(d).Exchanges
 }
 
 // writeIndex ends the builder and returns the whole index block (header

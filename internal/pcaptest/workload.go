@@ -47,14 +47,23 @@ func Exchanges(b *Builder, conns, n int) {
 }
 
 // Connections writes n connections one after the other, gap apart, each
-// carrying one GET exchange between its handshake and its FINs.
-func Connections(b *Builder, n int, gap time.Duration) {
+// carrying one GET exchange between its handshake and its end: FINs both
+// ways (end "fin"), a reset by the client ("rst"), or the client's FIN
+// alone ("half").
+func Connections(b *Builder, n int, gap time.Duration, end string) {
 	for i := range n {
 		c := b.Conn(client(i), server, true)
 		c.Send(ToServer, []byte(fmt.Sprintf(getHead, i)))
 		c.Send(ToClient, []byte(objectResponse(i)))
-		c.FIN(ToServer)
-		c.FIN(ToClient)
+		switch end {
+		case "rst":
+			c.RST(ToServer)
+		case "half":
+			c.FIN(ToServer)
+		default:
+			c.FIN(ToServer)
+			c.FIN(ToClient)
+		}
 		b.Advance(gap)
 	}
 }

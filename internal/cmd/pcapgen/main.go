@@ -7,7 +7,8 @@
 //	go run ./internal/cmd/pcapgen -w connections -n 20000 -gap 1s -o /tmp/conns.pcap
 //
 // Workloads: exchanges (n GET exchanges over -conns keep-alive
-// connections), connections (n one-exchange connections, -gap apart),
+// connections), connections (n one-exchange connections, -gap apart,
+// ended as -end says),
 // pipelined (n requests on one connection before their answers), watches
 // (n one-event watches, one connection each), secretlist (one gzip'd LIST
 // of Secrets of about n bytes of JSON), synflood (n half-open flows, then
@@ -34,19 +35,20 @@ func main() {
 	n := flag.Int("n", 1000, "size of the workload (`count`, or bytes for secretlist)")
 	conns := flag.Int("conns", 100, "keep-alive connections of the exchanges workload")
 	gap := flag.Duration("gap", 0, "capture time between connections (connections workload)")
+	end := flag.String("end", "fin", "how connections of the connections workload end: fin, rst, half")
 	out := flag.String("o", "", "output pcap `file`")
 	flag.Parse()
 	if *out == "" || *kind == "" {
 		fmt.Fprintln(os.Stderr, "usage: pcapgen -w WORKLOAD -n N -o OUT.pcap")
 		os.Exit(2)
 	}
-	if err := run(*kind, *n, *conns, *gap, *out); err != nil {
+	if err := run(*kind, *n, *conns, *gap, *end, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "pcapgen:", err)
 		os.Exit(1)
 	}
 }
 
-func run(kind string, n, conns int, gap time.Duration, out string) error {
+func run(kind string, n, conns int, gap time.Duration, end, out string) error {
 	f, err := os.Create(out)
 	if err != nil {
 		return err
@@ -68,7 +70,7 @@ func run(kind string, n, conns int, gap time.Duration, out string) error {
 	case "exchanges":
 		pcaptest.Exchanges(b, conns, n)
 	case "connections":
-		pcaptest.Connections(b, n, gap)
+		pcaptest.Connections(b, n, gap, end)
 	case "pipelined":
 		pcaptest.Pipelined(b, n)
 	case "watches":
