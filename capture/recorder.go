@@ -255,9 +255,9 @@ type tcpStream struct {
 
 	// reassembly (tcp.go)
 	half             [2]tcpHalf
-	hasData          bool // a segment carried payload
-	inHalf           bool // listed in reassembler.halfClosed
-	holding          bool // listed in reassembler.holding
+	hasData          bool       // a segment carried payload
+	inHalf           bool       // listed in reassembler.halfClosed
+	holding          bool       // listed in reassembler.holding
 	prev, nextInList *tcpStream // in reassembler.idle or .halfClosed
 
 	decided bool
