@@ -33,7 +33,7 @@ var layerOf = map[string]struct {
 	"capture/live":         {5, false},
 	"capture/proxy":        {5, false},
 	"cmd/wtrace":           {6, false},
-	"internal/cmd/pcapcat": {6, false},
+	"internal/cmd/pcapcat": {6, true},
 	"internal/cmd/pcapgen": {6, true},
 	"internal/pcaptest":    {0, true},
 	"replay/replaytest":    {5, true},

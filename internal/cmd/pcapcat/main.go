@@ -27,7 +27,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"time"
+
+	"github.com/wtrace/wtrace/internal/pcaptest"
 )
 
 func main() {
@@ -201,109 +202,30 @@ func copyOne(w io.Writer, path string, shift int64, portDelta, server uint16, he
 	}
 }
 
-// packet is one record of the base sequence of -overlap.
-type packet struct {
-	t    int64
-	data []byte
-}
-
 // runOverlap writes overlapping copies of the inputs' sequence until limit
-// bytes are written.
+// bytes are written (pcaptest.Overlap).
 func runOverlap(out string, ins []string, limit int64, server uint16, overlap int) error {
-	var base []packet
-	var size int64
-	var end int64
+	var pcaps [][]byte
 	for _, in := range ins {
 		var buf bytes.Buffer
 		if _, _, err := copyOne(&buf, in, 0, 0, server, true); err != nil {
 			return fmt.Errorf("%s: %w", in, err)
 		}
-		b := buf.Bytes()[24:]
-		var shift int64
-		for len(b) >= 16 {
-			t := int64(binary.LittleEndian.Uint32(b[0:4]))*1e9 + int64(binary.LittleEndian.Uint32(b[4:8]))
-			n := int(binary.LittleEndian.Uint32(b[8:12]))
-			if shift == 0 && end != 0 {
-				shift = end + 1e9 - t // each input follows the previous one
-			}
-			base = append(base, packet{t: t + shift, data: b[16 : 16+n]})
-			size += 16 + int64(n)
-			b = b[16+n:]
-		}
-		end = base[len(base)-1].t
+		pcaps = append(pcaps, buf.Bytes())
 	}
-	if len(base) == 0 {
-		return errors.New("no packets")
-	}
-	copies := int((limit + size - 1) / size)
-	if copies > 1<<16 {
-		return errors.New("too many copies")
-	}
-	span := base[len(base)-1].t - base[0].t
-	step := span / int64(overlap)
 	f, err := os.Create(out)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
 	w := bufio.NewWriterSize(f, 1<<20)
-	var fh [24]byte
-	binary.LittleEndian.PutUint32(fh[0:4], 0xa1b23c4d)
-	binary.LittleEndian.PutUint16(fh[4:6], 2)
-	binary.LittleEndian.PutUint16(fh[6:8], 4)
-	binary.LittleEndian.PutUint32(fh[16:20], 262144)
-	binary.LittleEndian.PutUint32(fh[20:24], 1)
-	if _, err := w.Write(fh[:]); err != nil {
+	n, err := pcaptest.Overlap(w, pcaps, limit, overlap, server)
+	if err != nil {
 		return err
-	}
-	// A merge of the copies: pos[k] is the next packet of copy k.
-	pos := make([]int, copies)
-	var written int64
-	buf := make([]byte, 0, 1<<18)
-	var ph [16]byte
-	for {
-		best := -1
-		var bt int64
-		for k := range copies {
-			if pos[k] < len(base) {
-				if t := base[pos[k]].t + int64(k)*step; best < 0 || t < bt {
-					best, bt = k, t
-				}
-			}
-		}
-		if best < 0 {
-			break
-		}
-		p := base[pos[best]]
-		pos[best]++
-		buf = append(buf[:0], p.data...)
-		// The client side's IPv4 address becomes 10.k>>8.k.2.
-		if len(buf) >= 38 && buf[12] == 0x08 && buf[13] == 0x00 && buf[23] == 6 {
-			ihl := int(buf[14]&0x0f) * 4
-			if len(buf) >= 14+ihl+4 {
-				src := binary.BigEndian.Uint16(buf[14+ihl:])
-				ip := buf[26:30] // source
-				if src == server {
-					ip = buf[30:34] // destination
-				}
-				copy(ip, []byte{10, byte(best >> 8), byte(best), 2})
-			}
-		}
-		binary.LittleEndian.PutUint32(ph[0:4], uint32(bt/1e9))
-		binary.LittleEndian.PutUint32(ph[4:8], uint32(bt%1e9))
-		binary.LittleEndian.PutUint32(ph[8:12], uint32(len(buf)))
-		binary.LittleEndian.PutUint32(ph[12:16], uint32(len(buf)))
-		if _, err := w.Write(ph[:]); err != nil {
-			return err
-		}
-		if _, err := w.Write(buf); err != nil {
-			return err
-		}
-		written += 16 + int64(len(buf))
 	}
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "wrote %s: %d MB, %d copies of %d packets, one every %v\n", out, written>>20, copies, len(base), time.Duration(step))
+	fmt.Fprintf(os.Stderr, "wrote %s: %d MB\n", out, n>>20)
 	return f.Close()
 }
