@@ -46,8 +46,10 @@ var errClosed = errors.New("formats: writer is closed")
 // block. Each block (and, at Close, the index and footer) goes to the
 // underlying writer in a single Write call, in order. Memory: the pending
 // block, up to maxQueued blocks waiting for the background goroutine, one
-// compressed block, and the index (O(blocks + connections + exchanges +
-// anomalies)). A Writer is not safe for concurrent use; it owns one
+// compressed block, and the index: the connections and exchanges still open
+// (at most maxOpenExchanges of the latter as values), the blocks and
+// anomalies, and for each finished connection or exchange its compressed
+// index entry (spill.go; about 30 bytes for a small exchange). A Writer is not safe for concurrent use; it owns one
 // goroutine (unless WriterOptions.Inline) that Close ends.
 type Writer struct {
 	w         io.Writer

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"os/signal"
 	"strings"
 	"sync"
@@ -27,6 +28,7 @@ type recordOptions struct {
 	keylog      string
 	maxBuffered int
 	maxConns    int
+	memLimit    string
 
 	// Live sources (record_live.go).
 	iface       string
@@ -102,6 +104,7 @@ up to its last block).`,
 			if err := o.validate(c); err != nil {
 				return err
 			}
+			setMemoryLimit(o.memLimit)
 			switch {
 			case o.iface != "":
 				return runRecordIface(s, o)
@@ -129,8 +132,24 @@ up to its last block).`,
 	f.BoolVar(&o.keepSecrets, "keep-secrets", false, "store Secret values and tokens as captured (credentials in headers and queries are never stored)")
 	f.StringVar(&o.keylog, "keylog", "", "--pcap: NSS key log `file` (SSLKEYLOGFILE) to decrypt TLS")
 	f.IntVar(&o.maxBuffered, "max-buffered", 256<<20, "`bytes` of out-of-order TCP data to hold, over all connections")
+	f.StringVar(&o.memLimit, "memory-limit", "192MiB", "soft `size` the Go garbage collector keeps the process under (0: none; GOMEMLIMIT wins)")
 	f.IntVar(&o.maxConns, "max-conns", capture.DefaultMaxConns, "TCP connections open at once (`n`); past it, flows that never carried data are dropped, oldest first, then new connections are refused")
 	return c
+}
+
+// setMemoryLimit sets the soft memory limit of the Go runtime (see
+// runtime/debug.SetMemoryLimit), unless GOMEMLIMIT sets it: the collector
+// runs sooner as the heap nears it, instead of letting a heap of open
+// work double before each collection. It is not a cap: what is open is
+// kept, at the cost of more collections.
+// (The flag was checked by validate.)
+func setMemoryLimit(v string) {
+	if os.Getenv("GOMEMLIMIT") != "" || v == "" || v == "0" {
+		return
+	}
+	if n, err := parseSize(v); err == nil && n > 0 {
+		debug.SetMemoryLimit(n)
+	}
 }
 
 func runRecord(s streams, o *recordOptions) error {

@@ -67,6 +67,11 @@ func (o *recordOptions) validate(c *cobra.Command) error {
 	if name := changed("max-duration", "max-size", "rotate"); name != "" && o.pcap != "" {
 		return usage("--%s applies to live recordings (--iface, --proxy) only", name)
 	}
+	if v := o.memLimit; v != "" && v != "0" {
+		if n, err := parseSize(v); err != nil || n <= 0 {
+			return usage("--memory-limit %s: not a size (192MiB, 1GiB; 0 for none)", v)
+		}
+	}
 	if o.maxConns < 1 {
 		return usage("--max-conns %d: must be at least 1", o.maxConns)
 	}
