@@ -392,7 +392,10 @@ func (x *exchange) events(p []byte, t int64) {
 
 func (x *exchange) frame(ev frame.Event, t int64) {
 	x.reportSkipped(ev.Offset, t)
-	f := &formats.Frame{Exchange: x.id, Seq: x.seq, Time: t, Offset: ev.Offset, Pre: ev.Pre, Data: ev.Data}
+	// One Frame record serves every event: a Sink keeps nothing of it
+	// past Write.
+	f := &x.s.frame
+	*f = formats.Frame{Exchange: x.id, Seq: x.seq, Time: t, Offset: ev.Offset, Pre: ev.Pre, Data: ev.Data}
 	if x.s.secrets != nil {
 		var rep redact.Report
 		f.Data = x.s.secrets.Event(x.format, ev.Data, &rep)

@@ -101,6 +101,7 @@ type session struct {
 	nextExchange int64
 	stats        Stats
 	secrets      *redact.Secrets // nil: keep Secret values
+	frame        formats.Frame   // the record of each event, reused
 }
 
 func newSession(sink Sink, keepSecrets bool) *session {

@@ -33,7 +33,7 @@ const (
 // index payload in memory and compresses it in one call, as the format's
 // first writer did; larger ones are compressed as a stream. (A variable
 // for tests.)
-var inlineIndex = 8 << 20
+var inlineIndex = 1 << 20
 
 // spill holds the index entries of finished connections and exchanges.
 type spill struct {
@@ -315,6 +315,10 @@ func (b *indexBuilder) writeIndex(dst []byte, enc *zstd.Encoder, level zstd.Enco
 	if p.zw == nil {
 		return encodeBlock(dst, enc, h, p.raw), nil
 	}
+	p.flush()
+	if p.err != nil {
+		return nil, p.err
+	}
 	if err := p.zw.Close(); err != nil {
 		return nil, fmt.Errorf("formats: compress index: %w", err)
 	}
@@ -337,19 +341,26 @@ func (p *payload) write(b []byte) {
 		return
 	}
 	p.n += int64(len(b))
-	if p.zw == nil {
-		p.raw = append(p.raw, b...)
-		if len(p.raw) <= inlineIndex {
-			return
-		}
+	p.raw = append(p.raw, b...)
+	switch {
+	case p.zw == nil && len(p.raw) <= inlineIndex:
+		return
+	case p.zw == nil:
 		p.zw, p.err = zstd.NewWriter(&p.z, zstd.WithEncoderLevel(p.level), zstd.WithEncoderConcurrency(1),
 			zstd.WithEncoderCRC(false), zstd.WithLowerEncoderMem(true))
 		if p.err != nil {
 			return
 		}
-		b, p.raw = p.raw, nil
+	case len(p.raw) < 64<<10:
+		return // gather small entries before handing them over
 	}
-	if _, err := p.zw.Write(b); err != nil {
+	p.flush()
+}
+
+// flush hands the gathered bytes to the stream encoder.
+func (p *payload) flush() {
+	if _, err := p.zw.Write(p.raw); err != nil && p.err == nil {
 		p.err = err
 	}
+	p.raw = p.raw[:0]
 }
