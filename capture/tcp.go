@@ -299,6 +299,12 @@ func (r *Recorder) ended(st *tcpStream) {
 	}
 	if st.holding {
 		r.release(st, st.last, true)
+		// What a finished stream still holds is dropped.
+		for i := range st.half {
+			a.buffered -= st.half[i].bytes
+			st.half[i].held, st.half[i].bytes = nil, 0
+		}
+		r.holdChanged(st)
 	}
 	r.forget(st)
 	a.tombs[st.key] = st.last

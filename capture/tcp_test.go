@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -433,5 +434,87 @@ func TestConnSlots(t *testing.T) {
 	}
 	if limits == 0 {
 		t.Errorf("the refused connection was not reported: %v", sink.anomalies)
+	}
+}
+
+// TestHeldDataTimes: after a segment that is never captured, the events
+// behind it carry the times of their own packets — whether they wait out
+// the reorder window, outlast it, or are pushed out by the buffer limit —
+// and a segment that arrives late completes the events it joins, at its
+// own time.
+func TestHeldDataTimes(t *testing.T) {
+	head, chunks, events := watchBody(40)
+	for _, tt := range []struct {
+		name string
+		opts Options
+		lost bool // segment 5 is never captured (else it comes after segment 9)
+	}{
+		{"lost, reorder window", Options{}, true},
+		{"lost, buffer limit", Options{MaxBufferedPerConn: 1000}, true},
+		{"late", Options{}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := pcaptest.New()
+			c := b.Conn("127.0.0.1:40000", "127.0.0.1:8001", true)
+			c.Send(pcaptest.ToServer, []byte(watchReq))
+			c.Send(pcaptest.ToClient, []byte(head))
+			segs := c.Segments(pcaptest.ToClient, []byte(strings.Join(chunks, "")+"0\r\n\r\n"))
+			// One event per segment, 700 ms apart: 28 s of events.
+			var pkts []pcaptest.Packet
+			seq := segs[0].Seq
+			for _, ch := range append(chunks, "0\r\n\r\n") {
+				p := segs[0]
+				p.Seq, p.Payload = seq, []byte(ch)
+				seq += uint32(len(ch))
+				pkts = append(pkts, p)
+			}
+			when := map[int]time.Time{} // event index → time of the packet that completes it
+			for i, p := range pkts {
+				b.Advance(700 * time.Millisecond)
+				switch {
+				case i == 5:
+					continue // lost, or sent after 9
+				case i == 9 && !tt.lost:
+					c.Add(p)
+					when[9] = b.Now().Add(-time.Microsecond)
+					b.Advance(700 * time.Millisecond)
+					c.Add(pkts[5])
+					for j := 5; j <= 8; j++ {
+						when[j] = b.Now().Add(-time.Microsecond) // completed by the late segment
+					}
+					when[9] = when[5]
+					continue
+				}
+				c.Add(p)
+				if i < len(events) {
+					when[i] = b.Now().Add(-time.Microsecond)
+				}
+			}
+			c.FIN(pcaptest.ToClient)
+			c.FIN(pcaptest.ToServer)
+			sink := recordPcap(t, b.Pcap(), tt.opts)
+			got := 0
+			for _, r := range sink.recs {
+				f, ok := r.(*formats.Frame)
+				if !ok {
+					continue
+				}
+				got++
+				i := slices.Index(events, string(f.Data))
+				if i < 0 {
+					t.Fatalf("event %.40q was not sent", f.Data)
+				}
+				if want := when[i].UnixNano(); f.Time != want {
+					t.Errorf("event %d at %v; want %v (its packet's time)", i, time.Duration(f.Time-pcaptest.Start.UnixNano()), time.Duration(want-pcaptest.Start.UnixNano()))
+				}
+			}
+			want := len(events)
+			if tt.lost {
+				want-- // the lost event
+			}
+			if got != want {
+				t.Errorf("%d events; want %d", got, want)
+			}
+		})
 	}
 }
