@@ -246,6 +246,14 @@ type h1Conn struct {
 	rawNote string
 }
 
+// bufMark says that the bytes of a resync buffer before end arrived by
+// capture time t: bytes parsed again once the resync finds its point keep
+// the time they arrived.
+type bufMark struct {
+	end int
+	t   int64
+}
+
 // h1Dir is one direction's parser state.
 type h1Dir struct {
 	c       *h1Conn
@@ -257,7 +265,8 @@ type h1Dir struct {
 	remain  int64
 	ch      *chunked.Decoder
 	trailer []formats.Header
-	buf     []byte // resync buffer
+	buf     []byte    // resync buffer
+	bufAt   []bufMark // when the bytes of buf arrived
 	off     int64  // stream offset of the next byte
 	skipped int64  // bytes skipped by the current resync
 	fin     bool
@@ -486,7 +495,7 @@ func (d *h1Dir) readChunked(p []byte, t int64) int {
 		d.c.s.anomaly(d.c.id, d.exchangeID(), d.dir, t, formats.AnomalyMalformed, d.off+int64(n), 0,
 			fmt.Sprintf("chunked body: %v; looking for the next chunk", err))
 		d.st = h1ChunkResync
-		d.buf = d.buf[:0]
+		d.buf, d.bufAt = d.buf[:0], d.bufAt[:0]
 		d.ch = nil
 		if n == 0 {
 			n = 1 // make progress: the resync looks at what follows
@@ -537,6 +546,7 @@ func (d *h1Dir) bodyEnd(st formats.EndStatus, t int64, note string) {
 func (d *h1Dir) resync(p []byte, t int64) int {
 	prev := len(d.buf)
 	d.buf = append(d.buf, p...)
+	d.bufAt = append(d.bufAt, bufMark{len(d.buf), t})
 	request := d.dir == formats.ClientToServer
 	at, chunk, drop := -1, false, len(d.buf)
 	if d.st == h1ChunkResync || d.st == h1Midstream {
@@ -567,6 +577,13 @@ func (d *h1Dir) resync(p []byte, t int64) int {
 		}
 		d.skipped += int64(drop)
 		d.buf = append(d.buf[:0], d.buf[drop:]...)
+		marks := d.bufAt[:0]
+		for _, m := range d.bufAt {
+			if m.end -= drop; m.end > 0 {
+				marks = append(marks, m)
+			}
+		}
+		d.bufAt = marks
 		return len(p)
 	}
 	total := d.skipped + int64(at)
@@ -578,15 +595,29 @@ func (d *h1Dir) resync(p []byte, t int64) int {
 		d.resumeHead(total, bufStart+int64(at), t)
 	}
 	if at >= prev {
-		d.buf = d.buf[:0]
+		d.buf, d.bufAt = d.buf[:0], d.bufAt[:0]
 		return at - prev
 	}
-	// The resume point is in bytes buffered before p: parse them first.
-	rest := bytes.Clone(d.buf[at:prev])
-	d.buf = d.buf[:0]
+	// The resume point is in bytes buffered before p: parse them first,
+	// each piece with the time it arrived.
+	type piece struct {
+		b []byte
+		t int64
+	}
+	var rest []piece
+	start := 0
+	for _, m := range d.bufAt {
+		if lo, hi := max(start, at), min(m.end, prev); lo < hi {
+			rest = append(rest, piece{bytes.Clone(d.buf[lo:hi]), m.t})
+		}
+		start = m.end
+	}
+	d.buf, d.bufAt = d.buf[:0], d.bufAt[:0]
 	save := d.off
 	d.off = bufStart + int64(at)
-	d.feed(rest, t)
+	for _, r := range rest {
+		d.feed(r.b, r.t)
+	}
 	d.off = save
 	return 0
 }
@@ -668,7 +699,7 @@ func (c *h1Conn) gap(dir formats.Direction, n int64, t int64) {
 			d.x.gap(n, t)
 		}
 		d.st = h1ChunkResync
-		d.buf = d.buf[:0]
+		d.buf, d.bufAt = d.buf[:0], d.bufAt[:0]
 		d.ch = nil
 	case h1Close:
 		if d.x != nil && dir == formats.ServerToClient {
@@ -676,7 +707,7 @@ func (c *h1Conn) gap(dir formats.Direction, n int64, t int64) {
 		}
 	case h1Resync, h1Midstream, h1ChunkResync:
 		d.skipped += int64(len(d.buf))
-		d.buf = d.buf[:0]
+		d.buf, d.bufAt = d.buf[:0], d.bufAt[:0]
 		if d.ch != nil {
 			d.ch.Resync(nil) // forget the bytes before the gap
 		}

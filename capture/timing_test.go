@@ -29,39 +29,50 @@ func recordDamaged(t testing.TB, pcap []byte, opts Options) *memSink {
 	return sink
 }
 
-// eventTimes maps each event, named by its connection, its bytes and how
-// many identical events came before it on that connection, to its time.
-func eventTimes(t testing.TB, s *memSink) map[string]int64 {
-	out := map[string]int64{}
-	seen := map[string]int{}
+// eventTimes maps each event, named by its connection and its bytes, to
+// its times (identical events — a repeated BOOKMARK — share a name).
+func eventTimes(t testing.TB, s *memSink) map[string][]int64 {
+	out := map[string][]int64{}
 	for _, e := range events(t, s.recs) {
 		k := e.Conn + " " + e.SHA256
-		out[fmt.Sprintf("%s #%d", k, seen[k])] = e.Time
-		seen[k]++
+		out[k] = append(out[k], e.Time)
 	}
 	return out
 }
 
 // timeErrors compares the event times of a damaged capture's recording with
 // the pristine one's: want maps a pristine time to the time the damaged
-// capture can show (nil: the same). It returns the absolute errors, in
-// order of size, and the events the damaged recording invented.
-func timeErrors(pristine, damaged map[string]int64, want func(key string, t int64) int64) (errs []time.Duration, invented []string) {
-	for k, got := range damaged {
-		p, ok := pristine[k]
-		if !ok {
-			invented = append(invented, k)
-			continue
+// capture can show (nil: the same). Of identical events the nearest in
+// time is the same event. It returns the absolute errors, in order of
+// size, and the events the damaged recording invented.
+func timeErrors(pristine, damaged map[string][]int64, want func(key string, t int64) int64) (errs []time.Duration, invented []string) {
+	for k, ts := range damaged {
+		avail := slices.Clone(pristine[k])
+		for i := range avail {
+			if want != nil {
+				avail[i] = want(k, avail[i])
+			}
 		}
-		if want != nil {
-			p = want(k, p)
+		for _, got := range ts {
+			if len(avail) == 0 {
+				invented = append(invented, k)
+				continue
+			}
+			best := 0
+			for j := range avail {
+				if abs(avail[j]-got) < abs(avail[best]-got) {
+					best = j
+				}
+			}
+			errs = append(errs, time.Duration(abs(avail[best]-got)))
+			avail = slices.Delete(avail, best, best+1)
 		}
-		d := time.Duration(got - p)
-		errs = append(errs, max(d, -d))
 	}
 	slices.Sort(errs)
 	return errs, invented
 }
+
+func abs(d int64) int64 { return max(d, -d) }
 
 // errStats summarises time errors the way issue 14 reports them.
 func errStats(errs []time.Duration) string {
