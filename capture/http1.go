@@ -267,8 +267,8 @@ type h1Dir struct {
 	trailer []formats.Header
 	buf     []byte    // resync buffer
 	bufAt   []bufMark // when the bytes of buf arrived
-	off     int64  // stream offset of the next byte
-	skipped int64  // bytes skipped by the current resync
+	off     int64     // stream offset of the next byte
+	skipped int64     // bytes skipped by the current resync
 	fin     bool
 }
 
