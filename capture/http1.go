@@ -241,9 +241,23 @@ type h1Conn struct {
 	s       *session
 	id      uint64
 	d       [2]h1Dir
-	queue   []*exchange // requests waiting for their response
+	queue   []queued // requests waiting for their response
 	raw     int64       // bytes not parsed after a protocol switch
 	rawNote string
+}
+
+// queued is a request waiting for its response: the exchange, or, behind
+// another one (pipelining), its parked form.
+type queued struct {
+	x *exchange
+	p parkedExchange
+}
+
+func (q *queued) exchange() *exchange {
+	if q.x == nil {
+		q.x = q.p.resume()
+	}
+	return q.x
 }
 
 // bufMark says that the bytes of a resync buffer before end arrived by
@@ -379,7 +393,11 @@ func (d *h1Dir) malformed(t int64, err error) {
 func (d *h1Dir) request(m *h1Msg, t int64) {
 	c := d.c
 	x := c.s.newExchange(c.id, formats.Request{Time: t, Method: m.method, Target: m.target, Proto: m.proto, Header: m.header})
-	c.queue = append(c.queue, x)
+	if n := len(c.queue); n > 0 && c.queue[n-1].x != nil && c.queue[n-1].x.reqEnded {
+		// Pipelining: the request before waits behind others; park it.
+		c.queue[n-1] = queued{p: c.queue[n-1].x.park()}
+	}
+	c.queue = append(c.queue, queued{x: x})
 	d.x = x
 	switch {
 	case m.hasTE && m.chunked:
@@ -412,8 +430,8 @@ func (d *h1Dir) response(m *h1Msg, t int64) {
 	}
 	var x *exchange
 	if len(c.queue) > 0 {
-		x = c.queue[0]
-		c.queue[0] = nil // the array outlives the slot: let x go when it ends
+		x = c.queue[0].exchange()
+		c.queue[0] = queued{} // the array outlives the slot: let x go when it ends
 		c.queue = c.queue[1:]
 	} else {
 		x = c.s.newExchange(c.id, formats.Request{Time: t, Missing: true})
@@ -734,8 +752,8 @@ func (c *h1Conn) fin(dir formats.Direction, t int64) {
 		}
 	}
 	if dir == formats.ServerToClient {
-		for _, x := range c.queue {
-			x.end(formats.EndClosed, t, nil, "connection closed before the response")
+		for i := range c.queue {
+			c.queue[i].exchange().end(formats.EndClosed, t, nil, "connection closed before the response")
 		}
 		c.queue = nil
 	}
@@ -766,8 +784,8 @@ func (c *h1Conn) finish(st formats.EndStatus, t int64) {
 			}
 		}
 	}
-	for _, x := range c.queue {
-		x.end(st, t, nil, note)
+	for i := range c.queue {
+		c.queue[i].exchange().end(st, t, nil, note)
 	}
 	c.queue = nil
 	if c.raw > 0 {

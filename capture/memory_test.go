@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"fmt"
 	"io"
 	"runtime"
 	"testing"
@@ -78,5 +79,57 @@ func TestMemoryFollowsOpenWork(t *testing.T) {
 				t.Errorf("%d exchanges recorded; want %d", st.Exchanges, n/4+n)
 			}
 		})
+	}
+}
+
+// TestMemoryPipelined: requests pipelined on one connection are open work
+// until their responses come; each waiting one must cost little.
+func TestMemoryPipelined(t *testing.T) {
+	if testing.Short() {
+		t.Skip("records 20,000 pipelined requests")
+	}
+	const n = 20000
+	fs, err := NewFileSink(FileSinkOptions{Out: io.Discard, Meta: NewMeta("test", "pcap", "memory", true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := NewRecorder(fs, Options{KeepSecrets: true})
+	b := pcaptest.New()
+	b.Emit = func(p pcaptest.Packet) {
+		if err := rec.Packet(Packet{Time: p.Time.UnixNano(), LinkType: uint16(pcapfile.LinkEthernet), Data: pcaptest.Encode(p)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := b.Conn("127.0.0.1:40000", "127.0.0.1:8001", true)
+	req := func(i int) []byte {
+		return []byte(fmt.Sprintf("GET /api/v1/namespaces/default/configmaps/cm-%d HTTP/1.1\r\nHost: 127.0.0.1:8001\r\nAccept: application/json\r\n\r\n", i))
+	}
+	for i := range n / 4 {
+		c.Send(pcaptest.ToServer, req(i))
+	}
+	before := liveHeap()
+	for i := n / 4; i < n+n/4; i++ {
+		c.Send(pcaptest.ToServer, req(i))
+	}
+	after := liveHeap()
+	resp := "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+	for range n + n/4 {
+		c.Send(pcaptest.ToClient, []byte(resp))
+	}
+	c.FIN(pcaptest.ToServer)
+	c.FIN(pcaptest.ToClient)
+	if err := rec.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.Close(Ending{}); err != nil {
+		t.Fatal(err)
+	}
+	per := (after - before) / n
+	t.Logf("heap %d → %d bytes: %d bytes per request waiting", before, after, per)
+	if per > 400 {
+		t.Errorf("the heap grows by %d bytes per request waiting for its response; want ≤ 400", per)
+	}
+	if st := rec.Stats(); st.Exchanges != n+n/4 {
+		t.Errorf("%d exchanges recorded; want %d", st.Exchanges, n+n/4)
 	}
 }
