@@ -242,7 +242,7 @@ type h1Conn struct {
 	id      uint64
 	d       [2]h1Dir
 	queue   []queued // requests waiting for their response
-	raw     int64       // bytes not parsed after a protocol switch
+	raw     int64    // bytes not parsed after a protocol switch
 	rawNote string
 }
 
