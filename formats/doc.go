@@ -47,8 +47,8 @@
 //
 // The Writer holds one pending block (and a few queued for compression)
 // and the index: the connections and exchanges still open as values, and
-// each finished one as its encoded index entry, compressed (about 30
-// bytes for a small exchange; see spill.go), so a recording's memory
+// each finished one as its encoded index entry, compressed (a few tens
+// of bytes for a small exchange; see spill.go), so a recording's memory
 // follows what is open rather than its history. The Reader holds one
 // block. A File holds its
 // index and a small cache of decompressed blocks (16 MiB at most) shared by

@@ -16,8 +16,9 @@ import (
 // may still change, and moves each one, once it is finished, into a spill:
 // its index entry encoded exactly as the index block will hold it,
 // compressed with others in segments. Close streams the entries, sorted by
-// ID, into the index block. Memory then follows what is open, plus about
-// 30 bytes per finished exchange (its compressed entry and its place).
+// ID, into the index block. Memory then follows what is open, plus
+// a few tens of bytes per finished exchange (its compressed entry and its
+// place).
 
 const (
 	// spillSegment is the uncompressed size at which a segment of entries

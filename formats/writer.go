@@ -49,8 +49,9 @@ var errClosed = errors.New("formats: writer is closed")
 // compressed block, and the index: the connections and exchanges still open
 // (at most maxOpenExchanges of the latter as values), the blocks and
 // anomalies, and for each finished connection or exchange its compressed
-// index entry (spill.go; about 30 bytes for a small exchange). A Writer is not safe for concurrent use; it owns one
-// goroutine (unless WriterOptions.Inline) that Close ends.
+// index entry (spill.go; a few tens of bytes for a small exchange). A
+// Writer is not safe for concurrent use; it owns one goroutine (unless
+// WriterOptions.Inline) that Close ends.
 type Writer struct {
 	w         io.Writer
 	blockSize int
