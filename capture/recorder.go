@@ -59,7 +59,8 @@ type Options struct {
 	// once. 0 means DefaultMaxConns.
 	MaxConns int
 	// ReorderWindow is how long (in capture time) data after a missing
-	// segment waits for it before the bytes are declared lost. 0 means 10s.
+	// segment waits for it before the bytes are declared lost; the data
+	// keeps the capture times of its own packets either way. 0 means 10s.
 	ReorderWindow time.Duration
 	// KeyLog holds TLS secrets (an NSS key log, SSLKEYLOGFILE) to decrypt
 	// TLS connections; nil records them as not decrypted.
