@@ -25,8 +25,8 @@ func liveHeap() int64 {
 // whatever the history. A pipelined connection's requests are open work
 // until answered, each bounded too.
 func TestMemoryFollowsOpenWork(t *testing.T) {
-	if testing.Short() {
-		t.Skip("records 100,000 exchanges")
+	if testing.Short() || raceEnabled {
+		t.Skip("records 100,000 exchanges; measures the heap (not under -race)")
 	}
 	const n = 20000
 	tests := []struct {
@@ -85,8 +85,8 @@ func TestMemoryFollowsOpenWork(t *testing.T) {
 // TestMemoryPipelined: requests pipelined on one connection are open work
 // until their responses come; each waiting one must cost little.
 func TestMemoryPipelined(t *testing.T) {
-	if testing.Short() {
-		t.Skip("records 20,000 pipelined requests")
+	if testing.Short() || raceEnabled {
+		t.Skip("records 20,000 pipelined requests; measures the heap (not under -race)")
 	}
 	const n = 20000
 	fs, err := NewFileSink(FileSinkOptions{Out: io.Discard, Meta: NewMeta("test", "pcap", "memory", true)})
