@@ -75,7 +75,12 @@
 // boundary (h2_resync.go): open watches go on, but header blocks of that
 // direction can no longer be decoded (their compression state is lost).
 // Data that waited behind a gap carries the capture time of its own
-// packets, though it is written up to Options.ReorderWindow later.
+// packets, though it is written up to Options.ReorderWindow later. When a
+// gap takes the head of a response on an HTTP/1.1 connection, the rest of
+// its body still answers the oldest waiting request (found by its chunk
+// framing, as a response captured from its middle); when it took the whole
+// response, that request is recorded as unanswered and the next response
+// answers the next request.
 //
 // # Secrets
 //

@@ -208,6 +208,9 @@ func (x *exchange) response(r formats.Response) {
 	x.t = r.Time
 	f := frame.FormatOf(ct, x.watch)
 	switch {
+	case r.Midstream && x.watchKnown && !x.watch:
+		// A body captured from its middle (its head lost) answering a
+		// request that asked for no watch: stored as it comes.
 	case r.Midstream:
 		// Nothing is known about the body: look at it.
 		x.sniffing = true

@@ -246,6 +246,14 @@ type h1Conn struct {
 	rawNote string
 }
 
+// popQueue takes the oldest request waiting for its response.
+func (c *h1Conn) popQueue() *exchange {
+	x := c.queue[0].exchange()
+	c.queue[0] = queued{} // the array outlives the slot: let x go when it ends
+	c.queue = c.queue[1:]
+	return x
+}
+
 // queued is a request waiting for its response: the exchange, or, behind
 // another one (pipelining), its parked form.
 type queued struct {
@@ -281,9 +289,12 @@ type h1Dir struct {
 	trailer []formats.Header
 	buf     []byte    // resync buffer
 	bufAt   []bufMark // when the bytes of buf arrived
-	off     int64     // stream offset of the next byte
-	skipped int64     // bytes skipped by the current resync
-	fin     bool
+	// lostHead: a gap took the start of the oldest waiting request's
+	// response (h1Midstream finds what follows).
+	lostHead bool
+	off      int64 // stream offset of the next byte
+	skipped  int64 // bytes skipped by the current resync
+	fin      bool
 }
 
 func newH1Conn(s *session, id uint64, midstream [2]bool) *h1Conn {
@@ -430,9 +441,7 @@ func (d *h1Dir) response(m *h1Msg, t int64) {
 	}
 	var x *exchange
 	if len(c.queue) > 0 {
-		x = c.queue[0].exchange()
-		c.queue[0] = queued{} // the array outlives the slot: let x go when it ends
-		c.queue = c.queue[1:]
+		x = c.popQueue()
 	} else {
 		x = c.s.newExchange(c.id, formats.Request{Time: t, Missing: true})
 	}
@@ -645,8 +654,16 @@ func (d *h1Dir) resync(p []byte, t int64) int {
 // by Resync.
 func (d *h1Dir) resumeChunked(skipped, off int64, t int64) {
 	if d.st == h1Midstream {
-		// A response captured from its middle: its head is unknown.
-		x := d.c.s.newExchange(d.c.id, formats.Request{Time: t, Missing: true})
+		// A response captured from its middle: its head is unknown (the
+		// capture began after it, or lost it: then it answers the oldest
+		// waiting request).
+		var x *exchange
+		if d.lostHead && len(d.c.queue) > 0 {
+			x = d.c.popQueue()
+		} else {
+			x = d.c.s.newExchange(d.c.id, formats.Request{Time: t, Missing: true})
+		}
+		d.lostHead = false
 		x.response(formats.Response{Time: t, Midstream: true, Framing: formats.FramingChunked})
 		d.x = x
 		if skipped > 0 {
@@ -679,6 +696,15 @@ func (d *h1Dir) resumeHead(skipped, off int64, t int64) {
 		d.x.gap(skipped, t)
 		d.bodyEnd(formats.EndGap, t, "chunked framing lost")
 	}
+	if d.lostHead && len(d.c.queue) > 0 {
+		// A head and no body before it: the oldest waiting request's
+		// response was lost whole.
+		x := d.c.popQueue()
+		d.c.s.anomaly(d.c.id, x.id, d.dir, t, formats.AnomalyGap, off, 0,
+			"the response to this request was not captured (lost with the bytes missing before)")
+		x.end(formats.EndGap, t, nil, "response not captured")
+	}
+	d.lostHead = false
 	d.st = h1Head
 	d.head = d.head[:0]
 	d.scan = 0
@@ -687,8 +713,27 @@ func (d *h1Dir) resumeHead(skipped, off int64, t int64) {
 // gap records n bytes of direction dir lost to capture loss.
 func (c *h1Conn) gap(dir formats.Direction, n int64, t int64) {
 	d := &c.d[dir]
-	c.s.anomaly(c.id, d.exchangeID(), dir, t, formats.AnomalyGap, d.off, n,
+	// Responses come in request order: bytes lost where a response was to
+	// begin held (at least) the head of the oldest waiting request's
+	// response. What follows the gap is either the rest of its body (found
+	// by its chunk framing: it is that request's, a response captured from
+	// its middle) or the next response head (the whole response was lost).
+	lostHead := dir == formats.ServerToClient && len(c.queue) > 0 &&
+		(d.st == h1Head || d.st == h1Length && n > d.remain)
+	x := d.exchangeID()
+	if lostHead && d.st == h1Head {
+		x = c.queue[0].exchange().id
+	}
+	c.s.anomaly(c.id, x, dir, t, formats.AnomalyGap, d.off, n,
 		fmt.Sprintf("%d bytes missing from the %s stream (not captured)", n, dir))
+	if lostHead {
+		defer func() {
+			d.st = h1Midstream
+			d.lostHead = true
+			d.buf, d.bufAt = d.buf[:0], d.bufAt[:0]
+			d.ch = nil
+		}()
+	}
 	d.off += n
 	switch d.st {
 	case h1Head:

@@ -518,3 +518,71 @@ func TestHeldDataTimes(t *testing.T) {
 		})
 	}
 }
+
+// TestLostResponseHead: a gap takes the head of a response on a keep-alive
+// connection. If the rest of its body follows, it still answers its
+// request (a watch keeps its later events); if the whole response was
+// lost, the next response answers the next request, not the lost one's.
+func TestLostResponseHead(t *testing.T) {
+	head, chunks, events := watchBody(6)
+	list := "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 13\r\n\r\n{\"items\":[]}\n"
+	const listReq = "GET /api/v1/namespaces/demo/configmaps HTTP/1.1\r\nHost: 127.0.0.1:8001\r\n\r\n"
+	for _, tt := range []struct {
+		name     string
+		lost     int    // bytes of the server's stream lost
+		stream   string // what the server sends
+		requests []string
+		want     []string // events recorded
+		answered map[string]int // request → status of its response (-1: head lost, 0: none)
+	}{{
+		name:     "body follows",
+		stream:   head + strings.Join(chunks, "") + "0\r\n\r\n",
+		lost:     len(head) + len(chunks[0]) + 10,
+		requests: []string{watchReq},
+		want:     events[2:],
+		answered: map[string]int{"GET /api/v1/namespaces/demo/configmaps?watch=true": -1},
+	}, {
+		name:     "whole response lost",
+		stream:   list + head + strings.Join(chunks, "") + "0\r\n\r\n",
+		lost:     len(list),
+		requests: []string{listReq, watchReq},
+		want:     events,
+		answered: map[string]int{"GET /api/v1/namespaces/demo/configmaps?watch=true": 200, "GET /api/v1/namespaces/demo/configmaps": 0},
+	}} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := pcaptest.New()
+			c := b.Conn("127.0.0.1:40000", "127.0.0.1:8001", true)
+			for _, r := range tt.requests {
+				c.Send(pcaptest.ToServer, []byte(r))
+			}
+			c.Segments(pcaptest.ToClient, []byte(tt.stream[:tt.lost])) // never captured
+			c.MSS = 200
+			c.Send(pcaptest.ToClient, []byte(tt.stream[tt.lost:]))
+			c.FIN(pcaptest.ToClient)
+			c.FIN(pcaptest.ToServer)
+			sink := recordPcap(t, b.Pcap(), Options{KeepSecrets: true})
+			if got := frames(sink.recs); strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
+				t.Errorf("events: got %d, want %d", len(got), len(tt.want))
+			}
+			reqs := map[int64]string{}
+			status := map[string]int{}
+			for _, r := range sink.recs {
+				switch r := r.(type) {
+				case *formats.Request:
+					reqs[r.Exchange] = r.Method + " " + r.Target
+					status[r.Method+" "+r.Target] = 0
+				case *formats.Response:
+					status[reqs[r.Exchange]] = r.Status
+					if r.Midstream {
+						status[reqs[r.Exchange]] = -1
+					}
+				}
+			}
+			for req, st := range tt.answered {
+				if status[req] != st {
+					t.Errorf("%s answered %d; want %d (responses %v)", req, status[req], st, status)
+				}
+			}
+		})
+	}
+}

@@ -94,7 +94,9 @@ func errStats(errs []time.Duration) string {
 // that every event recorded from them carries the capture time of the
 // packet that completed it: within 1 ms of the same event's time in the
 // pristine capture. Where a swap moved the segment that completed an event
-// into a later packet's slot, that later packet completes it.
+// into a later packet's slot, that later packet completes it. Nothing is
+// invented, and what the damage did not touch is recorded: after a lost
+// response head, the rest of the body still answers its request.
 func TestLossTiming(t *testing.T) {
 	const tolerance = time.Millisecond
 	for _, name := range []string{"basic-json", "multi-watch", "protobuf", "gone-410", "tls-h2"} {
@@ -119,30 +121,35 @@ func TestLossTiming(t *testing.T) {
 			mode string
 			pcap []byte
 			want func(key string, t int64) int64
+			kept float64 // the share of the events that must be recorded
 		}{
-			{"drop", c.mangleDrop(server, 1, 0.01), nil},
-			{"drop5", c.mangleDrop(server, 5, 0.05), nil},
+			{"drop", c.mangleDrop(server, 1, 0.01), nil, 0.97},
+			{"drop5", c.mangleDrop(server, 5, 0.05), nil, 0.9},
 			{"reorder", reordered, func(key string, t int64) int64 {
 				client, _, _ := bytes.Cut([]byte(key), []byte("->"))
 				if to, ok := moved[string(client)][t]; ok {
 					return to
 				}
 				return t
-			}},
-			{"truncate", c.mangleTruncate(server, 0.6), nil},
+			}, 1},
+			{"truncate", c.mangleTruncate(server, 0.6), nil, 0},
 		} {
 			t.Run(name+"/"+tc.mode, func(t *testing.T) {
 				got := eventTimes(t, recordDamaged(t, tc.pcap, opts))
 				errs, invented := timeErrors(pristine, got, tc.want)
 				t.Logf("%s", errStats(errs))
 				if len(invented) > 0 {
-					// A LIST body whose response head was lost is taken
-					// for a watch event by the HTTP layer (not a timing
-					// matter; see the engine report).
-					t.Logf("%d events not in the pristine recording, e.g. %s", len(invented), invented[0])
+					t.Errorf("%d events not in the pristine recording, e.g. %s", len(invented), invented[0])
 				}
 				if len(errs) == 0 {
 					t.Fatalf("no event recorded (pristine: %d)", len(pristine))
+				}
+				total := 0
+				for _, ts := range pristine {
+					total += len(ts)
+				}
+				if float64(len(errs)) < tc.kept*float64(total) {
+					t.Errorf("%d of %d events recorded; want at least %.0f%%", len(errs), total, tc.kept*100)
 				}
 				if e := errs[len(errs)-1]; e > tolerance {
 					t.Errorf("time error up to %v (%s); want ≤ %v", e, errStats(errs), tolerance)
