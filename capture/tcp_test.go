@@ -532,7 +532,7 @@ func TestLostResponseHead(t *testing.T) {
 		lost     int    // bytes of the server's stream lost
 		stream   string // what the server sends
 		requests []string
-		want     []string // events recorded
+		want     []string       // events recorded
 		answered map[string]int // request → status of its response (-1: head lost, 0: none)
 	}{{
 		name:     "body follows",
