@@ -22,9 +22,9 @@
 // (FINs both ways, or a reset) leaves it at once, remembered for a reorder
 // window only so that its late packets start nothing. When Options.MaxConns
 // connections are open, a new one takes the place of the oldest flow that
-// never carried data (a SYN flood, a port scan), then of the connection
-// half closed the longest; the flood is reported once, with a count, at
-// the end. Nothing is visited as capture time passes unless it holds
+// never carried data (a SYN flood, a port scan), else of the connection
+// half closed the longest, else of the one idle the longest; each kind is
+// reported once, with a count, at the end. Nothing is visited as capture time passes unless it holds
 // out-of-order data, so recording time follows the capture's size.
 //
 // From the first bytes of each connection the Recorder decides which side

@@ -52,11 +52,13 @@ type Options struct {
 	// MaxBufferedPerConn bounds them per connection. 0 means 32 MiB.
 	MaxBufferedPerConn int
 	// MaxConns bounds the connections open at once. When a new
-	// connection finds no room, the oldest flow that never carried data
-	// (a half-open connection of a SYN flood or a port scan) is dropped
-	// for it; if every open connection carried data, the new one is not
-	// recorded (and reported). A connection that ended frees its slot at
-	// once. 0 means DefaultMaxConns.
+	// connection finds no room, one makes way for it: the oldest flow
+	// that never carried data (a half-open connection of a SYN flood or a
+	// port scan), else the connection half closed the longest, else the
+	// one idle the longest, which ends as cut by the capture (what it
+	// sends later is recorded as a connection captured from its middle).
+	// Each kind is reported once, with a count. A connection that ended
+	// frees its slot at once. 0 means DefaultMaxConns.
 	MaxConns int
 	// ReorderWindow is how long (in capture time) data after a missing
 	// segment waits for it before the bytes are declared lost; the data

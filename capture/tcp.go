@@ -104,6 +104,10 @@ type reassembler struct {
 	// direction ended (FIN), in the order they did: the next to make room,
 	// since a peer that closed rarely speaks again.
 	halfClosed streamList
+	// active lists the other streams that carried data, the least
+	// recently active first: the last to make room (what such a stream
+	// sends later starts a connection captured from its middle).
+	active streamList
 	// tombs remembers connections that ended, for a reorder window, so
 	// that their late packets start nothing: the capture time each ended,
 	// and the same in order of ending (an entry whose time no longer
@@ -119,8 +123,8 @@ type reassembler struct {
 
 	evicted               int64 // idle flows evicted to make room
 	evictedHalf           int64 // half-closed connections ended to make room
+	evictedActive         int64 // connections idle the longest ended to make room
 	firstEvict, lastEvict int64
-	refused               int64 // connections not recorded: no room
 }
 
 type tomb struct {
@@ -191,12 +195,19 @@ func (r *Recorder) segment(sg segment, t int64) {
 	if tcp.SYN {
 		st.syn = true
 	}
-	if len(tcp.Payload) > 0 && !st.hasData {
-		st.hasData = true
-		r.tcp.idle.remove(st)
-		if st.half[0].fin || st.half[1].fin {
-			st.inHalf = true
-			r.tcp.halfClosed.push(st)
+	if len(tcp.Payload) > 0 {
+		if !st.hasData {
+			st.hasData = true
+			r.tcp.idle.remove(st)
+			if st.half[0].fin || st.half[1].fin {
+				st.inHalf = true
+				r.tcp.halfClosed.push(st)
+			} else {
+				r.tcp.active.push(st)
+			}
+		} else if !st.inHalf && r.tcp.active.tail != st {
+			r.tcp.active.remove(st) // the most recently active goes last
+			r.tcp.active.push(st)
 		}
 	}
 	h := &st.half[dir]
@@ -247,18 +258,21 @@ func (r *Recorder) newStream(key connKey, sg segment, t int64) *tcpStream {
 			}
 			a.lastEvict = t
 			r.forget(victim)
-		} else if victim := a.halfClosed.head; victim != nil {
+		} else {
+			victim := a.halfClosed.head
 			a.evictedHalf++
+			if victim == nil {
+				victim = a.active.head
+				a.evictedHalf--
+				a.evictedActive++
+			}
+			if victim == nil {
+				return nil // (MaxConns < 1)
+			}
 			r.release(victim, t, true)
 			victim.finish(formats.ConnCaptureEnd, formats.EndTruncated, victim.last)
 			r.ended(victim)
-		} else {
-			a.refused++
-			if a.refused == 1 {
-				r.s.anomaly(0, formats.NoExchange, 0, t, formats.AnomalyLimit, 0, 0,
-					fmt.Sprintf("more than %d connections carrying data open at once: further connections are not recorded (raise --max-conns)", r.opts.MaxConns))
-			}
-			return nil
+			delete(a.tombs, victim.key) // what it sends later starts anew
 		}
 	}
 	for len(a.tombs) >= r.opts.MaxConns {
@@ -285,6 +299,8 @@ func (r *Recorder) forget(st *tcpStream) {
 		a.idle.remove(st)
 	case st.inHalf:
 		a.halfClosed.remove(st)
+	default:
+		a.active.remove(st)
 	}
 	delete(a.conns, st.key)
 }
@@ -491,6 +507,7 @@ func (st *tcpStream) deliver(dir int, seq uint32, p []byte, cut uint32, fin bool
 		h.fin = true
 		if st.hasData && !st.inHalf && !st.done {
 			st.inHalf = true
+			st.r.tcp.active.remove(st)
 			st.r.tcp.halfClosed.push(st)
 		}
 		st.end(dir, t)
@@ -553,9 +570,9 @@ func (r *Recorder) closeAll() {
 		r.s.anomaly(0, formats.NoExchange, 0, r.now, formats.AnomalyLimit, 0, a.evictedHalf,
 			fmt.Sprintf("%d half-closed connections (one side had sent its FIN) were ended as cut by the capture, oldest first, to stay within %d open connections", a.evictedHalf, r.opts.MaxConns))
 	}
-	if a.refused > 1 {
-		r.s.anomaly(0, formats.NoExchange, 0, r.now, formats.AnomalyLimit, 0, a.refused,
-			fmt.Sprintf("%d packets of connections that found no room were not recorded (raise --max-conns above %d)", a.refused, r.opts.MaxConns))
+	if a.evictedActive > 0 {
+		r.s.anomaly(0, formats.NoExchange, 0, r.now, formats.AnomalyLimit, 0, a.evictedActive,
+			fmt.Sprintf("%d connections, idle the longest, were ended as cut by the capture to stay within %d open connections; what they sent later is recorded as connections captured from their middle (raise --max-conns)", a.evictedActive, r.opts.MaxConns))
 	}
 }
 

@@ -58,7 +58,7 @@ func FuzzTCP(f *testing.F) {
 		if err := rec.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if a := &rec.tcp; a.buffered != 0 || len(a.holding) != 0 || len(a.conns) != 0 || a.open != 0 || a.idle.head != nil || a.halfClosed.head != nil {
+		if a := &rec.tcp; a.buffered != 0 || len(a.holding) != 0 || len(a.conns) != 0 || a.open != 0 || a.idle.head != nil || a.halfClosed.head != nil || a.active.head != nil {
 			t.Fatalf("after Close: %d bytes held, %d holding, %d conns (%d open), lists %v %v", a.buffered, len(a.holding), len(a.conns), a.open, a.idle.head != nil, a.halfClosed.head != nil)
 		}
 	})
