@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -542,10 +543,10 @@ func (r *Recorder) closeAll() {
 	}
 	// In the order they began, so that records come out the same every run.
 	slices.SortFunc(open, func(x, y *tcpStream) int {
-		if x.first != y.first {
-			return int(seqDiff64(x.first, y.first))
+		if c := cmp.Compare(x.first, y.first); c != 0 {
+			return c
 		}
-		return int(seqDiff64(int64(x.seqNo), int64(y.seqNo)))
+		return cmp.Compare(x.seqNo, y.seqNo)
 	})
 	for _, st := range open {
 		r.release(st, st.last, true)
@@ -578,12 +579,3 @@ func (r *Recorder) closeAll() {
 
 func timeString(t int64) string { return time.Unix(0, t).UTC().Format(time.RFC3339Nano) }
 
-func seqDiff64(a, b int64) int64 {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
