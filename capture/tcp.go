@@ -578,4 +578,3 @@ func (r *Recorder) closeAll() {
 }
 
 func timeString(t int64) string { return time.Unix(0, t).UTC().Format(time.RFC3339Nano) }
-
