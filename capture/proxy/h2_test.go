@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/internal/k8stest"
 	"github.com/wtrace/wtrace/internal/wttest"
 )
 
@@ -189,5 +190,5 @@ func TestRealAPIServerH2(t *testing.T) {
 	if redacted < 3 {
 		t.Fatalf("%d Secret values redacted in the informer's exchanges; want 3", redacted)
 	}
-	wttest.CheckNoSecrets(t, r.path, password, base64.StdEncoding.EncodeToString([]byte(password)), apiserverToken, "not-a-real-token-a1b2c3d4")
+	wttest.CheckNoSecrets(t, r.path, password, base64.StdEncoding.EncodeToString([]byte(password)), k8stest.Token, "not-a-real-token-a1b2c3d4")
 }

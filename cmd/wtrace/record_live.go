@@ -60,11 +60,19 @@ func (o *recordOptions) validate(c *cobra.Command) error {
 	if o.keylog != "" && o.proxy {
 		return usage("--keylog goes with --pcap or --iface; the proxy decrypts TLS itself")
 	}
-	if name := changed("port", "max-buffered"); name != "" && o.proxy {
+	if name := changed("port", "max-buffered", "max-conns"); name != "" && o.proxy {
 		return usage("--%s does not apply to --proxy (it records what clients send it; see --listen)", name)
 	}
 	if name := changed("max-duration", "max-size", "rotate"); name != "" && o.pcap != "" {
 		return usage("--%s applies to live recordings (--iface, --proxy) only", name)
+	}
+	if v := o.memLimit; v != "" && v != "0" {
+		if n, err := parseSize(v); err != nil || n <= 0 {
+			return usage("--memory-limit %s: not a size (192MiB, 1GiB; 0 for none)", v)
+		}
+	}
+	if o.maxConns < 1 {
+		return usage("--max-conns %d: must be at least 1", o.maxConns)
 	}
 	if o.port < 0 || o.port > 65535 {
 		return usage("--port %d: not a TCP port", o.port)
@@ -162,7 +170,7 @@ func runRecordIface(s streams, o *recordOptions) error {
 	if err != nil {
 		return err
 	}
-	recOpts := capture.Options{Port: o.port, MaxBuffered: o.maxBuffered, KeepSecrets: o.keepSecrets}
+	recOpts := capture.Options{Port: o.port, MaxBuffered: o.maxBuffered, MaxConns: o.maxConns, KeepSecrets: o.keepSecrets}
 	if o.keylog != "" {
 		// A key log the clients are still writing: TLS connections wait
 		// for their secrets while it is re-read.
