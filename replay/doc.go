@@ -157,6 +157,19 @@
 // transcoded=Table, …). A kind the replay does not know is served as
 // recorded; nothing acceptable is 406 with a Status.
 //
+// CBOR (a recording of an apiserver with CBORServingAndStorage and
+// clients that prefer CBOR): a client whose Accept header names
+// application/cbor (application/cbor-seq for a watch) gets a CBOR
+// recording as recorded, byte for byte (client-go with ClientsAllowCBOR
+// asks "application/json;q=0.9,application/cbor;q=1"); any other client
+// gets it transcoded like a JSON or protobuf recording (JSON, protobuf,
+// Table, PartialObjectMetadata; transcoded=cbor→json, …). The world loads
+// CBOR objects too. Nothing is transcoded into CBOR: the replay negotiates
+// as kube-apiserver v1.33 with the gate off, so a client that accepts
+// CBOR alone gets 406 NotAcceptable for a JSON or protobuf recording and
+// for what the world answers, and a write with a CBOR body gets 415,
+// after which client-go sends JSON.
+//
 // # Recording the run
 //
 // Server.Requests lists every request the clients made, in arrival order:

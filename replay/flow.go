@@ -47,10 +47,18 @@ type flow struct {
 // m. A client gets the encoding its Accept header asks for first, except
 // that a recorded body in a format the header names plainly (without a
 // transformation) goes out as recorded: a protobuf client that also
-// accepts JSON gets the JSON recording byte for byte. Without a world, or
-// for a kind the replay does not know, everything goes as recorded.
+// accepts JSON gets the JSON recording byte for byte, a client that
+// accepts CBOR the CBOR recording. A CBOR recording goes to any other
+// client transcoded (codec decodes CBOR); nothing is transcoded into CBOR
+// (codec.Negotiate offers what v1.33 does without CBORServingAndStorage):
+// a client that accepts CBOR alone gets 406 for a JSON or protobuf
+// recording. Without a world, or for a kind the replay does not know,
+// everything goes as recorded.
 func (s *Server) negotiate(q query, t codec.Target, f frame.Format) (m codec.Media, transcode bool, err error) {
-	if s.store == nil || f == frame.Unknown || f == frame.CBOR {
+	if s.store == nil || f == frame.Unknown {
+		return m, false, nil
+	}
+	if f == frame.CBOR && acceptsPlain(q.accept, f) {
 		return m, false, nil
 	}
 	gvk := s.gvkOf(q.path)
@@ -72,15 +80,19 @@ func (s *Server) negotiate(q query, t codec.Target, f frame.Format) (m codec.Med
 
 // acceptsPlain reports whether an Accept header takes a response in
 // format f as it is: a clause naming f's media type without a
-// transformation, or, for JSON, no header or a wildcard (the apiserver's
+// transformation (for CBOR application/cbor, or application/cbor-seq for
+// a watch), or, for JSON, no header or a wildcard (the apiserver's
 // default).
 func acceptsPlain(accept string, f frame.Format) bool {
 	if strings.TrimSpace(accept) == "" {
 		return f == frame.JSON
 	}
-	want := codec.MediaJSON
-	if f == frame.Protobuf {
+	want, also := codec.MediaJSON, ""
+	switch f {
+	case frame.Protobuf:
 		want = codec.MediaProtobuf
+	case frame.CBOR:
+		want, also = codec.MediaCBOR, codec.MediaCBORSeq
 	}
 	for _, c := range goautoneg.ParseAccept(accept) {
 		if c.Q == 0 {
@@ -90,7 +102,7 @@ func acceptsPlain(accept string, f frame.Format) bool {
 			continue
 		}
 		mt := c.Type + "/" + c.SubType
-		if mt == want || f == frame.JSON && (mt == "*/*" || mt == "application/*") {
+		if mt == want || mt == also && also != "" || f == frame.JSON && (mt == "*/*" || mt == "application/*") {
 			return true
 		}
 	}
@@ -115,7 +127,7 @@ func transcodeName(from frame.Format, m codec.Media) string {
 // without a world). from is the served resourceVersion the client's view
 // starts at ("" for now), where a Follow starts.
 func (s *Server) newFlow(r *http.Request, q query, f frame.Format, x *recorded, from string) (*flow, error) {
-	if s.store == nil || f == frame.Unknown || f == frame.CBOR {
+	if s.store == nil || f == frame.Unknown {
 		return nil, nil
 	}
 	fl := &flow{s: s, x: x, format: f, media: codec.Media{Format: f}}
@@ -580,13 +592,15 @@ func (s *Server) statusResponse(q query, err error) *state.Response {
 }
 
 // bodyFormatOf is the format of an opaque body from its Content-Type:
-// JSON or protobuf, else Unknown.
+// JSON, protobuf or CBOR, else Unknown.
 func bodyFormatOf(x *recorded) frame.Format {
 	switch {
 	case x.media == codec.MediaJSON:
 		return frame.JSON
 	case x.media == codec.MediaProtobuf:
 		return frame.Protobuf
+	case x.media == codec.MediaCBOR:
+		return frame.CBOR
 	}
 	return frame.Unknown
 }

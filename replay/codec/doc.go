@@ -1,7 +1,9 @@
 // Package codec turns Kubernetes objects between the encodings a client
 // may ask for, the way kube-apiserver (v1.33) does: JSON, YAML and
 // protobuf for built-in kinds; Table and PartialObjectMetadata(List)
-// transformations; watch events; Status errors.
+// transformations; watch events; Status errors. CBOR (what the apiserver
+// serves with its CBORServingAndStorage gate) is decoded and encoded, but
+// not negotiated.
 //
 // # Objects
 //
@@ -12,7 +14,11 @@
 // k8s.io/api (Scheme), a *unstructured.Unstructured for JSON of any other
 // kind; Encode goes back. Built-in kinds round-trip byte for byte through
 // Decode and Encode, since both sides use apimachinery's serializers as
-// the apiserver does.
+// the apiserver does. CBOR objects (the object's map, self-described)
+// decode to typed or unstructured objects and encode with apimachinery's
+// CBOR serializer, as the apiserver's; they round-trip as objects, not
+// byte for byte (the apiserver writes a Go map's keys, Secret data or
+// labels, in map order, so its own bytes are not twice alike).
 //
 // # Negotiation
 //
@@ -23,8 +29,11 @@
 // and an optional transformation (as=Table, as=PartialObjectMetadata,
 // as=PartialObjectMetadataList; g=meta.k8s.io, v=v1 or v1beta1). Protobuf
 // is offered only for built-in kinds, as for custom resources; Table only
-// in JSON and YAML; a watch only in JSON and protobuf. Nothing acceptable is
-// a 406 NotAcceptable Status worded like the apiserver's.
+// in JSON and YAML; a watch only in JSON and protobuf. CBOR is not offered
+// (v1.33's default: the gate is off); a caller that holds CBOR bytes
+// decides itself whether a client takes them as they are (package replay
+// does). Nothing acceptable is a 406 NotAcceptable Status worded like the
+// apiserver's.
 //
 // # Responses
 //

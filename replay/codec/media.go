@@ -17,6 +17,12 @@ const (
 	MediaJSON     = "application/json"
 	MediaYAML     = "application/yaml"
 	MediaProtobuf = "application/vnd.kubernetes.protobuf"
+	// MediaCBOR and MediaCBORSeq (a watch) are what kube-apiserver
+	// serves with its CBORServingAndStorage gate on. Negotiate does not
+	// offer them (v1.33's default); package replay serves CBOR recordings
+	// to clients that accept them as recorded.
+	MediaCBOR    = "application/cbor"
+	MediaCBORSeq = "application/cbor-seq"
 )
 
 // Target is what a response carries.

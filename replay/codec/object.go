@@ -13,6 +13,7 @@ import (
 	metav1beta1 "k8s.io/apimachinery/pkg/apis/meta/v1beta1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer/cbor"
 	"k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -20,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/wtrace/wtrace/frame"
+	"github.com/wtrace/wtrace/internal/cborscan"
 )
 
 // Scheme knows every kind of k8s.io/api (client-go's scheme) and
@@ -38,6 +40,7 @@ var (
 	jsonSerializer  = json.NewSerializerWithOptions(json.DefaultMetaFactory, Scheme, Scheme, json.SerializerOptions{})
 	yamlSerializer  = json.NewSerializerWithOptions(json.DefaultMetaFactory, Scheme, Scheme, json.SerializerOptions{Yaml: true})
 	protoSerializer = protobuf.NewSerializer(Scheme, Scheme)
+	cborSerializer  = cbor.NewSerializer(Scheme, Scheme)
 )
 
 // protoMagic starts every protobuf-encoded object
@@ -49,11 +52,13 @@ const protoMagic = "k8s\x00"
 var ErrUnknownKind = errors.New("codec: kind not known to the scheme")
 
 // Object is one Kubernetes object's bytes. Raw is JSON text (an object,
-// with or without its kind and apiVersion members) or, for Protobuf, the
-// object message inside the runtime.Unknown envelope. An Object does not
-// own Raw exclusively: callers must not modify it.
+// with or without its kind and apiVersion members), for Protobuf the
+// object message inside the runtime.Unknown envelope, for CBOR the
+// object's data item (a map, with or without its kind and apiVersion, the
+// self-described tag before it or not). An Object does not own Raw
+// exclusively: callers must not modify it.
 type Object struct {
-	Format     frame.Format // frame.JSON or frame.Protobuf
+	Format     frame.Format // frame.JSON, frame.Protobuf or frame.CBOR
 	APIVersion string
 	Kind       string
 	Raw        []byte
@@ -108,22 +113,43 @@ func Decode(o Object) (runtime.Object, error) {
 		}
 		into.GetObjectKind().SetGroupVersionKind(gvk)
 		return into, nil
+	case frame.CBOR:
+		var into runtime.Object = &unstructured.Unstructured{}
+		if Known(gvk) {
+			var err error
+			if into, err = Scheme.New(gvk); err != nil {
+				return nil, err
+			}
+		}
+		raw := o.Raw
+		if o.Kind != "" {
+			raw = append([]byte(cborscan.SelfDescribed), withTypeMeta(o)...)
+		}
+		obj, _, err := cborSerializer.Decode(raw, &gvk, into)
+		if err != nil {
+			return nil, fmt.Errorf("codec: decoding %s from cbor: %w", gvk.Kind, err)
+		}
+		obj.GetObjectKind().SetGroupVersionKind(gvk)
+		return obj, nil
 	}
 	return nil, fmt.Errorf("codec: cannot decode objects in format %v", o.Format)
 }
 
-// withTypeMeta returns JSON object text that carries kind and apiVersion.
+// withTypeMeta returns the object (JSON text, or a CBOR map without the
+// self-described tag) with its kind and apiVersion.
 func withTypeMeta(o Object) []byte {
-	ev := frame.WatchEvent(frame.JSON, "ADDED", o.APIVersion, o.Kind, o.Raw)
-	_, _, obj, err := frame.EventObject(frame.JSON, ev)
+	ev := frame.WatchEvent(o.Format, "ADDED", o.APIVersion, o.Kind, o.Raw)
+	_, _, obj, err := frame.EventObject(o.Format, ev)
 	if err != nil {
 		return o.Raw
 	}
-	return obj
+	return bytes.TrimPrefix(obj, []byte(cborscan.SelfDescribed))
 }
 
-// Encode encodes obj, whose kind must be set, in format f (frame.JSON or
-// frame.Protobuf). JSON is compact, without the newline a body ends with.
+// Encode encodes obj, whose kind must be set, in format f (frame.JSON,
+// frame.Protobuf or frame.CBOR). JSON is compact, without the newline a
+// body ends with; CBOR is apimachinery's (the apiserver's with
+// CBORServingAndStorage): self-described, kind and apiVersion first.
 func Encode(obj runtime.Object, f frame.Format) (Object, error) {
 	gvk := obj.GetObjectKind().GroupVersionKind()
 	if gvk.Kind == "" {
@@ -158,6 +184,13 @@ func Encode(obj runtime.Object, f frame.Format) (Object, error) {
 		}
 		o.Raw = u.Raw
 		return o, nil
+	case frame.CBOR:
+		var b bytes.Buffer
+		if err := cborSerializer.Encode(obj, &b); err != nil {
+			return Object{}, fmt.Errorf("codec: encoding %s as cbor: %w", kind, err)
+		}
+		o.Raw = b.Bytes()
+		return o, nil
 	}
 	return Object{}, fmt.Errorf("codec: cannot encode objects in format %v", f)
 }
@@ -187,8 +220,8 @@ func wrapProto(apiVersion, kind string, raw []byte) []byte {
 }
 
 // FromBody reads an Object from a whole body in format f (a GET response,
-// or a request body): JSON text, or a protobuf envelope. The Object aliases
-// b.
+// or a request body): JSON text, a protobuf envelope, or a CBOR map with
+// its kind and apiVersion. The Object aliases b.
 func FromBody(f frame.Format, b []byte) (Object, error) {
 	switch f {
 	case frame.Protobuf:
@@ -204,17 +237,40 @@ func FromBody(f frame.Format, b []byte) (Object, error) {
 		}
 		apiVersion, kind := gvk.ToAPIVersionAndKind()
 		return Object{Format: f, APIVersion: apiVersion, Kind: kind, Raw: bytes.TrimSpace(b)}, nil
+	case frame.CBOR:
+		o := Object{Format: f, Raw: b}
+		err := cborscan.EachMember(bytes.TrimPrefix(b, []byte(cborscan.SelfDescribed)), func(key, val []byte, _ int) bool {
+			switch {
+			case cborscan.KeyIs(key, "kind"):
+				s, _ := cborscan.String(val)
+				o.Kind = string(s)
+			case cborscan.KeyIs(key, "apiVersion"):
+				s, _ := cborscan.String(val)
+				o.APIVersion = string(s)
+			}
+			return true
+		})
+		if err != nil {
+			return Object{}, fmt.Errorf("codec: cbor body: %w", err)
+		}
+		if o.Kind == "" {
+			return Object{}, errors.New("codec: cbor body without a kind")
+		}
+		return o, nil
 	}
 	return Object{}, fmt.Errorf("codec: cannot read bodies in format %v", f)
 }
 
 // Body returns the bytes a response body holding o alone carries, as the
 // apiserver writes them: JSON with kind and apiVersion first and a final
-// newline; protobuf in its "k8s\x00" + runtime.Unknown envelope.
+// newline; protobuf in its "k8s\x00" + runtime.Unknown envelope; CBOR
+// self-described, with its kind and apiVersion.
 func Body(o Object) []byte {
 	switch o.Format {
 	case frame.Protobuf:
 		return wrapProto(o.APIVersion, o.Kind, o.Raw)
+	case frame.CBOR:
+		return append([]byte(cborscan.SelfDescribed), withTypeMeta(o)...)
 	default:
 		b := withTypeMeta(o)
 		out := make([]byte, 0, len(b)+1)

@@ -3,7 +3,6 @@ package codec
 import (
 	"bytes"
 	"encoding/base64"
-	"encoding/binary"
 	"fmt"
 	"strings"
 	"time"
@@ -87,8 +86,8 @@ func (w *Writer) RuntimeObject(obj runtime.Object) ([]byte, error) {
 
 // body encodes a whole response body in the Media's format.
 func (w *Writer) body(obj runtime.Object) ([]byte, error) {
-	if w.Media.Format == frame.Protobuf && !w.Media.YAML {
-		o, err := Encode(obj, frame.Protobuf)
+	if (w.Media.Format == frame.Protobuf || w.Media.Format == frame.CBOR) && !w.Media.YAML {
+		o, err := Encode(obj, w.Media.Format)
 		if err != nil {
 			return nil, err
 		}
@@ -344,7 +343,7 @@ func (w *Writer) RuntimeEvent(typ string, obj runtime.Object) ([]byte, error) {
 		}
 	}
 	f := w.Media.Format
-	if _, ok := out.(runtime.Unstructured); ok {
+	if _, ok := out.(runtime.Unstructured); ok && f != frame.CBOR {
 		if f == frame.Protobuf {
 			return nil, fmt.Errorf("%w: %s", ErrUnknownKind, out.GetObjectKind().GroupVersionKind())
 		}
@@ -362,18 +361,15 @@ func (w *Writer) RuntimeEvent(typ string, obj runtime.Object) ([]byte, error) {
 }
 
 // Frame frames one event for a watch body in the Media's format: JSON
-// followed by a newline, protobuf after its 4-byte big-endian length.
+// followed by a newline, protobuf after its 4-byte big-endian length,
+// CBOR after the self-described tag (frame.AppendEvent).
 func (w *Writer) Frame(ev []byte) []byte {
 	return FrameEvent(w.Media.Format, ev)
 }
 
 // FrameEvent frames one event in format f (see Writer.Frame).
 func FrameEvent(f frame.Format, ev []byte) []byte {
-	if f == frame.Protobuf {
-		b := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(ev)), uint32(len(ev)))
-		return append(b, ev...)
-	}
-	return append(append(make([]byte, 0, len(ev)+1), ev...), '\n')
+	return frame.AppendEvent(make([]byte, 0, len(ev)+4), f, ev)
 }
 
 // StatusMedia is the encoding of an error answered to a request with this

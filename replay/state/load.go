@@ -149,6 +149,8 @@ func bodyFormat(h []formats.Header) frame.Format {
 				return frame.JSON
 			case codec.MediaProtobuf:
 				return frame.Protobuf
+			case codec.MediaCBOR:
+				return frame.CBOR
 			}
 			return frame.Unknown
 		}
@@ -199,7 +201,7 @@ func (l *loader) body(x *formats.ExchangeInfo) ([]byte, error) {
 
 func (l *loader) watch(x *formats.ExchangeInfo, t Target) error {
 	f := frame.Format(x.Response.Events)
-	if f != frame.JSON && f != frame.Protobuf {
+	if f != frame.JSON && f != frame.Protobuf && f != frame.CBOR {
 		return nil
 	}
 	sc := l.f.ExchangeRecords(x.Request.Exchange)
