@@ -141,7 +141,9 @@ func TestCBORTranscoded(t *testing.T) {
 	var jl struct {
 		Kind     string
 		Metadata struct{ ResourceVersion string }
-		Items    []struct{ Metadata struct{ Name, ResourceVersion string } }
+		Items    []struct {
+			Metadata struct{ Name, ResourceVersion string }
+		}
 	}
 	if err := json.Unmarshal(b, &jl); err != nil || resp.Header.Get("Content-Type") != "application/json" || jl.Kind != "ConfigMapList" ||
 		jl.Metadata.ResourceVersion != want.ResourceVersion || len(jl.Items) != len(want.Items) {
