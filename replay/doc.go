@@ -204,7 +204,10 @@
 // reset (RST; over HTTP/2 both become RST_STREAM). A watch the capture
 // ended inside stays open (until timeoutSeconds, the client leaves, or
 // Close); so do all streams with Hold. The client's timeoutSeconds always
-// ends a watch cleanly, as the apiserver does. With Loop a watch that
+// ends a watch cleanly, as the apiserver does, after timeoutSeconds / Speed
+// of replay time: it counts recorded time, like the stream's own times (a
+// watch with timeoutSeconds=60 at Speed 2 ends after 30 s, where the
+// recorded one ended; at Speed 0 it counts real seconds). With Loop a watch that
 // reaches its end starts again from its first event, one recorded duration
 // later, forever; cursors then wrap around too.
 //

@@ -174,7 +174,13 @@ type streamer struct {
 func (s *Server) newStreamer(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, r *http.Request, q query, arrival time.Time) *streamer {
 	st := &streamer{s: s, w: w, r: r, rc: http.NewResponseController(w), ctx: ctx, cancel: cancel, arrival: arrival}
 	if q.timeout > 0 {
+		// timeoutSeconds is the client's view of the recorded time: it
+		// scales with the speed, as the recording's own ends do (as fast
+		// as possible, Speed 0, keeps it in real time).
 		st.timeoutAt = arrival.Add(q.timeout)
+		if s.speed > 0 {
+			st.timeoutAt = arrival.Add(s.scale(int64(q.timeout)))
+		}
 	}
 	return st
 }

@@ -166,3 +166,94 @@ func TestLoop(t *testing.T) {
 		}
 	}
 }
+
+// TestTimeoutScaled: the basic-json watch, which the apiserver ended at
+// the client's timeoutSeconds=30, replayed at Speed 2 on a fake clock:
+// with the recorded timeoutSeconds=30 it ends cleanly after 15 s of replay
+// time with every event, as the recorded stream ended; with
+// timeoutSeconds=12 after 6 s, with exactly the events recorded in its
+// first 12 s.
+func TestTimeoutScaled(t *testing.T) {
+	path := corpusSession(t, "basic-json")
+	f := openSession(t, path)
+	id := exchangeByTarget(t, f, "GET", "watch=true")
+	info := f.Index().Exchanges[id]
+	start := info.Response.Time
+	evs := sessionEvents(t, f, id)
+	if d := time.Duration(info.End.Time - start); info.End.Status != formats.EndComplete || d < 30*time.Second || d > 31*time.Second {
+		t.Fatalf("the recorded watch ended %v after %v; want complete after its timeoutSeconds=30", info.End.Status, d)
+	}
+	for _, c := range []struct {
+		timeout time.Duration
+		events  int
+	}{{30 * time.Second, len(evs)}, {12 * time.Second, -1}} {
+		t.Run(fmt.Sprint(c.timeout), func(t *testing.T) {
+			want := c.events
+			if want < 0 {
+				want = 0
+				for _, e := range evs {
+					if time.Duration(e.time-start) <= c.timeout {
+						want++
+					}
+				}
+				if want == 0 || want == len(evs) {
+					t.Fatalf("%d of %d events in the first %v: pick another timeout", want, len(evs), c.timeout)
+				}
+			}
+			arrival := time.Unix(1_800_000_000, 0)
+			clock := NewFakeClock(arrival)
+			srv := newTestServer(t, path, Options{Speed: 2, Clock: clock})
+			r := rawGet(t, srv.URL, fmt.Sprintf("/api/v1/namespaces/corpus-basic/configmaps?watch=true&resourceVersion=205&timeoutSeconds=%d", int(c.timeout.Seconds())))
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			done := make(chan error, 1)
+			ended, stop := context.WithCancel(ctx)
+			defer stop()
+			var body []byte
+			go func() {
+				cs, err := r.chunks()
+				for _, c := range cs {
+					body = append(body, c...)
+				}
+				done <- err
+				stop()
+			}()
+			var last time.Time
+			for {
+				err := clock.BlockUntil(ended, 1)
+				select {
+				case err := <-done:
+					if err != io.EOF {
+						t.Fatalf("the stream ended with %v; want a clean end", err)
+					}
+					if got := last.Sub(arrival); got != c.timeout/2 {
+						t.Errorf("the stream ended at arrival+%v of replay time; want timeoutSeconds/Speed = %v", got, c.timeout/2)
+					}
+					n := 0
+					for dec := json.NewDecoder(bytes.NewReader(body)); ; n++ {
+						var raw json.RawMessage
+						if err := dec.Decode(&raw); err == io.EOF {
+							break
+						} else if err != nil {
+							t.Fatalf("event %d: %v", n, err)
+						}
+						if !bytes.Equal(raw, evs[n].data) {
+							t.Fatalf("event %d is not the recorded one", n)
+						}
+					}
+					if n != want {
+						t.Errorf("%d events; want the %d recorded in the first %v", n, want, c.timeout)
+					}
+					return
+				default:
+				}
+				if err != nil {
+					t.Fatalf("the server waits for nothing and the stream did not end: %v", err)
+				}
+				next, _ := clock.Next()
+				last = next
+				clock.AdvanceTo(next)
+			}
+		})
+	}
+}
