@@ -208,7 +208,7 @@ func (lt *lossTracker) damage(d *formats.DamageError) {
 }
 
 func (lt *lossTracker) loss() *Loss {
-	return &Loss{Exchange: lt.x.id, Request: lt.x.info.Request.Method + " " + lt.x.target, Damage: lt.pending,
+	return &Loss{Exchange: lt.x.id, Request: lt.x.q.method + " " + lt.x.target, Damage: lt.pending,
 		After: lt.seq, Offset: max(lt.end, 0), Bytes: -1, From: lt.t}
 }
 

@@ -62,6 +62,20 @@
 // resourceVersion: the client relists, and the LIST brings it back onto the
 // recorded history.
 //
+// A watch captured from its middle (the capture began inside its
+// response: no request, often no response head) is matched by the
+// request its events show (state.MidstreamTarget): a GET of the
+// collection of their objects' kind — the plural the apiserver's REST
+// mapper guesses, ConfigMap → configmaps — in their namespace when every
+// event names the same one, else across all namespaces, with watch=true
+// and nothing else (its selectors and resourceVersion are unknown: a
+// client that asks with selectors does not get it). Its events are all
+// history a client can resume after, as for a watch started from a
+// resourceVersion; a watch from "" gets it from its first captured event.
+// Events of several kinds, Tables, PartialObjectMetadata and opaque bodies
+// show no request: such exchanges are not served. The world loads them
+// as the same watch.
+//
 // Nothing matches and the world (below) cannot answer either: 404 with a
 // Kubernetes Status body (reason NotFound), and a warning naming the
 // request and the closest recorded requests.

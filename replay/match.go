@@ -11,6 +11,7 @@ import (
 
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
+	"github.com/wtrace/wtrace/replay/state"
 )
 
 // maxTargetLen bounds a request-target the matcher parses (recorded or
@@ -162,6 +163,9 @@ type recorded struct {
 	target string
 	format frame.Format // event format; Unknown for an opaque body
 	media  string       // response media type ("application/json"), lower case, no parameters
+	// midstream: the request was not captured; target and q are the
+	// ones its events show (midstreamTarget).
+	midstream bool
 }
 
 // respTime is the Response record's time: the origin of the exchange's
@@ -189,9 +193,11 @@ func (x *recorded) endStatus() formats.EndStatus {
 // resume after: all of them for a watch that started from a resourceVersion;
 // for a streaming list, those from the initial-events-end bookmark on; none
 // for a watch that started from "" or "0" (its initial ADDED events carry
-// old resourceVersions and nothing marks their end).
+// old resourceVersions and nothing marks their end). A watch captured from
+// its middle counts as started from a resourceVersion: its request is
+// unknown, and what was captured of it is history.
 func (x *recorded) resumable() bool {
-	return x.format != frame.Unknown && (x.q.rv != "" || x.q.sie)
+	return x.format != frame.Unknown && (x.q.rv != "" || x.q.sie || x.midstream)
 }
 
 // matcher holds the recorded exchanges by key and the per-key cursors.
@@ -201,18 +207,27 @@ type matcher struct {
 	cursors map[string]int // guarded by Server.mu
 }
 
-func newMatcher(idx *formats.Index) *matcher {
+func newMatcher(f *formats.File) *matcher {
+	idx := f.Index()
 	m := &matcher{byKey: map[string][]*recorded{}, cursors: map[string]int{}}
 	for i := range idx.Exchanges {
 		info := &idx.Exchanges[i]
-		if info.Request.Missing || info.Response == nil {
+		if info.Response == nil {
 			continue
 		}
-		q, err := parseTarget(info.Request.Method, info.Request.Target)
+		method, target := info.Request.Method, info.Request.Target
+		if info.Request.Missing {
+			var ok bool
+			if target, ok = state.MidstreamTarget(f, info); !ok {
+				continue
+			}
+			method = "GET"
+		}
+		q, err := parseTarget(method, target)
 		if err != nil {
 			continue
 		}
-		x := &recorded{id: info.Request.Exchange, info: info, q: q, target: info.Request.Target}
+		x := &recorded{id: info.Request.Exchange, info: info, q: q, target: target, midstream: info.Request.Missing}
 		x.format = info.Response.Events
 		for _, h := range info.Response.Header {
 			if strings.EqualFold(h.Name, "Content-Type") {
@@ -350,7 +365,7 @@ func (m *matcher) closest(q query, n int) []string {
 	seen := map[string]bool{}
 	var cs []cand
 	for _, x := range m.all {
-		t := x.info.Request.Method + " " + x.target
+		t := x.q.method + " " + x.target
 		if seen[t] {
 			continue
 		}

@@ -196,7 +196,7 @@ func New(f *formats.File, opts Options) (*Server, error) {
 	}
 	s.cache = newCache(budget)
 	s.maxPlan = budget / 4
-	s.m = newMatcher(f.Index())
+	s.m = newMatcher(f)
 	if err := s.findLosses(); err != nil {
 		return nil, err
 	}

@@ -225,8 +225,11 @@ func (s *Server) synthList(lst *recorded) (*synthList, error) {
 }
 
 func watchContentType(f frame.Format) string {
-	if f == frame.Protobuf {
+	switch f {
+	case frame.Protobuf:
 		return "application/vnd.kubernetes.protobuf;stream=watch"
+	case frame.CBOR:
+		return "application/cbor-seq"
 	}
 	return "application/json"
 }

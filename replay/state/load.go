@@ -86,10 +86,21 @@ func Load(f *formats.File, opts Options) (*Store, error) {
 }
 
 func (l *loader) exchange(x *formats.ExchangeInfo) error {
-	if x.Request.Missing || x.Response == nil || x.Response.Status < 200 || x.Response.Status > 299 {
+	if x.Response == nil {
 		return nil
 	}
-	u, err := url.ParseRequestURI(x.Request.Target)
+	method, target := x.Request.Method, x.Request.Target
+	if x.Request.Missing {
+		// Captured from its middle: the watch its events show.
+		var ok bool
+		if target, ok = MidstreamTarget(l.f, x); !ok {
+			return nil
+		}
+		method = http.MethodGet
+	} else if x.Response.Status < 200 || x.Response.Status > 299 {
+		return nil
+	}
+	u, err := url.ParseRequestURI(target)
 	if err != nil {
 		return err
 	}
@@ -100,12 +111,12 @@ func (l *loader) exchange(x *formats.ExchangeInfo) error {
 	q := u.Query()
 	if n, ok := parseRV(q.Get("resourceVersion")); ok && n > 0 {
 		l.rvs = append(l.rvs, n)
-		if x.Request.Method == http.MethodGet && t.Collection() {
+		if method == http.MethodGet && t.Collection() {
 			l.starts = append(l.starts, startRV{x.Response.Time, n})
 		}
 	}
 	if x.Response.Events != frame.Unknown {
-		if x.Request.Method != http.MethodGet || t.Subresource != "" {
+		if method != http.MethodGet || t.Subresource != "" {
 			return nil
 		}
 		return l.watch(x, t)
@@ -113,7 +124,7 @@ func (l *loader) exchange(x *formats.ExchangeInfo) error {
 	if t.Subresource != "" && t.Subresource != "status" {
 		return nil
 	}
-	switch x.Request.Method {
+	switch method {
 	case http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch:
 	default:
 		return nil
@@ -126,7 +137,7 @@ func (l *loader) exchange(x *formats.ExchangeInfo) error {
 	if f == frame.Unknown {
 		return nil
 	}
-	if x.Request.Method == http.MethodGet && t.Collection() {
+	if method == http.MethodGet && t.Collection() {
 		return l.list(x, t, q, f, body)
 	}
 	o, err := codec.FromBody(f, body)
