@@ -68,6 +68,8 @@ type exchange struct {
 	gapped  bool
 	ended   bool
 	t       int64 // time of the last input
+
+	lastExt string // the response's last-chunk extensions (HTTP/1.1 chunked)
 }
 
 // newExchange starts an exchange with its request (req.Missing for one
@@ -528,7 +530,7 @@ func (x *exchange) end(st formats.EndStatus, t int64, trailer []formats.Header, 
 		x.respRep.MergeAt(&rep, x.split.Offset()-int64(len(tail)))
 	}
 	x.s.emit(&formats.End{Exchange: x.id, Dir: formats.ServerToClient, Time: t, Status: st, Size: x.raw,
-		Tail: tail, Trailer: trailer, Note: note, Redactions: x.redactions(formats.ServerToClient, &x.respRep, t)})
+		Tail: tail, Trailer: trailer, Note: note, Redactions: x.redactions(formats.ServerToClient, &x.respRep, t), LastExt: x.lastExt})
 }
 
 func joinNote(a, b string) string {

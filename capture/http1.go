@@ -516,6 +516,9 @@ func (d *h1Dir) readChunked(p []byte, t int64) int {
 			d.trailer = append(d.trailer, redact.Header(tok.Name, tok.Value))
 		}
 	case chunked.Done:
+		if d.dir == formats.ServerToClient && d.x != nil {
+			d.x.lastExt = tok.Chunk.Ext
+		}
 		d.bodyEnd(formats.EndComplete, t, "")
 	}
 	if err != nil {

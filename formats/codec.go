@@ -218,6 +218,9 @@ func appendBody(dst []byte, r Record) ([]byte, error) {
 				e.varint(x.Bytes)
 			}
 		}
+		// Since wtrace 0.3 (always written; a record that ends before it
+		// is an older one's).
+		e.str(r.LastExt)
 		return e.b, nil
 	case *ConnEnd:
 		if r == nil {
@@ -564,6 +567,9 @@ func decodeRecord(t Type, b []byte, owned bool) (Record, error) {
 					}
 				}
 			}
+		}
+		if d.more() { // absent in files written before wtrace 0.3
+			x.LastExt = d.str("last-chunk extensions")
 		}
 		r = x
 	case TypeConnEnd:

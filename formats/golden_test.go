@@ -113,18 +113,32 @@ func rawBlocks(t testing.TB, data []byte) []block {
 	return out
 }
 
-// goldenOld is golden-v1.wt as wtrace 0.1 wrote it, before End records
-// carried Redactions: every later reader must read it the same.
-const goldenOld = "testdata/golden-v1-0.1.wt"
+// The golden files earlier writers wrote: golden-v1.wt as wtrace 0.1
+// wrote it, before End records carried Redactions, and as wtrace 0.2 wrote
+// it, before they carried LastExt. Every later reader must read them the
+// same.
+var goldenOlds = []struct {
+	file string
+	old  func(e *End) // what that writer did not write
+}{
+	{"testdata/golden-v1-0.1.wt", func(e *End) { e.Redactions, e.LastExt = nil, "" }},
+	{"testdata/golden-v1-0.2.wt", func(e *End) { e.LastExt = "" }},
+}
 
-// TestGoldenOld reads the file an earlier writer wrote: the same records,
+// TestGoldenOld reads the files earlier writers wrote: the same records,
 // without what later versions added.
 func TestGoldenOld(t *testing.T) {
+	for _, g := range goldenOlds {
+		t.Run(g.file, func(t *testing.T) { testGoldenOld(t, g.file, g.old) })
+	}
+}
+
+func testGoldenOld(t *testing.T, goldenOld string, old func(*End)) {
 	want := goldenRecords()
 	for i, r := range want {
 		if e, ok := r.(*End); ok {
 			c := *e
-			c.Redactions = nil
+			old(&c)
 			r = &c
 		}
 		want[i] = normalize(r)

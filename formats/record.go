@@ -289,6 +289,11 @@ type End struct {
 	// request-target), and why. Empty when nothing was replaced. Written
 	// since wtrace 0.2; older files read back with none.
 	Redactions []Redaction
+	// LastExt holds the extensions of an HTTP/1.1 chunked body's
+	// last-chunk ("0;name=value") as sent, without the leading ';' (the
+	// other chunks' are in their Chunk records). Written since wtrace
+	// 0.3; older files read back with none.
+	LastExt string
 }
 
 // RedactReason says why bytes were replaced before they were stored.

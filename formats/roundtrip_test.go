@@ -60,6 +60,17 @@ func normalize(r Record) Record {
 	return r
 }
 
+// stringLen is the encoded length of a string field: its uvarint length
+// and its bytes.
+func stringLen(s string) int {
+	n := len(s)
+	k := 1
+	for v := uint64(n); v >= 0x80; v >>= 7 {
+		k++
+	}
+	return k + n
+}
+
 func nilIfEmpty(b []byte) []byte {
 	if len(b) == 0 {
 		return nil
@@ -84,20 +95,27 @@ func TestRoundTripRecords(t *testing.T) {
 				t.Errorf("decodeRecord(%q + trailing fields) = %#v, %v; want %#v", body, got, err, r)
 			}
 			// Every cut body is an error, never a panic or a wrong record,
-			// except an End cut just before its redactions: that is an End
-			// as versions before 0.2 wrote it.
-			old := -1
+			// except an End cut just before its redactions (an End as
+			// versions before 0.2 wrote it) or just before its last-chunk
+			// extensions (before 0.3).
+			old, old2 := -1, -1
 			if e, ok := r.(*End); ok {
 				c := *e
-				c.Redactions = nil
+				c.LastExt = ""
 				b, _ := appendBody(nil, &c)
-				old = len(b) - 1
+				old2 = len(body) - stringLen(e.LastExt)
+				if got, err := decodeRecord(TypeEnd, body[:old2], false); err != nil || !reflect.DeepEqual(got, normalize(&c)) {
+					t.Errorf("decodeRecord(%q) (an End of wtrace 0.2) = %#v, %v; want %#v", body[:old2], got, err, &c)
+				}
+				c.Redactions = nil
+				b, _ = appendBody(nil, &c)
+				old = len(b) - 2
 				if got, err := decodeRecord(TypeEnd, b[:old], false); err != nil || !reflect.DeepEqual(got, normalize(&c)) {
 					t.Errorf("decodeRecord(%q) (an End of wtrace 0.1) = %#v, %v; want %#v", b[:old], got, err, &c)
 				}
 			}
 			for n := range len(body) {
-				if n == old {
+				if n == old || n == old2 {
 					continue
 				}
 				if got, err := decodeRecord(r.Type(), body[:n], false); err == nil {

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/wtrace/wtrace/formats"
 )
 
 // maxBatch bounds the bytes of due chunks sent in one write call.
@@ -130,8 +132,16 @@ func (st *streamer) ownSend(batch [][]byte) bool {
 	oc := st.own
 	oc.iov = oc.iov[:0]
 	oc.hex = oc.hex[:0]
-	for _, p := range batch {
+	exts := st.exts
+	st.exts = st.exts[:0]
+	if len(exts) != len(batch) {
+		exts = nil // not run's batch: no recorded chunks
+	}
+	for i, p := range batch {
 		oc.hex = strconv.AppendInt(oc.hex, int64(len(p)), 16)
+		if exts != nil && exts[i] != "" && validExt(exts[i]) {
+			oc.hex = append(append(oc.hex, ';'), exts[i]...)
+		}
 		oc.hex = append(oc.hex, '\r', '\n')
 	}
 	h := oc.hex
@@ -188,6 +198,30 @@ func (st *streamer) ownWrite(bufs net.Buffers) bool {
 	return true
 }
 
+var lastChunk = []byte("0\r\n\r\n")
+
+// recordedLastChunk is the end of a chunked body as recorded: the
+// last-chunk with its extensions, then the trailer fields (those whose
+// values were redacted left out, as in heads).
+func recordedLastChunk(e *formats.End) []byte {
+	b := []byte("0")
+	if e.LastExt != "" && validExt(e.LastExt) {
+		b = append(append(b, ';'), e.LastExt...)
+	}
+	b = append(b, "\r\n"...)
+	for _, f := range e.Trailer {
+		if !f.Redacted && validFieldName(f.Name) && validFieldValue(f.Value) {
+			b = append(append(append(append(b, f.Name...), ": "...), f.Value...), "\r\n"...)
+		}
+	}
+	return append(b, "\r\n"...)
+}
+
+// validExt reports whether recorded chunk extensions can follow a chunk
+// size on the wire: no CR, LF or NUL (the recording's parser checked
+// their syntax).
+func validExt(ext string) bool { return validFieldValue(ext) }
+
 // ownClose ends a taken-over stream: with the terminating chunk if clean,
 // then closes the connection (reset: with SO_LINGER 0, so an RST) and waits
 // for the reader goroutine.
@@ -196,8 +230,12 @@ func (st *streamer) ownClose(clean, reset bool) {
 	oc.stopCancel()
 	if clean {
 		_ = oc.conn.SetWriteDeadline(time.Now().Add(time.Second))
-		if _, err := oc.conn.Write([]byte("0\r\n\r\n")); err == nil && st.tap != nil && st.tap.out != nil {
-			st.tap.rawWrite([][]byte{[]byte("0\r\n\r\n")})
+		last := lastChunk
+		if st.stopped == "" && st.end != nil && (st.end.LastExt != "" || len(st.end.Trailer) > 0) {
+			last = recordedLastChunk(st.end)
+		}
+		if _, err := oc.conn.Write(last); err == nil && st.tap != nil && st.tap.out != nil {
+			st.tap.rawWrite([][]byte{last})
 		}
 	}
 	nc := oc.conn

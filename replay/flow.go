@@ -297,6 +297,7 @@ func (st *streamer) runFlow(src source, base, skip int64) bool {
 			continue
 		}
 		batch := append(st.batch[:0], w.data)
+		st.exts = append(st.exts[:0], w.ext)
 		size := len(w.data)
 		last := w
 		now := st.s.clock.Now()
@@ -313,6 +314,7 @@ func (st *streamer) runFlow(src source, base, skip int64) bool {
 				break
 			}
 			batch = append(batch, w2.data)
+			st.exts = append(st.exts, w2.ext)
 			size += len(w2.data)
 			last = w2
 		}

@@ -33,6 +33,9 @@ type write struct {
 	// lost, on a write without data, marks where the session's damage
 	// lost body bytes (off: where they begin).
 	lost *Loss
+	// ext: the recorded chunk's extensions, written after its size when
+	// the replay frames the chunks itself (conn.go).
+	ext string
 }
 
 // mark is one watch event of a planned exchange, for resuming after it.
@@ -221,7 +224,7 @@ func (p *producer) drain() {
 			return
 		}
 		n := end - p.pendOff
-		p.emit(write{at: c.Time, off: p.pendOff, data: p.pend[:n:n]})
+		p.emit(write{at: c.Time, off: p.pendOff, data: p.pend[:n:n], ext: c.Ext})
 		p.pend = p.pend[n:]
 		p.pendOff = end
 		p.queue = p.queue[1:]

@@ -161,6 +161,8 @@ type streamer struct {
 	timer     Timer
 	shift     time.Duration // added to every deadline (loop passes)
 	batch     [][]byte
+	exts      []string     // the recorded extensions of batch's chunks, when run sets them
+	end       *formats.End // the recorded end, for its last-chunk extensions and trailers
 	bytes     int64
 	writes    int64
 	stopped   string  // why the stream stopped early ("" if it did not)
@@ -365,6 +367,7 @@ func (st *streamer) run(src source, base, skip int64) bool {
 			return false
 		}
 		batch := append(st.batch[:0], w.data)
+		st.exts = append(st.exts[:0], w.ext)
 		size := len(w.data)
 		now := st.s.clock.Now()
 		for size < maxBatch {
@@ -380,6 +383,7 @@ func (st *streamer) run(src source, base, skip int64) bool {
 				break
 			}
 			batch = append(batch, w2.data)
+			st.exts = append(st.exts, w2.ext)
 			size += len(w2.data)
 		}
 		st.batch = batch[:0]
@@ -416,6 +420,15 @@ func (st *streamer) done() {
 	if clean && len(st.crossed) > 0 && !st.ended {
 		st.cut()
 		return
+	}
+	if st.own == nil && st.stopped == "" && st.end != nil {
+		// net/http writes the terminating chunk (HTTP/1.1) or the
+		// trailing HEADERS (HTTP/2) with these when the handler returns.
+		for _, f := range st.end.Trailer {
+			if !f.Redacted && validFieldName(f.Name) && validFieldValue(f.Value) {
+				st.w.Header().Add(http.TrailerPrefix+f.Name, f.Value)
+			}
+		}
 	}
 	if st.own == nil || st.ended {
 		return
@@ -503,6 +516,9 @@ func (s *Server) serveExchange(st *streamer, r *http.Request, x *recorded, skip,
 	if st.flow != nil {
 		hd = s.watchHead(x, st.flow)
 	}
+	if x.endStatus() == formats.EndComplete {
+		st.end = x.info.End // its last-chunk extensions and trailers, if it ends as recorded
+	}
 	if !st.begin(hd) {
 		return
 	}
@@ -538,6 +554,9 @@ func (s *Server) serveOpaque(st *streamer, r *http.Request, x *recorded, status 
 		return
 	}
 	st.w.WriteHeader(status)
+	if complete {
+		st.end = x.info.End // its trailers (net/http frames the body)
+	}
 	base := x.respTime()
 	if decode && known {
 		zr, err := gzip.NewReader(&sourceReader{src: src, st: st})
