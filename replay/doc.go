@@ -213,6 +213,12 @@
 //
 // where t is the chunk's recorded time and response start the Response
 // record's time. Speed 0 sends everything as fast as the client reads.
+// Each recorded chunk keeps its chunk extensions, and a body that ends as
+// recorded ends with the recorded last-chunk (its extensions) and trailer
+// fields (those redaction left alone), where the replay writes the
+// chunked framing itself (watches over HTTP/1.1); through net/http (HTTP/2,
+// bodies that are not watches) the trailer fields go out as trailers and
+// chunk extensions, which net/http cannot write, are left out.
 // A stream ends as recorded, at its recorded end time: a clean end
 // (terminating chunk), an abort (connection closed without it, FIN) or a
 // reset (RST; over HTTP/2 both become RST_STREAM). A watch the capture
@@ -221,9 +227,9 @@
 // ends a watch cleanly, as the apiserver does, after timeoutSeconds / Speed
 // of replay time: it counts recorded time, like the stream's own times (a
 // watch with timeoutSeconds=60 at Speed 2 ends after 30 s, where the
-// recorded one ended; at Speed 0 it counts real seconds). With Loop a watch that
-// reaches its end starts again from its first event, one recorded duration
-// later, forever; cursors then wrap around too.
+// recorded one ended; at Speed 0 it counts real seconds). With Loop a
+// watch that reaches its end starts again from its first event, one
+// recorded duration later, forever; cursors then wrap around too.
 //
 // # Damaged sessions
 //
