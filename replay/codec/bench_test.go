@@ -53,3 +53,13 @@ func BenchmarkTableEvent(b *testing.B) {
 func BenchmarkPartialEvent(b *testing.B) {
 	benchEvent(b, "protobuf", "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1")
 }
+
+// BenchmarkTranscodeCBORToJSON: a recorded CBOR event (cbor-informer, a
+// real apiserver with CBORServingAndStorage) to a JSON client.
+func BenchmarkTranscodeCBORToJSON(b *testing.B) { benchEvent(b, "cbor-informer", "application/json") }
+
+// BenchmarkTranscodeCBORToProtobuf: a recorded CBOR event to a protobuf
+// client (a typed informer).
+func BenchmarkTranscodeCBORToProtobuf(b *testing.B) {
+	benchEvent(b, "cbor-informer", "application/vnd.kubernetes.protobuf;stream=watch")
+}
