@@ -300,9 +300,10 @@ func TestStreamEnds(t *testing.T) {
 		{"capture-ended", "cut", 1, false, 30, io.EOF, 30 * time.Second, want},
 		{"hold", "clean", 1, true, 60, io.EOF, 60 * time.Second, withTail},
 		{"hold-fin", "fin", 1, true, 45, io.EOF, 45 * time.Second, withTail},
-		// At speed 0.1 the events are due at 1 s, 2 s, 3 s: a 2 s client
-		// timeout ends the stream after the first.
-		{"timeout-first", "clean", 0.1, false, 2, io.EOF, 2 * time.Second, frames[0]},
+		// At speed 0.1 the events are due at 1 s, 2 s, 3 s; timeoutSeconds
+		// counts recorded time: a 2 s client timeout ends the stream the
+		// capture cut after 20 s of replay time.
+		{"timeout-scaled", "cut", 0.1, false, 2, io.EOF, 20 * time.Second, want},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
