@@ -1,10 +1,13 @@
 package codec_test
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/wtrace/wtrace/frame"
 	"github.com/wtrace/wtrace/replay/codec"
 )
 
@@ -58,6 +61,32 @@ func FuzzDecodeBody(f *testing.F) {
 		}
 		if _, err := codec.Encode(obj, 1); err != nil {
 			t.Fatalf("Encode of a decoded body: %v", err)
+		}
+	})
+}
+
+// FuzzDecodeCBOR feeds arbitrary bytes as a recorded CBOR body (a session
+// file is untrusted input) to the CBOR reader and decoder: it never
+// panics; what it decodes encodes as JSON.
+func FuzzDecodeCBOR(f *testing.F) {
+	if b, err := os.ReadFile(filepath.Join("..", "..", "frame", "testdata", "cbor-informer-list.body")); err == nil {
+		f.Add(b)
+	}
+	f.Add([]byte("\xd9\xd9\xf7\xa2DkindIConfigMapJapiVersionBv1"))
+	f.Add([]byte("\xd9\xd9\xf7\xa3DkindFSecretJapiVersionBv1Ddata\xa1Aa\x41\x00"))
+	f.Add([]byte("\xa2DkindFWidgetJapiVersionNexample.com/v1"))
+	f.Add([]byte("\xd9\xd9\xf7\xbf\xff"))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		o, err := codec.FromBody(frame.CBOR, body)
+		if err != nil {
+			return
+		}
+		obj, err := codec.Decode(o)
+		if err != nil {
+			return
+		}
+		if _, err := codec.Encode(obj, frame.JSON); err != nil {
+			t.Logf("Encode of a decoded CBOR body: %v", err) // a decoded object need not be valid
 		}
 	})
 }
