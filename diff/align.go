@@ -45,7 +45,7 @@ type queue[T any] struct {
 	bytes int64
 }
 
-func (q *queue[T]) len() int { return len(q.items) - q.head }
+func (q *queue[T]) len() int   { return len(q.items) - q.head }
 func (q *queue[T]) at(i int) T { return q.items[q.head+i] }
 func (q *queue[T]) push(v T, n int64) {
 	q.items = append(q.items, v)

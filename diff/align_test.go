@@ -78,10 +78,10 @@ func TestAlignerBounded(t *testing.T) {
 	maxHeld := 0
 	var al *aligner[int]
 	al = &aligner[int]{
-		nextA: func() (int, bool, error) { i++; return 2 * i, i <= n, nil },
-		nextB: func() (int, bool, error) { j++; return 2*j + 1, j <= n, nil },
-		key:   func(v int) string { return fmt.Sprint(v) },
-		size:  func(int) int64 { return 1 },
+		nextA:  func() (int, bool, error) { i++; return 2 * i, i <= n, nil },
+		nextB:  func() (int, bool, error) { j++; return 2*j + 1, j <= n, nil },
+		key:    func(v int) string { return fmt.Sprint(v) },
+		size:   func(int) int64 { return 1 },
 		window: w, limbo: w, budget: 1 << 20,
 		emit: func(op opKind, a, b int) error {
 			if h := al.qa.len() + al.qb.len() + al.la.len() + al.lb.len(); h > maxHeld {
