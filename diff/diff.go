@@ -120,7 +120,7 @@ func Files(a *formats.File, nameA string, b *formats.File, nameB string, opts Op
 		}
 	}
 	s := &c.rep.Summary
-	c.rep.Same = s.Writes.differences()+s.Events.differences()+s.Streams.differences()+s.Exchanges.differences() == 0
+	c.rep.Same = s.Writes.Differences()+s.Events.Differences()+s.Streams.Differences()+s.Exchanges.Differences() == 0
 	return c.rep, nil
 }
 

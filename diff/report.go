@@ -53,8 +53,9 @@ type Counts struct {
 	BytesOnly int `json:"bytesOnly"`
 }
 
-// differences is the number of differences c counts.
-func (c Counts) differences() int {
+// Differences is the number of differences c counts (BytesOnly and
+// Compared are none).
+func (c Counts) Differences() int {
 	return c.Missing + c.Extra + c.Reordered + c.Changed + c.Status + c.ResourceVersion + c.Timing
 }
 

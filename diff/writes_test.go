@@ -101,7 +101,7 @@ func TestWriteExtraCreate(t *testing.T) {
 	if g := rep.Groups[0]; g.Subject != "configmaps demo/cm-2" {
 		t.Errorf("subject = %q; want configmaps demo/cm-2", g.Subject)
 	}
-	if w := rep.Summary.Writes; w.Extra != 1 || w.Compared != 3 || w.differences() != 1 {
+	if w := rep.Summary.Writes; w.Extra != 1 || w.Compared != 3 || w.Differences() != 1 {
 		t.Errorf("writes = %+v", w)
 	}
 	// And the other way round, it is missing.
