@@ -27,6 +27,7 @@ var layerOf = map[string]struct {
 	"formats":              {2, false},
 	"capture/pcapfile":     {3, false},
 	"capture/tlsdec":       {3, false},
+	"diff":                 {3, false},
 	"capture/redact":       {3, false},
 	"capture":              {4, false},
 	"replay":               {4, false},
@@ -36,6 +37,7 @@ var layerOf = map[string]struct {
 	"internal/cmd/pcapcat": {6, false},
 	"internal/pcaptest":    {0, true},
 	"replay/replaytest":    {5, true},
+	"diff/difftest":        {4, true},
 	"internal/wttest":      {5, true},
 }
 
