@@ -79,7 +79,7 @@
 //	  },
 //	  "groups": [
 //	    {"subject": "configmaps demo/cm-1",
-//	     "object": {"group": "", "resource": "configmaps", "namespace": "demo", "name": "cm-1", "subresource": ""},
+//	     "object": {"resource": "configmaps", "namespace": "demo", "name": "cm-1"},  // and group, subresource when set
 //	     "differences": [
 //	       {"category": "write",          // write, event, stream, exchange
 //	        "kind": "changed",            // missing, extra, reordered, changed, status, resourceVersion, timing

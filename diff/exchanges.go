@@ -41,31 +41,34 @@ func (c *comparer) compareExchanges() error {
 func (c *comparer) exchPair(a, b *exch) {
 	n := &c.rep.Summary.Exchanges
 	n.Compared++
-	if a.status != b.status {
-		n.Status++
-		if c.listing() {
-			c.addExch(a, Difference{Category: CategoryExchange, Kind: KindStatus, What: a.req.method, A: a.place(), B: b.place(),
-				Detail: fmt.Sprintf("status %d → %d", a.status, b.status)})
-		}
+	same := a.resDoc.same(b.resDoc)
+	if same && !a.resDoc.bytesSame(b.resDoc) {
+		n.BytesOnly++
 	}
+	// Another status is one difference, its body (a Status, most often)
+	// shown with it; the same status with another body is another.
+	d := Difference{Category: CategoryExchange, What: a.req.method, A: a.place(), B: b.place()}
 	switch {
-	case a.resDoc.same(b.resDoc):
-		if !a.resDoc.bytesSame(b.resDoc) {
-			n.BytesOnly++
-		}
-	default:
+	case a.status != b.status:
+		n.Status++
+		d.Kind, d.Detail = KindStatus, fmt.Sprintf("status %d → %d", a.status, b.status)
+	case !same:
 		n.Changed++
-		if c.listing() {
-			d := Difference{Category: CategoryExchange, Kind: KindChanged, What: a.req.method, A: a.place(), B: b.place(),
-				Detail: noteOf(a.resDoc, b.resDoc)}
-			d.Diff = unified(c.docText(c.a, a, formats.ServerToClient), c.docText(c.b, b, formats.ServerToClient),
-				fmt.Sprintf("%s exchange %d (response)", nameOr(c.a.name, "a"), a.id), fmt.Sprintf("%s exchange %d (response)", nameOr(c.b.name, "b"), b.id))
-			if d.Diff == "" {
-				d.Detail = joinNote(d.Detail, "the bodies differ in bytes that do not show as text")
-			}
-			c.add(c.exchSubject(a), c.exchObject(a), d)
+		d.Kind, d.Detail = KindChanged, noteOf(a.resDoc, b.resDoc)
+	default:
+		return
+	}
+	if !c.listing() {
+		return
+	}
+	if !same {
+		d.Diff = unified(c.docText(c.a, a, formats.ServerToClient), c.docText(c.b, b, formats.ServerToClient),
+			fmt.Sprintf("%s exchange %d (response)", nameOr(c.a.name, "a"), a.id), fmt.Sprintf("%s exchange %d (response)", nameOr(c.b.name, "b"), b.id))
+		if d.Diff == "" {
+			d.Detail = joinNote(d.Detail, "the bodies differ in bytes that do not show as text")
 		}
 	}
+	c.add(c.exchSubject(a), c.exchObject(a), d)
 }
 
 func joinNote(a, b string) string {

@@ -33,7 +33,7 @@ func (c *comparer) compareStreams() error {
 					n.Missing++
 					if c.listing() {
 						c.add(ca[i].req.scope(), nil, Difference{Category: CategoryStream, Kind: KindMissing, Stream: ca[i].req.scope(),
-							A: ca[i].place(c.a), Count: int(ca[i].events), Detail: fmt.Sprintf("%d events", ca[i].events)})
+							A: ca[i].place(c.a), Count: int(ca[i].events), Detail: plural(int(ca[i].events), "event")})
 					}
 				}
 			case i >= len(ca):
@@ -41,7 +41,7 @@ func (c *comparer) compareStreams() error {
 					n.Extra++
 					if c.listing() {
 						c.add(cb[i].req.scope(), nil, Difference{Category: CategoryStream, Kind: KindExtra, Stream: cb[i].req.scope(),
-							B: cb[i].place(c.b), Count: int(cb[i].events), Detail: fmt.Sprintf("%d events", cb[i].events)})
+							B: cb[i].place(c.b), Count: int(cb[i].events), Detail: plural(int(cb[i].events), "event")})
 					}
 				}
 			default:
@@ -108,11 +108,18 @@ func (c *comparer) compareChains(x, y *chain) error {
 		if c.listing() {
 			c.add(sp.scope, nil, Difference{Category: CategoryStream, Kind: KindTiming, Stream: sp.scope, A: sp.wa, B: sp.wb,
 				Count: sp.timing, Delta: sp.worst,
-				Detail: fmt.Sprintf("%d events beyond ±%v; furthest off: %s %s, %s in a, %s in b (%s)", sp.timing, c.tolerance,
-					sp.wa.what, sp.wa.Name, fmtOffset(*sp.wa.Offset), fmtOffset(*sp.wb.Offset), fmtDelta(sp.worst))})
+				Detail: fmt.Sprintf("%s beyond ±%v; furthest off: %s %s, by %s", plural(sp.timing, "event"), c.tolerance,
+					sp.wa.what, sp.wa.Name, fmtDelta(sp.worst))})
 		}
 	}
 	return nil
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 func fmtDelta(ns int64) string {

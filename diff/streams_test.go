@@ -93,7 +93,7 @@ func TestStreamTiming(t *testing.T) {
 	if d.Kind != KindTiming || d.Count != 2 || d.Delta != -int64(200*time.Millisecond) || *d.A.Seq != 3 || *d.B.Seq != 3 {
 		t.Errorf("difference %+v; want 2 events, the last 200ms early", d)
 	}
-	if !strings.Contains(d.Detail, "DELETED demo/cm-1, +400ms in a, +200ms in b (-200ms)") {
+	if d.Detail != "2 events beyond ±100ms; furthest off: DELETED demo/cm-1, by -200ms" || *d.A.Offset != int64(400*time.Millisecond) || *d.B.Offset != int64(200*time.Millisecond) {
 		t.Errorf("detail %q", d.Detail)
 	}
 }
