@@ -310,6 +310,67 @@ func (h *hasher) sum(b []byte) (uint64, error) {
 	return v, nil
 }
 
+// sumMember returns the canonical hash of the value of member name of the
+// JSON object b (a watch event's "object"), the value taken as the
+// document: the rules start there. found is false when b has no such
+// member.
+func (h *hasher) sumMember(b []byte, name string) (sum uint64, found bool, err error) {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return 0, false, &hashError{i, "object expected"}
+	}
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return 0, false, nil
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return 0, false, &hashError{i, "member name expected"}
+		}
+		end, esc, err := scanString(b, i)
+		if err != nil {
+			return 0, false, err
+		}
+		key := b[i+1 : end-1]
+		if esc {
+			var dec string
+			if json.Unmarshal(b[i:end], &dec) != nil {
+				return 0, false, &hashError{i, "bad member name"}
+			}
+			key = []byte(dec)
+		}
+		i = skipSpace(b, end)
+		if i >= len(b) || b[i] != ':' {
+			return 0, false, &hashError{i, "':' expected"}
+		}
+		vs := skipSpace(b, i+1)
+		var act []cursor
+		if string(key) == name && len(h.r.paths) > 0 {
+			act = h.r.roots(h.act(1))
+			h.acts[1] = act
+		}
+		v, ve, err := h.value(b, vs, act, 1, false, string(key) == name)
+		if err != nil {
+			return 0, false, err
+		}
+		if string(key) == name {
+			sum, found = v, true
+		}
+		i = skipSpace(b, ve)
+		if i < len(b) && b[i] == ',' {
+			i = skipSpace(b, i+1)
+			continue
+		}
+		if i < len(b) && b[i] == '}' {
+			if j := skipSpace(b, i+1); j != len(b) {
+				return 0, false, &hashError{j, "data after the document"}
+			}
+			return sum, found, nil
+		}
+		return 0, false, &hashError{i, "',' or '}' expected"}
+	}
+}
+
 func (h *hasher) act(depth int) []cursor {
 	for len(h.acts) <= depth {
 		h.acts = append(h.acts, nil)
@@ -382,16 +443,16 @@ func (h *hasher) scalar(tag byte, v []byte) uint64 {
 func scanString(b []byte, i int) (int, bool, error) {
 	esc := false
 	for j := i + 1; j < len(b); {
-		k := bytes.IndexAny(b[j:], "\"\\")
-		if k < 0 {
+		q := bytes.IndexByte(b[j:], '"')
+		if q < 0 {
 			break
 		}
-		j += k
-		if b[j] == '"' {
-			return j + 1, esc, nil
+		k := bytes.IndexByte(b[j:j+q], '\\')
+		if k < 0 {
+			return j + q + 1, esc, nil
 		}
 		esc = true
-		j += 2
+		j += k + 2 // the escaped byte, whatever it is
 	}
 	return 0, false, &hashError{i, "unterminated string"}
 }
