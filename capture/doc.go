@@ -64,16 +64,32 @@
 //
 // # Secrets
 //
-// Credentials in headers (Authorization, Cookie, …) are never stored (see
-// capture/redact). Secret objects' values are replaced, keeping lengths, in
-// watch events and in bodies sent to or from Secret endpoints, unless
-// Options.KeepSecrets.
+// Credentials in headers (Authorization, Cookie, bearer and basic
+// credentials in any field) and in the request-target's query are never
+// stored, whatever the options. Unless Options.KeepSecrets, the exchange
+// builder also redacts by content (package capture/redact says exactly
+// what): every watch event, the partial event at the end of a cut stream,
+// and every opaque body, request or response, whether its request was
+// captured or not. Opaque bodies go through a redactStream (redact.go) as
+// they arrive; a content-encoded (gzip, deflate) body is decoded to be
+// read, and stored as sent while nothing in it must change, or re-encoded
+// with the same coding from the moment something must (its End says
+// "stored re-encoded after redaction"; its chunk records are dropped, they
+// describe the wire's bytes). What was replaced, and why, goes to each
+// direction's End.Redactions; bytes replaced because they could not be
+// parsed also become Anomaly records.
 //
 // # Memory
 //
 // Bounded by Options.MaxBuffered (out-of-order TCP data), MaxConns, the
-// 16 MiB event limit, the 1 MiB message head limit, and the 64 MiB limit on
-// a Secret body held for redaction.
+// 16 MiB event limit, the 1 MiB message head limit, and redaction's
+// limits: a JSON body streams, holding at most redact.MaxHold (16 MiB) of
+// values whose object's kind is not known yet; a protobuf object of a kind
+// that holds credentials, and a YAML or CBOR body, is held whole up to
+// redact.MaxHoldWhole (64 MiB), past which it is replaced; a gzip'd body's
+// compressed bytes are held up to maxHeldEncoded (4 MiB), then released as
+// sent as soon as their content has been read (a credential found after
+// that replaces the rest of the body instead of re-encoding it).
 //
 // # Concurrency
 //

@@ -16,10 +16,6 @@ const (
 	// maxBodyPiece bounds the data of one Body record; larger pieces are
 	// split so a record stays far below formats.MaxRecordSize.
 	maxBodyPiece = 1 << 20
-	// maxRedactBody bounds a Secret body (a LIST of Secrets, a request
-	// creating one) held in memory until it is complete and can be
-	// redacted. Bodies beyond it are not stored at all.
-	maxRedactBody = 64 << 20
 	// maxSniff bounds the decoded bytes held while deciding whether a body
 	// whose head was not captured (or whose request was not) carries watch
 	// events. Kubernetes events reach a few hundred KiB in practice; 4 MiB
@@ -45,12 +41,14 @@ type exchange struct {
 	reqCT    string // request Content-Type
 	reqEnc   string // request Content-Encoding
 
-	// secret: bodies of this exchange are about Secrets; they are held
-	// whole (reqHold, hold) and redacted before they are stored.
-	secret   bool
-	reqHold  []byte
-	hold     []byte
-	tooLarge [2]bool
+	// Redaction (nil streams when Secret values are kept): what was
+	// replaced in each direction, and the streams that redact opaque
+	// bodies by content as they arrive.
+	secret  bool // the request addresses Secrets: its body is one (a patch, a create)
+	reqRep  redact.Report
+	respRep redact.Report
+	reqRS   *redactStream
+	respRS  *redactStream
 
 	resp     *formats.Response // nil until the head is known
 	emitted  bool              // resp has been written
@@ -86,6 +84,8 @@ func (s *session) newExchange(conn uint64, req formats.Request) *exchange {
 		x.secret = s.secrets != nil && redact.SecretPath(req.Target)
 		x.reqCT = headerValue(req.Header, "Content-Type")
 		x.reqEnc = headerValue(req.Header, "Content-Encoding")
+		// Credentials in the query are never stored, whatever the mode.
+		req.Target = redact.Target(req.Target, &x.reqRep)
 	} else {
 		x.reqEnded = true
 	}
@@ -117,11 +117,14 @@ func isWatchTarget(target string) bool {
 
 // requestBody records a piece of the request body.
 func (x *exchange) requestBody(p []byte, t int64) {
-	if x.secret {
-		x.holdBody(formats.ClientToServer, p, t)
+	if x.s.secrets == nil {
+		x.emitBody(formats.ClientToServer, p, t)
 		return
 	}
-	x.emitBody(formats.ClientToServer, p, t)
+	if x.reqRS == nil {
+		x.reqRS = x.newRedactStream(formats.ClientToServer, &x.reqRep, x.reqCT, x.reqEnc, x.secret, false)
+	}
+	x.reqRS.write(p, t)
 }
 
 // emitBody writes Body records for p at the next offset of direction dir.
@@ -138,67 +141,33 @@ func (x *exchange) emitBody(dir formats.Direction, p []byte, t int64) {
 	}
 }
 
-// holdBody keeps a Secret body until it is complete.
-func (x *exchange) holdBody(dir formats.Direction, p []byte, t int64) {
-	h := &x.hold
-	if dir == formats.ClientToServer {
-		h = &x.reqHold
-	}
-	if x.tooLarge[dir] {
-		return
-	}
-	if len(*h)+len(p) > maxRedactBody {
-		x.tooLarge[dir] = true
-		*h = nil
-		x.s.anomaly(x.conn, x.id, dir, t, formats.AnomalyLimit, 0, 0,
-			fmt.Sprintf("a Secret body larger than %d bytes cannot be redacted: it is not stored", maxRedactBody))
-		return
-	}
-	*h = append(*h, p...)
-}
-
-// flushHeld redacts a held Secret body and writes it. The body is stored
-// with its Content-Encoding as sent: a compressed body is decoded,
-// redacted and compressed again (so its bytes, unlike its content, differ
-// from the wire).
-func (x *exchange) flushHeld(dir formats.Direction, ct, enc string, t int64) string {
-	h := &x.hold
-	if dir == formats.ClientToServer {
-		h = &x.reqHold
-	}
-	body := *h
-	*h = nil
-	if x.tooLarge[dir] {
-		return "Secret body not stored (too large to redact)"
-	}
-	if len(body) == 0 {
-		return ""
-	}
-	out, lens, err := redactBody(x.s.secrets, ct, enc, body)
-	if err != nil {
-		x.s.anomaly(x.conn, x.id, dir, t, formats.AnomalyUnknown, 0, int64(len(body)),
-			fmt.Sprintf("Secret body not stored: %v", err))
-		return "Secret body not stored (cannot redact)"
-	}
-	x.emitBody(dir, out, t)
-	if len(lens) > 0 {
-		return fmt.Sprintf("%d Secret values redacted", len(lens))
-	}
-	return ""
-}
-
 // requestEnd closes the request direction.
 func (x *exchange) requestEnd(st formats.EndStatus, t int64, note string) {
 	if x.reqEnded {
 		return
 	}
 	x.reqEnded = true
-	if x.secret {
-		if n := x.flushHeld(formats.ClientToServer, x.reqCT, x.reqEnc, t); n != "" {
-			note = joinNote(note, n)
-		}
+	if x.reqRS != nil && x.reqRS.close(st == formats.EndComplete, t) {
+		note = joinNote(note, "stored re-encoded after redaction")
 	}
-	x.s.emit(&formats.End{Exchange: x.id, Dir: formats.ClientToServer, Time: t, Status: st, Size: x.reqOff, Note: note})
+	x.s.emit(&formats.End{Exchange: x.id, Dir: formats.ClientToServer, Time: t, Status: st, Size: x.reqOff, Note: note,
+		Redactions: x.redactions(formats.ClientToServer, &x.reqRep, t)})
+}
+
+// redactions returns what redaction replaced in one direction, and
+// records an Anomaly for each region replaced because it could not be
+// parsed.
+func (x *exchange) redactions(dir formats.Direction, rep *redact.Report, t int64) []formats.Redaction {
+	fails, more := rep.Failures()
+	for _, f := range fails {
+		x.s.anomaly(x.conn, x.id, dir, t, formats.AnomalyMalformed, f.Offset, f.Bytes,
+			fmt.Sprintf("redaction failed closed: %s; the bytes are replaced, not stored", f.Why))
+	}
+	if more > 0 {
+		x.s.anomaly(x.conn, x.id, dir, t, formats.AnomalyMalformed, 0, 0,
+			fmt.Sprintf("redaction failed closed in %d more places", more))
+	}
+	return rep.Redactions()
 }
 
 // response records the response head and decides how the body is stored.
@@ -271,12 +240,13 @@ func (x *exchange) emitResponse() {
 
 // chunk records a transfer chunk (an HTTP/1.1 chunk or an HTTP/2 DATA frame).
 func (x *exchange) chunk(c chunked.Chunk) {
-	if x.secret && x.split == nil && x.resp != nil && x.resp.Encoding != "" {
-		// The body is stored re-encoded after redaction: the wire's chunk
-		// boundaries do not fit it.
+	r := &formats.Chunk{Exchange: x.id, Time: c.Time, Offset: c.Offset, Size: c.Size, Ext: c.Ext}
+	if rs := x.responseStream(); rs != nil && rs.chunk(r) {
+		// A content-encoded body is held until it is known to be stored
+		// as sent (then so are its chunks) or re-encoded (then the wire's
+		// chunk boundaries do not fit it).
 		return
 	}
-	r := &formats.Chunk{Exchange: x.id, Time: c.Time, Offset: c.Offset, Size: c.Size, Ext: c.Ext}
 	if !x.emitted {
 		if len(x.pending) < 4096 {
 			x.pending = append(x.pending, r)
@@ -318,11 +288,23 @@ func (x *exchange) decodeFailed(err error, t int64) {
 }
 
 func (x *exchange) opaque(p []byte, t int64) {
-	if x.secret {
-		x.holdBody(formats.ServerToClient, p, t)
+	if rs := x.responseStream(); rs != nil {
+		rs.write(p, t)
 		return
 	}
 	x.emitBody(formats.ServerToClient, p, t)
+}
+
+// responseStream returns the stream redacting an opaque response body
+// (nil when Secret values are kept, or while the body's kind is not
+// decided).
+func (x *exchange) responseStream() *redactStream {
+	if x.respRS != nil || x.s.secrets == nil || x.resp == nil || x.sniffing || x.split != nil || x.ended {
+		return x.respRS
+	}
+	x.respRS = x.newRedactStream(formats.ServerToClient, &x.respRep, headerValue(x.resp.Header, "Content-Type"),
+		x.resp.Encoding, false, x.resp.Midstream)
+	return x.respRS
 }
 
 // sniffData buffers the start of a body whose kind is unknown until it can
@@ -409,7 +391,12 @@ func (x *exchange) frame(ev frame.Event, t int64) {
 	x.reportSkipped(ev.Offset, t)
 	f := &formats.Frame{Exchange: x.id, Seq: x.seq, Time: t, Offset: ev.Offset, Pre: ev.Pre, Data: ev.Data}
 	if x.s.secrets != nil {
-		f.Data, f.Redacted = x.s.secrets.Event(x.format, ev.Data)
+		var rep redact.Report
+		f.Data = x.s.secrets.Event(x.format, ev.Data, &rep)
+		if !rep.Empty() {
+			f.Redacted = rep.Lengths()
+			x.respRep.MergeAt(&rep, ev.Offset+int64(len(ev.Pre)))
+		}
 	}
 	x.seq++
 	x.s.stats.Events++
@@ -441,8 +428,14 @@ func (x *exchange) gap(n int64, t int64) {
 	switch {
 	case x.sniffing:
 		x.decide(frame.Unknown, t)
+		if rs := x.responseStream(); rs != nil {
+			rs.gap(n, t)
+		}
 		x.bodyOff += n
 	case x.split == nil:
+		if rs := x.responseStream(); rs != nil {
+			rs.gap(n, t)
+		}
 		x.bodyOff += n
 	case x.dec != nil:
 		if !x.decErr {
@@ -494,15 +487,18 @@ func (x *exchange) end(st formats.EndStatus, t int64, trailer []formats.Header, 
 	if st == formats.EndComplete && x.gapped {
 		st = formats.EndGap
 	}
-	x.ended = true
 	x.emitResponse()
-	if x.secret && x.split == nil {
-		if n := x.flushHeld(formats.ServerToClient, headerValue(x.resp.Header, "Content-Type"), x.resp.Encoding, t); n != "" {
-			note = joinNote(note, n)
-		}
+	if rs := x.respRS; rs != nil && rs.close(st == formats.EndComplete, t) {
+		note = joinNote(note, "stored re-encoded after redaction")
+	}
+	x.ended = true
+	if len(tail) > 0 && x.s.secrets != nil {
+		var rep redact.Report
+		tail = x.s.secrets.Tail(x.format, tail, &rep)
+		x.respRep.MergeAt(&rep, x.split.Offset()-int64(len(tail)))
 	}
 	x.s.emit(&formats.End{Exchange: x.id, Dir: formats.ServerToClient, Time: t, Status: st, Size: x.raw,
-		Tail: tail, Trailer: trailer, Note: note})
+		Tail: tail, Trailer: trailer, Note: note, Redactions: x.redactions(formats.ServerToClient, &x.respRep, t)})
 }
 
 func joinNote(a, b string) string {

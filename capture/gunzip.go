@@ -1,10 +1,11 @@
 package capture
 
 import (
-	"compress/gzip"
-	"compress/zlib"
+	"bufio"
 	"errors"
 	"fmt"
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zlib"
 	"io"
 	"iter"
 	"strings"
@@ -36,14 +37,19 @@ func newPushDecoder(encoding string) *pushDecoder {
 	d := &pushDecoder{}
 	enc := strings.ToLower(strings.TrimSpace(encoding))
 	seq := func(yield func([]byte) bool) {
-		src := pushSource{d: d, yield: yield}
+		// A 16-byte bufio.Reader (the smallest): the decoder takes the
+		// fast path it has for *bufio.Reader, yet reads at most 16
+		// compressed bytes ahead of what it has decoded. redactStream
+		// relies on that bound (decodeAhead) to release compressed bytes
+		// whose content it has seen.
+		src := bufio.NewReaderSize(&pushSource{d: d, yield: yield}, 16)
 		var r io.Reader
 		var err error
 		switch enc {
 		case "deflate":
-			r, err = zlib.NewReader(&src)
+			r, err = zlib.NewReader(src)
 		default:
-			r, err = gzip.NewReader(&src)
+			r, err = gzip.NewReader(src)
 		}
 		if err != nil {
 			d.err = fmt.Errorf("%s: %w", enc, err)

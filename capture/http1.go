@@ -79,7 +79,7 @@ func parseHead(b []byte, request bool) (*h1Msg, error) {
 		method, rest, ok1 := strings.Cut(start, " ")
 		target, proto, ok2 := strings.Cut(rest, " ")
 		if !ok1 || !ok2 || !validMethod(method) || target == "" || !strings.HasPrefix(proto, "HTTP/1.") {
-			return nil, fmt.Errorf("bad request line %q", clip(start))
+			return nil, fmt.Errorf("bad request line %q", clip(redact.Target(start, nil)))
 		}
 		m.method, m.target, m.proto = method, target, proto
 	} else {
@@ -117,7 +117,8 @@ func parseHead(b []byte, request bool) (*h1Msg, error) {
 		}
 		name, value, ok := strings.Cut(line, ":")
 		if !ok || name == "" || strings.ContainsAny(name, " \t") {
-			return nil, fmt.Errorf("bad header field %q", clip(line))
+			// The line is not quoted: it may be a credential without its ':'.
+			return nil, fmt.Errorf("bad header field (%d bytes, no ':' or a bad name) after %d fields", len(line), len(m.header))
 		}
 		if len(m.header) >= maxHeaderFields {
 			return nil, fmt.Errorf("more than %d header fields", maxHeaderFields)

@@ -114,13 +114,13 @@ func TestHTTP1(t *testing.T) {
 		name: "keep-alive list then watch",
 		steps: []step{
 			toServer("GET /api/v1/configmaps HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer secret-token\r\n\r\n"),
-			toClient("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 5\r\n\r\n{\"a\"}"),
+			toClient("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 7\r\n\r\n{\"a\":1}"),
 			toServer("GET /api/v1/configmaps?watch=true HTTP/1.1\r\nHost: x\r\n\r\n"),
 			toClient(watch),
 		},
 		want: []string{
 			"req 0 GET /api/v1/configmaps", "end 0 client→server complete size=0",
-			"resp 0 200 framing=1 events=0", `body 0 server→client @0 "{\"a\"}"`, "end 0 server→client complete size=5",
+			"resp 0 200 framing=1 events=0", `body 0 server→client @0 "{\"a\":1}"`, "end 0 server→client complete size=7",
 			"req 1 GET /api/v1/configmaps?watch=true", "end 1 client→server complete size=0",
 			"resp 1 200 framing=2 events=1",
 			"chunk 1 @0+26", `frame 1 #0 "{\"type\":\"ADDED\",\"object\":{}}"`, "chunk 1 @26+4",

@@ -68,10 +68,11 @@ type Options struct {
 	// KeyLog holds TLS secrets (an NSS key log, SSLKEYLOGFILE) to decrypt
 	// TLS connections; nil records them as not decrypted.
 	KeyLog *tlsdec.KeyLog
-	// KeepSecrets stores Secret objects' values as captured. By default
-	// they are replaced (see capture/redact) in watch events, in bodies
-	// sent to or from Secret endpoints, and in request bodies creating
-	// them. Credentials in headers are never stored either way.
+	// KeepSecrets stores Secret values, TokenRequest and TokenReview
+	// tokens and Secrets' last-applied-configuration as captured. By
+	// default they are replaced, decided by the content of every event and
+	// body (see capture/redact). Credentials in headers and in the
+	// request-target's query are never stored either way.
 	KeepSecrets bool
 	// Logger receives debug messages; nil discards them.
 	Logger *slog.Logger

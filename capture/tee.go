@@ -32,8 +32,9 @@ type Flusher interface {
 // TeeOptions configure a Tee. The zero value redacts Secret values, flushes
 // every second and queues at most DefaultTeeQueue pieces.
 type TeeOptions struct {
-	// KeepSecrets stores Secret objects' values as seen (see
-	// Options.KeepSecrets). Credentials in headers are never stored.
+	// KeepSecrets stores Secret values as seen (see
+	// Options.KeepSecrets). Credentials in headers and queries are never
+	// stored.
 	KeepSecrets bool
 	// FlushInterval is how often the recording goroutine flushes a sink
 	// that is a Flusher, and calls OnTick. 0 means DefaultFlushInterval.

@@ -44,6 +44,17 @@ func (c *tlsConn) Data(dir tlsdec.Direction, p []byte, t int64) {
 	c.inner.data(formats.Direction(dir), p, t)
 }
 
+// Lost implements tlsdec.LossSink: records damaged in place (garbled, not
+// missing) were skipped. It is reported where it happened, and the HTTP
+// layer above learns of the hole as of a gap, so that it resynchronizes.
+func (c *tlsConn) Lost(l tlsdec.Loss) {
+	dir := formats.Direction(l.Dir)
+	c.s.anomaly(c.id, formats.NoExchange, dir, l.Time, formats.AnomalyMalformed, l.Offset, l.Skipped, "TLS: "+l.String())
+	if c.inner != nil {
+		c.inner.gap(dir, max(l.Plaintext, 0), l.Time)
+	}
+}
+
 func (c *tlsConn) data(dir formats.Direction, p []byte, t int64) {
 	if err := c.dec.Feed(tlsdec.Direction(dir), p, t); err != nil && !c.reported[dir] {
 		c.reported[dir] = true

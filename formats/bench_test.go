@@ -112,6 +112,17 @@ func BenchmarkReader(b *testing.B) {
 			count(b, f.Records(), len(all))
 		}
 	})
+	b.Run("File.CheckBlocks", func(b *testing.B) {
+		// What replay.New adds to check a session whose index is intact.
+		f := open(b, data)
+		b.SetBytes(size)
+		b.ReportAllocs()
+		for b.Loop() {
+			if d, err := f.CheckBlocks(); err != nil || len(d) > 0 {
+				b.Fatal(d, err)
+			}
+		}
+	})
 	b.Run("File.ExchangeRecords", func(b *testing.B) {
 		f := open(b, mixedData)
 		b.SetBytes(size)

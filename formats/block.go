@@ -214,10 +214,14 @@ func fileHeader() []byte {
 var errHeaderChecksum = fmt.Errorf("file header %w", errChecksum)
 
 // checkFileHeader checks the file header b. n is how many bytes of it the
-// file holds (fewer than fileHeaderSize for a cut file). A damaged header
-// whose magic is intact is a *DamageError (the blocks may still be read);
-// a wrong magic is ErrNotSession, a newer version ErrVersion.
-func checkFileHeader(b []byte) error {
+// file holds (fewer than fileHeaderSize for a cut file); next holds the
+// bytes that follow it (up to maxBlockHeaderSize), read only when the magic
+// is wrong. A damaged header is a *DamageError (the blocks may still be
+// read): a checksum mismatch, or a magic that is wrong while the rest of
+// the header checks out with the right one or the first block's header is
+// intact. Otherwise a wrong magic is ErrNotSession, a newer version
+// ErrVersion.
+func checkFileHeader(b, next []byte) error {
 	n := len(b)
 	if n < fileHeaderSize {
 		if n <= len(fileMagic) && string(b) == string(fileMagic[:n]) ||
@@ -226,14 +230,42 @@ func checkFileHeader(b []byte) error {
 		}
 		return ErrNotSession
 	}
+	stored := binary.LittleEndian.Uint32(b[12:])
+	version := binary.LittleEndian.Uint16(b[8:])
 	if [8]byte(b[:8]) != fileMagic {
-		return ErrNotSession
+		fixed := append(fileMagic[:], b[8:12]...)
+		switch {
+		case crc(fixed) == stored:
+			// Only the magic is damaged: the version is what it says.
+		case blockHeaderAt(next):
+			// The version cannot be trusted: read the blocks as this one.
+			version = Version
+		default:
+			return ErrNotSession
+		}
+		if version != Version {
+			return fmt.Errorf("%w %d (this reader knows version %d)", ErrVersion, version, Version)
+		}
+		return &DamageError{Offset: 0, Block: -1, Err: fmt.Errorf("%w (% x)", errFileMagic, b[:8])}
 	}
-	if crc(b[:12]) != binary.LittleEndian.Uint32(b[12:]) {
+	if crc(b[:12]) != stored {
 		return &DamageError{Offset: 0, Block: -1, Err: errHeaderChecksum}
 	}
-	if v := binary.LittleEndian.Uint16(b[8:]); v != Version {
-		return fmt.Errorf("%w %d (this reader knows version %d)", ErrVersion, v, Version)
+	if version != Version {
+		return fmt.Errorf("%w %d (this reader knows version %d)", ErrVersion, version, Version)
 	}
 	return nil
+}
+
+// blockHeaderAt reports whether p begins with an intact block header.
+func blockHeaderAt(p []byte) bool {
+	if len(p) < blockPrefixSize {
+		return false
+	}
+	n, err := headerLen(p)
+	if err != nil || n > len(p) {
+		return false
+	}
+	_, err = parseHeader(p[:n])
+	return err == nil
 }

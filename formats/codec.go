@@ -199,10 +199,25 @@ func appendBody(dst []byte, r Record) ([]byte, error) {
 		e.u8(uint8(r.Dir))
 		e.time(r.Time)
 		e.u8(uint8(r.Status))
+		if err := listErr("redaction", len(r.Redactions)); err != nil {
+			return dst, err
+		}
 		e.varint(r.Size)
 		e.bytes(r.Tail)
 		e.headers(r.Trailer)
 		e.str(r.Note)
+		// Since wtrace 0.2 (always written, so that fields added later
+		// follow it; a record that ends before it is an older one's).
+		e.uvarint(uint64(len(r.Redactions)))
+		{
+			for _, x := range r.Redactions {
+				e.u8(uint8(x.Reason))
+				e.str(x.Object)
+				e.str(x.Fields)
+				e.varint(x.Count)
+				e.varint(x.Bytes)
+			}
+		}
 		return e.b, nil
 	case *ConnEnd:
 		if r == nil {
@@ -255,6 +270,10 @@ type dec struct {
 	i   int
 	err error
 }
+
+// more reports whether bytes are left: a field appended by a later
+// version is read only if present.
+func (d *dec) more() bool { return d.err == nil && d.i < len(d.b) }
 
 func (d *dec) fail(what string) {
 	if d.err == nil {
@@ -522,7 +541,7 @@ func decodeRecord(t Type, b []byte, owned bool) (Record, error) {
 			Ext:      d.str("ext"),
 		}
 	case TypeEnd:
-		r = &End{
+		x := &End{
 			Exchange: d.varint("exchange"),
 			Dir:      Direction(d.u8("dir")),
 			Time:     d.time("time"),
@@ -532,6 +551,21 @@ func decodeRecord(t Type, b []byte, owned bool) (Record, error) {
 			Trailer:  d.headers("trailer"),
 			Note:     d.str("note"),
 		}
+		if d.more() { // absent in files written before wtrace 0.2
+			if n := d.count("redactions", 5); n > 0 {
+				x.Redactions = make([]Redaction, n)
+				for i := range x.Redactions {
+					x.Redactions[i] = Redaction{
+						Reason: RedactReason(d.u8("redaction reason")),
+						Object: d.str("redaction object"),
+						Fields: d.str("redaction fields"),
+						Count:  d.varint("redaction count"),
+						Bytes:  d.varint("redaction bytes"),
+					}
+				}
+			}
+		}
+		r = x
 	case TypeConnEnd:
 		r = &ConnEnd{
 			Conn:        d.uvarint("conn"),

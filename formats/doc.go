@@ -28,8 +28,13 @@
 // wrapping io.ErrUnexpectedEOF; a checksum mismatch a *DamageError naming
 // the block and its offset. After damage, readers resume at the next offset
 // holding a block header whose checksum checks out (unless
-// ReaderOptions.StopOnDamage). Open rebuilds a missing or damaged index by
-// reading every block; Recover writes a clean copy of what is intact.
+// ReaderOptions.StopOnDamage). Blocks are numbered in their headers:
+// readers drop a block whose number they read already (a byte range copied
+// twice) and report numbers that are missing or out of order. A damaged
+// file magic is damage, not ErrNotSession, when the rest of the header or
+// the first block vouches for the file. Open rebuilds a missing or damaged
+// index by reading every block; Recover writes a clean copy of what is
+// intact, each block once.
 //
 // # Compatibility
 //

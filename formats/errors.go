@@ -32,6 +32,13 @@ var (
 	errChecksum = errors.New("checksum mismatch")
 	errMagic    = errors.New("no block magic")
 	errCorrupt  = errors.New("corrupt")
+	// Block order (FORMAT.md §9): every block header carries its number.
+	errRepeated = errors.New("repeated") // a block whose number was read already: a copied byte range
+	errMissing  = errors.New("missing")  // numbers skipped that no damage accounts for
+	errOrder    = errors.New("out of order")
+	// errFileMagic is a file header whose magic is damaged, in a file
+	// whose first block is sound.
+	errFileMagic = errors.New("file magic damaged")
 )
 
 // DamageError reports a damaged or cut region of a session file. Everything

@@ -48,9 +48,10 @@ func Open(name string, opts ReaderOptions) (*File, error) {
 }
 
 // OpenReaderAt is Open for an io.ReaderAt of the given size. A file too
-// short for its header is a *DamageError; a wrong magic ErrNotSession, a
+// short for its header is a *DamageError; a wrong magic ErrNotSession
+// (unless the header's checksum or the first block vouches for the file), a
 // newer version ErrVersion. Anything else is reported by Problems: a header
-// whose checksum fails, a missing or damaged index (an error wrapping
+// whose checksum fails or whose magic is damaged, a missing or damaged index (an error wrapping
 // ErrNoIndex; the index is then rebuilt by reading every block, which
 // finds the damaged regions too).
 func OpenReaderAt(r io.ReaderAt, size int64, opts ReaderOptions) (*File, error) {
@@ -98,11 +99,14 @@ func OpenReaderAt(r io.ReaderAt, size int64, opts ReaderOptions) (*File, error) 
 
 // checkHeaderAt reads and checks the file header of r.
 func checkHeaderAt(r io.ReaderAt, size int64) error {
-	hdr := make([]byte, min(size, fileHeaderSize))
+	hdr := make([]byte, min(size, fileHeaderSize+maxBlockHeaderSize))
 	if n, err := r.ReadAt(hdr, 0); n < len(hdr) {
 		return fmt.Errorf("formats: read file header: %w", err)
 	}
-	return checkFileHeader(hdr)
+	if len(hdr) <= fileHeaderSize {
+		return checkFileHeader(hdr, nil)
+	}
+	return checkFileHeader(hdr[:fileHeaderSize], hdr[fileHeaderSize:])
 }
 
 // scan reads every block of r after the file header, calls fn with the
@@ -191,6 +195,53 @@ func parseBlock(b []byte, typ uint8) (blockHeader, error) {
 		return h, fmt.Errorf("%w: block of type %d and %d bytes where the index says type %d and %d bytes", errCorrupt, h.typ, h.size(), typ, len(b))
 	}
 	return h, nil
+}
+
+// CheckBlocks reads every data block the index lists and checks its header
+// and payload checksums, without decompressing: the damage an intact index
+// hides (Open reads the index, not the blocks; Scanners find a damaged
+// block only when they read it). It returns a *DamageError per damaged
+// block, in file order, with Block its position in Index().Blocks; an
+// error only if reading fails. It reads the whole file, one block at a
+// time (memory: the largest block). Safe for concurrent use.
+func (f *File) CheckBlocks() ([]*DamageError, error) {
+	var (
+		damage []*DamageError
+		raw    []byte
+	)
+	for i, bi := range f.idx.Blocks {
+		fail := func(err error) {
+			damage = append(damage, &DamageError{Offset: bi.Offset, Block: i, Err: err})
+		}
+		if bi.Size > MaxBlockSize+maxBlockHeaderSize {
+			fail(fmt.Errorf("%w: index says block of %d bytes", errCorrupt, bi.Size))
+			continue
+		}
+		if int64(cap(raw)) < bi.Size {
+			raw = make([]byte, bi.Size)
+		}
+		raw = raw[:bi.Size]
+		if n, err := f.r.ReadAt(raw, bi.Offset); n < len(raw) {
+			if err == nil || err == io.EOF {
+				fail(io.ErrUnexpectedEOF)
+				continue
+			}
+			return damage, fmt.Errorf("formats: read block %d at offset %d: %w", i, bi.Offset, err)
+		}
+		h, err := parseBlock(raw, blockData)
+		if err == nil && h.codec != codecNone && h.codec != codecZstd {
+			err = fmt.Errorf("%w: unknown codec %d", errCorrupt, h.codec)
+		}
+		if err == nil {
+			if got := crc(raw[h.hdrLen:]); got != h.payloadCRC {
+				err = fmt.Errorf("payload %w (crc %08x, stored %08x)", errChecksum, got, h.payloadCRC)
+			}
+		}
+		if err != nil {
+			fail(err)
+		}
+	}
+	return damage, nil
 }
 
 // Index returns the file's index (read or rebuilt). The caller must not modify it.
@@ -296,7 +347,9 @@ func (s *Scanner) Next() (Record, error) {
 		if s.err != nil {
 			return nil, s.err
 		}
-		if s.di < len(s.damage) && (s.bi >= len(s.blocks) || s.damage[s.di].Offset < s.f.idx.Blocks[s.blocks[s.bi]].Offset) {
+		// Damage at a block's own offset (its number out of order) comes
+		// before it.
+		if s.di < len(s.damage) && (s.bi >= len(s.blocks) || s.damage[s.di].Offset <= s.f.idx.Blocks[s.blocks[s.bi]].Offset) {
 			d := s.damage[s.di]
 			s.di++
 			if s.f.stop {

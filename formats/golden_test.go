@@ -112,3 +112,41 @@ func rawBlocks(t testing.TB, data []byte) []block {
 	}
 	return out
 }
+
+// goldenOld is golden-v1.wt as wtrace 0.1 wrote it, before End records
+// carried Redactions: every later reader must read it the same.
+const goldenOld = "testdata/golden-v1-0.1.wt"
+
+// TestGoldenOld reads the file an earlier writer wrote: the same records,
+// without what later versions added.
+func TestGoldenOld(t *testing.T) {
+	want := goldenRecords()
+	for i, r := range want {
+		if e, ok := r.(*End); ok {
+			c := *e
+			c.Redactions = nil
+			r = &c
+		}
+		want[i] = normalize(r)
+	}
+	data, err := os.ReadFile(goldenOld)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, damage, err := readStream(t, data, ReaderOptions{})
+	if err != nil || len(damage) > 0 || !reflect.DeepEqual(got, want) {
+		t.Errorf("Reader on %s: %v, %v\n%s", goldenOld, err, damage, diffRecords(got, want))
+	}
+	f, err := Open(goldenOld, ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if !f.Clean() {
+		t.Errorf("%s: Clean() = false, Problems() = %v", goldenOld, f.Problems())
+	}
+	got, damage, err = drain(t, f.Records())
+	if err != nil || len(damage) > 0 || !reflect.DeepEqual(got, want) {
+		t.Errorf("File.Records on %s: %v, %v\n%s", goldenOld, err, damage, diffRecords(got, want))
+	}
+}

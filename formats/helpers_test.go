@@ -47,7 +47,7 @@ func fullRecords() []Record {
 		&Body{Dir: 200},
 		&Chunk{Exchange: 3, Time: t0 + 6, Offset: 100, Size: 32768, Ext: "name=value"},
 		&Chunk{},
-		&End{Exchange: 3, Dir: ServerToClient, Time: t0 + 7, Status: EndGap, Size: 99999, Tail: []byte("{\"partial"),
+		&End{Exchange: 3, Dir: ServerToClient, Time: t0 + 7, Status: EndGap, Size: 99999, Tail: []byte("{\"partial"), Redactions: []Redaction{{Reason: RedactSecretValue, Object: "Secret demo/db", Fields: "data.password", Count: 2, Bytes: 40}, {Reason: 255, Count: -1}},
 			Trailer: []Header{{Name: "Grpc-Status", Value: "0"}}, Note: "capture lost 100 bytes"},
 		&End{Status: 255},
 		&ConnEnd{Conn: 7, Time: t0 + 8, Reason: ConnRST, ClientBytes: 1234, ServerBytes: 1 << 50, LostBytes: 5},

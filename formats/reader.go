@@ -1,6 +1,7 @@
 package formats
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -28,16 +29,29 @@ type Reader struct {
 // NewReader reads and checks the file header from r. A file too short to
 // hold a header is a *DamageError wrapping io.ErrUnexpectedEOF (if what is
 // there matches the magic) or ErrNotSession; a newer version is ErrVersion.
-// A header whose checksum fails is reported by the first Next, as damage at
-// offset 0 (block -1); the blocks are read as version 1.
+// A header whose checksum fails, or whose magic is damaged while the rest of
+// the header or the first block's header checks out, is reported by the
+// first Next, as damage at offset 0 (block -1); the blocks are read as
+// version 1.
 func NewReader(r io.Reader, opts ReaderOptions) (*Reader, error) {
 	hdr := make([]byte, fileHeaderSize)
 	n, err := io.ReadFull(r, hdr)
 	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
 		return nil, fmt.Errorf("formats: read file header: %w", err)
 	}
+	var next []byte
+	if n == fileHeaderSize && [8]byte(hdr[:8]) != fileMagic {
+		// Is a damaged magic followed by a sound block?
+		next = make([]byte, maxBlockHeaderSize)
+		m, err := io.ReadFull(r, next)
+		if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
+			return nil, fmt.Errorf("formats: read at offset %d: %w", fileHeaderSize, err)
+		}
+		next = next[:m]
+		r = io.MultiReader(bytes.NewReader(next), r)
+	}
 	rd := &Reader{br: newBlockReader(r, fileHeaderSize, opts.StopOnDamage), stop: opts.StopOnDamage}
-	if err := checkFileHeader(hdr[:n]); err != nil {
+	if err := checkFileHeader(hdr[:n], next); err != nil {
 		var d *DamageError
 		if n < fileHeaderSize || !errors.As(err, &d) {
 			return nil, err

@@ -281,6 +281,53 @@ type End struct {
 	Tail     []byte
 	Trailer  []Header
 	Note     string
+	// Redactions says what redaction replaced in this direction of the
+	// exchange (its body, events, tail and, for the request direction, its
+	// request-target), and why. Empty when nothing was replaced. Written
+	// since wtrace 0.2; older files read back with none.
+	Redactions []Redaction
+}
+
+// RedactReason says why bytes were replaced before they were stored.
+// Values are part of the file format and never change meaning.
+type RedactReason uint8
+
+const (
+	RedactSecretValue RedactReason = 1 // a Secret's data / stringData value, or a value of a patch sent to a Secret endpoint
+	RedactLastApplied RedactReason = 2 // the kubectl last-applied-configuration annotation of a Secret
+	RedactToken       RedactReason = 3 // TokenRequest status.token, TokenReview spec.token
+	RedactQuery       RedactReason = 4 // a credential in the request-target's query or userinfo
+	RedactUnparsed    RedactReason = 5 // bytes that may hold a credential but could not be parsed: replaced whole (fail closed)
+)
+
+func (r RedactReason) String() string {
+	switch r {
+	case RedactSecretValue:
+		return "secret-value"
+	case RedactLastApplied:
+		return "last-applied"
+	case RedactToken:
+		return "token"
+	case RedactQuery:
+		return "query-credential"
+	case RedactUnparsed:
+		return "unparsed"
+	}
+	return "unknown"
+}
+
+// Redaction is one line of what redaction replaced in a direction of an
+// exchange: Count values (or regions) holding Bytes bytes in all, of one
+// Object, for one Reason. Object names what held them ("Secret demo/db",
+// "patch to a Secret", "" when unknown); Fields lists where ("data.password,
+// stringData.token", clipped), or for RedactUnparsed why the bytes could
+// not be parsed.
+type Redaction struct {
+	Reason RedactReason
+	Object string
+	Fields string
+	Count  int64
+	Bytes  int64
 }
 
 // ConnEndReason says how a connection ended.

@@ -11,8 +11,10 @@ import (
 // was lost.
 //
 // It reads every block (it does not trust the index), so it also finds
-// damage an index would hide. Records keep their order; blocks are cut
-// afresh. If the Meta record was lost, the Meta of src's index (or, without
+// damage an index would hide, and checks the blocks' numbers: a block
+// repeated in src (a byte range copied twice) is copied once, and missing
+// or out-of-order blocks are among the problems. Records keep their order;
+// blocks are cut afresh. If the Meta record was lost, the Meta of src's index (or, without
 // one, a Meta saying it was lost) is written first; if src has no Summary,
 // Recover writes one counting what it copied. When anything was lost, the
 // Summary's Note says so. A src whose header has the wrong magic is read

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 )
 
 // readChunk is how much a window asks its reader for at a time, and how
@@ -96,8 +97,11 @@ type block struct {
 
 // blockReader reads the data blocks of a session stream in order. After
 // damage it returns a *DamageError and (unless stop) resumes at the next
-// offset holding a block header whose CRC checks out. It stops with io.EOF
-// at the index block or at a clean end of the stream.
+// offset holding a block header whose CRC checks out. It checks the blocks'
+// numbers: a block whose number was read already (a copied byte range) is
+// dropped and reported, numbers that are skipped without damage to account
+// for them, or that go backwards, are reported before the block is read. It
+// stops with io.EOF at the index block or at a clean end of the stream.
 type blockReader struct {
 	w    window
 	stop bool // StopOnDamage
@@ -106,24 +110,43 @@ type blockReader struct {
 	buf  []byte // decompression buffer
 	// index is the offset of the index block, once seen (else -1).
 	index int64
+
+	seen seqSet // numbers of the blocks read
+	top  int64  // the highest of them; -1 before the first
+	// damaged counts the damaged regions reported since the last block
+	// read: each may have held a block whose number is then missing.
+	damaged int64
+	// noted is the offset of a block whose order was reported; the next
+	// call reads it.
+	noted int64
 }
 
 func newBlockReader(r io.Reader, off int64, stop bool) *blockReader {
-	return &blockReader{w: window{r: r, off: off}, stop: stop, index: -1}
+	return &blockReader{w: window{r: r, off: off}, stop: stop, index: -1, top: -1, noted: -1}
 }
 
 // damage reports damage at off. resume is where the next block starts when
 // the damaged block's header was intact (its payload is bad); else -1, and
-// the reader scans for the next intact header from off+1.
-func (b *blockReader) damage(off int64, cause error, resume int64) error {
+// the reader scans for the next intact header from off+1. With an intact
+// header, if no intact header (or the end) lies at resume, the block's
+// length is not to be trusted either (bytes were inserted or removed in
+// it): the reader scans from the end of its header.
+func (b *blockReader) damage(off int64, cause error, resume int64, hdrLen int) error {
 	d := &DamageError{Offset: off, Block: b.seq, Err: cause}
+	b.damaged++
 	switch {
 	case b.stop:
 		b.err = d
-	case resume >= 0:
+	case resume >= 0 && b.headerAt(resume-b.w.off):
 		b.w.skip(resume - b.w.off)
 		b.seq++
 		d.Skipped = resume - off
+	case resume >= 0:
+		b.w.skip(int64(hdrLen))
+		b.seq++
+		if b.salvage() {
+			d.Skipped = b.w.off - off
+		}
 	default:
 		b.w.skip(1)
 		if b.salvage() {
@@ -131,6 +154,119 @@ func (b *blockReader) damage(off int64, cause error, resume int64) error {
 		}
 	}
 	return d
+}
+
+// headerAt reports whether the stream holds an intact block header n bytes
+// ahead, or ends exactly there.
+func (b *blockReader) headerAt(n int64) bool {
+	if n > readChunk+MaxBlockSize+maxBlockHeaderSize {
+		return false
+	}
+	p := b.w.fill(int(n) + blockPrefixSize)
+	if int64(len(p)) <= n {
+		return int64(len(p)) == n
+	}
+	if len(p) < int(n)+blockPrefixSize {
+		return false
+	}
+	hl, err := headerLen(p[n:])
+	if err != nil {
+		return false
+	}
+	p = b.w.fill(int(n) + hl)
+	if len(p) < int(n)+hl {
+		return false
+	}
+	_, err = parseHeader(p[n:])
+	return err == nil
+}
+
+// order checks the number of the intact block header h at off against the
+// blocks read so far. It returns a *DamageError to report first (the next
+// call reads the block at off again, and does not check it twice), or nil.
+// A repeated block is consumed: its DamageError says it was skipped.
+func (b *blockReader) order(off int64, h *blockHeader) error {
+	if off == b.noted {
+		return nil
+	}
+	seq := int64(h.seq)
+	var d *DamageError
+	switch {
+	case b.seen.has(h.seq) || h.typ == blockIndex && seq <= b.top:
+		// A copy of a block read already (a byte range written twice),
+		// or an index block where more data blocks were read than it
+		// counts: skip it.
+		size := h.size()
+		if b.w.skip(size) < size {
+			return b.short(off)
+		}
+		what := "a copy of block %d"
+		if h.typ == blockIndex {
+			what = "an index block numbered %d"
+		}
+		d = &DamageError{Offset: off, Block: int(seq), Skipped: size,
+			Err: fmt.Errorf("%w: "+what+" after block %d", errRepeated, seq, b.top)}
+		b.seq = int(b.top) + 1
+		if b.stop {
+			b.err = d
+		}
+		return d
+	case seq > b.top+1+b.damaged:
+		// Numbers skipped that the damage reported since the last block
+		// cannot all account for: whole blocks are missing.
+		d = &DamageError{Offset: off, Block: int(b.top + 1),
+			Err: fmt.Errorf("%w: blocks %d to %d not found before block %d", errMissing, b.top+1, seq-1, seq)}
+		if seq == b.top+2 {
+			d.Err = fmt.Errorf("%w: block %d not found before block %d", errMissing, b.top+1, seq)
+		}
+	case seq < b.top:
+		d = &DamageError{Offset: off, Block: int(seq),
+			Err: fmt.Errorf("%w: block %d after block %d", errOrder, seq, b.top)}
+	default:
+		return nil
+	}
+	b.noted = off
+	if b.stop {
+		b.err = d
+	}
+	return d
+}
+
+// read records that the block numbered seq was read.
+func (b *blockReader) read(seq uint32) {
+	b.seen.add(seq)
+	b.top = max(b.top, int64(seq))
+	b.seq = int(b.top) + 1
+	b.damaged = 0
+	b.noted = -1
+}
+
+// seqSet is a set of block numbers: sorted disjoint ranges for numbers
+// that come in ascending order (those of a sound file make one range), a
+// map for those that come after a higher one.
+type seqSet struct {
+	ranges [][2]uint32 // inclusive, ascending
+	back   map[uint32]bool
+}
+
+func (s *seqSet) has(n uint32) bool {
+	i := sort.Search(len(s.ranges), func(i int) bool { return s.ranges[i][1] >= n })
+	return i < len(s.ranges) && s.ranges[i][0] <= n || s.back[n]
+}
+
+func (s *seqSet) add(n uint32) {
+	k := len(s.ranges)
+	switch {
+	case k > 0 && n <= s.ranges[k-1][1]:
+		if s.back == nil {
+			s.back = map[uint32]bool{}
+		}
+		s.back[n] = true
+	case k > 0 && n == s.ranges[k-1][1]+1:
+		s.ranges[k-1][1] = n
+	default:
+		s.ranges = append(s.ranges, [2]uint32{n, n})
+	}
 }
 
 // short reports a block at off that the stream ended inside: a cut file (a
@@ -141,6 +277,7 @@ func (b *blockReader) short(off int64) error {
 		return b.err
 	}
 	d := &DamageError{Offset: off, Block: b.seq, Err: io.ErrUnexpectedEOF}
+	b.damaged++
 	b.w.skip(int64(len(b.w.buf) - b.w.i)) // the next call sees the end
 	if b.stop {
 		b.err = d
@@ -191,7 +328,7 @@ func (b *blockReader) next() (block, error) {
 		}
 		n, err := headerLen(p)
 		if err != nil {
-			return block{}, b.damage(off, err, -1)
+			return block{}, b.damage(off, err, -1, 0)
 		}
 		hb := b.w.fill(n)
 		if len(hb) < n {
@@ -199,7 +336,10 @@ func (b *blockReader) next() (block, error) {
 		}
 		h, err := parseHeader(hb)
 		if err != nil {
-			return block{}, b.damage(off, err, -1)
+			return block{}, b.damage(off, err, -1, 0)
+		}
+		if err := b.order(off, &h); err != nil {
+			return block{}, err
 		}
 		b.seq = int(h.seq)
 		size := h.size()
@@ -214,7 +354,7 @@ func (b *blockReader) next() (block, error) {
 			if b.w.skip(size) < size {
 				return block{}, b.short(off)
 			}
-			b.seq++
+			b.read(h.seq)
 			continue
 		}
 		raw := b.w.fill(int(size))
@@ -223,7 +363,7 @@ func (b *blockReader) next() (block, error) {
 		}
 		payload, err := decompress(&h, raw[h.hdrLen:], b.buf)
 		if err != nil {
-			return block{}, b.damage(off, err, off+size)
+			return block{}, b.damage(off, err, off+size, h.hdrLen)
 		}
 		if h.codec != codecNone {
 			b.buf = payload
@@ -231,7 +371,7 @@ func (b *blockReader) next() (block, error) {
 		// An uncompressed payload aliases the window, which keeps it
 		// until the next fill.
 		b.w.skip(size)
-		b.seq++
+		b.read(h.seq)
 		return block{off: off, hdr: h, payload: payload}, nil
 	}
 	return block{}, b.err

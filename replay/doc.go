@@ -107,6 +107,20 @@
 // reaches its end starts again from its first event, one recorded duration
 // later, forever; cursors then wrap around too.
 //
+// # Damaged sessions
+//
+// New checks the checksum of every block of the session (the index of a
+// cleanly closed file does not show a block damaged since) and reads the
+// exchanges a damaged region touches, to say what it lost: Losses lists,
+// per exchange, how many events (or body bytes) are missing, after which
+// event, between which capture times, and the damage (block, file offset).
+// A stream is served without what was lost; when it reaches a loss the
+// log says so (a warning), and it then ends cut — the connection closed
+// without the terminating chunk, or RST_STREAM over HTTP/2 — at the point
+// where it would have ended cleanly, so that no client takes what it got
+// for the complete recording. A client that resumes from an event after
+// the loss gets the rest, ending as recorded.
+//
 // # Many clients, memory
 //
 // Each request is served by its own handler goroutine on its own timeline;
@@ -123,6 +137,9 @@
 // once and shared by all clients, in a cache bounded by Options.CacheBytes;
 // an exchange larger than a quarter of it is streamed from the file for each
 // client instead, so a long session is never held in memory whole.
+// A keep-alive connection that waits for its next request longer than
+// Options.IdleTimeout (kube-apiserver's 90 s by default) is closed, over
+// HTTP/2 with a GOAWAY; a connection serving a watch is never idle.
 //
 // # Concurrency
 //

@@ -17,6 +17,9 @@ type write struct {
 	at   int64 // capture time (ns) at which the recorded server sent it
 	off  int64 // body offset of data[0]
 	data []byte
+	// lost, on a write without data, marks where the session's damage
+	// lost body bytes (off: where they begin).
+	lost *Loss
 }
 
 // mark is one watch event of a planned exchange, for resuming after it.
@@ -69,12 +72,13 @@ type producer struct {
 	ended   bool
 	sawData bool
 	nextOff int64 // body offset after the last segment (for the End's Tail)
+	lt      *lossTracker
 }
 
 // newProducer reads exchange x. eventChunks asks for one write per event
 // (and body piece) instead of the recorded chunks.
 func newProducer(f *formats.File, x *recorded, eventChunks bool) *producer {
-	p := &producer{sc: f.ExchangeRecords(x.id)}
+	p := &producer{sc: f.ExchangeRecords(x.id), lt: newLossTracker(f, x)}
 	r := x.info.Response
 	// Chunk offsets are in body bytes before content decoding; frames are
 	// stored decoded, so a compressed event body cannot keep its chunks.
@@ -91,14 +95,16 @@ func (p *producer) next() (write, bool, error) {
 		}
 		rec, err := p.sc.Next()
 		if err == io.EOF {
+			p.lost(p.lt.finish(0))
 			p.finish()
 			continue
 		}
 		if err != nil {
 			var de *formats.DamageError
 			if errors.As(err, &de) {
-				// Bytes were lost: what follows cannot be matched with
+				// Records were lost: what follows cannot be matched with
 				// chunk boundaries any more.
+				p.lt.damage(de)
 				p.segmentMode()
 				continue
 			}
@@ -108,9 +114,11 @@ func (p *producer) next() (write, bool, error) {
 		case *formats.Frame:
 			b := make([]byte, 0, len(r.Pre)+len(r.Data))
 			b = append(append(b, r.Pre...), r.Data...)
+			p.lost(p.lt.piece(r.Offset, int64(len(b)), r.Seq, r.Time))
 			p.segment(r.Offset, b, r.Time)
 		case *formats.Body:
 			if r.Dir == formats.ServerToClient {
+				p.lost(p.lt.piece(r.Offset, int64(len(r.Data)), -1, r.Time))
 				p.segment(r.Offset, r.Data, r.Time)
 			}
 		case *formats.Chunk:
@@ -120,6 +128,7 @@ func (p *producer) next() (write, bool, error) {
 			}
 		case *formats.End:
 			if r.Dir == formats.ServerToClient {
+				p.lost(p.lt.finish(int64(len(r.Tail))))
 				if len(r.Tail) > 0 {
 					p.segment(p.nextOff, r.Tail, r.Time)
 				}
@@ -131,6 +140,16 @@ func (p *producer) next() (write, bool, error) {
 	p.out[0] = write{}
 	p.out = p.out[1:]
 	return w, true, nil
+}
+
+// lost marks loss l (if not nil) where the stream has got to: after what
+// was read before the damaged region.
+func (p *producer) lost(l *Loss) {
+	if l == nil {
+		return
+	}
+	p.segmentMode()
+	p.emit(write{at: l.From, off: l.Offset, lost: l})
 }
 
 // segment takes stored body bytes b at body offset off, stored at time t.

@@ -4,6 +4,7 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net"
@@ -162,8 +163,9 @@ type streamer struct {
 	batch     [][]byte
 	bytes     int64
 	writes    int64
-	stopped   string // why the stream stopped early ("" if it did not)
-	ended     bool   // the connection was already closed or reset (abort)
+	stopped   string  // why the stream stopped early ("" if it did not)
+	ended     bool    // the connection was already closed or reset (abort)
+	crossed   []*Loss // losses of the session's damage this stream went past
 }
 
 func (s *Server) newStreamer(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, r *http.Request, q query, arrival time.Time) *streamer {
@@ -320,6 +322,12 @@ func (st *streamer) run(src source, base, skip int64) bool {
 			if !ok {
 				return w, false
 			}
+			if w.lost != nil {
+				if w.off >= skip {
+					st.cross(w.lost)
+				}
+				continue
+			}
 			if skip > w.off {
 				n := skip - w.off
 				if n >= int64(len(w.data)) {
@@ -385,13 +393,19 @@ func (st *streamer) finish(kind endKind, endAt, base int64) {
 
 // done ends a taken-over stream when its handler is about to return: with
 // the terminating chunk if it ended cleanly (as recorded, or at the
-// client's timeoutSeconds), else by closing the connection.
+// client's timeoutSeconds), else by closing the connection. A stream that
+// crossed data lost to damage is cut instead of ending cleanly (see cut).
 func (st *streamer) done() {
+	clean := st.stopped == "" || st.stopped == "timeout"
+	if clean && len(st.crossed) > 0 && !st.ended {
+		st.cut()
+		return
+	}
 	if st.own == nil || st.ended {
 		return
 	}
 	st.ended = true
-	st.ownClose(st.stopped == "" || st.stopped == "timeout", false)
+	st.ownClose(clean, false)
 }
 
 // abort ends the response without its terminating chunk: the connection is
@@ -506,7 +520,7 @@ func (s *Server) serveOpaque(st *streamer, r *http.Request, x *recorded, status 
 	st.w.WriteHeader(status)
 	base := x.respTime()
 	if decode && known {
-		zr, err := gzip.NewReader(&sourceReader{src: src})
+		zr, err := gzip.NewReader(&sourceReader{src: src, st: st})
 		if err != nil {
 			st.stopped = "gzip: " + err.Error()
 			return
@@ -532,6 +546,9 @@ func (s *Server) serveOpaque(st *streamer, r *http.Request, x *recorded, status 
 	} else if !st.run(src, base, 0) {
 		return
 	}
+	if len(st.crossed) > 0 {
+		return // cut by done, at once: the body is not what was recorded
+	}
 	k := endOf(x)
 	if k == endHold {
 		k = endAbort
@@ -546,9 +563,12 @@ func (s *Server) serveOpaque(st *streamer, r *http.Request, x *recorded, status 
 	st.finish(k, x.endTime(), base)
 }
 
-// sourceReader reads a source's bytes as a stream (to decode gzip).
+// sourceReader reads a source's bytes as a stream (to decode gzip). Bytes
+// lost to damage are an error, unless it serves a stream (st), which
+// crosses them.
 type sourceReader struct {
 	src source
+	st  *streamer
 	buf []byte
 }
 
@@ -560,6 +580,12 @@ func (r *sourceReader) Read(p []byte) (int, error) {
 		}
 		if !ok {
 			return 0, io.EOF
+		}
+		if w.lost != nil {
+			if r.st == nil {
+				return 0, fmt.Errorf("replay: %v", w.lost)
+			}
+			r.st.cross(w.lost)
 		}
 		r.buf = w.data
 	}

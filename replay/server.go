@@ -25,6 +25,11 @@ const DefaultListen = "127.0.0.1:0"
 // DefaultWriteTimeout is the WriteTimeout a zero Options means.
 const DefaultWriteTimeout = 30 * time.Second
 
+// DefaultIdleTimeout is the IdleTimeout a zero Options means: kube-apiserver's
+// (k8s.io/apiserver SecureServingInfo.Serve, HTTP/1.1 and HTTP/2 alike), which
+// matches the keep-alive timeout of Go's http.DefaultTransport.
+const DefaultIdleTimeout = 90 * time.Second
+
 // DefaultCacheBytes is the CacheBytes a zero Options means.
 const DefaultCacheBytes = 64 << 20
 
@@ -72,6 +77,11 @@ type Options struct {
 	// client that stopped reading); the client is then disconnected. 0 means
 	// DefaultWriteTimeout; negative disables the limit.
 	WriteTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection that has waited this long
+	// for its next request (over HTTP/2, with no stream open: a GOAWAY
+	// first). A connection serving a request — a watch, however quiet —
+	// is not idle. 0 means DefaultIdleTimeout; negative disables it.
+	IdleTimeout time.Duration
 	// CacheBytes bounds the memory holding decoded exchanges (timed writes,
 	// synthesized lists) shared by all clients. Exchanges larger than a
 	// quarter of it are streamed from the file for each client instead.
@@ -99,6 +109,7 @@ type Server struct {
 	writeTimeout time.Duration
 	maxPlan      int64
 	m            *matcher
+	losses       []*Loss
 	disc         *discovery
 	cache        *cache
 	ctx          context.Context
@@ -120,9 +131,11 @@ type Server struct {
 // started or closed.
 var ErrStarted = errors.New("replay: server already started or closed")
 
-// New returns a Server for session f. It reads f's index, and a little of
-// its data (the kinds of the resources, for synthesized discovery); it does
-// not listen yet. The caller keeps ownership of f and must not close it
+// New returns a Server for session f. It reads f's index, checks the
+// checksums of every block (reading the file once, see Losses), reads a
+// little of its data (the kinds of the resources, for synthesized
+// discovery, and the exchanges that damage touches); it does not listen
+// yet. The caller keeps ownership of f and must not close it
 // before Close returns.
 func New(f *formats.File, opts Options) (*Server, error) {
 	if opts.Speed < 0 || math.IsNaN(opts.Speed) || math.IsInf(opts.Speed, 0) {
@@ -148,6 +161,9 @@ func New(f *formats.File, opts Options) (*Server, error) {
 	s.cache = newCache(budget)
 	s.maxPlan = budget / 4
 	s.m = newMatcher(f.Index())
+	if err := s.findLosses(); err != nil {
+		return nil, err
+	}
 	s.disc = newDiscovery(f, s.m)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
@@ -200,6 +216,7 @@ func (s *Server) start(useTLS bool) error {
 	srv := &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       idleTimeout(s.opts.IdleTimeout),
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		ConnState: func(c net.Conn, st http.ConnState) {
 			switch st {
@@ -242,6 +259,18 @@ func (s *Server) start(useTLS bool) error {
 		_ = srv.Serve(ln)
 	}()
 	return nil
+}
+
+// idleTimeout is the http.Server IdleTimeout for Options.IdleTimeout d.
+func idleTimeout(d time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return DefaultIdleTimeout
+	case d < 0:
+		// http.Server falls back to ReadTimeout (unset: none).
+		return 0
+	}
+	return d
 }
 
 // CertPEM returns the PEM certificate StartTLS serves (nil before it, or

@@ -1,9 +1,3 @@
-// Package redact keeps credentials and Secret values out of session files.
-//
-// Header values that carry credentials are never stored: Header returns
-// them with Redacted set and only their length kept. Every record source
-// (packet captures, the proxy) goes through this package before anything
-// reaches a formats.Writer.
 package redact
 
 import (
@@ -28,14 +22,21 @@ var secretHeaders = map[string]bool{
 	"sec-websocket-protocol": true,
 }
 
-// IsSecret reports whether a header field's value must not be stored.
-func IsSecret(name string) bool {
-	return secretHeaders[strings.ToLower(name)]
+// IsSecret reports whether a header field must not be stored: a field
+// named above, a field whose name holds a credential word (token, secret,
+// password, auth, key, …: X-Vault-Token, X-Amz-Security-Token,
+// WWW-Authenticate), or a value that looks like a credential (an
+// Authorization scheme with credentials such as "Bearer …" or "Basic …",
+// Kubernetes' websocket bearer subprotocol, a JSON Web Token).
+func IsSecret(name, value string) bool {
+	return secretHeaders[strings.ToLower(name)] || credentialName(name) || credentialValue(value)
 }
 
-// Header returns the header field to store for name: value.
+// Header returns the header field to store for name: value. A credential
+// keeps its name and length only; this happens whatever the redaction
+// mode (--keep-secrets never keeps credentials).
 func Header(name, value string) formats.Header {
-	if IsSecret(name) {
+	if IsSecret(name, value) {
 		return formats.Header{Name: name, Redacted: true, Len: len(value)}
 	}
 	return formats.Header{Name: name, Value: value}

@@ -63,6 +63,48 @@ type Sink interface {
 	Data(dir Direction, p []byte, t int64)
 }
 
+// A LossSink is a Sink that also learns where a direction's application
+// data has a hole no Gap call announced: records damaged in place (bytes
+// garbled, none missing) fail to authenticate, and decryption
+// resynchronizes after them as after a gap (see Conn.Feed).
+type LossSink interface {
+	Sink
+	// Lost reports that the application data of l.Dir delivered after
+	// this call does not follow the data delivered before it: the records
+	// l describes were skipped. It is called once per damaged region,
+	// before the data that follows it, from Feed or Gap; it must not call
+	// back into the Conn.
+	Lost(l Loss)
+}
+
+// Loss describes a region of one direction whose records did not
+// authenticate although no bytes were missing: damage in place.
+type Loss struct {
+	Dir    Direction
+	Record int64  // number of the first record that did not authenticate
+	Offset int64  // its stream offset
+	Why    string // what was wrong with it ("authentication failed", "content type 178", …)
+	// Records is the number of records lost (from the sequence numbers;
+	// -1 if decryption did not resume); Skipped the bytes skipped from
+	// Offset to where it resumed (or was given up); Plaintext an estimate
+	// of the application data lost (the records' overhead taken off;
+	// TLS 1.3 padding, which is rare, is counted as data).
+	Records, Skipped, Plaintext int64
+	// Resumed is the stream offset of the record that authenticated next,
+	// -1 if the direction was given up.
+	Resumed int64
+	Time    int64 // capture time of the piece that ended the region
+}
+
+func (l Loss) String() string {
+	s := fmt.Sprintf("%s record %d at offset %d did not authenticate (%s; bytes damaged in place)", l.Dir, l.Record, l.Offset, l.Why)
+	if l.Resumed < 0 {
+		return s + fmt.Sprintf("; no record authenticated in the %d bytes after it; later records not decrypted", l.Skipped)
+	}
+	return s + fmt.Sprintf("; resynchronized at offset %d: skipped %d bytes, %d %s lost (about %d bytes of data)",
+		l.Resumed, l.Skipped, l.Records, plural(l.Records, "record"), l.Plaintext)
+}
+
 // Options configure a Conn. The zero value is ready to use.
 type Options struct {
 	// MaxPending bounds the bytes one direction may hold while it waits for
@@ -112,10 +154,11 @@ type DirInfo struct {
 	Err           error // the first error of this direction, as returned by Feed
 
 	// Resynchronisation after gaps (see Conn.Gap).
-	Resyncs       int   // times decryption resumed after a gap
-	ResyncSkipped int64 // bytes fed after gaps that were skipped while looking for a record (also in Lost)
-	LostRecords   int64 // records lost in gaps, from the sequence numbers a resync skipped (a lower bound when a KeyUpdate was lost)
-	Resyncing     bool  // looking for a record after a gap at the end of what was fed
+	Resyncs       int   // times decryption resumed after a gap or damaged records
+	ResyncSkipped int64 // bytes fed after gaps, or of damaged records, that were skipped while looking for a record (also in Lost)
+	LostRecords   int64 // records lost in gaps or damaged, from the sequence numbers a resync skipped (a lower bound when a KeyUpdate was lost)
+	Resyncing     bool  // looking for a record after a gap or damaged records at the end of what was fed
+	Damaged       int   // regions of records damaged in place (they did not authenticate) that a resync was started after
 
 	// Stopped: nothing after some point of this direction is decrypted: a
 	// gap that was not resynchronised (before the application keys, or the
@@ -223,7 +266,10 @@ type half struct {
 
 	gapped bool    // Gap was called: the plaintext is incomplete
 	rs     *resync // looking for a record after a gap; nil otherwise
-	credit int64   // trial decryption work resyncs may still spend (see maxResyncCredit)
+	// bad is why the record being processed is taken for damaged in place
+	// ("" if it is not): the caller resynchronizes from its start.
+	bad    string
+	credit int64 // trial decryption work resyncs may still spend (see maxResyncCredit)
 
 	pend     []byte
 	pendRecs []pendRec
@@ -375,6 +421,11 @@ func (c *Conn) parse(h *half, p []byte, t int64) error {
 				keep(err)
 				break
 			}
+			if h.bad != "" {
+				hdr := h.hdr
+				keep(c.resyncInPlace(h, h.recNo, h.recOff, [][]byte{hdr[:], p}, t))
+				return first
+			}
 		}
 		var body []byte
 		if h.bodyN == 0 && len(p) >= h.need {
@@ -402,6 +453,10 @@ func (c *Conn) parse(h *half, p []byte, t int64) error {
 		h.stats.Records++
 		h.hdrN, h.bodyN = 0, 0
 		keep(c.onRecord(h, &r, body))
+		if h.bad != "" {
+			keep(c.resyncRecord(h, r, body, p, t))
+			return first
+		}
 		if h.body != nil {
 			bufPool.Put(h.body)
 			h.body = nil
@@ -427,21 +482,40 @@ func (c *Conn) checkHeader(h *half) error {
 		}
 		h.started = true
 	}
-	if typ < typeCCS || typ > typeHeartbeat {
-		return c.lose(h, ErrMalformed, fmt.Sprintf("content type %d", typ))
-	}
-	if ver>>8 != 3 || ver&0xff > 4 {
-		return c.lose(h, ErrMalformed, fmt.Sprintf("record version %#04x", ver))
-	}
 	limit := MaxCiphertext12
 	if c.version == versionTLS13 {
 		limit = MaxCiphertext13
 	}
-	if n > limit {
-		return c.lose(h, ErrMalformed, fmt.Sprintf("record length %d exceeds %d", n, limit))
+	var bad string
+	switch {
+	case typ < typeCCS || typ > typeHeartbeat:
+		bad = fmt.Sprintf("content type %d", typ)
+	case ver>>8 != 3 || ver&0xff > 4:
+		bad = fmt.Sprintf("record version %#04x", ver)
+	case n > limit:
+		bad = fmt.Sprintf("record length %d exceeds %d", n, limit)
+	}
+	if bad != "" {
+		if c.damagedInPlace(h, bad) {
+			return nil
+		}
+		return c.lose(h, ErrMalformed, bad)
 	}
 	h.need = n
 	return nil
+}
+
+// damagedInPlace reports whether the record of h being parsed, which is
+// wrong (why), is taken for one damaged in place, to resynchronize from
+// (h.bad is set): h uses its application keys and records have
+// authenticated under them (else the keys, not the record, may be what is
+// wrong: h fails as before).
+func (c *Conn) damagedInPlace(h *half, why string) bool {
+	if k := c.resyncKeys(h); k == nil || k.seq == 0 {
+		return false
+	}
+	h.bad = why
+	return true
 }
 
 // lose ends parsing of h: record boundaries are unknown from here on.
@@ -651,6 +725,12 @@ func (c *Conn) process(h *half, r *rec, body []byte) error {
 		if h.failed {
 			return nil
 		}
+		// RFC 8446 §5: after the handshake every record is protected; a
+		// plaintext one is a protected one whose type byte was damaged.
+		if c.version == versionTLS13 && h.phase == phaseApp &&
+			c.damagedInPlace(h, fmt.Sprintf("plaintext content type %d after the handshake", typ)) {
+			return nil
+		}
 		switch typ {
 		case typeHandshake:
 			return c.handshake(h, r, body, false)
@@ -706,6 +786,9 @@ func (c *Conn) decrypt(h *half, r *rec, body, dst []byte) ([]byte, uint8, error)
 		}
 		pt, err := k.open12(dst, &r.hdr, body)
 		if err != nil {
+			if c.damagedInPlace(h, err.Error()) {
+				return nil, 0, nil
+			}
 			return nil, 0, c.fail(h, r, ErrDecrypt, err.Error())
 		}
 		if len(pt) > MaxPlaintext {
@@ -743,6 +826,9 @@ func (c *Conn) decrypt(h *half, r *rec, body, dst []byte) ([]byte, uint8, error)
 		if h.trial {
 			// Handshake secret missing: this is a handshake record.
 			h.stats.Undecryptable++
+			return nil, 0, nil
+		}
+		if c.damagedInPlace(h, err.Error()) {
 			return nil, 0, nil
 		}
 		return nil, 0, c.fail(h, r, ErrDecrypt, err.Error())
@@ -949,7 +1035,7 @@ func (c *Conn) Info() Info {
 		}
 		dec += h.stats.Decrypted
 		undec += h.stats.Undecryptable
-		if h.lost || h.failed || h.gapped || h.stats.Pending > 0 {
+		if h.lost || h.failed || h.gapped || h.stats.Damaged > 0 || h.stats.Pending > 0 {
 			ok = false
 		}
 	}

@@ -414,17 +414,21 @@ func TestDecryptFailure(t *testing.T) {
 	// A protected record well after the handshake (which takes records 0
 	// to 5: ServerHello, ChangeCipherSpec, EncryptedExtensions,
 	// Certificate, CertificateVerify, Finished).
-	idx, off := recordAt(w, typeAppData, 8)
-	if idx < 0 {
+	if idx, _ := recordAt(w, typeAppData, 8); idx < 0 {
 		t.Fatal("no application data record")
 	}
+	// A byte flipped in the first record under the application secret:
+	// no record has authenticated under it yet, so nothing says the
+	// secret is right and the record damaged (a flip in a later record
+	// is resynchronized: TestResyncInPlace).
+	firstIdx, firstOff := firstAppRecord(t, s)
 	tests := []struct {
 		name   string
 		keylog []byte
 		tamper int // offset in w to flip, or -1
 	}{
 		{"wrong-secret", corruptSecret(s.keylog, "SERVER_TRAFFIC_SECRET_0"), -1},
-		{"flipped-byte", s.keylog, off + 20},
+		{"flipped-byte", s.keylog, firstOff + 20},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -454,11 +458,8 @@ func TestDecryptFailure(t *testing.T) {
 			if !errors.As(gotErr, &e) || !errors.Is(gotErr, ErrDecrypt) {
 				t.Fatalf("Feed error = %v; want *Error wrapping ErrDecrypt", gotErr)
 			}
-			wantIdx, wantOff := idx, off
-			if tc.tamper < 0 {
-				// The first record under the application secret fails.
-				wantIdx, wantOff = firstAppRecord(t, s)
-			}
+			// The first record under the application secret fails.
+			wantIdx, wantOff := firstIdx, firstOff
 			if e.Dir != ServerToClient || e.Record != int64(wantIdx) || e.Offset != int64(wantOff) {
 				t.Fatalf("error %v; want server->client record %d at offset %d", e, wantIdx, wantOff)
 			}

@@ -90,6 +90,26 @@
 // one gap cannot be recovered. The bytes after a gap are buffered in one
 // record-sized buffer until a record authenticates (DirInfo.Resyncing).
 //
+// # Damage in place
+//
+// Bytes garbled inside a record, with none missing (a faulty middlebox, NIC
+// or disk), make the record fail to authenticate, or its header make no
+// sense (content type, version, length; for TLS 1.3, a plaintext record
+// after the handshake). Once the direction uses its application keys and
+// a record has authenticated under them, such a record is not an error:
+// the direction resynchronizes from the record's first byte exactly as
+// after a gap of 0 bytes (a damaged header may have given it a wrong
+// length, so the bytes it seemed to span are scanned again), the record
+// that authenticates next and everything after it are delivered, and what
+// was skipped is counted (DirInfo.Damaged, LostRecords, ResyncSkipped,
+// Lost) and noted ("record N at offset X did not authenticate …;
+// resynchronized at offset Y"). A Sink that is a LossSink learns of each
+// such region (Loss: where, why, records and bytes skipped, an estimate of
+// the data lost) before the data after it, since no Gap call announced
+// the hole. Before that point (during the handshake, or on the first
+// record under the application keys, when the keys may be what is wrong)
+// a record that fails is an error, as before.
+//
 // # Limits and memory
 //
 // Record lengths are checked against MaxCiphertext13 / MaxCiphertext12

@@ -70,6 +70,12 @@ func FuzzFeed(f *testing.F) {
 			script = append(script, gaps...)
 			f.Add(s.keylog, append(script, encodeScript([]piece{{dir: ServerToClient, data: w[at+200:]}})...))
 		}
+		// Bytes damaged in place: in a record's body, in a header.
+		for _, x := range []int{at, ends[len(ends)/2]} {
+			g := bytes.Clone(w)
+			g[x] ^= 0x21
+			f.Add(s.keylog, encodeScript([]piece{{dir: ClientToServer, data: s.wire(ClientToServer)}, {dir: ServerToClient, data: g}}))
+		}
 	}
 	f.Fuzz(func(t *testing.T, keylog, script []byte) {
 		keys, err := ParseKeyLog(bytes.NewReader(keylog))

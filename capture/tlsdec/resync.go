@@ -57,6 +57,12 @@ type resync struct {
 	scanned int64 // bytes skipped since the last gap: bounded by maxResyncScan
 	work    int64 // trial decryption work since the last gap: bounded by maxResyncWork
 	note    int   // index of the gap's note in Conn.notes; -1 if not kept
+
+	// A resync after records damaged in place (not after a gap).
+	inPlace bool
+	t       int64  // capture time of the last piece fed
+	badRec  int64  // the first damaged record's number
+	why     string // what was wrong with it
 }
 
 // resyncKeys returns the keys of h if a gap in h can be resynchronised:
@@ -116,11 +122,65 @@ func (c *Conn) gapAgain(h *half, n int) {
 	c.setNote(rs.note, "%s; resynchronizing", rs.gapText(h.dir))
 }
 
+// resyncInPlace starts a resync of h from the record numbered no at
+// stream offset off, which did not authenticate (h.bad says why) although
+// no byte of it is missing: bytes were damaged in place. pieces are the
+// bytes from off on that were fed (the record, the rest of the Feed call):
+// they are scanned again from the record's start, since a damaged header
+// may have given it a wrong length, and an intact record whose sequence
+// number is off (a record before it was taken for another type) opens
+// with the next one. It returns the first error of what follows.
+func (c *Conn) resyncInPlace(h *half, no, off int64, pieces [][]byte, t int64) error {
+	why := h.bad
+	h.bad = ""
+	k := c.resyncKeys(h)
+	body := h.body // a piece may alias it: keep it until they are fed
+	h.body = nil
+	h.off = off
+	c.startResync(h, k, 0)
+	rs := h.rs
+	rs.inPlace, rs.badRec, rs.why, rs.gaps, rs.from = true, no, why, 0, off
+	h.stats.Damaged++
+	c.setNote(rs.note, "%s; resynchronizing", rs.gapText(h.dir))
+	var first error
+	for _, p := range pieces {
+		var err error
+		if h.rs != nil {
+			err = c.feedResync(h, p, t)
+		} else {
+			err = c.parse(h, p, t)
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	if body != nil {
+		bufPool.Put(body)
+	}
+	return first
+}
+
+// resyncRecord resynchronizes h from record r (body), which did not
+// authenticate, and the rest p of the Feed call. Its number is counted
+// again, as lost, when the resync finds the next record.
+func (c *Conn) resyncRecord(h *half, r rec, body, p []byte, t int64) error {
+	h.recNo--
+	h.stats.Records--
+	return c.resyncInPlace(h, r.no, r.off, [][]byte{r.hdr[:], body, p}, t)
+}
+
 // gapText describes the gaps of a resync, for a note.
 func (rs *resync) gapText(dir Direction) string {
 	what := "bytes lost"
 	if rs.lost >= 0 {
 		what = fmt.Sprintf("%d bytes lost", rs.lost)
+	}
+	if rs.inPlace {
+		s := fmt.Sprintf("%s: record %d at offset %d did not authenticate (%s; bytes damaged in place)", dir, rs.badRec, rs.gapOff, rs.why)
+		if rs.gaps > 0 {
+			s += fmt.Sprintf(", then %s in %d %s", what, rs.gaps, plural(int64(rs.gaps), "gap"))
+		}
+		return s
 	}
 	if rs.gaps > 1 {
 		return fmt.Sprintf("%s: %s in %d gaps from offset %d", dir, what, rs.gaps, rs.gapOff)
@@ -160,6 +220,7 @@ func (c *Conn) feedResync(h *half, p []byte, t int64) error {
 		rs.end += n
 		h.off += int64(n)
 		p = p[n:]
+		rs.t = t
 		if m := c.scan(h); m > 0 {
 			return c.resynced(h, m, p, t)
 		}
@@ -340,7 +401,19 @@ func (c *Conn) matched(h *half, k *keys, seq uint64, update bool) bool {
 	}
 	c.setNote(rs.note, "%s; resynchronized at offset %d: skipped %d bytes, %s",
 		rs.gapText(h.dir), at, rs.skipped, lost)
+	if rs.inPlace {
+		over := int64(5 + c.suite.minCiphertext())
+		c.lost(Loss{Dir: h.dir, Record: rs.badRec, Offset: rs.gapOff, Why: rs.why, Records: n,
+			Skipped: rs.skipped, Plaintext: max(rs.skipped-n*over, 0), Resumed: at, Time: rs.t})
+	}
 	return true
+}
+
+// lost tells a LossSink about l.
+func (c *Conn) lost(l Loss) {
+	if ls, ok := c.sink.(LossSink); ok {
+		ls.Lost(l)
+	}
 }
 
 func plural(n int64, s string) string {
@@ -394,6 +467,10 @@ func (c *Conn) giveUp(h *half, why string) {
 	c.setNote(rs.note, "%s; resync failed at offset %d: %s; later records not decrypted", rs.gapText(h.dir), at, why)
 	h.lost = true
 	h.rs = nil
+	if rs.inPlace {
+		c.lost(Loss{Dir: h.dir, Record: rs.badRec, Offset: rs.gapOff, Why: rs.why, Records: -1,
+			Skipped: rs.skipped, Plaintext: -1, Resumed: -1, Time: rs.t})
+	}
 	if rs.win != nil {
 		bufPool.Put(rs.win)
 	}

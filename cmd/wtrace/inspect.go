@@ -252,6 +252,86 @@ func printExchange(w io.Writer, x *formats.ExchangeInfo) {
 		fmt.Fprintf(w, ", %d anomalies", x.Anomalies)
 	}
 	fmt.Fprintln(w)
+	printRedactions(w, x)
+}
+
+// maxRedactionLines bounds the redaction lines shown per exchange.
+const maxRedactionLines = 8
+
+// printRedactions says what redaction replaced in an exchange, and why:
+// credential headers, the request-target's query, and the values of each
+// body (End.Redactions).
+func printRedactions(w io.Writer, x *formats.ExchangeInfo) {
+	var lines []string
+	for _, h := range []struct {
+		dir string
+		hs  []formats.Header
+	}{{"request", x.Request.Header}, {"response", respHeader(x)}} {
+		var names []string
+		var n int
+		for _, f := range h.hs {
+			if f.Redacted {
+				names = append(names, f.Name)
+				n += f.Len
+			}
+		}
+		if len(names) > 0 {
+			lines = append(lines, fmt.Sprintf("%s headers %s (credentials, %d bytes)", h.dir, strings.Join(names, ", "), n))
+		}
+	}
+	for _, e := range []*formats.End{x.RequestEnd, x.End} {
+		if e == nil {
+			continue
+		}
+		dir := "request"
+		if e.Dir == formats.ServerToClient {
+			dir = "response"
+		}
+		for _, r := range e.Redactions {
+			lines = append(lines, dir+" "+describeRedaction(r))
+		}
+	}
+	for i, l := range lines {
+		if i == maxRedactionLines {
+			fmt.Fprintf(w, "        redacted: … %d more (--json shows all)\n", len(lines)-i)
+			break
+		}
+		fmt.Fprintf(w, "        redacted: %s\n", clipLine(l, 140))
+	}
+}
+
+func respHeader(x *formats.ExchangeInfo) []formats.Header {
+	if x.Response == nil {
+		return nil
+	}
+	return x.Response.Header
+}
+
+// describeRedaction says one line of formats.Redaction in words.
+func describeRedaction(r formats.Redaction) string {
+	var what string
+	switch r.Reason {
+	case formats.RedactSecretValue:
+		what = "Secret values"
+	case formats.RedactLastApplied:
+		what = "last-applied-configuration annotations"
+	case formats.RedactToken:
+		what = "tokens"
+	case formats.RedactQuery:
+		what = "query credentials"
+	case formats.RedactUnparsed:
+		return fmt.Sprintf("%d bytes replaced, unparsed (fail closed): %s", r.Bytes, r.Fields)
+	default:
+		what = fmt.Sprintf("reason %d", r.Reason)
+	}
+	s := fmt.Sprintf("%d %s", r.Count, what)
+	if r.Object != "" {
+		s += " of " + r.Object
+	}
+	if r.Fields != "" {
+		s += " (" + r.Fields + ")"
+	}
+	return fmt.Sprintf("%s, %d bytes", s, r.Bytes)
 }
 
 // printWatch reads a watch exchange's events: the Status of each ERROR

@@ -62,9 +62,12 @@ It takes exactly one source:
                  recorded as it was sent (headers, chunks, times).
 
 The HTTP side of each captured connection is found from the traffic itself;
---port forces it (and records only that port). Authorization headers,
-tokens and cookies are never stored, and Secret objects' values are
-replaced (lengths kept) unless --keep-secrets.
+--port forces it (and records only that port). Credentials in headers
+(Authorization, cookies, bearer tokens) and in query strings are never
+stored. Secret values, their last-applied-configuration and
+TokenRequest/TokenReview tokens are replaced (lengths kept), decided by what
+each body and event holds, unless --keep-secrets; what was replaced, and
+why, is listed by 'wtrace inspect'.
 
 Live recordings (--iface, --proxy) run until Ctrl-C (or SIGTERM), or until
 --max-duration or --max-size is reached; with --rotate they go on in
@@ -122,7 +125,7 @@ up to its last block).`,
 	f.DurationVar(&o.maxDuration, "max-duration", 0, "live: stop (or, with --rotate, start the next file) after this `duration`")
 	f.StringVar(&o.maxSize, "max-size", "", "live: stop (or, with --rotate, start the next file) at this `size` (500MB, 2GiB)")
 	f.BoolVar(&o.rotate, "rotate", false, "live: at --max-duration or --max-size, go on in numbered files (s-0001.wt, …)")
-	f.BoolVar(&o.keepSecrets, "keep-secrets", false, "store Secret objects' values as captured (credentials in headers are never stored)")
+	f.BoolVar(&o.keepSecrets, "keep-secrets", false, "store Secret values and tokens as captured (credentials in headers and queries are never stored)")
 	f.StringVar(&o.keylog, "keylog", "", "--pcap: NSS key log `file` (SSLKEYLOGFILE) to decrypt TLS")
 	f.IntVar(&o.maxBuffered, "max-buffered", 256<<20, "`bytes` of out-of-order TCP data to hold, over all connections")
 	return c
@@ -219,7 +222,7 @@ func recordError(err error, o *recordOptions, src string) error {
 // warnKeepSecrets says what --keep-secrets means for the file.
 func warnKeepSecrets(s streams, o *recordOptions) {
 	if o.keepSecrets {
-		fmt.Fprintln(s.err, "Warning: --keep-secrets: Secret values are stored as captured; treat the session file as a secret.")
+		fmt.Fprintln(s.err, "Warning: --keep-secrets: Secret values and tokens are stored as captured (credentials in headers and queries are not); treat the session file as a secret.")
 	}
 }
 

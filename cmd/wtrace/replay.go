@@ -32,6 +32,7 @@ type replayOptions struct {
 	cert, key     string
 	kubeconfigOut string
 	writeTimeout  time.Duration
+	idleTimeout   time.Duration
 	verbose       bool
 }
 
@@ -101,6 +102,7 @@ end at once); a second Ctrl-C exits immediately.`,
 	f.StringVar(&o.key, "key", "", "TLS private key `file` (PEM) for --cert")
 	f.StringVar(&o.kubeconfigOut, "kubeconfig-out", "", "write a kubeconfig for the replay server to `file`")
 	f.DurationVar(&o.writeTimeout, "write-timeout", replay.DefaultWriteTimeout, "drop a client that has not taken a write after this `duration`")
+	f.DurationVar(&o.idleTimeout, "idle-timeout", replay.DefaultIdleTimeout, "close a keep-alive connection idle for this `duration` (watches are not idle; 0: never), as kube-apiserver does")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "also log when each stream ends, and why")
 	return c
 }
@@ -125,7 +127,11 @@ func runReplay(ctx context.Context, s streams, sessionPath string, o *replayOpti
 		EventChunks:  o.eventChunks,
 		Listen:       o.listen,
 		WriteTimeout: o.writeTimeout,
+		IdleTimeout:  o.idleTimeout,
 		Logger:       slog.New(&lineHandler{w: s.err, level: level, mu: &sync.Mutex{}}),
+	}
+	if o.idleTimeout == 0 {
+		opts.IdleTimeout = -1 // never
 	}
 	if o.cert != "" {
 		cert, err := tls.LoadX509KeyPair(o.cert, o.key)
@@ -152,7 +158,7 @@ func runReplay(ctx context.Context, s streams, sessionPath string, o *replayOpti
 			return withHint(fmt.Errorf("writing --kubeconfig-out: %w", err), "check that the directory exists and is writable")
 		}
 	}
-	printReplayBanner(s.err, sessionPath, f, srv.URL, o)
+	printReplayBanner(s.err, sessionPath, f, srv.URL, o, srv.Losses())
 
 	<-ctx.Done()
 	fmt.Fprintln(s.err, "\nStopping: closing open streams (Ctrl-C again to exit at once)")
@@ -173,8 +179,9 @@ func runReplay(ctx context.Context, s streams, sessionPath string, o *replayOpti
 	return nil
 }
 
-// printReplayBanner says where the server listens and how to try it.
-func printReplayBanner(w io.Writer, sessionPath string, f *formats.File, u string, o *replayOptions) {
+// printReplayBanner says where the server listens and how to try it, and
+// what the session's damage lost.
+func printReplayBanner(w io.Writer, sessionPath string, f *formats.File, u string, o *replayOptions, losses []*replay.Loss) {
 	idx := f.Index()
 	var events int64
 	var watch, list string
@@ -204,8 +211,29 @@ func printReplayBanner(w io.Writer, sessionPath string, f *formats.File, u strin
 	case o.speed == 1:
 		speed = "original timing"
 	}
-	fmt.Fprintf(w, "Replaying %s (%d exchanges, %d watch events over %s) at %s\n",
-		sessionPath, len(idx.Exchanges), events, time.Duration(last-first).Round(time.Millisecond), speed)
+	var lost int64
+	unknown := false
+	for _, l := range losses {
+		lost += max(l.Events, 0)
+		unknown = unknown || l.Events < 0
+	}
+	lostText := ""
+	switch {
+	case lost > 0 && unknown:
+		lostText = fmt.Sprintf("; at least %d of them lost to damage", lost)
+	case lost > 0:
+		lostText = fmt.Sprintf("; %d of them lost to damage", lost)
+	case unknown:
+		lostText = "; some of them maybe lost to damage"
+	}
+	fmt.Fprintf(w, "Replaying %s (%d exchanges, %d watch events over %s%s) at %s\n",
+		sessionPath, len(idx.Exchanges), events, time.Duration(last-first).Round(time.Millisecond), lostText, speed)
+	if len(losses) > 0 {
+		fmt.Fprintf(w, "Warning: %s is damaged; what it lost is not served, and streams that cross it end cut:\n", sessionPath)
+		for _, l := range losses {
+			fmt.Fprintf(w, "  %v\n", l)
+		}
+	}
 	var modes []string
 	if o.loop {
 		modes = append(modes, "looping watch streams")

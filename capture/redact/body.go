@@ -1,0 +1,468 @@
+package redact
+
+import (
+	"bytes"
+	"mime"
+	"strings"
+)
+
+const (
+	// MaxHoldWhole bounds a body held whole before it is redacted: a
+	// protobuf Secret, SecretList, List, PartialObjectMetadataList,
+	// ControllerRevision(List), TokenRequest or TokenReview (whose
+	// envelope names the kind first), the part of a protobuf body from a
+	// nested object on, and YAML or CBOR bodies, which this package does
+	// not parse. A body larger than this is replaced (fail closed).
+	MaxHoldWhole = 64 << 20
+	// maxSniff bounds the whitespace read before a body's first byte
+	// decides how it is parsed.
+	maxSniff = 64 << 10
+)
+
+// BodyOptions describe a body handed to NewBody.
+type BodyOptions struct {
+	// ContentType is the body's Content-Type ("" if none or unknown).
+	ContentType string
+	// AssumeSecret: the body was sent to a Secret endpoint (a request to
+	// a path whose resource is secrets, see SecretPath): an object without
+	// a kind is a Secret (a patch), a JSON array is a JSON patch whose
+	// values are all redacted, and a body in a form the package cannot
+	// parse is replaced whole.
+	AssumeSecret bool
+	// Midstream: the body's beginning was not captured. Its bytes cannot
+	// be parsed, so all of them are replaced.
+	Midstream bool
+}
+
+type bmode uint8
+
+const (
+	mSniff   bmode = iota
+	mPass          // not an object: stored as is
+	mReplace       // every byte replaced
+	mJSON          // the streaming JSON walker
+	mProto         // protobuf
+	mWhole         // held whole (YAML, CBOR, JSON media that is not JSON)
+)
+
+// Body redacts one body, decoded (no content or transfer encoding), fed
+// in pieces of any size. It decides by content: how the body begins (a
+// JSON value, the protobuf envelope) picks the parser, and what the parser
+// finds (kinds, members) picks the values to replace; the Content-Type
+// only tells YAML, CBOR and text apart. Every byte handed to Write comes
+// out of emit exactly once, in order, and the same number of bytes comes
+// out as went in; bytes may be held back until what they are is known.
+// A Body is not safe for concurrent use.
+type Body struct {
+	s    *Secrets
+	rep  *Report
+	o    BodyOptions
+	mt   string
+	mode bmode
+
+	sniff   []byte
+	sniffed int // sniff[:sniffed] is whitespace
+	jw      *jsonWalker
+	pb      *protoBody
+	held    []byte // mWhole
+	in      int64  // bytes written
+	changed bool
+	gapped  bool
+	scratch []byte
+}
+
+// NewBody returns a Body that adds what it replaces to rep.
+func (s *Secrets) NewBody(o BodyOptions, rep *Report) *Body {
+	mt, _, _ := mime.ParseMediaType(o.ContentType)
+	b := &Body{s: s, rep: rep, o: o, mt: strings.ToLower(mt)}
+	if o.Midstream {
+		b.mode = mReplace
+		rep.fail(0, 0, "the body's beginning was not captured")
+	}
+	return b
+}
+
+// Changed reports whether any byte emitted so far differs from the input.
+func (b *Body) Changed() bool {
+	return b.changed || b.jw != nil && b.jw.changed || b.pb != nil && b.pb.changed
+}
+
+// Write redacts p; emit is called with the bytes that can be released
+// (valid only during the call).
+func (b *Body) Write(p []byte, emit func([]byte)) {
+	if len(p) == 0 {
+		return
+	}
+	b.in += int64(len(p))
+	switch b.mode {
+	case mSniff:
+		b.sniff = append(b.sniff, p...)
+		if !b.decide(false) {
+			return
+		}
+		p, b.sniff = b.sniff, nil
+		b.Write2(p, emit)
+	default:
+		b.Write2(p, emit)
+	}
+}
+
+// Write2 is Write once the mode is known.
+func (b *Body) Write2(p []byte, emit func([]byte)) {
+	switch b.mode {
+	case mPass:
+		emit(p)
+	case mReplace:
+		b.replaced(p, emit)
+	case mJSON:
+		b.jw.write(p)
+		if out := b.jw.take(); len(out) > 0 {
+			emit(out)
+		}
+	case mProto:
+		b.pb.write(p, emit)
+	case mWhole:
+		if len(b.held)+len(p) > MaxHoldWhole {
+			b.rep.fail(0, 0, "a body larger than the limit for one held whole")
+			b.held = append(b.held, p...)
+			b.replaced(b.held, emit)
+			b.held = nil
+			b.mode = mReplace
+			return
+		}
+		b.held = append(b.held, p...)
+	}
+}
+
+// replaced emits len(p) filler bytes.
+func (b *Body) replaced(p []byte, emit func([]byte)) {
+	b.changed = true
+	b.rep.growFailure(int64(len(p)))
+	for len(p) > 0 {
+		n := min(len(p), 64<<10)
+		if len(b.scratch) < n {
+			b.scratch = make([]byte, 64<<10)
+			fill(b.scratch, unparsedFill)
+		}
+		emit(b.scratch[:n])
+		p = p[n:]
+	}
+}
+
+// decide picks the mode from the sniffed bytes; final: no more bytes will
+// come. It reports whether the mode is known.
+func (b *Body) decide(final bool) bool {
+	i := b.sniffed
+	for i < len(b.sniff) && (b.sniff[i] == ' ' || b.sniff[i] == '\n' || b.sniff[i] == '\r' || b.sniff[i] == '\t') {
+		i++
+	}
+	b.sniffed = i
+	if i == len(b.sniff) && !final && len(b.sniff) < maxSniff {
+		return false
+	}
+	if i == 0 && len(b.sniff) < len(protoMagic) && bytes.HasPrefix(protoMagic, b.sniff) && !final {
+		return false
+	}
+	text := strings.HasPrefix(b.mt, "text/")
+	switch {
+	case bytes.HasPrefix(b.sniff, protoMagic):
+		b.mode = mProto
+		b.pb = &protoBody{s: b.s, rep: b.rep}
+	case i < len(b.sniff) && (b.sniff[i] == '{' || b.sniff[i] == '[') && (!text || b.o.AssumeSecret):
+		b.mode = mJSON
+		b.jw = newJSONWalker(b.s, b.rep, b.o.AssumeSecret)
+	case i == len(b.sniff) && final && !b.o.AssumeSecret:
+		b.mode = mPass // only whitespace
+	case i == len(b.sniff) && !text:
+		// maxSniff bytes of whitespace and more to come: the walker
+		// reads whatever follows (and fails closed on what is not JSON).
+		b.mode = mJSON
+		b.jw = newJSONWalker(b.s, b.rep, b.o.AssumeSecret)
+	case b.structured():
+		b.mode = mWhole
+	case b.o.AssumeSecret:
+		b.mode = mReplace
+		b.rep.fail(0, 0, "a body sent to a Secret endpoint in a form that cannot be parsed")
+	default:
+		b.mode = mPass
+	}
+	return true
+}
+
+// structured reports whether the media type is one that may carry an
+// object the package does not parse (YAML, CBOR, JSON that is not JSON).
+// A body with no Content-Type that is neither JSON nor protobuf is not a
+// Kubernetes object.
+func (b *Body) structured() bool {
+	mt := b.mt
+	switch {
+	case strings.HasSuffix(mt, "json"), strings.HasSuffix(mt, "yaml"), strings.Contains(mt, "cbor"):
+		return true
+	}
+	return false
+}
+
+// Gap tells the Body that n bytes were lost here: what follows cannot be
+// parsed in context, so values still waiting are replaced and, for a
+// parsed body, so is everything after the gap.
+func (b *Body) Gap(n int64, emit func([]byte)) {
+	if b.mode == mSniff {
+		// What the body is was not seen: nothing after the gap can be
+		// trusted.
+		b.mode = mReplace
+		b.rep.fail(0, 0, "bytes were lost before the body's kind was seen")
+		p := b.sniff
+		b.sniff = nil
+		b.Write2(p, emit)
+	}
+	b.gapped = true
+	switch b.mode {
+	case mJSON:
+		b.jw.fail(b.jw.pos, "bytes were lost")
+		if out := b.jw.take(); len(out) > 0 {
+			emit(out)
+		}
+	case mProto:
+		b.pb.gap(emit)
+	case mWhole:
+		b.rep.fail(0, 0, "bytes were lost in a body held whole")
+		b.replaced(b.held, emit)
+		b.held = nil
+		b.mode = mReplace
+	}
+}
+
+// Close ends the body; complete says it ended where its framing said.
+// Everything held is emitted.
+func (b *Body) Close(complete bool, emit func([]byte)) {
+	if b.mode == mSniff {
+		if len(b.sniff) == 0 {
+			return
+		}
+		b.decide(true)
+		p := b.sniff
+		b.sniff = nil
+		b.Write2(p, emit)
+	}
+	switch b.mode {
+	case mJSON:
+		b.jw.end(complete)
+		b.jw.pos = b.jw.base + int64(len(b.jw.buf))
+		if out := b.jw.take(); len(out) > 0 {
+			emit(out)
+		}
+	case mProto:
+		b.pb.close(emit)
+	case mWhole:
+		h := b.held
+		b.held = nil
+		if b.o.AssumeSecret || !complete || b.mayHold(h) {
+			b.rep.fail(0, 0, "a "+b.what()+" body that may hold a Secret cannot be parsed")
+			b.replaced(h, emit)
+			return
+		}
+		if len(h) > 0 {
+			emit(h)
+		}
+	}
+}
+
+func (b *Body) what() string {
+	switch {
+	case strings.HasSuffix(b.mt, "yaml"):
+		return "YAML"
+	case strings.Contains(b.mt, "cbor"):
+		return "CBOR"
+	case b.mt == "":
+		return "untyped"
+	}
+	return b.mt
+}
+
+// mayHold reports whether a body the package cannot parse may hold a
+// credential: it mentions a secret or a token in any case, or (YAML,
+// CBOR) holds an escape or an indefinite-length string that could hide
+// one.
+func (b *Body) mayHold(h []byte) bool {
+	l := bytes.ToLower(h)
+	if bytes.Contains(l, []byte("secret")) || bytes.Contains(l, []byte("token")) {
+		return true
+	}
+	switch {
+	case strings.HasSuffix(b.mt, "yaml"):
+		return bytes.IndexByte(h, '\\') >= 0
+	case strings.Contains(b.mt, "cbor"):
+		return bytes.IndexByte(h, 0x7f) >= 0 || bytes.IndexByte(h, 0x5f) >= 0
+	}
+	return false
+}
+
+// protoBody is the protobuf path of a Body. The envelope's kind comes
+// first: kinds that hold credentials or objects (see special) are held
+// whole and walked at the end; other kinds are typed messages that can
+// hold a Secret only inside a nested envelope, so they stream until a
+// nested envelope's magic appears, and the rest is held and walked.
+type protoBody struct {
+	s       *Secrets
+	rep     *Report
+	st      pstate
+	held    []byte
+	heldOff int64 // absolute offset of held[0]
+	pos     int64 // bytes written
+	tail    []byte
+	changed bool
+	scratch []byte
+}
+
+type pstate uint8
+
+const (
+	pHeader   pstate = iota // reading the root envelope's header
+	pHoldAll                // a special kind: all of it held
+	pPass                   // a typed message: streamed, scanning for a nested envelope
+	pHoldRest               // from a nested envelope on: held
+	pReplace                // failed closed: every byte replaced
+)
+
+func (p *protoBody) write(b []byte, emit func([]byte)) {
+	p.pos += int64(len(b))
+	switch p.st {
+	case pHeader:
+		p.held = append(p.held, b...)
+		kind, _, _, _, ok := envelopeHeader(p.held)
+		switch {
+		case ok && !special(kind):
+			h := p.held
+			p.held = nil
+			p.st = pPass
+			p.tail = append(p.tail[:0], h[:len(protoMagic)]...) // the root's own magic is not a nested one
+			emit(p.tail)
+			p.tail = p.tail[:0]
+			p.pass(h[len(protoMagic):], p.heldOff+int64(len(protoMagic)), emit)
+		case ok, len(p.held) > maxEnvelopeHeader:
+			p.st = pHoldAll
+		}
+	case pHoldAll, pHoldRest:
+		if len(p.held)+len(b) > MaxHoldWhole {
+			p.rep.fail(p.heldOff, 0, "a protobuf object larger than the limit for one held whole")
+			p.st = pReplace
+			p.replace(p.held, emit)
+			p.held = nil
+			p.replace(b, emit)
+			return
+		}
+		p.held = append(p.held, b...)
+	case pPass:
+		p.pass(b, p.pos-int64(len(b)), emit)
+	case pReplace:
+		p.replace(b, emit)
+	}
+}
+
+// pass streams b (at absolute offset off) until a nested envelope begins.
+func (p *protoBody) pass(b []byte, off int64, emit func([]byte)) {
+	d := append(p.tail, b...)
+	doff := off - int64(len(p.tail))
+	if k := bytes.Index(d, protoMagic); k >= 0 {
+		if k > 0 {
+			emit(d[:k])
+		}
+		p.held = append([]byte(nil), d[k:]...)
+		p.heldOff = doff + int64(k)
+		p.tail = p.tail[:0]
+		p.st = pHoldRest
+		if len(p.held) > MaxHoldWhole {
+			p.rep.fail(p.heldOff, 0, "a protobuf object larger than the limit for one held whole")
+			p.st = pReplace
+			p.replace(p.held, emit)
+			p.held = nil
+		}
+		return
+	}
+	keep := min(len(d), len(protoMagic)-1)
+	if n := len(d) - keep; n > 0 {
+		emit(d[:n])
+	}
+	p.tail = append(p.tail[:0:0], d[len(d)-keep:]...)
+}
+
+func (p *protoBody) replace(b []byte, emit func([]byte)) {
+	if len(b) == 0 {
+		return
+	}
+	p.changed = true
+	p.rep.growFailure(int64(len(b)))
+	if len(p.scratch) < 64<<10 {
+		p.scratch = make([]byte, 64<<10)
+		fill(p.scratch, unparsedFill)
+	}
+	for len(b) > 0 {
+		n := min(len(b), len(p.scratch))
+		emit(p.scratch[:n])
+		b = b[n:]
+	}
+}
+
+// walkHeld redacts the held bytes and emits them.
+func (p *protoBody) walkHeld(emit func([]byte)) {
+	h := p.held
+	p.held = nil
+	if len(h) == 0 {
+		return
+	}
+	var out []byte
+	var changed bool
+	var rep Report
+	switch p.st {
+	case pHoldRest:
+		w := protoWalker{s: p.s}
+		w.scan(h, 0, 0, 0)
+		out, changed = w.apply(p.s, h, &rep)
+	default:
+		out, changed = p.s.protoWhole(h, &rep)
+	}
+	for i := range rep.failures {
+		rep.failures[i].Offset += p.heldOff
+	}
+	p.rep.Merge(&rep)
+	p.changed = p.changed || changed
+	emit(out)
+}
+
+func (p *protoBody) gap(emit func([]byte)) {
+	switch p.st {
+	case pHeader, pHoldAll, pHoldRest:
+		p.rep.fail(p.heldOff, 0, "bytes were lost in a protobuf object")
+		p.replace(p.held, emit)
+		p.held = nil
+		p.st = pReplace
+	case pPass:
+		if len(p.tail) > 0 {
+			emit(p.tail)
+			p.tail = p.tail[:0]
+		}
+	}
+}
+
+func (p *protoBody) close(emit func([]byte)) {
+	switch p.st {
+	case pHeader:
+		h := p.held
+		p.held = nil
+		if mayHoldProto(h) {
+			p.rep.fail(0, 0, "a protobuf body too short to parse")
+			p.replace(h, emit)
+			return
+		}
+		if len(h) > 0 {
+			emit(h)
+		}
+	case pHoldAll, pHoldRest:
+		p.walkHeld(emit)
+	case pPass:
+		if len(p.tail) > 0 {
+			emit(p.tail)
+			p.tail = p.tail[:0]
+		}
+	}
+}

@@ -1,0 +1,110 @@
+// Package redact keeps credentials out of session files. Every record
+// source (packet captures, live capture, the recording proxy) goes through
+// it, in package capture's exchange builder, before anything reaches a
+// formats.Writer.
+//
+// # What is removed
+//
+// Always, whatever the mode (wtrace record --keep-secrets does not change
+// these):
+//
+//   - Header values (Header): Authorization, Proxy-Authorization, Cookie,
+//     Set-Cookie, X-Auth-Token, X-Api-Key, X-CSRF-Token,
+//     Sec-WebSocket-Protocol; any field whose name contains token, secret,
+//     passw, auth, key, credential, signature, session, cookie, bearer or
+//     jwt (X-Vault-Token, WWW-Authenticate…); any value that is an
+//     Authorization scheme with credentials (Bearer, Basic, Digest,
+//     Negotiate, NTLM, Token, AWS4-HMAC-SHA256), Kubernetes' websocket
+//     bearer subprotocol, or a JSON Web Token. Only the name and the
+//     value's length are kept. HTTP/2 fields the sender marked
+//     never-indexed are removed too (package capture).
+//   - Request-target credentials (Target): the value of every query
+//     parameter whose decoded name contains one of the words above
+//     (access_token, token, id_token, client_secret, api_key, …) or whose
+//     value looks like a credential, and the userinfo of an absolute-form
+//     target. Replaced in place, same length; the path is kept.
+//
+// By default (a Secrets in use; --keep-secrets keeps these), in bodies,
+// watch events and the partial events at the end of cut streams:
+//
+//   - Secret data and stringData values, in every shape a Secret takes: an
+//     object of kind Secret anywhere (a GET, a watch event, an item of a v1
+//     List, a Table row's object, an AdmissionReview's object, an object
+//     embedded in a ControllerRevision or a custom resource), the items of
+//     a SecretList (which carry no kind), a SecretList nested in a List.
+//     ServiceAccount token, bootstrap token, docker config, TLS and Helm
+//     release Secrets are Secrets like any other.
+//   - The kubectl.kubernetes.io/last-applied-configuration annotation of a
+//     Secret, wherever it appears: on the Secret; on a
+//     PartialObjectMetadata (metadata-only informers, Table rows with
+//     includeObject=Metadata) or an object without a kind, if the
+//     annotation's own content is a Secret, holds one, or cannot be parsed.
+//   - TokenRequest status.token (kubectl create token) and TokenReview
+//     spec.token.
+//   - In a body sent to a Secret endpoint (SecretPath: a path whose
+//     percent-decoded segment is "secrets"): an object without a kind is a
+//     Secret (a merge or strategic-merge patch, an apply), and every value
+//     a JSON patch (RFC 6902) sets is replaced.
+//
+// Each value is replaced by a placeholder of exactly its length (see
+// Secrets), so JSON and protobuf framing, Content-Length, chunk
+// boundaries and offsets stay valid, base64 stays base64 of the same
+// decoded length, and replay serves objects clients still decode.
+//
+// # What is kept
+//
+// Everything else, byte for byte: the keys of Secret data, names, labels,
+// other annotations, types, resourceVersions; ConfigMaps, even when they
+// hold a kubeconfig or a password (a ConfigMap is not a credential store
+// by contract); environment variables of Pods; CertificateSigningRequest
+// status.certificate (a certificate is public; the private key never
+// reaches the apiserver); the last-applied-configuration of objects that
+// are not Secrets; pod logs and exec/attach streams; the Table cells of
+// Secrets (name, type, number of keys, age).
+//
+// # Deciding by content, failing closed
+//
+// What a body is decides, never only the request path, and a body whose
+// request was not captured is read the same way. Body picks its parser by
+// how the body begins (a JSON value, the "k8s\x00" protobuf envelope) and
+// the Content-Type (YAML, CBOR, text). JSON is read by a streaming walker
+// that finds kinds, lists, Table rows, metadata-only objects, watch event
+// wrappers and nested lists at any depth, holding back only values whose
+// object's kind has not been seen yet (kind after data, a list's kind
+// after its items); protobuf by the envelope's kind (Secret, SecretList,
+// List, PartialObjectMetadata(List), ControllerRevision(List),
+// TokenRequest, TokenReview, WatchEvent are parsed; any other kind is a
+// typed message that can hold a Secret only inside a nested envelope,
+// which is found wherever it is).
+//
+// The fail-closed rule: bytes that may hold a credential and cannot be
+// parsed are replaced whole, same length, and reported
+// (formats.RedactUnparsed, an Anomaly in the session): JSON that is
+// malformed or nested deeper than MaxDepth (from where parsing stopped),
+// a body or event cut before an object's kind was seen (its waiting
+// values), a body whose beginning was not captured or that lost bytes
+// (from the gap on), protobuf that does not parse, YAML and CBOR bodies
+// that mention a secret or a token (this package parses neither), a body
+// to a Secret endpoint in a form it cannot parse, a body larger than the
+// limits below, a content coding that cannot be decoded (package capture).
+// A partial protobuf event is always replaced. An object whose "kind"
+// member is repeated with another value fails closed from there;
+// duplicated members are otherwise taken as the first one says.
+//
+// # Limits and memory
+//
+// A JSON body streams: the walker holds only bytes from the first value
+// whose fate is not known yet, at most MaxHold (16 MiB; past it those
+// values are replaced). Protobuf objects of the kinds above are held
+// whole, at most MaxHoldWhole (64 MiB; past it replaced), as are YAML and
+// CBOR bodies; other protobuf kinds stream. Nesting is bounded by
+// MaxDepth. Watch events are redacted whole (at most 16 MiB, the frame
+// limit) and copied only when something is replaced; an event that names
+// none of Secret, TokenRequest or TokenReview (and hides no letter
+// behind a \u escape) is returned untouched without being parsed.
+//
+// # Concurrency
+//
+// Secrets is safe for concurrent use; a Body and a Report are used by
+// one goroutine.
+package redact

@@ -1,0 +1,59 @@
+package redact
+
+import (
+	"github.com/wtrace/wtrace/frame"
+)
+
+// Event redacts one watch event's exact bytes (frame.Event.Data) in
+// format f, adding what it replaced to rep. It returns data itself when
+// nothing is replaced, else a redacted copy of the same length. An event
+// that may hold a credential but does not parse is replaced from where it
+// stops parsing (JSON) or whole (protobuf); the length prefix and the
+// other events of the stream are untouched.
+func (s *Secrets) Event(f frame.Format, data []byte, rep *Report) []byte {
+	switch f {
+	case frame.JSON:
+		if !mayHoldJSON(data) {
+			return data
+		}
+		return newJSONWalker(s, rep, false).whole(data, true)
+	case frame.Protobuf:
+		if !mayHoldProto(data) {
+			return data
+		}
+		p := protoWalker{s: s}
+		p.object(protoKindWatchEvnt, data, 0, 0)
+		out, _ := p.apply(s, data, rep)
+		return out
+	}
+	return data
+}
+
+// Tail redacts the bytes after the last event of a watch body (End.Tail):
+// whitespace, or the partial event a cut stream left. A partial JSON
+// event goes through the same walker as whole ones, and every value whose
+// object's kind it does not reach is replaced (fail closed); a partial
+// protobuf event is replaced whole.
+func (s *Secrets) Tail(f frame.Format, tail []byte, rep *Report) []byte {
+	if onlySpace(tail) {
+		return tail
+	}
+	switch f {
+	case frame.JSON:
+		return newJSONWalker(s, rep, false).whole(tail, false)
+	default:
+		out := make([]byte, len(tail))
+		fill(out, unparsedFill)
+		rep.fail(0, int64(len(tail)), "a partial protobuf event")
+		return out
+	}
+}
+
+func onlySpace(b []byte) bool {
+	for _, c := range b {
+		if c != ' ' && c != '\n' && c != '\r' && c != '\t' {
+			return false
+		}
+	}
+	return true
+}

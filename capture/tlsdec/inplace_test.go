@@ -1,0 +1,171 @@
+package tlsdec
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// lossSink captures the data and the losses, with how much data of the
+// direction came before each.
+type lossSink struct {
+	capSink
+	losses []Loss
+	before []int
+}
+
+func (s *lossSink) Lost(l Loss) {
+	s.losses = append(s.losses, l)
+	s.before = append(s.before, len(s.data[l.Dir]))
+}
+
+// garbled returns ps with bytes of direction d changed in place: at each
+// wire offset of at, XOR with x.
+func garbled(ps []piece, d Direction, at []int, x byte) []piece {
+	out := make([]piece, len(ps))
+	off := 0
+	for i, p := range ps {
+		out[i] = p
+		if p.dir != d {
+			continue
+		}
+		out[i].data = bytes.Clone(p.data)
+		for _, a := range at {
+			if a >= off && a < off+len(p.data) {
+				out[i].data[a-off] ^= x
+			}
+		}
+		off += len(p.data)
+	}
+	return out
+}
+
+// TestResyncInPlace garbles bytes inside records of real crypto/tls
+// connections, in place (no byte missing, no Gap call): the records that
+// no longer authenticate are skipped — whether their body, their header
+// (type, version, length) or their outer type was hit — decryption
+// resynchronizes at the next record, every other record is delivered,
+// the LossSink hears of each damaged region before the data after it, and
+// the note says where.
+func TestResyncInPlace(t *testing.T) {
+	tests := []struct {
+		name string
+		// at returns the wire offsets to garble and the records that
+		// lose their data, given the record table from its middle m.
+		at      func(tab []recInfo, m int) (at []int, bad []int)
+		x       byte
+		regions int
+	}{
+		{"body", func(tab []recInfo, m int) ([]int, []int) {
+			m = bigIndex(tab, m)
+			return []int{tab[m].start + 40}, []int{m}
+		}, 0x10, 1},
+		{"last-byte", func(tab []recInfo, m int) ([]int, []int) {
+			return []int{tab[m].end - 1}, []int{m}
+		}, 0x80, 1},
+		{"type", func(tab []recInfo, m int) ([]int, []int) {
+			return []int{tab[m].start}, []int{m}
+		}, 0xa5, 1},
+		{"version", func(tab []recInfo, m int) ([]int, []int) {
+			return []int{tab[m].start + 2}, []int{m}
+		}, 0x40, 1},
+		{"length-longer", func(tab []recInfo, m int) ([]int, []int) {
+			m = bigIndex(tab, m)
+			return []int{tab[m].start + 3}, []int{m} // + up to 0x0800... within the limit or not
+		}, 0x08, 1},
+		{"length-shorter", func(tab []recInfo, m int) ([]int, []int) {
+			m = bigIndex(tab, m)
+			return []int{tab[m].start + 4}, []int{m}
+		}, 0x01, 1},
+		{"two-records-in-a-row", func(tab []recInfo, m int) ([]int, []int) {
+			return []int{tab[m].start + 20, tab[m+1].start + 20}, []int{m, m + 1}
+		}, 0x04, 1},
+		{"two-regions", func(tab []recInfo, m int) ([]int, []int) {
+			return []int{tab[m].start + 20, tab[m+5].end - 3}, []int{m, m + 5}
+		}, 0x04, 2},
+	}
+	for _, ss := range resyncSessions {
+		t.Run(ss.name, func(t *testing.T) {
+			s := runWritesSession(t, ss.cfg, writeSizes(60, 2))
+			d := ServerToClient
+			tab := recTable(t, s, d)
+			m := len(tab) / 2
+			for _, tc := range tests {
+				t.Run(tc.name, func(t *testing.T) {
+					at, bad := tc.at(tab, m)
+					var want []byte
+					isBad := map[int]bool{}
+					for _, b := range bad {
+						isBad[b] = true
+					}
+					for i, r := range tab {
+						if !isBad[i] {
+							want = append(want, r.plain...)
+						}
+					}
+					for mode := range 2 { // writes, random pieces
+						ps := garbled(feedModes[mode].cut(s, newRand(mode)), d, at, tc.x)
+						sink := &lossSink{}
+						c := NewConn(mustKeyLog(t, s.keylog), sink, Options{MaxPending: 64 << 20})
+						for _, p := range ps {
+							if err := c.Feed(p.dir, p.data, p.t); err != nil {
+								t.Fatalf("%s: Feed: %v", feedModes[mode].name, err)
+							}
+						}
+						checkBounded(t, c)
+						in := c.Info()
+						di := in.Dir[d]
+						if got := sink.data[d]; !bytes.Equal(got, want) {
+							t.Fatalf("%s: got %d bytes of plaintext, want %d (first difference at %d); Note %q", feedModes[mode].name, len(got), len(want), firstDiff(got, want), in.Note)
+						}
+						if !bytes.Equal(sink.data[1-d], s.plain[1-d]) {
+							t.Fatalf("the other direction lost data")
+						}
+						if di.Damaged != tc.regions || di.Resyncs != tc.regions || di.LostRecords != int64(len(bad)) || di.Stopped || di.Resyncing || di.Err != nil {
+							t.Fatalf("Info.Dir = %+v; want %d damaged regions resynchronized, %d records lost", di, tc.regions, len(bad))
+						}
+						if in.Decrypted {
+							t.Fatalf("Info.Decrypted with damaged records")
+						}
+						if len(sink.losses) != tc.regions {
+							t.Fatalf("losses %v; want %d", sink.losses, tc.regions)
+						}
+						l := sink.losses[0]
+						first := tab[bad[0]]
+						n := 1
+						if tc.regions == 1 {
+							n = len(bad)
+						}
+						resumed := tab[bad[n-1]+1].start
+						if l.Dir != d || l.Offset != int64(first.start) || l.Records != int64(n) || l.Resumed != int64(resumed) ||
+							l.Skipped != int64(resumed-first.start) || sink.before[0] != len(prefixBefore(tab, first.start)) {
+							t.Fatalf("loss %+v after %d bytes; want records from offset %d, %d lost, resumed at %d, after %d bytes", l, sink.before[0], first.start, n, resumed, len(prefixBefore(tab, first.start)))
+						}
+						var lostPlain int
+						for _, b := range bad[:n] {
+							lostPlain += len(tab[b].plain)
+						}
+						if strings.HasPrefix(ss.name, "tls13") || !strings.Contains(ss.name, "cbc") {
+							if l.Plaintext < int64(lostPlain)-int64(n)*256 || l.Plaintext > int64(lostPlain)+int64(n)*256 {
+								t.Errorf("loss estimates %d bytes of data; the records held %d", l.Plaintext, lostPlain)
+							}
+						}
+						note := fmt.Sprintf("server->client: record %d at offset %d did not authenticate (", l.Record, l.Offset)
+						if !strings.Contains(in.Note, note) || !strings.Contains(in.Note, fmt.Sprintf("resynchronized at offset %d", resumed)) {
+							t.Fatalf("Note %q; want %q… resynchronized at offset %d", in.Note, note, resumed)
+						}
+					}
+				})
+			}
+		})
+	}
+}
+
+// bigIndex returns the index of the first record from i with at least 500
+// bytes.
+func bigIndex(tab []recInfo, i int) int {
+	for ; tab[i].end-tab[i].start < 500; i++ {
+	}
+	return i
+}
