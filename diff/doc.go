@@ -51,9 +51,9 @@
 // are compared, what always differs between runs is left out:
 // resourceVersion and uid (anywhere), generation, managedFields and the
 // list continue token (in metadata), the values of timestamp fields
-// (names ending in Time, Timestamp or At holding an RFC 3339 time or
-// null: creationTimestamp, lastTransitionTime, startedAt, …; their
-// presence still counts), and the values of redaction placeholders
+// (names ending in Time, Timestamp or At holding an RFC 3339 time:
+// creationTimestamp, lastTransitionTime, startedAt, …; whether one is set
+// still counts, null being unset), and the values of redaction placeholders
 // (their lengths still count). Options.Ignore leaves out more paths. Member
 // order does not matter. Pairs that differ in bytes but not after this
 // are counted in Counts.BytesOnly and are not differences. A changed

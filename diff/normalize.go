@@ -22,9 +22,10 @@ import (
 //   - in an object under a member "metadata": "generation", "managedFields"
 //     and "continue" are removed;
 //   - a member whose name ends in "Time", "Timestamp" or "At"
-//     (creationTimestamp, lastTransitionTime, startedAt, renewTime, …) and
-//     whose value is null or a string shaped like an RFC 3339 time keeps
-//     its place but not its value (it reads "<timestamp>");
+//     (creationTimestamp, lastTransitionTime, startedAt, renewTime, …)
+//     whose value is a string shaped like an RFC 3339 time keeps its place
+//     but not its value (it reads "<timestamp>"); with a null value it is
+//     removed (an unset time: encoders write null or nothing);
 //   - a string that is a redaction placeholder (capture/redact replaces
 //     each Secret value by "redacted-" and a hash keyed per recording,
 //     repeated to the value's length, or by the base64 of that) reads
@@ -191,8 +192,13 @@ func (r *rules) member(inMeta bool, key string, val []byte) action {
 			return drop
 		}
 	}
-	if isTimeKey(key) && (string(val) == "null" || looksLikeTime(val)) {
-		return stamp
+	if isTimeKey(key) {
+		switch {
+		case string(val) == "null":
+			return drop // an unset time: null or absent, as encoders differ
+		case looksLikeTime(val):
+			return stamp
+		}
 	}
 	return keep
 }

@@ -1,8 +1,11 @@
 package diff
 
 import (
+	"bytes"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // controllerRun is the writes a controller makes, as hand-built
@@ -164,4 +167,29 @@ func kinds(k []Kind) []string {
 		s[i] = string(v)
 	}
 	return s
+}
+
+// TestWriteProtobufBody: a create sent as protobuf is the same as one sent
+// as JSON with the same object; another value shows as a JSON diff.
+func TestWriteProtobufBody(t *testing.T) {
+	js := createBody("cm-1")
+	pb := func(body []byte) []byte {
+		u := runtime.Unknown{TypeMeta: runtime.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, Raw: protoOf(t, body)}
+		b, err := u.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append([]byte(protoMagic), b...)
+	}
+	a := writeSession(t, "a.wt", sx{method: "POST", target: cmPath, ctype: "application/json", body: js, status: 201})
+	b := writeSession(t, "b.wt", sx{method: "POST", target: cmPath, ctype: "application/vnd.kubernetes.protobuf", body: pb(js), status: 201})
+	if rep := mustDiff(t, a, b, Options{}); !rep.Same || rep.Summary.Writes.Compared != 1 {
+		t.Fatalf("JSON and protobuf creates: %+v %+v", rep.Summary.Writes, all(rep))
+	}
+	other := bytes.Replace(js, []byte(`"k":"v"`), []byte(`"k":"w"`), 1)
+	b = writeSession(t, "b.wt", sx{method: "POST", target: cmPath, ctype: "application/vnd.kubernetes.protobuf", body: pb(other), status: 201})
+	ds := all(mustDiff(t, a, b, Options{}))
+	if len(ds) != 1 || !strings.Contains(ds[0].Diff, "-    \"k\": \"v\"\n+    \"k\": \"w\"\n") {
+		t.Fatalf("differences %+v", ds)
+	}
 }
