@@ -64,7 +64,7 @@ the same, 1 they differ, 2 an error (a file that cannot be read, a bad flag).`,
 	f.DurationVar(&o.tolerance, "time-tolerance", diff.DefaultTimeTolerance, "how far an event may move in its stream's time before it is a difference; 0 leaves timing out")
 	f.StringSliceVar(&o.only, "only", nil, "compare only these `categories`: write, event, stream, exchange")
 	f.BoolVar(&o.json, "json", false, "print the report as JSON")
-	f.IntVar(&o.max, "max", diff.DefaultMaxDifferences, "list at most `N` differences (all are counted)")
+	f.IntVar(&o.max, "max", diff.DefaultMaxDifferences, "list at most `N` differences (all are counted; 0 lists none)")
 	return c
 }
 
