@@ -19,7 +19,7 @@
 //     resource and API group, namespace, name, subresource, as the path
 //     names them; a create names the object its body does (metadata.name,
 //     or metadata.generateName and "*") — and paired in request order by
-//     verb. Their bodies (and the query parameters that do not vary from
+//     verb (a PATCH by its kind too: json, merge, strategic, apply). Their bodies (and the query parameters that do not vary from
 //     run to run) are compared as normalized JSON; their statuses too.
 //     Unpaired writes are missing or extra; a write that pairs only out
 //     of order is reordered.
@@ -83,7 +83,7 @@
 //	     "differences": [
 //	       {"category": "write",          // write, event, stream, exchange
 //	        "kind": "changed",            // missing, extra, reordered, changed, status, resourceVersion, timing
-//	        "what": "PUT",                // a write's verb, an event's type, an exchange's method
+//	        "what": "PUT",                // a write's verb ("PATCH (merge)"), an event's type, an exchange's method
 //	        "stream": "…",                // events and streams: "watch configmaps -n demo"
 //	        "a": {"exchange": 1, "request": "PUT /api/v1/…", "seq": 0, "index": 0, "time": "…",
 //	              "offset": 0, "status": 200, "resourceVersion": "…", "name": "demo/cm-1"},

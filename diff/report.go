@@ -96,7 +96,7 @@ const (
 type Difference struct {
 	Category Category `json:"category"`
 	Kind     Kind     `json:"kind"`
-	// What is the verb of a write ("PUT"), the type of an event
+	// What is the verb of a write ("PUT", "PATCH (apply)"), the type of an event
 	// ("MODIFIED"), or the method of an exchange ("GET").
 	What string `json:"what,omitempty"`
 	// Stream names the watch stream of an event or stream difference

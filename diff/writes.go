@@ -19,7 +19,7 @@ func (c *comparer) compareWrites() error {
 		al := &aligner[*exch]{
 			nextA:  sliceSource(c.a.writes[o]),
 			nextB:  sliceSource(c.b.writes[o]),
-			key:    func(e *exch) string { return e.req.method },
+			key:    func(e *exch) string { return e.verb() },
 			size:   func(*exch) int64 { return 0 },
 			window: c.window,
 			limbo:  c.window,
@@ -63,13 +63,13 @@ func (c *comparer) writePair(o Object, op opKind, a, b *exch) {
 	case opMissing:
 		n.Missing++
 		if c.listing() {
-			c.add(subject, obj, Difference{Category: CategoryWrite, Kind: KindMissing, What: a.req.method, A: a.place()})
+			c.add(subject, obj, Difference{Category: CategoryWrite, Kind: KindMissing, What: a.verb(), A: a.place()})
 		}
 		return
 	case opExtra:
 		n.Extra++
 		if c.listing() {
-			c.add(subject, obj, Difference{Category: CategoryWrite, Kind: KindExtra, What: b.req.method, B: b.place()})
+			c.add(subject, obj, Difference{Category: CategoryWrite, Kind: KindExtra, What: b.verb(), B: b.place()})
 		}
 		return
 	}
@@ -77,7 +77,7 @@ func (c *comparer) writePair(o Object, op opKind, a, b *exch) {
 	if a.status != b.status {
 		n.Status++
 		if c.listing() {
-			c.add(subject, obj, Difference{Category: CategoryWrite, Kind: KindStatus, What: a.req.method, A: a.place(), B: b.place(),
+			c.add(subject, obj, Difference{Category: CategoryWrite, Kind: KindStatus, What: a.verb(), A: a.place(), B: b.place(),
 				Detail: fmt.Sprintf("status %d → %d", a.status, b.status)})
 		}
 	}
@@ -91,7 +91,7 @@ func (c *comparer) writePair(o Object, op opKind, a, b *exch) {
 	if op == opReordered {
 		n.Reordered++
 		if c.listing() {
-			d := Difference{Category: CategoryWrite, Kind: KindReordered, What: a.req.method, A: a.place(), B: b.place()}
+			d := Difference{Category: CategoryWrite, Kind: KindReordered, What: a.verb(), A: a.place(), B: b.place()}
 			if !same {
 				d.Detail = "and changed"
 				d.Diff = c.writeDiff(a, b)
@@ -101,9 +101,28 @@ func (c *comparer) writePair(o Object, op opKind, a, b *exch) {
 		return
 	}
 	if !same && c.listing() {
-		c.add(subject, obj, Difference{Category: CategoryWrite, Kind: KindChanged, What: a.req.method, A: a.place(), B: b.place(),
+		c.add(subject, obj, Difference{Category: CategoryWrite, Kind: KindChanged, What: a.verb(), A: a.place(), B: b.place(),
 			Diff: c.writeDiff(a, b), Detail: noteOf(a.reqDoc, b.reqDoc)})
 	}
+}
+
+// verb is what pairs writes of one object: the method, and for a PATCH
+// its kind (a JSON patch and a server-side apply are different writes).
+func (e *exch) verb() string {
+	if e.req.method != "PATCH" {
+		return e.req.method
+	}
+	switch e.req.ctype {
+	case "application/json-patch+json":
+		return "PATCH (json)"
+	case "application/merge-patch+json":
+		return "PATCH (merge)"
+	case "application/strategic-merge-patch+json":
+		return "PATCH (strategic)"
+	case "application/apply-patch+yaml", "application/apply-patch+cbor":
+		return "PATCH (apply)"
+	}
+	return "PATCH"
 }
 
 func firstNonNil(a, b *exch) *exch {
