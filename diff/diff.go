@@ -56,6 +56,17 @@ type Options struct {
 	// MaxBodySize bounds what is decoded to be normalized. 0 means
 	// DefaultMaxBodySize.
 	MaxBodySize int64
+	// CollapseRepeats leaves out of the comparison every write that
+	// repeats an earlier write of its object in the same session: same
+	// verb and parameters, same normalized body, same status. A
+	// level-triggered controller repeats its idempotent writes (an
+	// update to what is already there, a create answered 409) as often
+	// as events wake it, and how often depends on timing — how the
+	// workqueue coalesced events, how fast the server answered — not on
+	// its logic; with CollapseRepeats a regression check compares the
+	// distinct writes, in the order each was first made. Counts.Repeats
+	// says how many were left out.
+	CollapseRepeats bool
 	// Window and WindowBytes bound the look-ahead of the event and write
 	// alignment. 0 means DefaultWindow, DefaultWindowBytes.
 	Window      int

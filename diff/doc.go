@@ -19,10 +19,14 @@
 //     resource and API group, namespace, name, subresource, as the path
 //     names them; a create names the object its body does (metadata.name,
 //     or metadata.generateName and "*") — and paired in request order by
-//     verb (a PATCH by its kind too: json, merge, strategic, apply). Their bodies (and the query parameters that do not vary from
-//     run to run) are compared as normalized JSON; their statuses too.
+//     verb (a PATCH by its kind too: json, merge, strategic, apply).
+//     Their bodies (and the query parameters that do not vary from run
+//     to run) are compared as normalized JSON; their statuses too.
 //     Unpaired writes are missing or extra; a write that pairs only out
-//     of order is reordered.
+//     of order is reordered. With Options.CollapseRepeats a write that
+//     repeats an earlier one of its object (verb, parameters, normalized
+//     body, status) is left out: a controller's idempotent writes are
+//     compared once, however often timing made it repeat them.
 //   - A watch (watch=true, a legacy /watch/ path, or a body the recorder
 //     split into events). Watches are grouped into streams per scope —
 //     method, path, selectors, and any Accept transformation (as=Table) —
@@ -74,7 +78,7 @@
 //	  "same": false,
 //	  "summary": {            // writes, events, streams, exchanges: the same fields, 0 where they do not apply
 //	    "writes":    {"compared": 3, "missing": 0, "extra": 1, "reordered": 0, "changed": 1, "status": 0,
-//	                  "resourceVersion": 0, "timing": 0, "bytesOnly": 2},
+//	                  "resourceVersion": 0, "timing": 0, "bytesOnly": 2, "repeats": 0},
 //	    "events":    {…}, "streams": {…}, "exchanges": {…}
 //	  },
 //	  "groups": [

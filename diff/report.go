@@ -51,6 +51,10 @@ type Counts struct {
 	// after normalization (resourceVersions, timestamps, encoding): not a
 	// difference.
 	BytesOnly int `json:"bytesOnly"`
+	// Repeats counts the writes left out, in both sessions, as repeats of
+	// an earlier write of their object (Options.CollapseRepeats; writes
+	// only): not a difference.
+	Repeats int `json:"repeats"`
 }
 
 // Differences is the number of differences c counts (BytesOnly and
@@ -226,6 +230,9 @@ func countLine(c Counts) string {
 	}
 	if c.BytesOnly > 0 {
 		s += fmt.Sprintf(" (%d differ only in ignored fields)", c.BytesOnly)
+	}
+	if c.Repeats > 0 {
+		s += fmt.Sprintf(" (%d repeats left out)", c.Repeats)
 	}
 	return s
 }

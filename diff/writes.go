@@ -16,9 +16,13 @@ func (c *comparer) compareWrites() error {
 		}
 	}
 	for _, o := range objs {
+		wa, wb := c.a.writes[o], c.b.writes[o]
+		if c.opts.CollapseRepeats {
+			wa, wb = c.firsts(wa), c.firsts(wb)
+		}
 		al := &aligner[*exch]{
-			nextA:  sliceSource(c.a.writes[o]),
-			nextB:  sliceSource(c.b.writes[o]),
+			nextA:  sliceSource(wa),
+			nextB:  sliceSource(wb),
 			key:    func(e *exch) string { return e.verb() },
 			size:   func(*exch) int64 { return 0 },
 			window: c.window,
@@ -34,6 +38,37 @@ func (c *comparer) compareWrites() error {
 		}
 	}
 	return nil
+}
+
+// writeID is what makes a write a repeat of another (Options.CollapseRepeats).
+type writeID struct {
+	verb, key string
+	normOK    bool
+	hash      uint64
+	size      int64
+	status    int
+}
+
+// firsts returns the writes of one object that repeat no earlier one,
+// counting the others in Summary.Writes.Repeats.
+func (c *comparer) firsts(ws []*exch) []*exch {
+	seen := make(map[writeID]bool, len(ws))
+	out := make([]*exch, 0, len(ws))
+	for _, e := range ws {
+		id := writeID{verb: e.verb(), key: e.req.key, normOK: e.reqDoc.normOK, status: e.status}
+		if id.normOK {
+			id.hash = e.reqDoc.norm
+		} else {
+			id.hash, id.size = e.reqDoc.raw, e.reqDoc.size
+		}
+		if seen[id] {
+			c.rep.Summary.Writes.Repeats++
+			continue
+		}
+		seen[id] = true
+		out = append(out, e)
+	}
+	return out
 }
 
 // sliceSource reads a slice in order.

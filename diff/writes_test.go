@@ -193,3 +193,38 @@ func TestWriteProtobufBody(t *testing.T) {
 		t.Fatalf("differences %+v", ds)
 	}
 }
+
+// TestWriteRepeats: a controller that repeated its idempotent writes more
+// often in one run (a create answered 409, the same PATCH again) differs
+// in extra writes; with CollapseRepeats each object's distinct writes are
+// compared and it is the same, the repeats counted. A repeat with another
+// status or body is no repeat.
+func TestWriteRepeats(t *testing.T) {
+	create409 := sx{method: "POST", target: cmPath + "?fieldManager=ctrl", ctype: "application/json", body: createBody("cm-1"), status: 409}
+	patch := sx{method: "PATCH", target: cmPath + "/cm-0?fieldManager=ctrl", ctype: "application/merge-patch+json",
+		body: []byte(`{"metadata":{"labels":{"seen":"true"}}}`)}
+	a := writeSession(t, "a.wt", controllerRun(100, "yes", create409)...)
+	b := writeSession(t, "b.wt", controllerRun(5000, "yes", create409, patch, create409, patch)...)
+	if rep := mustDiff(t, a, b, Options{}); rep.Same || rep.Summary.Writes.Extra != 3 {
+		t.Errorf("without CollapseRepeats: writes %+v; want 3 extra", rep.Summary.Writes)
+	}
+	rep := mustDiff(t, a, b, Options{CollapseRepeats: true})
+	if w := rep.Summary.Writes; !rep.Same || w.Repeats != 3 || w.Compared != 4 {
+		t.Errorf("with CollapseRepeats: same %v, writes %+v, differences %+v; want the same, 4 compared, 3 repeats", rep.Same, w, all(rep))
+	}
+	var text strings.Builder
+	rep.WriteText(&text, TextOptions{})
+	if !strings.Contains(text.String(), "4 compared, no difference") || !strings.Contains(text.String(), "(3 repeats left out)") {
+		t.Errorf("report:\n%s", text.String())
+	}
+	// A write like an earlier one but for its status or body is none:
+	// a PATCH answered 404, another create answered 409.
+	patch404 := patch
+	patch404.status = 404
+	other := create409
+	other.body = bytes.Replace(createBody("cm-1"), []byte(`"k":"v"`), []byte(`"k":"w"`), 1)
+	b = writeSession(t, "b.wt", controllerRun(5000, "yes", create409, patch404, other)...)
+	if rep := mustDiff(t, a, b, Options{CollapseRepeats: true}); rep.Summary.Writes.Repeats != 0 || rep.Summary.Writes.Extra != 2 {
+		t.Errorf("writes %+v, differences %+v; want 2 extra, no repeat", rep.Summary.Writes, all(rep))
+	}
+}

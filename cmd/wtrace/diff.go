@@ -15,6 +15,7 @@ import (
 type diffOptions struct {
 	ignore    []string
 	compareRV bool
+	repeats   bool
 	tolerance time.Duration
 	only      []string
 	json      bool
@@ -44,6 +45,9 @@ session A (the reference) and says what a controller author cares about:
 Normalization leaves out what always differs between runs: resourceVersion,
 uid, generation, managedFields, and the values of timestamp fields
 (creationTimestamp, lastTransitionTime, …); --ignore leaves out more.
+--collapse-repeats compares each object's distinct writes: a level-triggered
+controller repeats its idempotent writes as often as events wake it, which
+depends on timing.
 
 The report starts with the counts per category, then lists the differences
 grouped by object. --json prints the report as one JSON object (the schema
@@ -52,6 +56,7 @@ the same, 1 they differ, 2 an error (a file that cannot be read, a bad flag).`,
 		Example: `  wtrace diff recorded.wt run.wt
   wtrace diff recorded.wt run.wt --ignore .metadata.annotations.build-id --ignore /status
   wtrace diff before.wt after.wt --compare-rv --time-tolerance 500ms
+  wtrace diff recorded.wt run.wt --only write --collapse-repeats
   wtrace diff recorded.wt run.wt --only write --json | jq '.groups[].differences[]'`,
 		Args: exactArgs(2, "two session files"),
 		RunE: func(c *cobra.Command, args []string) error {
@@ -61,6 +66,7 @@ the same, 1 they differ, 2 an error (a file that cannot be read, a bad flag).`,
 	f := c.Flags()
 	f.StringArrayVar(&o.ignore, "ignore", nil, "leave `PATH` out of every document compared: a JSON pointer (/metadata/labels/x) or .metadata.labels.x (repeatable)")
 	f.BoolVar(&o.compareRV, "compare-rv", false, "report events whose resourceVersion differs")
+	f.BoolVar(&o.repeats, "collapse-repeats", false, "compare each object's distinct writes: leave out a write that repeats an earlier one (verb, body, status), as a controller's idempotent writes do as often as timing wakes it")
 	f.DurationVar(&o.tolerance, "time-tolerance", diff.DefaultTimeTolerance, "how far an event may move in its stream's time before it is a difference; 0 leaves timing out")
 	f.StringSliceVar(&o.only, "only", nil, "compare only these `categories`: write, event, stream, exchange")
 	f.BoolVar(&o.json, "json", false, "print the report as JSON")
@@ -75,7 +81,7 @@ type diffError struct{}
 func (diffError) Error() string { return "" }
 
 func runDiff(s streams, a, b string, o *diffOptions) error {
-	opts := diff.Options{Ignore: o.ignore, CompareRV: o.compareRV, TimeTolerance: o.tolerance, MaxDifferences: o.max}
+	opts := diff.Options{Ignore: o.ignore, CompareRV: o.compareRV, CollapseRepeats: o.repeats, TimeTolerance: o.tolerance, MaxDifferences: o.max}
 	if o.tolerance == 0 {
 		opts.TimeTolerance = -1
 	}

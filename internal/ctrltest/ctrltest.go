@@ -73,6 +73,17 @@ type Options struct {
 	// MaxReconciles stops reconciling after this many (0: no limit), so a
 	// test with a long recording stays short.
 	MaxReconciles int
+
+	// The knobs of a changed controller, for tests of what a regression
+	// check reports (package diff):
+
+	// SeenValue, if set, gives the value the controller writes in the
+	// SeenAnnotation of a ConfigMap (by default its resourceVersion when
+	// first seen).
+	SeenValue func(cm *corev1.ConfigMap) string
+	// ExtraCreate, if set, names one more ConfigMap the controller
+	// creates, once, after its first reconcile's writes.
+	ExtraCreate string
 }
 
 // Controller is a running controller; Stop ends it.
@@ -93,6 +104,8 @@ type Controller struct {
 
 	depMu      sync.Mutex // held while the Deployment is being created
 	depCreated bool
+
+	extraOnce sync.Once
 }
 
 // Start builds the clientset from cfg and runs the controller until Stop.
@@ -289,7 +302,11 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 		return ignore(err, apierrors.IsNotFound)
 	}
 	if cm.Annotations[SeenAnnotation] == "" {
-		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{SeenAnnotation: cm.ResourceVersion}}})
+		seen := cm.ResourceVersion
+		if c.opts.SeenValue != nil {
+			seen = c.opts.SeenValue(cm)
+		}
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{SeenAnnotation: seen}}})
 		if _, err := cms.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); c.count("patch-merge", err, apierrors.IsNotFound) != nil {
 			return ignore(err, apierrors.IsNotFound)
 		}
@@ -322,7 +339,17 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	if _, err := cms.Patch(ctx, name, types.StrategicMergePatchType, smp, metav1.PatchOptions{}); c.count("patch-strategic", err, apierrors.IsNotFound) != nil {
 		return ignore(err, apierrors.IsNotFound)
 	}
-	return c.deployment(ctx, ns)
+	if err := c.deployment(ctx, ns); err != nil {
+		return err
+	}
+	var err2 error
+	if c.opts.ExtraCreate != "" {
+		c.extraOnce.Do(func() {
+			_, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: c.opts.ExtraCreate, Namespace: ns}}, metav1.CreateOptions{})
+			err2 = c.count("create", err)
+		})
+	}
+	return err2
 }
 
 // deployment creates the controller's Deployment once and sets its status.
