@@ -71,12 +71,18 @@ func benchSession(b *testing.B, path string, n, rvBase int) int64 {
 // normalized). SetBytes counts the events of both sessions. peak-heap-MB
 // is the largest heap in use while diffing (sampled every millisecond);
 // peak-RSS-MB the process's (generating the sessions included).
+// With $WTRACE_DIFF_BENCH_KEEP naming a directory, the sessions are
+// written there and kept (<kind>-<n>k-a.wt, -b.wt), for timing
+// `wtrace diff` on them.
 func BenchmarkSessions(b *testing.B) {
 	for _, n := range []int{10_000, 100_000} {
 		for _, kind := range []string{"identical", "renumbered"} {
 			b.Run(fmt.Sprintf("%s/%dk", kind, n/1000), func(b *testing.B) {
-				dir := b.TempDir()
-				pa, pb := filepath.Join(dir, "a.wt"), filepath.Join(dir, "b.wt")
+				dir, prefix := b.TempDir(), ""
+				if keep := os.Getenv("WTRACE_DIFF_BENCH_KEEP"); keep != "" {
+					dir, prefix = keep, fmt.Sprintf("%s-%dk-", kind, n/1000)
+				}
+				pa, pb := filepath.Join(dir, prefix+"a.wt"), filepath.Join(dir, prefix+"b.wt")
 				size := benchSession(b, pa, n, 1000)
 				base := 1000
 				if kind == "renumbered" {
