@@ -50,13 +50,25 @@ var writesOnly = diff.Options{Only: []diff.Category{diff.CategoryWrite}}
 //   - a controller that makes one more create: exactly that create, extra.
 //
 // With -update its recording becomes testdata/controller.wt, the session
-// of TestRegressionSuite.
+// of TestRegressionSuite and TestCommittedVerdicts.
 func TestControllerRegression(t *testing.T) {
 	c := k8stest.Start(t)
 	session := recordController(t, c)
 	if updating() {
 		copyFile(t, session, filepath.Join("testdata", "controller.wt"))
 	}
+	verdicts(t, session)
+}
+
+// TestCommittedVerdicts: the verdicts of TestControllerRegression on the
+// session it recorded into testdata/controller.wt, without a cluster.
+func TestCommittedVerdicts(t *testing.T) {
+	verdicts(t, filepath.Join("testdata", "controller.wt"))
+}
+
+// verdicts replays session, recorded while the controller ran, to three
+// builds of it and checks what diff says of each run.
+func verdicts(t *testing.T, session string) {
 	t.Run("same controller", func(t *testing.T) {
 		run, writes := replayController(t, session, ctrltest.Options{SeenValue: seen})
 		rep := difftest.Same(t, session, run, writesOnly)

@@ -7,6 +7,8 @@ import (
 	"github.com/wtrace/wtrace/diff"
 	"github.com/wtrace/wtrace/diff/difftest"
 	"github.com/wtrace/wtrace/internal/ctrltest"
+	"github.com/wtrace/wtrace/internal/k8stest"
+	"github.com/wtrace/wtrace/internal/wttest"
 	"github.com/wtrace/wtrace/replay"
 	"github.com/wtrace/wtrace/replay/replaytest"
 )
@@ -38,4 +40,7 @@ func TestRegressionSuite(t *testing.T) {
 		Only:            []diff.Category{diff.CategoryWrite}, // its writes
 		CollapseRepeats: true,                                // each distinct one
 	})
+
+	// Not in the README: the committed session holds no credential.
+	wttest.CheckNoSecrets(t, recorded, k8stest.Token)
 }

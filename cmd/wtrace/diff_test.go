@@ -55,7 +55,7 @@ func TestDiffCLI(t *testing.T) {
 		t.Errorf("diff --json: %+v", rep)
 	}
 
-	if _, _, code := wtrace(t, "diff", a, g, "--only", "write"); code != 0 {
+	if _, _, code := wtrace(t, "diff", a, g, "--only", "write", "--collapse-repeats"); code != 0 {
 		t.Errorf("diff --only write of sessions without writes: exit %d; want 0", code)
 	}
 	if stdout, _, code := wtrace(t, "diff", a, g, "--max", "2"); code != 1 || !strings.Contains(stdout, "(6 more differences counted above are not listed)") {
