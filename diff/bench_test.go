@@ -73,9 +73,14 @@ func benchSession(b *testing.B, path string, n, rvBase int) int64 {
 // peak-RSS-MB the process's (generating the sessions included).
 // With $WTRACE_DIFF_BENCH_KEEP naming a directory, the sessions are
 // written there and kept (<kind>-<n>k-a.wt, -b.wt), for timing
-// `wtrace diff` on them.
+// `wtrace diff` on them. $WTRACE_DIFF_BENCH_1M adds sessions of a
+// million events (the memory held must not grow with them).
 func BenchmarkSessions(b *testing.B) {
-	for _, n := range []int{10_000, 100_000} {
+	sizes := []int{10_000, 100_000}
+	if os.Getenv("WTRACE_DIFF_BENCH_1M") != "" {
+		sizes = append(sizes, 1_000_000)
+	}
+	for _, n := range sizes {
 		for _, kind := range []string{"identical", "renumbered"} {
 			b.Run(fmt.Sprintf("%s/%dk", kind, n/1000), func(b *testing.B) {
 				dir, prefix := b.TempDir(), ""
