@@ -11,14 +11,16 @@
 // # The history
 //
 // Load reads every recorded LIST (all pages of a paginated one), GET,
-// watch event and answer to a write, JSON or protobuf, into one history
+// watch event and answer to a write, JSON, protobuf or CBOR, into one history
 // per resource: each version of each object with its resourceVersion and
 // capture time, once per resourceVersion (keeping the other format too
 // when both were recorded). A complete LIST also shows deletions: an
 // object of its scope it leaves out is gone at its resourceVersion (a
 // label or field selector's scope is evaluated on the last version seen).
 // A DELETED event of a selector-scoped watch is taken as a deletion, as
-// nothing tells it from an object leaving the scope.
+// nothing tells it from an object leaving the scope. A watch captured from
+// its middle (no request) counts as the watch its events show
+// (MidstreamTarget).
 //
 // The world's point is the newest recorded resourceVersion served to any
 // client (Observe, which the replay calls for every recorded event, LIST
