@@ -43,8 +43,10 @@
 // waits with it.
 //
 // HTTP/1.1 (http1.go) parses both directions: keep-alive, pipelining,
-// Content-Length, chunked (package chunked), until-close and body-less
-// responses (HEAD, 1xx, 204, 304), protocol switches. HTTP/2 (h2.go) turns
+// Content-Length, chunked (package chunked: each chunk's extensions in its
+// Chunk record, the last-chunk's in End.LastExt, trailer fields in
+// End.Trailer), until-close and body-less responses (HEAD, 1xx, 204, 304),
+// protocol switches. HTTP/2 (h2.go) turns
 // streams into exchanges, one Chunk record per DATA frame. Both feed the
 // exchange builder (exchange.go), which writes Request, Response, Body,
 // Chunk and End records and splits watch bodies into Frame records with
