@@ -2,11 +2,16 @@ package replay
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
@@ -124,5 +129,58 @@ func TestInformerCBOR(t *testing.T) {
 				t.Logf("requests: %q", hl.all())
 			})
 		}
+	}
+}
+
+// TestWritesCBOR: client-go preferring CBOR writes in CBOR (create,
+// update, get, delete of a Secret, as the cbor-informer session's client
+// did against the real apiserver): the replay reads its CBOR bodies and
+// DeleteOptions, so no write gets 415 and every write lands in the world.
+func TestWritesCBOR(t *testing.T) {
+	clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.ClientsAllowCBOR, true)
+	clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.ClientsPreferCBOR, true)
+	srv := newTestServer(t, corpusSession(t, "cbor-informer"), Options{})
+	dc, err := dynamic.NewForConfig(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	secrets := dc.Resource(schema.GroupVersionResource{Version: "v1", Resource: "secrets"}).Namespace("wtrace-cbor-informer")
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Secret",
+		"metadata": map[string]any{"name": "written-in-cbor"}, "stringData": map[string]any{"k": "v1"}}}
+	created, err := secrets.Create(ctx, u, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	created.Object["stringData"] = map[string]any{"k": "v2"}
+	if _, err := secrets.Update(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("update: %v", err)
+	}
+	got, err := secrets.Get(ctx, "written-in-cbor", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get: %v", err)
+	}
+	if d, _, _ := unstructured.NestedString(got.Object, "data", "k"); d != base64.StdEncoding.EncodeToString([]byte("v2")) {
+		t.Errorf("data.k = %q after the update; want v2 encoded", d)
+	}
+	grace := int64(0)
+	if err := secrets.Delete(ctx, "written-in-cbor", metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if _, err := secrets.Get(ctx, "written-in-cbor", metav1.GetOptions{}); err == nil {
+		t.Error("the Secret is still there after its delete")
+	}
+	cbor := 0
+	for _, r := range srv.Requests() {
+		if r.Status == http.StatusUnsupportedMediaType {
+			t.Errorf("%s %s: 415", r.Method, r.Target)
+		}
+		if r.IsWrite() && strings.HasPrefix(r.Header.Get("Content-Type"), "application/cbor") {
+			cbor++
+		}
+	}
+	if cbor != 3 {
+		t.Errorf("%d writes in CBOR; want the create, the update and the delete", cbor)
 	}
 }

@@ -181,7 +181,10 @@
 // CBOR objects too. Nothing is transcoded into CBOR: the replay negotiates
 // as kube-apiserver v1.33 with the gate off, so a client that accepts
 // CBOR alone gets 406 NotAcceptable for a JSON or protobuf recording and
-// for what the world answers, and a write with a CBOR body gets 415,
+// for what the world answers. Write bodies in CBOR (client-go with
+// ClientsPreferCBOR: creates, updates, DeleteOptions) are read, as the
+// gate's apiserver reads them, and answered in JSON, which those clients
+// also accept; a CBOR apply patch (application/apply-patch+cbor) gets 415,
 // after which client-go sends JSON.
 //
 // # Recording the run

@@ -227,7 +227,7 @@ func (s *Server) requestBody(x *recorded) ([]byte, error) {
 }
 
 // normalizeBody turns a write's request body into what two runs of the
-// same client agree on: JSON (from JSON, YAML or protobuf), with
+// same client agree on: JSON (from JSON, YAML, protobuf or CBOR), with
 // resourceVersion and managedFields left out and every timestamp (a
 // string that reads as an RFC 3339 time) blanked, keys sorted. A body
 // that cannot be read is compared as it is.
@@ -248,6 +248,12 @@ func normalizeBody(contentType string, body []byte, gvk schema.GroupVersionKind)
 			// DeleteOptions and other meta.k8s.io bodies.
 			if obj, err := codec.DecodeBody(codec.MediaProtobuf, body, metav1.SchemeGroupVersion.WithKind("DeleteOptions")); err == nil {
 				j, _ = json.Marshal(obj)
+			}
+		}
+	case strings.Contains(mt, "cbor"):
+		if obj, err := codec.DecodeBody(codec.MediaCBOR, body, gvk); err == nil {
+			if o, err := codec.Encode(obj, frame.JSON); err == nil {
+				j = o.Raw
 			}
 		}
 	case strings.Contains(mt, "yaml"):

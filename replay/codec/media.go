@@ -261,7 +261,9 @@ func notAcceptable(t Target) error {
 }
 
 // ContentFormat reads a request body's Content-Type: JSON (also when
-// empty), YAML, protobuf, or one of the patch types (returned as is, lower
+// empty), YAML, protobuf, CBOR (client-go with ClientsPreferCBOR writes
+// in it, as the apiserver with CBORServingAndStorage reads it), or one of
+// the patch types (returned as is, lower
 // case, without parameters). The error is a 415 Status worded like the
 // apiserver's.
 func ContentFormat(contentType string) (mediaType string, err error) {
@@ -270,7 +272,7 @@ func ContentFormat(contentType string) (mediaType string, err error) {
 	switch mt {
 	case "":
 		return MediaJSON, nil
-	case MediaJSON, MediaYAML, MediaProtobuf:
+	case MediaJSON, MediaYAML, MediaProtobuf, MediaCBOR:
 		return mt, nil
 	}
 	return "", NewStatus(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,

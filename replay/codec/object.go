@@ -279,7 +279,7 @@ func Body(o Object) []byte {
 }
 
 // DecodeBody decodes a request body (an object to create or update) in
-// mediaType (MediaJSON, MediaYAML or MediaProtobuf) as an object of kind
+// mediaType (MediaJSON, MediaYAML, MediaProtobuf or MediaCBOR) as an object of kind
 // gvk: typed for a built-in kind, unstructured otherwise. A body that
 // names another kind, or another group and version, is refused with a 400
 // Status worded like the apiserver's.
@@ -289,6 +289,11 @@ func DecodeBody(mediaType string, body []byte, gvk schema.GroupVersionKind) (run
 	case MediaProtobuf:
 		var err error
 		if o, err = FromBody(frame.Protobuf, body); err != nil {
+			return nil, badRequest(err.Error())
+		}
+	case MediaCBOR:
+		var err error
+		if o, err = FromBody(frame.CBOR, body); err != nil {
 			return nil, badRequest(err.Error())
 		}
 	case MediaYAML:

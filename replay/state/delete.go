@@ -41,6 +41,21 @@ func deleteOptions(r *Request) (*metav1.DeleteOptions, error) {
 			if err := opts.Unmarshal(o.Raw); err != nil {
 				return nil, apierrors.NewBadRequest(err.Error())
 			}
+		case codec.MediaCBOR:
+			// ClientsPreferCBOR: a self-described CBOR DeleteOptions.
+			o, err := codec.FromBody(frame.CBOR, body)
+			if err != nil {
+				return nil, apierrors.NewBadRequest(err.Error())
+			}
+			obj, err := codec.Decode(o)
+			if err != nil {
+				return nil, apierrors.NewBadRequest(err.Error())
+			}
+			d, ok := obj.(*metav1.DeleteOptions)
+			if !ok {
+				return nil, apierrors.NewBadRequest(fmt.Sprintf("a %s body where DeleteOptions were expected", o.Kind))
+			}
+			opts = d
 		case codec.MediaYAML:
 			if body, err = yaml.YAMLToJSON(body); err != nil {
 				return nil, apierrors.NewBadRequest(err.Error())
