@@ -93,6 +93,7 @@ back to real clients with the original timing.`,
 		newEventsCmd(s),
 		newVerifyCmd(s),
 		newReplayCmd(s),
+		newExportCmd(s),
 	)
 	return root
 }
