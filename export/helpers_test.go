@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"compress/gzip"
 	"compress/zlib"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/wtrace/wtrace/capture"
@@ -44,15 +46,50 @@ func scenarios(t testing.TB) []scenario {
 	return out
 }
 
-// record records a scenario into a session file of t's temporary
-// directory (keep: Secret values kept).
+// record returns a session of the scenario (keep: Secret values kept),
+// recorded once per test binary.
 func record(t testing.TB, sc scenario, keep bool) string {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), sc.name+".wt")
+	key := fmt.Sprintf("%s-%v", sc.name, keep)
+	recMu.Lock()
+	defer recMu.Unlock()
+	if p, ok := recorded[key]; ok {
+		return p
+	}
+	out := filepath.Join(recDir, key+".wt")
 	if _, err := wttest.RecordPcap(sc.pcap, out, capture.Options{KeepSecrets: keep}); err != nil {
 		t.Fatalf("recording %s: %v", sc.pcap, err)
 	}
+	recorded[key] = out
 	return out
+}
+
+// recordPcap records a capture file into a session of t's temporary
+// directory.
+func recordPcap(t testing.TB, pcap string, keep bool) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "again.wt")
+	if _, err := wttest.RecordPcap(pcap, out, capture.Options{KeepSecrets: keep}); err != nil {
+		t.Fatalf("recording %s: %v", pcap, err)
+	}
+	return out
+}
+
+var (
+	recMu    sync.Mutex
+	recorded = map[string]string{}
+	recDir   string
+)
+
+func TestMain(m *testing.M) {
+	var err error
+	if recDir, err = os.MkdirTemp("", "wtrace-export-test"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(recDir)
+	os.Exit(code)
 }
 
 func open(t testing.TB, path string) *formats.File {

@@ -395,7 +395,7 @@ func TestPcapRoundTrip(t *testing.T) {
 			wt := record(t, sc, true)
 			f := open(t, wt)
 			pcap, _ := exportFile(t, "s.pcap", func(w io.Writer) (Result, error) { return Pcap(w, f, PcapOptions{}) })
-			again := record(t, scenario{sc.name + "-again", pcap}, true)
+			again := recordPcap(t, pcap, true)
 			g := open(t, again)
 			compareSessions(t, f, g)
 		})
@@ -471,7 +471,7 @@ func TestPcapSecrets(t *testing.T) {
 			wttest.CheckNoSecrets(t, wt)
 			f := open(t, wt)
 			pcap, _ := exportFile(t, "s.pcap", func(w io.Writer) (Result, error) { return Pcap(w, f, PcapOptions{}) })
-			again := record(t, scenario{sc.name + "-again", pcap}, true)
+			again := recordPcap(t, pcap, true)
 			wttest.CheckNoSecrets(t, again)
 		})
 	}

@@ -245,20 +245,26 @@ func Framing(f formats.BodyFraming) string {
 // NewSession returns the Session document of f: its index and the problems
 // found opening it. It reads only the index.
 func NewSession(f *formats.File) *Session {
-	idx := f.Index()
+	s := SessionOf(f.Index())
+	s.Clean = f.Clean()
+	for _, p := range f.Problems() {
+		s.Problems = append(s.Problems, p.Error())
+	}
+	return s
+}
+
+// SessionOf returns the Session document of an index (Clean false, no
+// Problems: what the index alone cannot say).
+func SessionOf(idx *formats.Index) *Session {
 	s := &Session{
 		APIVersion: APIVersion,
 		Kind:       "Session",
 		Meta:       NewMeta(idx.Meta),
 		Summary:    NewSummary(idx.Summary),
-		Clean:      f.Clean(),
 		Blocks:     make([]Block, len(idx.Blocks)),
 		Conns:      make([]Conn, len(idx.Conns)),
 		Exchanges:  make([]Exchange, len(idx.Exchanges)),
 		Anomalies:  make([]Anomaly, len(idx.Anomalies)),
-	}
-	for _, p := range f.Problems() {
-		s.Problems = append(s.Problems, p.Error())
 	}
 	for i, b := range idx.Blocks {
 		s.Blocks[i] = Block{Offset: b.Offset, Size: b.Size, Records: b.Records, First: Time(b.First), Last: Time(b.Last)}

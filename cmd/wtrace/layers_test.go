@@ -30,6 +30,7 @@ var layerOf = map[string]struct {
 	"capture/redact":       {3, false},
 	"capture":              {4, false},
 	"replay":               {4, false},
+	"export":               {4, false},
 	"capture/live":         {5, false},
 	"capture/proxy":        {5, false},
 	"cmd/wtrace":           {6, false},
