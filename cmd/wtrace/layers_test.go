@@ -33,6 +33,7 @@ var layerOf = map[string]struct {
 	"export":               {4, false},
 	"capture/live":         {5, false},
 	"capture/proxy":        {5, false},
+	"edit":                 {5, false},
 	"cmd/wtrace":           {6, false},
 	"internal/cmd/pcapcat": {6, false},
 	"internal/pcaptest":    {0, true},

@@ -94,6 +94,7 @@ back to real clients with the original timing.`,
 		newVerifyCmd(s),
 		newReplayCmd(s),
 		newExportCmd(s),
+		newMergeCmd(s),
 	)
 	return root
 }
