@@ -18,7 +18,7 @@ import (
 
 // corpusPcaps returns the corpus captures of testdata/corpus and, when
 // present, ../shared/corpus.
-func corpusPcaps(t *testing.T) map[string]string {
+func corpusPcaps(t testing.TB) map[string]string {
 	t.Helper()
 	root, err := wttest.RepoRoot()
 	if err != nil {
@@ -61,7 +61,7 @@ func recordTo(t *testing.T, pcap string, out capture.FileSinkOptions) capture.Re
 // recordRotated records a capture once into two FileSinks, as one Tee
 // feeds a recording's sink: an unrotated session and one rotated every
 // maxSize bytes. It returns the session and the parts.
-func recordRotated(t *testing.T, pcap, dir string, maxSize int64) (string, []string) {
+func recordRotated(t testing.TB, pcap, dir string, maxSize int64) (string, []string) {
 	t.Helper()
 	keys, err := wttest.KeyLogFor(pcap)
 	if err != nil {

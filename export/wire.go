@@ -208,7 +208,11 @@ func (g *wireGen) requestBody(r *formats.Body) {
 	g.reqBody = true
 	switch {
 	case g.o.h2:
-		g.emit(r.Time, formats.ClientToServer, h2Frame(nil, http2.FrameData, 0, g.x.Request.Stream, r.Data))
+		for b := r.Data; len(b) > 0; {
+			n := min(len(b), h2MaxFrame)
+			g.emit(r.Time, formats.ClientToServer, h2Frame(nil, http2.FrameData, 0, g.x.Request.Stream, b[:n]))
+			b = b[n:]
+		}
 	case g.reqChunked:
 		b := fmt.Appendf(nil, "%x\r\n", len(r.Data))
 		b = append(append(b, r.Data...), "\r\n"...)
@@ -453,11 +457,26 @@ func (h *hpackBlock) headers(id uint32, fs []hpack.HeaderField, endStream bool) 
 		b = appendHpackString(b, f.Value)
 	}
 	h.buf = b
-	flags := http2.FlagHeadersEndHeaders
+	var flags http2.Flags
 	if endStream {
-		flags |= http2.FlagHeadersEndStream
+		flags = http2.FlagHeadersEndStream
 	}
-	return h2Frame(nil, http2.FrameHeaders, http2.Flags(flags), id, b)
+	// A block larger than a frame goes on in CONTINUATION frames (RFC
+	// 9113 §6.10).
+	var out []byte
+	typ := http2.FrameHeaders
+	for {
+		n := min(len(b), h2MaxFrame)
+		if n == len(b) {
+			flags |= http2.FlagHeadersEndHeaders
+		}
+		out = h2Frame(out, typ, flags, id, b[:n])
+		b = b[n:]
+		if len(b) == 0 {
+			return out
+		}
+		typ, flags = http2.FrameContinuation, 0
+	}
 }
 
 // appendHpackString appends a string literal without Huffman coding: its
@@ -587,8 +606,11 @@ func (a *bodyAsm) addData(off int64, b []byte, t int64) {
 }
 
 func (a *bodyAsm) addChunk(c formats.Chunk) {
-	if c.Offset+c.Size <= a.pos && a.cur == nil {
-		return
+	if c.Size <= 0 || c.Offset < 0 || c.Offset > 1<<62 || c.Size > 1<<62 || c.Offset+c.Size <= a.pos {
+		return // nothing to frame (or a chunk no recorder writes)
+	}
+	if n := len(a.chunks); n > 0 && c.Offset < a.chunks[n-1].Offset+a.chunks[n-1].Size {
+		return // overlaps the one before: not a chunk boundary of this body
 	}
 	a.chunks = append(a.chunks, c)
 }
@@ -627,6 +649,10 @@ func (a *bodyAsm) run(final, complete bool, end *formats.End) {
 				a.pos += n
 			} else {
 				n := min(d.off+int64(len(d.b)), cend) - a.pos
+				if n <= 0 {
+					a.cur = nil
+					continue
+				}
 				t := min(d.t, c.Time)
 				a.g.emit(t, dir, d.b[a.pos-d.off:a.pos-d.off+n])
 				a.pos += n
@@ -680,6 +706,14 @@ func (a *bodyAsm) run(final, complete bool, end *formats.End) {
 			return // wait for the Chunk record
 		}
 		last := false
+		if a.mode == bodyH2 && c.Size > h2MaxFrame { // (a recorded DATA frame is never larger)
+			rest := c
+			rest.Offset += h2MaxFrame
+			rest.Size -= h2MaxFrame
+			c.Size = h2MaxFrame
+			a.chunks = append([]formats.Chunk{rest}, a.chunks...)
+			popped = false
+		}
 		if a.mode == bodyH2 {
 			// END_STREAM goes on the last DATA frame when the body ended
 			// with it: known once something follows the chunk, or the
