@@ -1,11 +1,13 @@
 package edit
 
 import (
+	"bufio"
 	"container/heap"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -80,18 +82,17 @@ func Merge(ctx context.Context, inputs []string, opts MergeOptions) (MergeResult
 	if len(inputs) == 0 {
 		return res, errors.New("edit: nothing to merge")
 	}
+	// Each input's Meta and Summary come from its index; its records are
+	// then read in one pass by a formats.Reader, without the index.
 	var files []*part
-	defer func() {
-		for _, p := range files {
-			p.f.Close()
-		}
-	}()
 	for _, in := range inputs {
 		f, err := formats.Open(in, formats.ReaderOptions{})
 		if err != nil {
 			return res, fmt.Errorf("edit: %s: %w", in, err)
 		}
-		files = append(files, &part{name: in, f: f})
+		idx := f.Index()
+		files = append(files, &part{name: in, meta: idx.Meta, summary: idx.Summary})
+		f.Close()
 	}
 	chains := chainParts(files, &res)
 	for _, c := range chains {
@@ -108,7 +109,7 @@ func Merge(ctx context.Context, inputs []string, opts MergeOptions) (MergeResult
 	}
 	var totals capture.Totals
 	for _, p := range files {
-		if s := p.f.Index().Summary; s != nil {
+		if s := p.summary; s != nil {
 			totals.Packets += s.Packets
 			totals.Bytes += s.Bytes
 			totals.Last = max(totals.Last, s.Time)
@@ -121,9 +122,10 @@ func Merge(ctx context.Context, inputs []string, opts MergeOptions) (MergeResult
 	}
 	res.Renumbered = len(chains) > 1
 	h := &streamHeap{}
+	var streams []*stream
 	for i, c := range chains {
-		s := &stream{order: i, parts: c, renumber: res.Renumbered, res: &res}
-		s.open()
+		s := &stream{order: i, parts: c, pi: -1, renumber: res.Renumbered, res: &res}
+		streams = append(streams, s)
 		if s.advance() {
 			heap.Push(h, s)
 		}
@@ -154,13 +156,16 @@ func Merge(ctx context.Context, inputs []string, opts MergeOptions) (MergeResult
 		}
 	}
 	for _, s := range *h {
+		s.close()
+	}
+	for _, s := range streams {
 		if s.err != nil && werr == nil {
 			werr = s.err
 		}
 	}
 	end := capture.Ending{Note: mergedNote(chains)}
 	if len(chains) == 1 {
-		if s := chains[0][len(chains[0])-1].f.Index().Summary; s != nil {
+		if s := chains[0][len(chains[0])-1].summary; s != nil {
 			end.CaptureSHA256 = s.CaptureSHA256
 		}
 	}
@@ -177,11 +182,12 @@ func Merge(ctx context.Context, inputs []string, opts MergeOptions) (MergeResult
 
 // part is one input file.
 type part struct {
-	name   string
-	f      *formats.File
-	number int // its "part" label, 0 if none
-	prev   *part
-	next   *part
+	name    string
+	meta    *formats.Meta    // nil if the file lost it
+	summary *formats.Summary // nil if the file was not closed cleanly
+	number  int              // its "part" label, 0 if none
+	prev    *part
+	next    *part
 }
 
 // chainParts groups the inputs into recordings: a part whose "previous"
@@ -190,12 +196,12 @@ type part struct {
 // of their first parts among the inputs.
 func chainParts(files []*part, res *MergeResult) [][]*part {
 	for _, p := range files {
-		if m := p.f.Index().Meta; m != nil {
+		if m := p.meta; m != nil {
 			p.number, _ = strconv.Atoi(m.Labels["part"])
 		}
 	}
 	for _, p := range files {
-		m := p.f.Index().Meta
+		m := p.meta
 		if m == nil || m.Labels["previous"] == "" {
 			continue
 		}
@@ -232,11 +238,11 @@ func chainParts(files []*part, res *MergeResult) [][]*part {
 // mergedMeta is the Meta of the merged session.
 func mergedMeta(chains [][]*part, tool string) formats.Meta {
 	var m formats.Meta
-	if first := chains[0][0].f.Index().Meta; first != nil {
+	if first := chains[0][0].meta; first != nil {
 		m = *first
 	}
 	m.Labels = map[string]string{}
-	if first := chains[0][0].f.Index().Meta; first != nil {
+	if first := chains[0][0].meta; first != nil {
 		for k, v := range first.Labels {
 			if k != "part" && k != "previous" {
 				m.Labels[k] = v
@@ -259,7 +265,7 @@ func mergedMeta(chains [][]*part, tool string) formats.Meta {
 	var descs, sources, hosts []string
 	m.CaptureFile, m.CaptureSHA256 = "", ""
 	for _, c := range chains {
-		cm := c[0].f.Index().Meta
+		cm := c[0].meta
 		if cm == nil {
 			continue
 		}
@@ -287,19 +293,21 @@ func mergedMeta(chains [][]*part, tool string) formats.Meta {
 func mergedNote(chains [][]*part) string {
 	var notes []string
 	for _, c := range chains {
-		if s := c[len(c)-1].f.Index().Summary; s != nil && s.Note != "" && !slices.Contains(notes, s.Note) {
+		if s := c[len(c)-1].summary; s != nil && s.Note != "" && !slices.Contains(notes, s.Note) {
 			notes = append(notes, s.Note)
 		}
 	}
 	return strings.Join(notes, "; ")
 }
 
-// stream reads the records of one recording, part after part.
+// stream reads the records of one recording, part after part, one open
+// at a time.
 type stream struct {
 	order    int
 	parts    []*part
-	pi       int
-	sc       *formats.Scanner
+	pi       int // the part being read; -1 before the first
+	file     *os.File
+	rd       *formats.Reader
 	renumber bool
 	res      *MergeResult
 
@@ -311,30 +319,64 @@ type stream struct {
 	err  error
 }
 
-func (s *stream) open() {
-	s.sc = s.parts[s.pi].f.Records()
+// openNext opens the stream's next part; false after the last (or on an
+// error, in s.err).
+func (s *stream) openNext() bool {
+	s.close()
+	if s.pi+1 >= len(s.parts) {
+		return false
+	}
+	s.pi++
+	name := s.parts[s.pi].name
+	f, err := os.Open(name)
+	if err == nil {
+		s.rd, err = formats.NewReader(bufio.NewReaderSize(f, 1<<20), formats.ReaderOptions{})
+		if err != nil {
+			f.Close()
+		}
+	}
+	if err != nil {
+		s.err = fmt.Errorf("edit: %s: %w", name, err)
+		return false
+	}
+	s.file = f
 	s.prefix = s.pi > 0
+	return true
+}
+
+func (s *stream) close() {
+	if s.file != nil {
+		s.file.Close()
+		s.file, s.rd = nil, nil
+	}
 }
 
 // advance reads the stream's next record to write; false at its end.
 func (s *stream) advance() bool {
+	if s.rd == nil && (s.err != nil || !s.openNext()) {
+		return false
+	}
 	for {
-		r, err := s.sc.Next()
+		r, err := s.rd.Next()
 		if err != nil {
 			var de *formats.DamageError
 			switch {
 			case errors.As(err, &de):
 				s.res.Damage = append(s.res.Damage, fmt.Errorf("%s: %w", s.parts[s.pi].name, err))
+				if errors.Is(err, io.ErrUnexpectedEOF) {
+					if !s.openNext() { // a cut file: nothing follows
+						return false
+					}
+				}
 				continue
 			case err != io.EOF:
 				s.err = fmt.Errorf("edit: %s: %w", s.parts[s.pi].name, err)
+				s.close()
 				return false
 			}
-			if s.pi+1 >= len(s.parts) {
+			if !s.openNext() {
 				return false
 			}
-			s.pi++
-			s.open()
 			continue
 		}
 		switch r.(type) {
