@@ -1,12 +1,19 @@
 package capture
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"sync"
 	"testing"
+
+	"github.com/wtrace/wtrace/capture/pcapfile"
+	"github.com/wtrace/wtrace/internal/pcaptest"
 )
 
 // BenchmarkRecord measures the whole record path — pcap parsing, TCP
@@ -46,4 +53,139 @@ func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); retur
 func recordBytes(data []byte, out io.Writer) error {
 	_, err := RecordPcap(context.Background(), bytes.NewReader(data), PcapOptions{Tool: "bench", Name: "bench.pcap", Output: FileSinkOptions{Out: out}})
 	return err
+}
+
+// soakPcap builds, once per process, the long-watch capture of
+// BenchmarkRecordSoak: overlapping copies (20 at a time) of the corpus'
+// watch captures, one after the other, WTRACE_SOAK_MB megabytes (500 by
+// default), in a temporary file. "" when the corpus is missing.
+var soakPcap = sync.OnceValues(buildSoak)
+
+// soakFile is the file soakPcap built, removed by TestMain.
+var soakFile string
+
+func buildSoak() (string, error) {
+	root := filepath.Join("..", "..", "shared", "corpus")
+	var pcaps [][]byte
+	for _, name := range []string{"multi-watch", "basic-json", "protobuf", "gone-410"} {
+		raw, err := os.ReadFile(filepath.Join(root, name, "capture.pcap"))
+		if err != nil {
+			return "", nil
+		}
+		pcaps = append(pcaps, nanoPcap(raw))
+	}
+	mb := int64(500)
+	if v, err := strconv.ParseInt(os.Getenv("WTRACE_SOAK_MB"), 10, 64); err == nil && v > 0 {
+		mb = v
+	}
+	f, err := os.CreateTemp("", "wtrace-soak-*.pcap")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	w := bufio.NewWriterSize(f, 1<<20)
+	if _, err := pcaptest.Overlap(w, pcaps, mb<<20, 20, 8001); err != nil {
+		return "", err
+	}
+	soakFile = f.Name()
+	if err := w.Flush(); err != nil {
+		return "", err
+	}
+	return f.Name(), nil
+}
+
+// nanoPcap returns a little-endian microsecond pcap with nanosecond
+// timestamps.
+func nanoPcap(raw []byte) []byte {
+	out := bytes.Clone(raw)
+	if binary.LittleEndian.Uint32(out) != 0xa1b2c3d4 {
+		return out
+	}
+	binary.LittleEndian.PutUint32(out, 0xa1b23c4d)
+	for b := out[24:]; len(b) >= 16; {
+		binary.LittleEndian.PutUint32(b[4:], binary.LittleEndian.Uint32(b[4:])*1000)
+		b = b[16+int(binary.LittleEndian.Uint32(b[8:])):]
+	}
+	return out
+}
+
+// BenchmarkRecordSoak records a long capture of watch traffic (see
+// soakPcap) beside the floor of reading it: the capture file parsed and
+// every packet decoded down to TCP (capture/pcapfile and gopacket's
+// layers), nothing reassembled. Both read the file from the page cache.
+// Alternate them with -count; the input is removed at the end.
+//
+//	go test ./capture -run='^$' -bench=RecordSoak -benchtime=1x -count=3
+func BenchmarkRecordSoak(b *testing.B) {
+	if testing.Short() {
+		b.Skip("builds a 500 MB capture")
+	}
+	path, err := soakPcap()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if path == "" {
+		b.Skip("shared corpus not found")
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("floor", func(b *testing.B) {
+		b.SetBytes(st.Size())
+		b.ReportAllocs()
+		for b.Loop() {
+			f, err := os.Open(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			pr, err := pcapfile.NewReader(f, pcapfile.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var d decoder
+			var tcp int
+			for {
+				p, err := pr.Next()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := d.decode(p.LinkType, p.Data); err == nil {
+					tcp++
+				}
+			}
+			pr.Close()
+			f.Close()
+			b.ReportMetric(float64(tcp), "packets")
+		}
+	})
+	b.Run("record", func(b *testing.B) {
+		b.SetBytes(st.Size())
+		b.ReportAllocs()
+		for b.Loop() {
+			f, err := os.Open(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			cw := &countWriter{}
+			res, err := RecordPcap(context.Background(), f, PcapOptions{Tool: "bench", Name: "soak.pcap", Output: FileSinkOptions{Out: cw}})
+			f.Close()
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(cw.n)/float64(st.Size()), "wt/pcap")
+			b.ReportMetric(float64(res.Stats.Events), "events")
+		}
+	})
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if soakFile != "" {
+		os.Remove(soakFile)
+	}
+	os.Exit(code)
 }

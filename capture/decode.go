@@ -22,66 +22,90 @@ const (
 	etherTypeQinQ = 0x88a8
 )
 
-// decoder turns link-layer frames into a network flow and a TCP layer. It
-// reuses its layers: what it returns is valid until the next call.
+// decoder turns link-layer frames into TCP segments (gopacket's layers
+// decode IP and TCP). It reuses its layers: what it returns is valid until
+// the next call.
 type decoder struct {
 	ip4 layers.IPv4
 	ip6 layers.IPv6
 	tcp layers.TCP
-
-	// truncated is set when the capture cut the TCP payload (snap length).
-	truncated bool
 }
 
-// decode parses one packet. The returned TCP layer's Payload aliases data.
-func (d *decoder) decode(link pcapfile.LinkType, data []byte) (gopacket.Flow, *layers.TCP, error) {
+// segment is one decoded TCP segment.
+type segment struct {
+	src, dst endpointKey
+	tcp      *layers.TCP // Payload aliases the packet's data
+	// cut counts the payload bytes the capture did not keep (the snap
+	// length cut the packet): they follow Payload on the wire.
+	cut int
+}
+
+// decode parses one packet.
+func (d *decoder) decode(link pcapfile.LinkType, data []byte) (segment, error) {
+	var sg segment
 	et, off, err := linkPayload(link, data)
 	if err != nil {
-		return gopacket.Flow{}, nil, err
+		return sg, err
 	}
 	data = data[off:]
-	var netFlow gopacket.Flow
 	var tcpData []byte
-	d.truncated = false
+	wire := 0 // the IP packet's length on the wire, 0 if unknown
+	tcpOff := 0
 	switch et {
 	case etherTypeIPv4:
 		if err := d.ip4.DecodeFromBytes(data, gopacket.NilDecodeFeedback); err != nil {
-			return netFlow, nil, fmt.Errorf("ipv4: %w", err)
+			return sg, fmt.Errorf("ipv4: %w", err)
 		}
 		if d.ip4.Protocol != layers.IPProtocolTCP {
-			return netFlow, nil, errNotTCP
+			return sg, errNotTCP
 		}
 		if d.ip4.Flags&layers.IPv4MoreFragments != 0 || d.ip4.FragOffset != 0 {
-			return netFlow, nil, errFragment
+			return sg, errFragment
 		}
-		if int(d.ip4.Length) > len(data) {
-			d.truncated = true
-		}
-		netFlow = d.ip4.NetworkFlow()
+		wire, tcpOff = int(d.ip4.Length), int(d.ip4.IHL)*4
+		sg.src.ip = ip16(d.ip4.SrcIP)
+		sg.dst.ip = ip16(d.ip4.DstIP)
 		tcpData = d.ip4.Payload
 	case etherTypeIPv6:
 		if err := d.ip6.DecodeFromBytes(data, gopacket.NilDecodeFeedback); err != nil {
-			return netFlow, nil, fmt.Errorf("ipv6: %w", err)
+			return sg, fmt.Errorf("ipv6: %w", err)
 		}
 		next, payload, err := skipIPv6Extensions(d.ip6.NextHeader, d.ip6.Payload)
 		if err != nil {
-			return netFlow, nil, err
+			return sg, err
 		}
 		if next != layers.IPProtocolTCP {
-			return netFlow, nil, errNotTCP
+			return sg, errNotTCP
 		}
-		if int(d.ip6.Length)+40 > len(data) {
-			d.truncated = true
+		if d.ip6.Length != 0 { // 0: a jumbogram (RFC 2675), length unknown here
+			wire, tcpOff = int(d.ip6.Length)+40, 40+len(d.ip6.Payload)-len(payload)
 		}
-		netFlow = d.ip6.NetworkFlow()
+		copy(sg.src.ip[:], d.ip6.SrcIP.To16())
+		copy(sg.dst.ip[:], d.ip6.DstIP.To16())
 		tcpData = payload
 	default:
-		return netFlow, nil, errNotTCP
+		return sg, errNotTCP
 	}
 	if err := d.tcp.DecodeFromBytes(tcpData, gopacket.NilDecodeFeedback); err != nil {
-		return netFlow, nil, fmt.Errorf("tcp: %w", err)
+		return sg, fmt.Errorf("tcp: %w", err)
 	}
-	return netFlow, &d.tcp, nil
+	sg.tcp = &d.tcp
+	sg.src.port, sg.dst.port = uint16(d.tcp.SrcPort), uint16(d.tcp.DstPort)
+	if wire > 0 {
+		// Bytes of payload on the wire beyond those captured.
+		if n := wire - tcpOff - int(d.tcp.DataOffset)*4 - len(d.tcp.Payload); n > 0 && n < 1<<17 {
+			sg.cut = n
+		}
+	}
+	return sg, nil
+}
+
+// ip16 returns an IPv4 address in its IPv4-mapped IPv6 form.
+func ip16(ip []byte) [16]byte {
+	var a [16]byte
+	a[10], a[11] = 0xff, 0xff
+	copy(a[12:], ip)
+	return a
 }
 
 var errFragment = errors.New("IP fragment")

@@ -4,13 +4,28 @@
 // # Pipeline
 //
 // A Recorder takes packets in capture order (Recorder.Packet; RecordPcap
-// reads them from a file with capture/pcapfile). Each packet is decoded (Ethernet,
-// Linux cooked v1/v2, BSD loopback, raw IP; IPv4 and IPv6) and handed to
-// gopacket's reassembly, driven by capture time: out-of-order segments wait
-// up to Options.ReorderWindow of capture time for the missing bytes, then
-// the bytes are declared lost (a gap). Retransmissions and overlaps are
-// trimmed. A direction whose SYN was not captured starts at its first
-// segment with data.
+// reads them from a file with capture/pcapfile). Each packet is decoded
+// (Ethernet, Linux cooked v1/v2, BSD loopback, raw IP; IPv4 and IPv6) with
+// gopacket's layers and its TCP segment handed to the Recorder's own
+// reassembly (tcp.go), driven by capture time. Every byte keeps the
+// capture time of the packet that completed it: a segment delivered in
+// order carries its own packet's time, and so do the out-of-order
+// segments it makes contiguous. Out-of-order segments wait up to
+// Options.ReorderWindow of capture time for the missing bytes; then the
+// bytes are declared lost (a gap) and what waited behind them is
+// delivered with the times of its own packets. Retransmissions and
+// overlaps are trimmed; bytes the snap length cut are a gap at once. A
+// direction whose SYN was not captured starts at its first segment with
+// data.
+//
+// The table of connections holds what is open: a connection that ended
+// (FINs both ways, or a reset) leaves it at once, remembered for a reorder
+// window only so that its late packets start nothing. When Options.MaxConns
+// connections are open, a new one takes the place of the oldest flow that
+// never carried data (a SYN flood, a port scan), else of the connection
+// half closed the longest, else of the one idle the longest; each kind is
+// reported once, with a count, at the end. Nothing is visited as capture time passes unless it holds
+// out-of-order data, so recording time follows the capture's size.
 //
 // From the first bytes of each connection the Recorder decides which side
 // is the client and what it speaks: an HTTP/1.1 request or status line, the
@@ -59,8 +74,13 @@
 // record that authenticates (capture/tlsdec) and HTTP/2 at the next frame
 // boundary (h2_resync.go): open watches go on, but header blocks of that
 // direction can no longer be decoded (their compression state is lost).
-// Data that waited behind a gap carries the capture time at which the gap
-// was declared lost, up to Options.ReorderWindow after it arrived.
+// Data that waited behind a gap carries the capture time of its own
+// packets, though it is written up to Options.ReorderWindow later. When a
+// gap takes the head of a response on an HTTP/1.1 connection, the rest of
+// its body still answers the oldest waiting request (found by its chunk
+// framing, as a response captured from its middle); when it took the whole
+// response, that request is recorded as unanswered and the next response
+// answers the next request.
 //
 // # Secrets
 //

@@ -241,9 +241,39 @@ type h1Conn struct {
 	s       *session
 	id      uint64
 	d       [2]h1Dir
-	queue   []*exchange // requests waiting for their response
-	raw     int64       // bytes not parsed after a protocol switch
+	queue   []queued // requests waiting for their response
+	raw     int64    // bytes not parsed after a protocol switch
 	rawNote string
+}
+
+// popQueue takes the oldest request waiting for its response.
+func (c *h1Conn) popQueue() *exchange {
+	x := c.queue[0].exchange()
+	c.queue[0] = queued{} // the array outlives the slot: let x go when it ends
+	c.queue = c.queue[1:]
+	return x
+}
+
+// queued is a request waiting for its response: the exchange, or, behind
+// another one (pipelining), its parked form.
+type queued struct {
+	x *exchange
+	p parkedExchange
+}
+
+func (q *queued) exchange() *exchange {
+	if q.x == nil {
+		q.x = q.p.resume()
+	}
+	return q.x
+}
+
+// bufMark says that the bytes of a resync buffer before end arrived by
+// capture time t: bytes parsed again once the resync finds its point keep
+// the time they arrived.
+type bufMark struct {
+	end int
+	t   int64
 }
 
 // h1Dir is one direction's parser state.
@@ -257,10 +287,14 @@ type h1Dir struct {
 	remain  int64
 	ch      *chunked.Decoder
 	trailer []formats.Header
-	buf     []byte // resync buffer
-	off     int64  // stream offset of the next byte
-	skipped int64  // bytes skipped by the current resync
-	fin     bool
+	buf     []byte    // resync buffer
+	bufAt   []bufMark // when the bytes of buf arrived
+	// lostHead: a gap took the start of the oldest waiting request's
+	// response (h1Midstream finds what follows).
+	lostHead bool
+	off      int64 // stream offset of the next byte
+	skipped  int64 // bytes skipped by the current resync
+	fin      bool
 }
 
 func newH1Conn(s *session, id uint64, midstream [2]bool) *h1Conn {
@@ -370,7 +404,11 @@ func (d *h1Dir) malformed(t int64, err error) {
 func (d *h1Dir) request(m *h1Msg, t int64) {
 	c := d.c
 	x := c.s.newExchange(c.id, formats.Request{Time: t, Method: m.method, Target: m.target, Proto: m.proto, Header: m.header})
-	c.queue = append(c.queue, x)
+	if n := len(c.queue); n > 0 && c.queue[n-1].x != nil && c.queue[n-1].x.reqEnded {
+		// Pipelining: the request before waits behind others; park it.
+		c.queue[n-1] = queued{p: c.queue[n-1].x.park()}
+	}
+	c.queue = append(c.queue, queued{x: x})
 	d.x = x
 	switch {
 	case m.hasTE && m.chunked:
@@ -403,7 +441,7 @@ func (d *h1Dir) response(m *h1Msg, t int64) {
 	}
 	var x *exchange
 	if len(c.queue) > 0 {
-		x, c.queue = c.queue[0], c.queue[1:]
+		x = c.popQueue()
 	} else {
 		x = c.s.newExchange(c.id, formats.Request{Time: t, Missing: true})
 	}
@@ -484,7 +522,7 @@ func (d *h1Dir) readChunked(p []byte, t int64) int {
 		d.c.s.anomaly(d.c.id, d.exchangeID(), d.dir, t, formats.AnomalyMalformed, d.off+int64(n), 0,
 			fmt.Sprintf("chunked body: %v; looking for the next chunk", err))
 		d.st = h1ChunkResync
-		d.buf = d.buf[:0]
+		d.buf, d.bufAt = d.buf[:0], d.bufAt[:0]
 		d.ch = nil
 		if n == 0 {
 			n = 1 // make progress: the resync looks at what follows
@@ -535,6 +573,7 @@ func (d *h1Dir) bodyEnd(st formats.EndStatus, t int64, note string) {
 func (d *h1Dir) resync(p []byte, t int64) int {
 	prev := len(d.buf)
 	d.buf = append(d.buf, p...)
+	d.bufAt = append(d.bufAt, bufMark{len(d.buf), t})
 	request := d.dir == formats.ClientToServer
 	at, chunk, drop := -1, false, len(d.buf)
 	if d.st == h1ChunkResync || d.st == h1Midstream {
@@ -565,6 +604,13 @@ func (d *h1Dir) resync(p []byte, t int64) int {
 		}
 		d.skipped += int64(drop)
 		d.buf = append(d.buf[:0], d.buf[drop:]...)
+		marks := d.bufAt[:0]
+		for _, m := range d.bufAt {
+			if m.end -= drop; m.end > 0 {
+				marks = append(marks, m)
+			}
+		}
+		d.bufAt = marks
 		return len(p)
 	}
 	total := d.skipped + int64(at)
@@ -576,15 +622,29 @@ func (d *h1Dir) resync(p []byte, t int64) int {
 		d.resumeHead(total, bufStart+int64(at), t)
 	}
 	if at >= prev {
-		d.buf = d.buf[:0]
+		d.buf, d.bufAt = d.buf[:0], d.bufAt[:0]
 		return at - prev
 	}
-	// The resume point is in bytes buffered before p: parse them first.
-	rest := bytes.Clone(d.buf[at:prev])
-	d.buf = d.buf[:0]
+	// The resume point is in bytes buffered before p: parse them first,
+	// each piece with the time it arrived.
+	type piece struct {
+		b []byte
+		t int64
+	}
+	var rest []piece
+	start := 0
+	for _, m := range d.bufAt {
+		if lo, hi := max(start, at), min(m.end, prev); lo < hi {
+			rest = append(rest, piece{bytes.Clone(d.buf[lo:hi]), m.t})
+		}
+		start = m.end
+	}
+	d.buf, d.bufAt = d.buf[:0], d.bufAt[:0]
 	save := d.off
 	d.off = bufStart + int64(at)
-	d.feed(rest, t)
+	for _, r := range rest {
+		d.feed(r.b, r.t)
+	}
 	d.off = save
 	return 0
 }
@@ -594,8 +654,16 @@ func (d *h1Dir) resync(p []byte, t int64) int {
 // by Resync.
 func (d *h1Dir) resumeChunked(skipped, off int64, t int64) {
 	if d.st == h1Midstream {
-		// A response captured from its middle: its head is unknown.
-		x := d.c.s.newExchange(d.c.id, formats.Request{Time: t, Missing: true})
+		// A response captured from its middle: its head is unknown (the
+		// capture began after it, or lost it: then it answers the oldest
+		// waiting request).
+		var x *exchange
+		if d.lostHead && len(d.c.queue) > 0 {
+			x = d.c.popQueue()
+		} else {
+			x = d.c.s.newExchange(d.c.id, formats.Request{Time: t, Missing: true})
+		}
+		d.lostHead = false
 		x.response(formats.Response{Time: t, Midstream: true, Framing: formats.FramingChunked})
 		d.x = x
 		if skipped > 0 {
@@ -628,6 +696,15 @@ func (d *h1Dir) resumeHead(skipped, off int64, t int64) {
 		d.x.gap(skipped, t)
 		d.bodyEnd(formats.EndGap, t, "chunked framing lost")
 	}
+	if d.lostHead && len(d.c.queue) > 0 {
+		// A head and no body before it: the oldest waiting request's
+		// response was lost whole.
+		x := d.c.popQueue()
+		d.c.s.anomaly(d.c.id, x.id, d.dir, t, formats.AnomalyGap, off, 0,
+			"the response to this request was not captured (lost with the bytes missing before)")
+		x.end(formats.EndGap, t, nil, "response not captured")
+	}
+	d.lostHead = false
 	d.st = h1Head
 	d.head = d.head[:0]
 	d.scan = 0
@@ -636,8 +713,27 @@ func (d *h1Dir) resumeHead(skipped, off int64, t int64) {
 // gap records n bytes of direction dir lost to capture loss.
 func (c *h1Conn) gap(dir formats.Direction, n int64, t int64) {
 	d := &c.d[dir]
-	c.s.anomaly(c.id, d.exchangeID(), dir, t, formats.AnomalyGap, d.off, n,
+	// Responses come in request order: bytes lost where a response was to
+	// begin held (at least) the head of the oldest waiting request's
+	// response. What follows the gap is either the rest of its body (found
+	// by its chunk framing: it is that request's, a response captured from
+	// its middle) or the next response head (the whole response was lost).
+	lostHead := dir == formats.ServerToClient && len(c.queue) > 0 &&
+		(d.st == h1Head || d.st == h1Length && n > d.remain)
+	x := d.exchangeID()
+	if lostHead && d.st == h1Head {
+		x = c.queue[0].exchange().id
+	}
+	c.s.anomaly(c.id, x, dir, t, formats.AnomalyGap, d.off, n,
 		fmt.Sprintf("%d bytes missing from the %s stream (not captured)", n, dir))
+	if lostHead {
+		defer func() {
+			d.st = h1Midstream
+			d.lostHead = true
+			d.buf, d.bufAt = d.buf[:0], d.bufAt[:0]
+			d.ch = nil
+		}()
+	}
 	d.off += n
 	switch d.st {
 	case h1Head:
@@ -666,7 +762,7 @@ func (c *h1Conn) gap(dir formats.Direction, n int64, t int64) {
 			d.x.gap(n, t)
 		}
 		d.st = h1ChunkResync
-		d.buf = d.buf[:0]
+		d.buf, d.bufAt = d.buf[:0], d.bufAt[:0]
 		d.ch = nil
 	case h1Close:
 		if d.x != nil && dir == formats.ServerToClient {
@@ -674,7 +770,7 @@ func (c *h1Conn) gap(dir formats.Direction, n int64, t int64) {
 		}
 	case h1Resync, h1Midstream, h1ChunkResync:
 		d.skipped += int64(len(d.buf))
-		d.buf = d.buf[:0]
+		d.buf, d.bufAt = d.buf[:0], d.bufAt[:0]
 		if d.ch != nil {
 			d.ch.Resync(nil) // forget the bytes before the gap
 		}
@@ -701,8 +797,8 @@ func (c *h1Conn) fin(dir formats.Direction, t int64) {
 		}
 	}
 	if dir == formats.ServerToClient {
-		for _, x := range c.queue {
-			x.end(formats.EndClosed, t, nil, "connection closed before the response")
+		for i := range c.queue {
+			c.queue[i].exchange().end(formats.EndClosed, t, nil, "connection closed before the response")
 		}
 		c.queue = nil
 	}
@@ -733,8 +829,8 @@ func (c *h1Conn) finish(st formats.EndStatus, t int64) {
 			}
 		}
 	}
-	for _, x := range c.queue {
-		x.end(st, t, nil, note)
+	for i := range c.queue {
+		c.queue[i].exchange().end(st, t, nil, note)
 	}
 	c.queue = nil
 	if c.raw > 0 {

@@ -11,6 +11,7 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/wtrace/wtrace/capture/pcapfile"
 	"github.com/wtrace/wtrace/capture/tlsdec"
@@ -26,7 +27,7 @@ const tlsKeyLogSecrets = 0x544c534b
 // Record records it.
 type Pcap struct {
 	pr   *pcapfile.Reader
-	hr   *hashingReader
+	hr   *readAhead
 	read int64
 	rec  *Recorder // once Record has begun
 }
@@ -39,21 +40,26 @@ type Pcap struct {
 // RecordPcap.
 func NewPcap(r io.Reader, keys *tlsdec.KeyLog) (*Pcap, error) {
 	p := &Pcap{}
-	p.hr = &hashingReader{r: r, h: sha256.New(), n: &p.read}
+	p.hr = newReadAhead(r, &p.read)
 	pr, err := pcapfile.NewReader(p.hr, pcapfile.Options{Secrets: func(typ uint32, data []byte) {
 		if typ == tlsKeyLogSecrets && keys != nil {
 			keys.Load(bytes.NewReader(data))
 		}
 	}})
 	if err != nil {
+		p.hr.Close()
 		return nil, err
 	}
 	p.pr = pr
 	return p, nil
 }
 
-// Close releases the capture's decompressor; it does not close r.
-func (p *Pcap) Close() error { return p.pr.Close() }
+// Close releases the capture's decompressor and stops reading ahead; it
+// does not close r.
+func (p *Pcap) Close() error {
+	p.hr.Close()
+	return p.pr.Close()
+}
 
 // Record sends every packet through a Recorder with opts, writing to
 // sink, until the capture ends, turns out damaged, or ctx is done (then it
@@ -93,7 +99,7 @@ func (p *Pcap) Record(ctx context.Context, sink Sink, opts Options, progress fun
 	res.Stats = rec.Stats()
 	res.Read = p.read
 	if res.Note == "" {
-		res.SHA256 = hex.EncodeToString(p.hr.h.Sum(nil))
+		res.SHA256 = hex.EncodeToString(p.hr.Sum())
 	}
 	return res, nil
 }
@@ -170,18 +176,96 @@ func RecordPcap(ctx context.Context, in io.Reader, opts PcapOptions) (Result, er
 	return res, err
 }
 
-// hashingReader counts and hashes what passes through it.
-type hashingReader struct {
-	r io.Reader
-	h hash.Hash
-	n *int64
+// readAhead reads the capture file on a goroutine of its own, a chunk
+// ahead of the parser, and hashes it there (the capture's SHA-256 in the
+// Summary): reading and hashing take the second core, off the recording
+// path. Read counts the bytes it hands out in *n. Close stops the
+// goroutine once its current Read of r returns.
+type readAhead struct {
+	r      io.Reader
+	h      hash.Hash
+	chunks chan []byte // read and hashed, in order
+	free   chan []byte
+	stop   chan struct{}
+	done   chan struct{}
+	err    error // why the goroutine stopped (io.EOF at the end); read after chunks closes
+	buf    []byte
+	cur    []byte
+	n      *int64
+	once   sync.Once
 }
 
-func (c *hashingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	if n > 0 {
-		c.h.Write(p[:n])
-		*c.n += int64(n)
+const (
+	readAheadChunk  = 1 << 20
+	readAheadChunks = 3
+)
+
+func newReadAhead(r io.Reader, n *int64) *readAhead {
+	a := &readAhead{r: r, h: sha256.New(), n: n, chunks: make(chan []byte, readAheadChunks-1),
+		free: make(chan []byte, readAheadChunks), stop: make(chan struct{}), done: make(chan struct{})}
+	for range readAheadChunks {
+		a.free <- nil // allocated when first used
 	}
-	return n, err
+	go a.run()
+	return a
 }
+
+func (a *readAhead) run() {
+	defer close(a.done)
+	defer close(a.chunks)
+	for {
+		var buf []byte
+		select {
+		case buf = <-a.free:
+		case <-a.stop:
+			return
+		}
+		if buf == nil {
+			buf = make([]byte, readAheadChunk)
+		}
+		n, err := a.r.Read(buf[:cap(buf)])
+		for n == 0 && err == nil {
+			n, err = a.r.Read(buf[:cap(buf)])
+		}
+		if n > 0 {
+			a.h.Write(buf[:n])
+			select {
+			case a.chunks <- buf[:n]:
+			case <-a.stop:
+				return
+			}
+		}
+		if err != nil {
+			a.err = err
+			return
+		}
+	}
+}
+
+func (a *readAhead) Read(p []byte) (int, error) {
+	for len(a.cur) == 0 {
+		if a.buf != nil {
+			a.free <- a.buf[:0]
+			a.buf = nil
+		}
+		b, ok := <-a.chunks
+		if !ok {
+			return 0, a.err
+		}
+		a.buf, a.cur = b, b
+	}
+	n := copy(p, a.cur)
+	a.cur = a.cur[n:]
+	*a.n += int64(n)
+	return n, nil
+}
+
+// Sum returns the SHA-256 of everything read from r; call it once Read
+// has returned io.EOF.
+func (a *readAhead) Sum() []byte {
+	<-a.done
+	return a.h.Sum(nil)
+}
+
+// Close stops reading ahead.
+func (a *readAhead) Close() { a.once.Do(func() { close(a.stop) }) }

@@ -2,16 +2,8 @@ package capture
 
 import (
 	"bytes"
-	"encoding/binary"
-	"fmt"
 	"log/slog"
-	"net"
-	"net/netip"
 	"time"
-
-	"github.com/google/gopacket"
-	"github.com/google/gopacket/layers"
-	"github.com/google/gopacket/reassembly"
 
 	"github.com/wtrace/wtrace/capture/pcapfile"
 	"github.com/wtrace/wtrace/capture/redact"
@@ -59,11 +51,18 @@ type Options struct {
 	MaxBuffered int
 	// MaxBufferedPerConn bounds them per connection. 0 means 32 MiB.
 	MaxBufferedPerConn int
-	// MaxConns bounds the connections tracked at once; further
-	// connections are ignored (and reported). 0 means 65536.
+	// MaxConns bounds the connections open at once. When a new
+	// connection finds no room, one makes way for it: the oldest flow
+	// that never carried data (a half-open connection of a SYN flood or a
+	// port scan), else the connection half closed the longest, else the
+	// one idle the longest, which ends as cut by the capture (what it
+	// sends later is recorded as a connection captured from its middle).
+	// Each kind is reported once, with a count. A connection that ended
+	// frees its slot at once. 0 means DefaultMaxConns.
 	MaxConns int
 	// ReorderWindow is how long (in capture time) data after a missing
-	// segment waits for it before the bytes are declared lost. 0 means 10s.
+	// segment waits for it before the bytes are declared lost; the data
+	// keeps the capture times of its own packets either way. 0 means 10s.
 	ReorderWindow time.Duration
 	// KeyLog holds TLS secrets (an NSS key log, SSLKEYLOGFILE) to decrypt
 	// TLS connections; nil records them as not decrypted.
@@ -92,6 +91,7 @@ type Stats struct {
 	LostBytes      int64 // TCP payload bytes never captured
 	TLSConns       int64 // TLS connections seen
 	TLSUndecrypted int64 // TLS connections not (fully) decrypted
+	Evicted        int64 // flows that never carried data, dropped to make room (Options.MaxConns)
 	First, Last    int64 // capture times of the first and last packet
 }
 
@@ -104,6 +104,7 @@ type session struct {
 	nextExchange int64
 	stats        Stats
 	secrets      *redact.Secrets // nil: keep Secret values
+	frame        formats.Frame   // the record of each event, reused
 }
 
 func newSession(sink Sink, keepSecrets bool) *session {
@@ -140,10 +141,9 @@ type protoHandler interface {
 	finish(st formats.EndStatus, t int64)
 }
 
-// Recorder turns packets into session records: TCP reassembly (gopacket
-// reassembly, driven by capture time), then HTTP. Feed it packets in
-// capture order with Packet, then call Close. A Recorder is not safe for
-// concurrent use.
+// Recorder turns packets into session records: TCP reassembly (tcp.go,
+// driven by capture time), then HTTP. Feed it packets in capture order
+// with Packet, then call Close. A Recorder is not safe for concurrent use.
 //
 // It writes the records of connections and exchanges, not the session's
 // first (Meta) and last (Summary): those are the FileSink's, which owns the
@@ -152,24 +152,12 @@ type Recorder struct {
 	s       *session
 	opts    Options
 	log     *slog.Logger
-	pool    *reassembly.StreamPool
-	asm     *reassembly.Assembler
 	dec     decoder
-	ctx     captureContext
+	tcp     reassembler
 	now     int64
-	flushed int64
-	open    int
-	closing bool
-	warned  map[string]bool
+	streams uint64 // streams started, for their order
+	closed  bool
 }
-
-type captureContext struct{ ci gopacket.CaptureInfo }
-
-func (c *captureContext) GetCaptureInfo() gopacket.CaptureInfo { return c.ci }
-
-// pageSize is gopacket reassembly's page size (pageBytes), used to turn
-// byte limits into page limits.
-const pageSize = 1900
 
 // NewRecorder returns a Recorder writing to sink.
 func NewRecorder(sink Sink, opts Options) *Recorder {
@@ -180,29 +168,34 @@ func NewRecorder(sink Sink, opts Options) *Recorder {
 		opts.MaxBufferedPerConn = 32 << 20
 	}
 	if opts.MaxConns <= 0 {
-		opts.MaxConns = 65536
+		opts.MaxConns = DefaultMaxConns
 	}
 	if opts.ReorderWindow <= 0 {
 		opts.ReorderWindow = 10 * time.Second
 	}
 	r := &Recorder{
-		s:      newSession(sink, opts.KeepSecrets),
-		opts:   opts,
-		log:    opts.Logger,
-		warned: map[string]bool{},
+		s:    newSession(sink, opts.KeepSecrets),
+		opts: opts,
+		log:  opts.Logger,
 	}
+	r.tcp.conns = map[connKey]*tcpStream{}
+	r.tcp.tombs = map[connKey]int64{}
+	r.tcp.deadline = 1<<63 - 1
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
-	r.pool = reassembly.NewStreamPool(streamFactory{r})
-	r.asm = reassembly.NewAssembler(r.pool)
-	r.asm.MaxBufferedPagesTotal = opts.MaxBuffered / pageSize
-	r.asm.MaxBufferedPagesPerConnection = opts.MaxBufferedPerConn / pageSize
 	return r
 }
 
+// DefaultMaxConns is the Options.MaxConns a zero value means.
+const DefaultMaxConns = 65536
+
 // Stats returns what the Recorder has counted so far.
-func (r *Recorder) Stats() Stats { return r.s.stats }
+func (r *Recorder) Stats() Stats {
+	st := r.s.stats
+	st.Evicted = r.tcp.evicted
+	return st
+}
 
 // Packet feeds one captured packet. Packets that are not TCP are counted
 // and skipped. It returns the Sink's error, if any (sticky).
@@ -219,7 +212,7 @@ func (r *Recorder) Packet(p Packet) error {
 	if p.Time > st.Last {
 		st.Last = p.Time
 	}
-	netFlow, tcp, err := r.dec.decode(pcapfile.LinkType(p.LinkType), p.Data)
+	sg, err := r.dec.decode(pcapfile.LinkType(p.LinkType), p.Data)
 	if err != nil {
 		if err == errNotTCP || err == errFragment {
 			st.Skipped++
@@ -230,80 +223,50 @@ func (r *Recorder) Packet(p Packet) error {
 		return nil
 	}
 	st.TCPPackets++
-	if r.opts.Port != 0 && int(tcp.SrcPort) != r.opts.Port && int(tcp.DstPort) != r.opts.Port {
+	if r.opts.Port != 0 && int(sg.src.port) != r.opts.Port && int(sg.dst.port) != r.opts.Port {
 		return nil
 	}
-	r.now = p.Time
-	r.ctx.ci = gopacket.CaptureInfo{Timestamp: time.Unix(0, p.Time), CaptureLength: len(p.Data), Length: p.Length}
-	r.asm.AssembleWithContext(netFlow, tcp, &r.ctx)
-	// Give up on missing segments once they are older than the reorder
-	// window; check once per second of capture time.
-	if r.now-r.flushed >= int64(time.Second) {
-		r.flushed = r.now
-		r.asm.FlushWithOptions(reassembly.FlushOptions{T: time.Unix(0, r.now-int64(r.opts.ReorderWindow))})
-	}
+	r.now = max(r.now, p.Time)
+	r.segment(sg, p.Time)
+	r.expire(r.now)
 	return r.s.err
 }
 
-// Close flushes every connection still open (their exchanges end as
-// truncated by the capture) and returns the Sink's error, if any.
+// Close ends every connection still open (missing bytes are given up, and
+// open exchanges end as truncated by the capture) and returns the Sink's
+// error, if any.
 func (r *Recorder) Close() error {
-	r.closing = true
-	r.asm.FlushAll()
+	if !r.closed {
+		r.closed = true
+		r.closeAll()
+	}
 	return r.s.err
 }
 
-// streamFactory makes the Recorder's tcpStreams for gopacket's reassembly
-// (a type of its own, so that the Recorder's API does not show gopacket).
-type streamFactory struct{ r *Recorder }
-
-// New implements reassembly.StreamFactory.
-func (f streamFactory) New(netFlow, tcpFlow gopacket.Flow, tcp *layers.TCP, ac reassembly.AssemblerContext) reassembly.Stream {
-	r := f.r
-	st := &tcpStream{r: r, first: r.now, last: r.now}
-	st.addr[0] = endpoint(netFlow.Src(), tcpFlow.Src())
-	st.addr[1] = endpoint(netFlow.Dst(), tcpFlow.Dst())
-	st.port[0] = uint16(tcp.SrcPort)
-	st.port[1] = uint16(tcp.DstPort)
-	if r.open >= r.opts.MaxConns {
-		st.ignored = true
-		if !r.warned["conns"] {
-			r.warned["conns"] = true
-			r.s.anomaly(0, formats.NoExchange, 0, r.now, formats.AnomalyLimit, 0, 0,
-				fmt.Sprintf("more than %d connections open at once: further connections are not recorded (raise the limit)", r.opts.MaxConns))
-		}
-		return st
-	}
-	r.open++
-	return st
-}
-
-// endpoint formats an address as "ip:port" ("[ip6]:port").
-func endpoint(ip, port gopacket.Endpoint) string {
-	a, ok := netip.AddrFromSlice(ip.Raw())
-	if raw := port.Raw(); ok && len(raw) == 2 {
-		return netip.AddrPortFrom(a.Unmap(), binary.BigEndian.Uint16(raw)).String()
-	}
-	return net.JoinHostPort(ip.String(), port.String())
-}
-
-// tcpStream is one TCP connection as gopacket reassembly sees it.
-// Reassembly direction 0 (TCPDirClientToServer) is the direction of the
+// tcpStream is one TCP connection. Direction 0 is the direction of the
 // first packet seen, which need not be the HTTP client's.
 type tcpStream struct {
 	r           *Recorder
-	addr        [2]string // by reassembly direction: sender of that direction
+	key         connKey
+	src0        endpointKey // sender of direction 0
+	seqNo       uint64
+	addr        [2]string // by direction: sender of that direction
 	port        [2]uint16
 	first, last int64
 	syn         bool
 	rst         bool
-	fin         [2]bool
 	bytes       [2]int64
 	lost        [2]int64
-	ignored     bool
+
+	// reassembly (tcp.go)
+	half             [2]tcpHalf
+	hasData          bool       // a segment carried payload
+	inHalf           bool       // listed in reassembler.halfClosed
+	holding          bool       // listed in reassembler.holding
+	prev, nextInList *tcpStream // in reassembler.idle or .halfClosed
 
 	decided bool
-	client  int // reassembly direction of the HTTP client
+	client  int // direction of the HTTP client
 	pending [2][]byte
 	proto   protoHandler
 	id      uint64
@@ -317,85 +280,7 @@ type tcpStream struct {
 // shows up.
 const maxDetect = 256 << 10
 
-// Accept implements reassembly.Stream: every packet is accepted (captures
-// begin mid-connection, checksums are often offloaded), and a direction
-// whose SYN was not captured starts at its first packet.
-func (st *tcpStream) Accept(tcp *layers.TCP, ci gopacket.CaptureInfo, dir reassembly.TCPFlowDirection, nextSeq reassembly.Sequence, start *bool, ac reassembly.AssemblerContext) bool {
-	if st.ignored || st.done {
-		return false
-	}
-	t := ci.Timestamp.UnixNano()
-	if t > st.last {
-		st.last = t
-	}
-	if tcp.SYN {
-		st.syn = true
-	}
-	if tcp.RST {
-		st.rst = true
-	}
-	if tcp.FIN {
-		st.fin[dirIndex(dir)] = true
-	}
-	// A direction whose SYN was not captured starts at its first segment
-	// that carries data (or ends it): a bare ACK or a keep-alive probe
-	// (whose sequence number is one below the next byte) would make the
-	// stream start one byte early.
-	if nextSeq == -1 && !tcp.SYN && (len(tcp.Payload) > 0 || tcp.FIN || tcp.RST) {
-		*start = true
-	}
-	return true
-}
-
-func dirIndex(d reassembly.TCPFlowDirection) int {
-	if d == reassembly.TCPDirClientToServer {
-		return 0
-	}
-	return 1
-}
-
-// ReassembledSG implements reassembly.Stream.
-func (st *tcpStream) ReassembledSG(sg reassembly.ScatterGather, ac reassembly.AssemblerContext) {
-	if st.ignored || st.done {
-		return
-	}
-	rd, _, end, skip := sg.Info()
-	dir := dirIndex(rd)
-	n, _ := sg.Lengths()
-	t := st.r.now
-	if skip > 0 {
-		st.gap(dir, int64(skip), t)
-	}
-	if n > 0 {
-		st.data(dir, sg.Fetch(n), t)
-	}
-	if end {
-		st.end(dir, t)
-	}
-}
-
-// ReassemblyComplete implements reassembly.Stream.
-func (st *tcpStream) ReassemblyComplete(ac reassembly.AssemblerContext) bool {
-	if st.ignored {
-		return true
-	}
-	st.r.open--
-	if st.done {
-		return true
-	}
-	reason := formats.ConnFIN
-	status := formats.EndComplete
-	switch {
-	case st.rst:
-		reason, status = formats.ConnRST, formats.EndReset
-	case st.r.closing && !(st.fin[0] && st.fin[1]):
-		reason, status = formats.ConnCaptureEnd, formats.EndTruncated
-	}
-	st.finish(reason, status, st.last)
-	return true
-}
-
-// role maps a reassembly direction to an HTTP direction.
+// role maps a direction to an HTTP direction.
 func (st *tcpStream) role(dir int) formats.Direction {
 	if dir == st.client {
 		return formats.ClientToServer

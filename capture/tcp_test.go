@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -240,17 +241,17 @@ func TestLinkTypes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var d decoder
-		flow, tcp, err := d.decode(tt.link, tt.data)
+		sg, err := d.decode(tt.link, tt.data)
 		if err != nil {
 			t.Errorf("%s: decode: %v", tt.name, err)
 			continue
 		}
-		if got := endpoint(flow.Src(), tcp.TransportFlow().Src()); got != tt.src {
+		if got := sg.src.String(); got != tt.src {
 			t.Errorf("%s: source %s; want %s", tt.name, got, tt.src)
 		}
 	}
 	var d decoder
-	if _, _, err := d.decode(pcapfile.LinkEthernet, pkt[:20]); err == nil {
+	if _, err := d.decode(pcapfile.LinkEthernet, pkt[:20]); err == nil {
 		t.Errorf("short packet decoded")
 	}
 }
@@ -283,3 +284,309 @@ func TestIdleWatch(t *testing.T) {
 }
 
 func netipAP(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
+
+// tallySink counts records without keeping them.
+type tallySink struct {
+	frames, requests int
+	anomalies        []formats.Anomaly
+}
+
+func (c *tallySink) Write(r formats.Record) error {
+	switch r := r.(type) {
+	case *formats.Frame:
+		c.frames++
+	case *formats.Request:
+		c.requests++
+	case *formats.Anomaly:
+		c.anomalies = append(c.anomalies, *r)
+	}
+	return nil
+}
+
+// feed hands the packets of b to a new Recorder and closes it.
+func feed(t *testing.T, b *pcaptest.Builder, opts Options) (*tallySink, Stats) {
+	t.Helper()
+	sink := &tallySink{}
+	rec := NewRecorder(sink, opts)
+	for _, p := range b.Packets {
+		if err := rec.Packet(Packet{Time: p.Time.UnixNano(), LinkType: uint16(pcapfile.LinkEthernet), Data: pcaptest.Encode(p)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rec.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return sink, rec.Stats()
+}
+
+// addWatch adds one complete watch connection of n events to b.
+func addWatch(b *pcaptest.Builder, client string, n int) { addWatchEnd(b, client, n, "fin") }
+
+// addWatchEnd adds a watch connection of n events ended by FINs both ways
+// ("fin"), a reset by the client ("rst"), or the server's FIN alone
+// ("half").
+func addWatchEnd(b *pcaptest.Builder, client string, n int, end string) {
+	head, chunks, _ := watchBody(n)
+	c := b.Conn(client, "127.0.0.1:8001", true)
+	c.Send(pcaptest.ToServer, []byte(watchReq))
+	c.Send(pcaptest.ToClient, []byte(head+strings.Join(chunks, "")+"0\r\n\r\n"))
+	switch end {
+	case "rst":
+		c.RST(pcaptest.ToServer)
+	case "half":
+		c.FIN(pcaptest.ToClient)
+	default:
+		c.FIN(pcaptest.ToClient)
+		c.FIN(pcaptest.ToServer)
+	}
+}
+
+// TestSYNFlood: more half-open flows than the connection limit (a SYN
+// flood, a port scan) before a real watch. The flows that never carried
+// data make room, oldest first; the flood is reported once, with a count;
+// the watch is recorded. A higher limit keeps them all.
+func TestSYNFlood(t *testing.T) {
+	const flood = DefaultMaxConns + 4000
+	b := pcaptest.New()
+	b.Step = time.Microsecond
+	for i := range flood {
+		src := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 1, byte(i >> 16), byte(i >> 8)}), uint16(1024+i%60000))
+		b.Packets = append(b.Packets, pcaptest.Packet{Time: b.Now(), Src: src, Dst: netipAP("10.0.0.1:8001"), Seq: uint32(i), SYN: true})
+		b.Advance(time.Microsecond)
+	}
+	addWatch(b, "127.0.0.1:40000", 5)
+	for _, tt := range []struct {
+		name    string
+		max     int
+		evicted int64
+	}{
+		{"default limit", 0, flood + 1 - DefaultMaxConns},
+		{"raised limit", flood + 10, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			sink, st := feed(t, b, Options{MaxConns: tt.max})
+			if sink.frames != 5 || sink.requests != 1 {
+				t.Errorf("%d events in %d exchanges recorded; want 5 in 1", sink.frames, sink.requests)
+			}
+			if st.Evicted != tt.evicted {
+				t.Errorf("Stats.Evicted = %d; want %d", st.Evicted, tt.evicted)
+			}
+			var limits []formats.Anomaly
+			for _, a := range sink.anomalies {
+				if a.Kind == formats.AnomalyLimit {
+					limits = append(limits, a)
+				}
+			}
+			switch {
+			case tt.evicted == 0 && len(limits) != 0:
+				t.Errorf("anomalies %+v; want none", limits)
+			case tt.evicted > 0 && (len(limits) != 1 || limits[0].Bytes != tt.evicted ||
+				!strings.Contains(limits[0].Message, fmt.Sprint(tt.evicted))):
+				t.Errorf("anomalies %+v; want one counting %d flows", limits, tt.evicted)
+			}
+		})
+	}
+}
+
+// TestConnSlots: a connection that ended frees its slot (many more
+// sequential connections than the limit are all recorded); when every
+// slot holds a connection that carried data, the one idle the longest
+// makes room (reported), and what it sends later is still recorded.
+func TestConnSlots(t *testing.T) {
+	for _, end := range []string{"fin", "rst", "half"} {
+		b := pcaptest.New()
+		for i := range 200 {
+			addWatchEnd(b, fmt.Sprintf("127.0.0.1:%d", 30000+i), 1, end)
+			b.Advance(time.Second)
+		}
+		sink, _ := feed(t, b, Options{MaxConns: 4})
+		if sink.frames != 200 || sink.requests != 200 {
+			t.Errorf("sequential connections ended by %s: %d events in %d exchanges; want 200 in 200", end, sink.frames, sink.requests)
+		}
+		if end != "half" && len(sink.anomalies) != 0 {
+			t.Errorf("sequential connections ended by %s: anomalies %v; want none", end, sink.anomalies)
+		}
+	}
+
+	b := pcaptest.New()
+	head, chunks, _ := watchBody(3)
+	var open []*pcaptest.Conn
+	for i := range 3 { // three watches stay open
+		c := b.Conn(fmt.Sprintf("127.0.0.1:%d", 20000+i), "127.0.0.1:8001", true)
+		c.Send(pcaptest.ToServer, []byte(watchReq))
+		c.Send(pcaptest.ToClient, []byte(head+chunks[0]))
+		open = append(open, c)
+	}
+	open[1].Send(pcaptest.ToClient, []byte(chunks[1])) // watch 0 is now idle the longest
+	addWatch(b, "127.0.0.1:21000", 1)                  // no room: watch 0 makes it
+	open[0].Send(pcaptest.ToClient, []byte(chunks[1]+chunks[2]+"0\r\n\r\n"))
+	open[0].FIN(pcaptest.ToClient)
+	open[0].FIN(pcaptest.ToServer)
+	addWatch(b, "127.0.0.1:21001", 1)
+	sink, _ := feed(t, b, Options{MaxConns: 3})
+	// Watch 0's later events are recorded on a connection captured from
+	// its middle (the first one after the cut may be taken for the middle
+	// of an event; the next is not).
+	if sink.frames < 3+1+1+1+1 {
+		t.Errorf("%d events; want at least 7", sink.frames)
+	}
+	var limits []formats.Anomaly
+	for _, a := range sink.anomalies {
+		if a.Kind == formats.AnomalyLimit {
+			limits = append(limits, a)
+		}
+	}
+	if len(limits) == 0 || !strings.Contains(limits[len(limits)-1].Message, "idle the longest") {
+		t.Errorf("the connection ended to make room was not reported: %v", sink.anomalies)
+	}
+}
+
+// TestHeldDataTimes: after a segment that is never captured, the events
+// behind it carry the times of their own packets — whether they wait out
+// the reorder window, outlast it, or are pushed out by the buffer limit —
+// and a segment that arrives late completes the events it joins, at its
+// own time.
+func TestHeldDataTimes(t *testing.T) {
+	head, chunks, events := watchBody(40)
+	for _, tt := range []struct {
+		name string
+		opts Options
+		lost bool // segment 5 is never captured (else it comes after segment 9)
+	}{
+		{"lost, reorder window", Options{}, true},
+		{"lost, buffer limit", Options{MaxBufferedPerConn: 1000}, true},
+		{"late", Options{}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := pcaptest.New()
+			c := b.Conn("127.0.0.1:40000", "127.0.0.1:8001", true)
+			c.Send(pcaptest.ToServer, []byte(watchReq))
+			c.Send(pcaptest.ToClient, []byte(head))
+			segs := c.Segments(pcaptest.ToClient, []byte(strings.Join(chunks, "")+"0\r\n\r\n"))
+			// One event per segment, 700 ms apart: 28 s of events.
+			var pkts []pcaptest.Packet
+			seq := segs[0].Seq
+			for _, ch := range append(chunks, "0\r\n\r\n") {
+				p := segs[0]
+				p.Seq, p.Payload = seq, []byte(ch)
+				seq += uint32(len(ch))
+				pkts = append(pkts, p)
+			}
+			when := map[int]time.Time{} // event index → time of the packet that completes it
+			for i, p := range pkts {
+				b.Advance(700 * time.Millisecond)
+				switch {
+				case i == 5:
+					continue // lost, or sent after 9
+				case i == 9 && !tt.lost:
+					c.Add(p)
+					when[9] = b.Now().Add(-time.Microsecond)
+					b.Advance(700 * time.Millisecond)
+					c.Add(pkts[5])
+					for j := 5; j <= 8; j++ {
+						when[j] = b.Now().Add(-time.Microsecond) // completed by the late segment
+					}
+					when[9] = when[5]
+					continue
+				}
+				c.Add(p)
+				if i < len(events) {
+					when[i] = b.Now().Add(-time.Microsecond)
+				}
+			}
+			c.FIN(pcaptest.ToClient)
+			c.FIN(pcaptest.ToServer)
+			sink := recordPcap(t, b.Pcap(), tt.opts)
+			got := 0
+			for _, r := range sink.recs {
+				f, ok := r.(*formats.Frame)
+				if !ok {
+					continue
+				}
+				got++
+				i := slices.Index(events, string(f.Data))
+				if i < 0 {
+					t.Fatalf("event %.40q was not sent", f.Data)
+				}
+				if want := when[i].UnixNano(); f.Time != want {
+					t.Errorf("event %d at %v; want %v (its packet's time)", i, time.Duration(f.Time-pcaptest.Start.UnixNano()), time.Duration(want-pcaptest.Start.UnixNano()))
+				}
+			}
+			want := len(events)
+			if tt.lost {
+				want-- // the lost event
+			}
+			if got != want {
+				t.Errorf("%d events; want %d", got, want)
+			}
+		})
+	}
+}
+
+// TestLostResponseHead: a gap takes the head of a response on a keep-alive
+// connection. If the rest of its body follows, it still answers its
+// request (a watch keeps its later events); if the whole response was
+// lost, the next response answers the next request, not the lost one's.
+func TestLostResponseHead(t *testing.T) {
+	head, chunks, events := watchBody(6)
+	list := "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 13\r\n\r\n{\"items\":[]}\n"
+	const listReq = "GET /api/v1/namespaces/demo/configmaps HTTP/1.1\r\nHost: 127.0.0.1:8001\r\n\r\n"
+	for _, tt := range []struct {
+		name     string
+		lost     int    // bytes of the server's stream lost
+		stream   string // what the server sends
+		requests []string
+		want     []string       // events recorded
+		answered map[string]int // request → status of its response (-1: head lost, 0: none)
+	}{{
+		name:     "body follows",
+		stream:   head + strings.Join(chunks, "") + "0\r\n\r\n",
+		lost:     len(head) + len(chunks[0]) + 10,
+		requests: []string{watchReq},
+		want:     events[2:],
+		answered: map[string]int{"GET /api/v1/namespaces/demo/configmaps?watch=true": -1},
+	}, {
+		name:     "whole response lost",
+		stream:   list + head + strings.Join(chunks, "") + "0\r\n\r\n",
+		lost:     len(list),
+		requests: []string{listReq, watchReq},
+		want:     events,
+		answered: map[string]int{"GET /api/v1/namespaces/demo/configmaps?watch=true": 200, "GET /api/v1/namespaces/demo/configmaps": 0},
+	}} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := pcaptest.New()
+			c := b.Conn("127.0.0.1:40000", "127.0.0.1:8001", true)
+			for _, r := range tt.requests {
+				c.Send(pcaptest.ToServer, []byte(r))
+			}
+			c.Segments(pcaptest.ToClient, []byte(tt.stream[:tt.lost])) // never captured
+			c.MSS = 200
+			c.Send(pcaptest.ToClient, []byte(tt.stream[tt.lost:]))
+			c.FIN(pcaptest.ToClient)
+			c.FIN(pcaptest.ToServer)
+			sink := recordPcap(t, b.Pcap(), Options{KeepSecrets: true})
+			if got := frames(sink.recs); strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
+				t.Errorf("events: got %d, want %d", len(got), len(tt.want))
+			}
+			reqs := map[int64]string{}
+			status := map[string]int{}
+			for _, r := range sink.recs {
+				switch r := r.(type) {
+				case *formats.Request:
+					reqs[r.Exchange] = r.Method + " " + r.Target
+					status[r.Method+" "+r.Target] = 0
+				case *formats.Response:
+					status[reqs[r.Exchange]] = r.Status
+					if r.Midstream {
+						status[reqs[r.Exchange]] = -1
+					}
+				}
+			}
+			for req, st := range tt.answered {
+				if status[req] != st {
+					t.Errorf("%s answered %d; want %d (responses %v)", req, status[req], st, status)
+				}
+			}
+		})
+	}
+}

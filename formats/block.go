@@ -186,16 +186,30 @@ func decompress(h *blockHeader, payload, buf []byte) ([]byte, error) {
 func encodeBlock(dst []byte, enc *zstd.Encoder, h blockHeader, raw []byte) []byte {
 	start := len(dst)
 	dst = append(dst, make([]byte, blockHeaderSize)...)
-	h.codec = codecZstd
 	dst = enc.EncodeAll(raw, dst)
 	if len(dst)-start-blockHeaderSize >= len(raw) {
-		h.codec = codecNone
-		dst = append(dst[:start+blockHeaderSize], raw...)
+		return appendBlock(dst[:start], h, codecNone, raw, len(raw))
 	}
+	return finishBlock(dst, start, h, codecZstd, len(raw))
+}
+
+// appendBlock appends a block of header h holding payload, stored with
+// codec, of ulen bytes once decoded.
+func appendBlock(dst []byte, h blockHeader, codec uint8, payload []byte, ulen int) []byte {
+	start := len(dst)
+	dst = append(dst, make([]byte, blockHeaderSize)...)
+	dst = append(dst, payload...)
+	return finishBlock(dst, start, h, codec, ulen)
+}
+
+// finishBlock fills in the header at dst[start:] of the block whose
+// payload follows it to the end of dst.
+func finishBlock(dst []byte, start int, h blockHeader, codec uint8, ulen int) []byte {
 	payload := dst[start+blockHeaderSize:]
+	h.codec = codec
 	h.hdrLen = blockHeaderSize
 	h.clen = len(payload)
-	h.ulen = len(raw)
+	h.ulen = ulen
 	h.payloadCRC = crc(payload)
 	h.put(dst[start:])
 	return dst

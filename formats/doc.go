@@ -45,8 +45,12 @@
 //
 // # Memory and concurrency
 //
-// The Writer holds one pending block and the index (O(blocks + connections
-// + exchanges + anomalies)); the Reader holds one block. A File holds its
+// The Writer holds one pending block (and a few queued for compression)
+// and the index: the connections and exchanges still open as values, and
+// each finished one as its encoded index entry, compressed (a few tens
+// of bytes for a small exchange; see spill.go), so a recording's memory
+// follows what is open rather than its history. The Reader holds one
+// block. A File holds its
 // index and a small cache of decompressed blocks (16 MiB at most) shared by
 // its exchange Scanners. Writer, Reader and Scanner are not safe for
 // concurrent use; a File is, by any number of Scanners.

@@ -1,9 +1,11 @@
 package formats
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 
 	"github.com/wtrace/wtrace/frame"
@@ -64,76 +66,103 @@ type ExchangeInfo struct {
 }
 
 // indexBuilder builds an Index from records as they are written or read.
-// It copies what it keeps.
+// It copies what it keeps. Connections and exchanges are held in maps while
+// records may still change them; a Writer's builder (spill set) moves each
+// one out, encoded and compressed, once it is finished (see spill.go), so
+// that its memory follows what is open rather than the session's history.
 type indexBuilder struct {
-	idx   Index
-	conns map[uint64]*connState
-	exs   map[int64]*exState
+	idx   Index // Meta, Summary, Blocks, Anomalies; Conns and Exchanges at finish
+	conns map[uint64]*openConn
+	exs   map[int64]*openEx
+	spill *spill // nil: keep everything (readers)
+
+	// Counts over the whole session, finished entries included.
+	nConns, nExchanges, frames int64
+	tick                       uint64 // records added, for openEx.used
 }
 
-type connState struct {
-	pos       int // in idx.Conns
+// maxOpenExchanges bounds the exchanges a Writer's builder holds as
+// values: past it, the least recently used half of them is spilled (and
+// taken back if a record names them again), so that thousands of
+// pipelined requests or open watches cost their encoded entries only.
+// A variable for tests.
+var maxOpenExchanges = 4096
+
+type openConn struct {
+	ConnInfo
 	announced bool
 }
 
-type exState struct {
-	pos    int // in idx.Exchanges
+type openEx struct {
+	ExchangeInfo
 	conn   uint64
 	linked bool // listed in its connection's Exchanges
 	format frame.Format
+	used   uint64 // indexBuilder.tick when a record last named it
 }
 
 func newIndexBuilder() *indexBuilder {
-	return &indexBuilder{conns: map[uint64]*connState{}, exs: map[int64]*exState{}}
+	return &indexBuilder{conns: map[uint64]*openConn{}, exs: map[int64]*openEx{}}
 }
 
 func (b *indexBuilder) addBlock(bi BlockInfo) { b.idx.Blocks = append(b.idx.Blocks, bi) }
 
-func (b *indexBuilder) conn(id uint64) (*ConnInfo, *connState) {
-	s := b.conns[id]
-	if s == nil {
-		s = &connState{pos: len(b.idx.Conns)}
-		b.conns[id] = s
-		b.idx.Conns = append(b.idx.Conns, ConnInfo{Conn: Conn{ID: id}})
+func (b *indexBuilder) conn(id uint64) *openConn {
+	c := b.conns[id]
+	if c == nil {
+		c = b.spill.reopenConn(id)
+		if c == nil {
+			c = &openConn{ConnInfo: ConnInfo{Conn: Conn{ID: id}}}
+			b.nConns++
+		}
+		b.conns[id] = c
 	}
-	return &b.idx.Conns[s.pos], s
+	return c
 }
 
 // exchange returns the exchange id, creating it if needed, and notes that
 // a record of time t in block block belongs to it.
-func (b *indexBuilder) exchange(id int64, block int, t int64) (*ExchangeInfo, *exState) {
-	s := b.exs[id]
-	if s == nil {
-		s = &exState{pos: len(b.idx.Exchanges)}
-		b.exs[id] = s
-		b.idx.Exchanges = append(b.idx.Exchanges, ExchangeInfo{
-			Request: Request{Exchange: id, Missing: true},
-			First:   t,
-			Last:    t,
-		})
+func (b *indexBuilder) exchange(id int64, block int, t int64) *openEx {
+	x := b.exs[id]
+	if x == nil {
+		x = b.spill.reopenExchange(id)
+		if x == nil {
+			x = &openEx{ExchangeInfo: ExchangeInfo{
+				Request: Request{Exchange: id, Missing: true},
+				First:   t,
+				Last:    t,
+			}}
+			b.nExchanges++
+		}
+		b.exs[id] = x
+		if b.spill != nil && len(b.exs) > maxOpenExchanges {
+			x.used = b.tick
+			b.shed()
+		}
 	}
-	x := &b.idx.Exchanges[s.pos]
+	x.used = b.tick
 	if n := len(x.Blocks); n == 0 || x.Blocks[n-1] != block {
 		x.Blocks = append(x.Blocks, block)
 	}
 	x.First = min(x.First, t)
 	x.Last = max(x.Last, t)
-	return x, s
+	return x
 }
 
-// link lists exchange id on connection conn, once.
-func (b *indexBuilder) link(id int64, s *exState, conn uint64) {
-	if s.linked {
+// link lists exchange x on connection conn, once.
+func (b *indexBuilder) link(x *openEx, conn uint64) {
+	if x.linked {
 		return
 	}
-	s.linked, s.conn = true, conn
-	c, _ := b.conn(conn)
-	c.Exchanges = append(c.Exchanges, id)
+	x.linked, x.conn = true, conn
+	c := b.conn(conn)
+	c.Exchanges = append(c.Exchanges, x.Request.Exchange)
 }
 
 // add notes record r, stored in the data block numbered block (an index
 // into idx.Blocks once that block is added).
 func (b *indexBuilder) add(r Record, block int) {
+	b.tick++
 	switch r := r.(type) {
 	case *Meta:
 		if b.idx.Meta == nil {
@@ -143,50 +172,54 @@ func (b *indexBuilder) add(r Record, block int) {
 		s := *r
 		b.idx.Summary = &s
 	case *Conn:
-		c, s := b.conn(r.ID)
-		if !s.announced {
-			s.announced = true
+		c := b.conn(r.ID)
+		if !c.announced {
+			c.announced = true
 			c.Conn = *r
 		}
 	case *TLS:
-		c, _ := b.conn(r.Conn)
+		c := b.conn(r.Conn)
 		t := *r
 		c.TLS = &t
 	case *ConnEnd:
-		c, _ := b.conn(r.Conn)
+		c := b.conn(r.Conn)
 		e := *r
 		c.End = &e
+		if b.spill != nil {
+			b.finishConn(c)
+		}
 	case *Request:
-		x, s := b.exchange(r.Exchange, block, r.Time)
+		x := b.exchange(r.Exchange, block, r.Time)
 		x.Request = *r
 		x.Request.Header = cloneHeaders(r.Header)
-		b.link(r.Exchange, s, r.Conn)
+		b.link(x, r.Conn)
 	case *Response:
-		x, s := b.exchange(r.Exchange, block, r.Time)
+		x := b.exchange(r.Exchange, block, r.Time)
 		resp := *r
 		resp.Header = cloneHeaders(r.Header)
 		x.Response = &resp
-		s.format = r.Events
+		x.format = r.Events
 	case *Frame:
-		x, s := b.exchange(r.Exchange, block, r.Time)
+		x := b.exchange(r.Exchange, block, r.Time)
 		x.Frames++
+		b.frames++
 		x.BodyBytes += int64(len(r.Pre) + len(r.Data))
-		if typ, ok := frame.PeekType(s.format, r.Data); ok {
+		if typ, ok := frame.PeekType(x.format, r.Data); ok {
 			if x.FrameTypes == nil {
 				x.FrameTypes = map[string]int64{}
 			}
 			x.FrameTypes[internType(typ)]++
 		}
 	case *Body:
-		x, _ := b.exchange(r.Exchange, block, r.Time)
+		x := b.exchange(r.Exchange, block, r.Time)
 		if r.Dir == ServerToClient {
 			x.BodyBytes += int64(len(r.Data))
 		}
 	case *Chunk:
-		x, _ := b.exchange(r.Exchange, block, r.Time)
+		x := b.exchange(r.Exchange, block, r.Time)
 		x.Chunks++
 	case *End:
-		x, _ := b.exchange(r.Exchange, block, r.Time)
+		x := b.exchange(r.Exchange, block, r.Time)
 		e := *r
 		e.Tail = nil
 		e.Trailer = cloneHeaders(r.Trailer)
@@ -196,25 +229,64 @@ func (b *indexBuilder) add(r Record, block int) {
 		} else {
 			x.RequestEnd = &e
 		}
+		if b.spill != nil && x.End != nil && (x.RequestEnd != nil || x.Request.Missing) {
+			b.spill.putExchange(x)
+			delete(b.exs, x.Request.Exchange)
+		}
 	case *Anomaly:
 		b.idx.Anomalies = append(b.idx.Anomalies, *r)
-		c, _ := b.conn(r.Conn)
+		c := b.conn(r.Conn)
 		c.Anomalies++
 		if r.Exchange != NoExchange {
-			x, s := b.exchange(r.Exchange, block, r.Time)
+			x := b.exchange(r.Exchange, block, r.Time)
 			x.Anomalies++
-			if !s.linked && x.Request.Missing {
+			if !x.linked && x.Request.Missing {
 				x.Request.Conn = r.Conn
-				b.link(r.Exchange, s, r.Conn)
+				b.link(x, r.Conn)
 			}
 		}
 	}
 }
 
+// shed spills the least recently used half of the open exchanges.
+func (b *indexBuilder) shed() {
+	xs := make([]*openEx, 0, len(b.exs))
+	for _, x := range b.exs {
+		xs = append(xs, x)
+	}
+	slices.SortFunc(xs, func(p, q *openEx) int { return cmp.Compare(p.used, q.used) })
+	for _, x := range xs[:len(xs)/2] {
+		b.spill.putExchange(x)
+		delete(b.exs, x.Request.Exchange)
+	}
+}
+
+// finishConn moves a connection that ended, and its exchanges still open,
+// to the spill.
+func (b *indexBuilder) finishConn(c *openConn) {
+	for _, id := range c.Exchanges {
+		if x := b.exs[id]; x != nil {
+			b.spill.putExchange(x)
+			delete(b.exs, id)
+		}
+	}
+	b.spill.putConn(c)
+	delete(b.conns, c.Conn.ID)
+}
+
 // finish returns the index, sorted. The builder must not be used after.
+// A builder with a spill writes its index with writeIndex instead.
 func (b *indexBuilder) finish() *Index {
-	sort.SliceStable(b.idx.Conns, func(i, j int) bool { return b.idx.Conns[i].Conn.ID < b.idx.Conns[j].Conn.ID })
-	sort.SliceStable(b.idx.Exchanges, func(i, j int) bool {
+	b.idx.Conns = make([]ConnInfo, 0, len(b.conns))
+	for _, c := range b.conns {
+		b.idx.Conns = append(b.idx.Conns, c.ConnInfo)
+	}
+	b.idx.Exchanges = make([]ExchangeInfo, 0, len(b.exs))
+	for _, x := range b.exs {
+		b.idx.Exchanges = append(b.idx.Exchanges, x.ExchangeInfo)
+	}
+	sort.Slice(b.idx.Conns, func(i, j int) bool { return b.idx.Conns[i].Conn.ID < b.idx.Conns[j].Conn.ID })
+	sort.Slice(b.idx.Exchanges, func(i, j int) bool {
 		return b.idx.Exchanges[i].Request.Exchange < b.idx.Exchanges[j].Request.Exchange
 	})
 	b.conns, b.exs = nil, nil
@@ -266,8 +338,8 @@ func appendEntry(dst []byte, typ byte, body []byte) []byte {
 
 // appendIndex appends the index payload for idx to dst.
 func appendIndex(dst []byte, idx *Index) ([]byte, error) {
-	var scratch, sub []byte
-	var err error
+	dst, err := appendHead(dst, idx)
+	var scratch []byte
 	record := func(typ byte, r Record) {
 		if err != nil {
 			return
@@ -275,22 +347,33 @@ func appendIndex(dst []byte, idx *Index) ([]byte, error) {
 		scratch, err = appendBody(scratch[:0], r)
 		dst = appendEntry(dst, typ, scratch)
 	}
-	// nested appends an encoded record body (or nothing for nil) as a
-	// length-prefixed field of e.
-	nested := func(e *enc, r Record) {
+	for i := range idx.Conns {
+		if err == nil {
+			dst, err = appendConnEntry(dst, &idx.Conns[i])
+		}
+	}
+	for i := range idx.Exchanges {
+		if err == nil {
+			dst, err = appendExchangeEntry(dst, &idx.Exchanges[i])
+		}
+	}
+	for i := range idx.Anomalies {
+		record(byte(TypeAnomaly), &idx.Anomalies[i])
+	}
+	return dst, err
+}
+
+// appendHead appends the index entries that come before the connections:
+// Meta, Summary, blocks.
+func appendHead(dst []byte, idx *Index) ([]byte, error) {
+	var scratch []byte
+	var err error
+	record := func(typ byte, r Record) {
 		if err != nil {
 			return
 		}
-		sub, err = appendBody(sub[:0], r)
-		e.bytes(sub)
-	}
-	// optional is nested for a pointer that may be nil (an empty field).
-	optional := func(e *enc, present bool, r Record) {
-		if present {
-			nested(e, r)
-		} else {
-			e.bytes(nil)
-		}
+		scratch, err = appendBody(scratch[:0], r)
+		dst = appendEntry(dst, typ, scratch)
 	}
 	if idx.Meta != nil {
 		record(byte(TypeMeta), idx.Meta)
@@ -308,56 +391,97 @@ func appendIndex(dst []byte, idx *Index) ([]byte, error) {
 		scratch = e.b
 		dst = appendEntry(dst, entryBlock, scratch)
 	}
-	for i := range idx.Conns {
-		c := &idx.Conns[i]
-		e := enc{b: scratch[:0]}
-		nested(&e, &c.Conn)
-		optional(&e, c.TLS != nil, c.TLS)
-		optional(&e, c.End != nil, c.End)
-		e.uvarint(uint64(len(c.Exchanges)))
-		for _, x := range c.Exchanges {
-			e.varint(x)
-		}
-		e.varint(int64(c.Anomalies))
-		scratch = e.b
-		dst = appendEntry(dst, entryConn, scratch)
-	}
-	for i := range idx.Exchanges {
-		x := &idx.Exchanges[i]
-		e := enc{b: scratch[:0]}
-		nested(&e, &x.Request)
-		optional(&e, x.Response != nil, x.Response)
-		optional(&e, x.RequestEnd != nil, x.RequestEnd)
-		optional(&e, x.End != nil, x.End)
-		e.varint(x.Frames)
-		types := make([]string, 0, len(x.FrameTypes))
-		for k := range x.FrameTypes {
-			types = append(types, k)
-		}
-		sort.Strings(types)
-		e.uvarint(uint64(len(types)))
-		for _, k := range types {
-			e.str(k)
-			e.varint(x.FrameTypes[k])
-		}
-		e.varint(x.BodyBytes)
-		e.varint(x.Chunks)
-		e.time(x.First)
-		e.time(x.Last)
-		e.uvarint(uint64(len(x.Blocks)))
-		prev := 0
-		for _, b := range x.Blocks {
-			e.varint(int64(b - prev))
-			prev = b
-		}
-		e.varint(int64(x.Anomalies))
-		scratch = e.b
-		dst = appendEntry(dst, entryExchange, scratch)
-	}
-	for i := range idx.Anomalies {
-		record(byte(TypeAnomaly), &idx.Anomalies[i])
-	}
 	return dst, err
+}
+
+// nestedBody appends an encoded record body (or nothing, for absent) as a
+// length-prefixed field of e.
+func nestedBody(e *enc, present bool, r Record) error {
+	if !present {
+		e.bytes(nil)
+		return nil
+	}
+	var sub [256]byte
+	b, err := appendBody(sub[:0], r)
+	e.bytes(b)
+	return err
+}
+
+// appendConnEntry appends the index entry of one connection.
+func appendConnEntry(dst []byte, c *ConnInfo) ([]byte, error) {
+	e := enc{b: dst}
+	e.b = append(e.b, entryConn, 0, 0, 0, 0, 0) // length patched below
+	start := len(e.b)
+	err := nestedBody(&e, true, &c.Conn)
+	if err == nil {
+		err = nestedBody(&e, c.TLS != nil, c.TLS)
+	}
+	if err == nil {
+		err = nestedBody(&e, c.End != nil, c.End)
+	}
+	e.uvarint(uint64(len(c.Exchanges)))
+	for _, x := range c.Exchanges {
+		e.varint(x)
+	}
+	e.varint(int64(c.Anomalies))
+	return patchEntry(e.b, start), err
+}
+
+// appendExchangeEntry appends the index entry of one exchange.
+func appendExchangeEntry(dst []byte, x *ExchangeInfo) ([]byte, error) {
+	e := enc{b: dst}
+	e.b = append(e.b, entryExchange, 0, 0, 0, 0, 0)
+	start := len(e.b)
+	err := nestedBody(&e, true, &x.Request)
+	if err == nil {
+		err = nestedBody(&e, x.Response != nil, x.Response)
+	}
+	if err == nil {
+		err = nestedBody(&e, x.RequestEnd != nil, x.RequestEnd)
+	}
+	if err == nil {
+		err = nestedBody(&e, x.End != nil, x.End)
+	}
+	e.varint(x.Frames)
+	var typesBuf [8]string
+	types := typesBuf[:0]
+	for k := range x.FrameTypes {
+		types = append(types, k)
+	}
+	sort.Strings(types)
+	e.uvarint(uint64(len(types)))
+	for _, k := range types {
+		e.str(k)
+		e.varint(x.FrameTypes[k])
+	}
+	e.varint(x.BodyBytes)
+	e.varint(x.Chunks)
+	e.time(x.First)
+	e.time(x.Last)
+	e.uvarint(uint64(len(x.Blocks)))
+	prev := 0
+	for _, b := range x.Blocks {
+		e.varint(int64(b - prev))
+		prev = b
+	}
+	e.varint(int64(x.Anomalies))
+	return patchEntry(e.b, start), err
+}
+
+// patchEntry writes the uvarint length of the entry body b[start:] into
+// the 5 bytes reserved before it, moving the body down when the length
+// takes fewer.
+func patchEntry(b []byte, start int) []byte {
+	n := len(b) - start
+	var l [binary.MaxVarintLen64]byte
+	k := binary.PutUvarint(l[:], uint64(n))
+	hdr := start - 5
+	copy(b[hdr:], l[:k])
+	if k < 5 {
+		copy(b[hdr+k:], b[start:])
+		b = b[:len(b)-(5-k)]
+	}
+	return b
 }
 
 // nested decodes a length-prefixed record body of type t; ok is false for
@@ -411,67 +535,9 @@ func decodeIndex(b []byte) (*Index, error) {
 				Last:    d.time("block last"),
 			})
 		case entryConn:
-			var c ConnInfo
-			if r, ok := d.nested(TypeConn); ok {
-				c.Conn = *r.(*Conn)
-			} else {
-				d.fail("conn")
-			}
-			if r, ok := d.nested(TypeTLS); ok {
-				c.TLS = r.(*TLS)
-			}
-			if r, ok := d.nested(TypeConnEnd); ok {
-				c.End = r.(*ConnEnd)
-			}
-			if n := d.count("exchanges", 1); n > 0 {
-				c.Exchanges = make([]int64, n)
-				for j := range c.Exchanges {
-					c.Exchanges[j] = d.varint("exchange")
-				}
-			}
-			c.Anomalies = d.int("anomalies")
-			idx.Conns = append(idx.Conns, c)
+			idx.Conns = append(idx.Conns, decodeConnEntry(d))
 		case entryExchange:
-			var x ExchangeInfo
-			if r, ok := d.nested(TypeRequest); ok {
-				x.Request = *r.(*Request)
-			} else {
-				d.fail("request")
-			}
-			if r, ok := d.nested(TypeResponse); ok {
-				x.Response = r.(*Response)
-			}
-			if r, ok := d.nested(TypeEnd); ok {
-				x.RequestEnd = r.(*End)
-			}
-			if r, ok := d.nested(TypeEnd); ok {
-				x.End = r.(*End)
-			}
-			x.Frames = d.varint("frames")
-			if n := d.count("frame types", 2); n > 0 {
-				x.FrameTypes = make(map[string]int64, n)
-				for range n {
-					k := d.str("frame type")
-					x.FrameTypes[k] = d.varint("frame type count")
-				}
-			}
-			x.BodyBytes = d.varint("body bytes")
-			x.Chunks = d.varint("chunks")
-			x.First = d.time("first")
-			x.Last = d.time("last")
-			if n := d.count("blocks", 1); n > 0 {
-				x.Blocks = make([]int, n)
-				prev := int64(0)
-				for j := range x.Blocks {
-					prev += d.varint("block")
-					if int64(int(prev)) != prev {
-						d.fail("block")
-					}
-					x.Blocks[j] = int(prev)
-				}
-			}
-			x.Anomalies = d.int("anomalies")
-			idx.Exchanges = append(idx.Exchanges, x)
+			idx.Exchanges = append(idx.Exchanges, decodeExchangeEntry(d))
 		}
 		if d.err != nil {
 			return nil, fmt.Errorf("index entry at payload offset %d: %w", i, d.err)
@@ -479,6 +545,76 @@ func decodeIndex(b []byte) (*Index, error) {
 		i = start + int(size)
 	}
 	return idx, nil
+}
+
+// decodeConnEntry decodes the body of a connection entry; errors are
+// left in d.
+func decodeConnEntry(d *dec) ConnInfo {
+	var c ConnInfo
+	if r, ok := d.nested(TypeConn); ok {
+		c.Conn = *r.(*Conn)
+	} else {
+		d.fail("conn")
+	}
+	if r, ok := d.nested(TypeTLS); ok {
+		c.TLS = r.(*TLS)
+	}
+	if r, ok := d.nested(TypeConnEnd); ok {
+		c.End = r.(*ConnEnd)
+	}
+	if n := d.count("exchanges", 1); n > 0 {
+		c.Exchanges = make([]int64, n)
+		for j := range c.Exchanges {
+			c.Exchanges[j] = d.varint("exchange")
+		}
+	}
+	c.Anomalies = d.int("anomalies")
+	return c
+}
+
+// decodeExchangeEntry decodes the body of an exchange entry; errors are
+// left in d.
+func decodeExchangeEntry(d *dec) ExchangeInfo {
+	var x ExchangeInfo
+	if r, ok := d.nested(TypeRequest); ok {
+		x.Request = *r.(*Request)
+	} else {
+		d.fail("request")
+	}
+	if r, ok := d.nested(TypeResponse); ok {
+		x.Response = r.(*Response)
+	}
+	if r, ok := d.nested(TypeEnd); ok {
+		x.RequestEnd = r.(*End)
+	}
+	if r, ok := d.nested(TypeEnd); ok {
+		x.End = r.(*End)
+	}
+	x.Frames = d.varint("frames")
+	if n := d.count("frame types", 2); n > 0 {
+		x.FrameTypes = make(map[string]int64, n)
+		for range n {
+			k := d.str("frame type")
+			x.FrameTypes[k] = d.varint("frame type count")
+		}
+	}
+	x.BodyBytes = d.varint("body bytes")
+	x.Chunks = d.varint("chunks")
+	x.First = d.time("first")
+	x.Last = d.time("last")
+	if n := d.count("blocks", 1); n > 0 {
+		x.Blocks = make([]int, n)
+		prev := int64(0)
+		for j := range x.Blocks {
+			prev += d.varint("block")
+			if int64(int(prev)) != prev {
+				d.fail("block")
+			}
+			x.Blocks[j] = int(prev)
+		}
+	}
+	x.Anomalies = d.int("anomalies")
+	return x
 }
 
 // validate checks what readers rely on: blocks lie in order inside the

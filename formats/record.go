@@ -90,6 +90,9 @@ const (
 	SourcePcap  = "pcap"  // a packet capture file
 	SourceIface = "iface" // a live capture on a network interface
 	SourceProxy = "proxy" // the recording proxy
+	// SourceReplay: what the clients of a replay sent and the answers they
+	// got (wtrace replay --out).
+	SourceReplay = "replay"
 )
 
 // Values of Meta.Redaction: what was redacted before the records were

@@ -95,16 +95,14 @@ func Recover(src io.ReaderAt, size int64, dst io.Writer) ([]error, error) {
 		summary = idx.Summary
 	}
 	if summary == nil {
-		x := w.idx.idx
+		x := w.idx
 		summary = &Summary{
 			Time:      last,
-			Conns:     int64(len(x.Conns)),
-			Exchanges: int64(len(x.Exchanges)),
-			Anomalies: int64(len(x.Anomalies)),
+			Conns:     x.nConns,
+			Exchanges: x.nExchanges,
+			Events:    x.frames,
+			Anomalies: int64(len(x.idx.Anomalies)),
 			Note:      "written by formats.Recover: the session had no Summary",
-		}
-		for i := range x.Exchanges {
-			summary.Events += x.Exchanges[i].Frames
 		}
 	}
 	if len(problems) > 0 {

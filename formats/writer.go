@@ -46,14 +46,18 @@ var errClosed = errors.New("formats: writer is closed")
 // block. Each block (and, at Close, the index and footer) goes to the
 // underlying writer in a single Write call, in order. Memory: the pending
 // block, up to maxQueued blocks waiting for the background goroutine, one
-// compressed block, and the index (O(blocks + connections + exchanges +
-// anomalies)). A Writer is not safe for concurrent use; it owns one
-// goroutine (unless WriterOptions.Inline) that Close ends.
+// compressed block, and the index: the connections and exchanges still open
+// (at most maxOpenExchanges of the latter as values), the blocks and
+// anomalies, and for each finished connection or exchange its compressed
+// index entry (spill.go; a few tens of bytes for a small exchange). A
+// Writer is not safe for concurrent use; it owns one goroutine (unless
+// WriterOptions.Inline) that Close ends.
 type Writer struct {
 	w         io.Writer
 	blockSize int
 	interval  int64 // ns; < 0 disables cutting by time
 	enc       *zstd.Encoder
+	level     zstd.EncoderLevel
 
 	n      int64 // bytes written to w (guarded by mu while the goroutine runs)
 	err    error // sticky: the underlying writer failed (guarded by mu)
@@ -103,8 +107,14 @@ func NewWriter(w io.Writer, opts WriterOptions) (*Writer, error) {
 		blockSize: opts.BlockSize,
 		interval:  int64(opts.BlockInterval),
 		enc:       enc,
+		level:     level,
 		idx:       newIndexBuilder(),
 	}
+	spillEnc, err := encoder(zstd.SpeedFastest)
+	if err != nil {
+		return nil, fmt.Errorf("formats: %w", err)
+	}
+	wr.idx.spill = newSpill(spillEnc)
 	if wr.blockSize <= 0 {
 		wr.blockSize = DefaultBlockSize
 	}
@@ -350,22 +360,10 @@ func (w *Writer) Close() error {
 		return err
 	}
 	w.closed = true
-	idx := w.idx.finish()
-	payload, err := appendIndex(nil, idx)
+	out, err := w.idx.writeIndex(w.out[:0], w.enc, w.level, w.seq)
 	if err != nil {
 		return err
 	}
-	if len(payload) > MaxIndexSize {
-		return fmt.Errorf("formats: index of %d bytes exceeds MaxIndexSize (%d); the data blocks are intact", len(payload), MaxIndexSize)
-	}
-	h := blockHeader{typ: blockIndex, seq: w.seq}
-	if n := len(idx.Blocks); n > 0 {
-		h.first, h.last = idx.Blocks[0].First, idx.Blocks[0].Last
-		for _, b := range idx.Blocks[1:] {
-			h.first, h.last = min(h.first, b.First), max(h.last, b.Last)
-		}
-	}
-	out := encodeBlock(w.out[:0], w.enc, h, payload)
 	out = appendFooter(out, w.n, int64(len(out)))
 	w.out = nil
 	if _, err := w.w.Write(out); err != nil {

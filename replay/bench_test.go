@@ -151,7 +151,9 @@ func TestLatenessServer(t *testing.T) {
 	if _, err := raiseFileLimit(); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := Open(path, Options{Speed: 1})
+	// WTRACE_LATENESS_WRITES picks the writes mode (the default, answer,
+	// serves every event through a flow; recorded keeps no world).
+	srv, err := Open(path, Options{Speed: 1, Writes: Writes(os.Getenv("WTRACE_LATENESS_WRITES"))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,6 +199,9 @@ func TestLatenessServer(t *testing.T) {
 // processes, and the server's CPU time per delivered event.
 //
 //	go test -run='^$' -bench=BenchmarkLateness -benchtime=1x ./replay/
+//
+// With WTRACE_LATENESS_WRITES=recorded the server keeps no world (see
+// Options.Writes), as replays did before it.
 func BenchmarkLateness(b *testing.B) {
 	limit, err := raiseFileLimit()
 	if err != nil {

@@ -119,6 +119,9 @@ func (st *streamer) takeOver(r *http.Request, hd *head) bool {
 	date = append(date, "Date: "...)
 	date = time.Now().UTC().AppendFormat(date, http.TimeFormat)
 	date = append(date, "\r\n\r\n"...)
+	if st.tap != nil {
+		st.tap.takenOver(hd.status)
+	}
 	return st.ownWrite(net.Buffers{hd.raw, date})
 }
 
@@ -160,6 +163,9 @@ func (st *streamer) ownWrite(bufs net.Buffers) bool {
 	for _, b := range bufs {
 		n += int64(len(b))
 	}
+	if st.tap != nil && st.tap.out != nil {
+		st.tap.rawWrite(bufs) // before WriteTo consumes bufs
+	}
 	var err error
 	if oc.tcp != nil {
 		oc.out = bufs // a field, so that WriteTo's receiver does not escape per call
@@ -190,7 +196,9 @@ func (st *streamer) ownClose(clean, reset bool) {
 	oc.stopCancel()
 	if clean {
 		_ = oc.conn.SetWriteDeadline(time.Now().Add(time.Second))
-		_, _ = oc.conn.Write([]byte("0\r\n\r\n"))
+		if _, err := oc.conn.Write([]byte("0\r\n\r\n")); err == nil && st.tap != nil && st.tap.out != nil {
+			st.tap.rawWrite([][]byte{[]byte("0\r\n\r\n")})
+		}
 	}
 	nc := oc.conn
 	if reset {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
+	"github.com/wtrace/wtrace/replay/state"
 )
 
 // maxDiscoveryBody bounds a LIST body read at start-up only to learn its
@@ -113,10 +114,20 @@ type discovery struct {
 	docs map[string][]byte
 }
 
+// readVerbs and allVerbs are the verbs discovery lists: a replay without a
+// world serves reads only; with one, every verb a resource of the
+// apiserver has (in the apiserver's order).
+var (
+	readVerbs = []string{"get", "list", "watch"}
+	allVerbs  = []string{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
+)
+
 // newDiscovery finds the resources of the recorded GET requests and their
 // kinds (from a watch event or a LIST body of the session, else well-known
-// names) and builds the legacy discovery documents for them.
-func newDiscovery(f *formats.File, m *matcher) *discovery {
+// names) and builds the legacy discovery documents for them. With a world
+// (store not nil) they list every verb, and the well-known built-in
+// resources too, which a client may create.
+func newDiscovery(f *formats.File, m *matcher, store *state.Store) *discovery {
 	type gvr struct{ gv, name string }
 	found := map[gvr]*resource{}
 	var order []gvr
@@ -142,6 +153,30 @@ func newDiscovery(f *formats.File, m *matcher) *discovery {
 			have.kind = kindOf(f, x)
 		}
 	}
+	verbs := readVerbs
+	if store != nil {
+		verbs = allVerbs
+		var more []gvr
+		for key, wk := range wellKnown {
+			i := strings.LastIndex(key, "/")
+			k := gvr{key[:i], key[i+1:]}
+			if found[k] != nil {
+				continue
+			}
+			g, v, ok := strings.Cut(k.gv, "/")
+			if !ok {
+				g, v = "", k.gv
+			}
+			info, ok := store.Info(state.Resource{Group: g, Version: v, Resource: k.name})
+			if !ok {
+				continue
+			}
+			found[k] = &resource{group: g, version: v, name: k.name, namespaced: info.Namespaced, kind: wk.kind}
+			more = append(more, k)
+		}
+		sort.Slice(more, func(i, j int) bool { return more[i].gv+"/"+more[i].name < more[j].gv+"/"+more[j].name })
+		order = append(order, more...)
+	}
 	d := &discovery{docs: map[string][]byte{}}
 	groups := map[string][]string{} // group → versions
 	var groupOrder []string
@@ -157,7 +192,7 @@ func newDiscovery(f *formats.File, m *matcher) *discovery {
 		}
 		lists[k.gv] = append(lists[k.gv], apiResource{
 			Name: r.name, SingularName: strings.ToLower(r.kind), Namespaced: r.namespaced,
-			Kind: r.kind, Verbs: []string{"get", "list", "watch"}, ShortNames: wk.short,
+			Kind: r.kind, Verbs: verbs, ShortNames: wk.short,
 		})
 		if r.group != "" {
 			if _, ok := groups[r.group]; !ok {

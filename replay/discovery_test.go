@@ -69,9 +69,10 @@ func TestParseResourcePath(t *testing.T) {
 }
 
 // TestDiscoveryDocuments: the synthesized documents of the multi-watch
-// session list its resources with the kinds of their objects.
+// session list its resources with the kinds of their objects (with
+// WritesRecorded, reads only; see TestDiscoveryWriteVerbs).
 func TestDiscoveryDocuments(t *testing.T) {
-	srv := newTestServer(t, corpusSession(t, "multi-watch"), Options{})
+	srv := newTestServer(t, corpusSession(t, "multi-watch"), Options{Writes: WritesRecorded})
 	resp, body := get(t, srv.Client(), srv.URL+"/api/v1",
 		"Accept", "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json")
 	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
@@ -104,6 +105,32 @@ func TestDiscoveryDocuments(t *testing.T) {
 	var gl metav1.APIGroupList
 	if err := json.Unmarshal(body, &gl); err != nil || len(gl.Groups) != 0 || gl.Kind != "APIGroupList" {
 		t.Errorf("/apis = %s (%v); want an empty APIGroupList", body, err)
+	}
+}
+
+// TestDiscoveryWriteVerbs: a replay that answers writes lists every verb,
+// and the common built-in resources a client may create (a Deployment in a
+// session of ConfigMaps).
+func TestDiscoveryWriteVerbs(t *testing.T) {
+	for _, mode := range []Writes{WritesAnswer, WritesApply, WritesReject} {
+		srv := newTestServer(t, corpusSession(t, "multi-watch"), Options{Writes: mode})
+		_, body := get(t, srv.Client(), srv.URL+"/api/v1")
+		var rl metav1.APIResourceList
+		if err := json.Unmarshal(body, &rl); err != nil {
+			t.Fatalf("/api/v1: %v: %s", err, body)
+		}
+		verbs := map[string]string{}
+		for _, r := range rl.APIResources {
+			verbs[r.Name] = strings.Join(r.Verbs, ",")
+		}
+		const all = "create,delete,deletecollection,get,list,patch,update,watch"
+		if verbs["configmaps"] != all || verbs["pods"] != all {
+			t.Errorf("%s: /api/v1 verbs %v; want configmaps and pods with %s", mode, verbs, all)
+		}
+		_, body = get(t, srv.Client(), srv.URL+"/apis/apps/v1")
+		if err := json.Unmarshal(body, &rl); err != nil || !strings.Contains(string(body), `"kind":"Deployment"`) {
+			t.Errorf("%s: /apis/apps/v1 = %s (%v); want deployments", mode, body, err)
+		}
 	}
 }
 

@@ -62,8 +62,9 @@
 // resourceVersion: the client relists, and the LIST brings it back onto the
 // recorded history.
 //
-// Nothing matches: 404 with a Kubernetes Status body (reason NotFound), and
-// a warning naming the request and the closest recorded requests.
+// Nothing matches and the world (below) cannot answer either: 404 with a
+// Kubernetes Status body (reason NotFound), and a warning naming the
+// request and the closest recorded requests.
 //
 // # Clients that were not recorded
 //
@@ -82,6 +83,93 @@
 // recorded requests (kinds from their objects), with verbs get, list and
 // watch, as plain application/json: clients asking for aggregated discovery
 // fall back to it. kubectl get -w works against a replay.
+//
+// # Writes and the world
+//
+// Unless Options.Writes is WritesRecorded, the Server loads the session's
+// world at New (package replay/state: every version of every object the
+// recording shows, bounded by Options.StateBytes) and answers from it what
+// the recording cannot, as kube-apiserver v1.33 would at the world's
+// point — the newest recorded resourceVersion served to any client, plus
+// the clients' writes:
+//
+//   - writes (POST, PUT, PATCH of every type, server-side apply, DELETE of
+//     one object or a collection, status and scale, dryRun): 201/200 with
+//     the object completed, 409 AlreadyExists or Conflict, 404, 422, the
+//     apiserver's Status bodies (see package replay/state for what is and
+//     is not modelled). A write the session recorded — same method, path
+//     and parameters, and the same request body once resourceVersion,
+//     managedFields and timestamps are left out — gets the recorded answer
+//     (each recorded write once, in recorded order): a session recorded
+//     through the proxy while the controller ran answers the same
+//     controller with what the apiserver said then.
+//   - reads the session did not record: a GET of one object, a LIST with
+//     other selectors or of another namespace or resource (selectors
+//     evaluated as the apiserver does; a LIST is not paginated), a watch
+//     of other parameters or resumed from a resourceVersion only the
+//     replay knows (the world's history from there, recorded changes at
+//     their recorded pace, or 410 Expired when it is older than the
+//     session).
+//
+// Modes (Options.Writes, wtrace replay --writes):
+//
+//   - WritesAnswer (the default): writes are answered; recorded watches
+//     keep sending the recording alone, and watches the world serves
+//     leave the clients' writes out. GETs and LISTs the world answers see
+//     them.
+//   - WritesApply: watchers of a resource also get the ADDED, MODIFIED and
+//     DELETED events the clients' writes cause, at the moment they land,
+//     among the recorded events in resourceVersion order; a later recorded
+//     event for the same object is the world's truth and wins. Once a
+//     client wrote objects of a resource, its LISTs, streaming lists and
+//     watches from "" are the world's, so that a client that relists keeps
+//     its writes.
+//   - WritesReject: every write gets 403 Forbidden: a read-only replay.
+//   - WritesRecorded: only the recording (the behaviour of replays before
+//     the world): a write gets a recorded exchange of the same method and
+//     path, or 404; no Status is synthesized, no encoding changed.
+//
+// Every client of a Server shares one world, as the clients of one
+// apiserver do: one client's write is another's GET.
+//
+// resourceVersions only grow for every client, and a watch resumes from
+// any one the replay served. A write gets the next number after everything
+// served; when the recording has no room for it (its next recorded event
+// has the next number), every recorded resourceVersion still to come is
+// served shifted up, in events, LISTs and objects alike, and a client
+// resuming from a shifted number resumes the recording where it stood.
+// Recorded bytes go out untouched as long as nothing was shifted; then
+// the stream goes on event by event, each rewritten.
+//
+// Discovery lists every verb (create, delete, deletecollection, get,
+// list, patch, update, watch) and the common built-in resources too
+// (Deployments in a session of ConfigMaps), so that kubectl can write.
+//
+// # Encodings
+//
+// A client gets what its Accept header asks for (package replay/codec):
+// JSON or protobuf, Table (as=Table, kubectl), PartialObjectMetadata(List)
+// (metadata-only informers), for recorded answers too. A recorded body or
+// stream whose encoding the header names without a transformation goes
+// out as recorded, byte for byte (a protobuf client that also accepts
+// JSON gets a JSON recording as it is); otherwise it is transcoded, event
+// by event for a watch, and the log line says so (transcoded=protobuf→json,
+// transcoded=Table, …). A kind the replay does not know is served as
+// recorded; nothing acceptable is 406 with a Status.
+//
+// # Recording the run
+//
+// Server.Requests lists every request the clients made, in arrival order:
+// method, target, header fields, the body of a write, the answer's
+// status, how it was answered (recorded, synth-create, …), whether it was
+// transcoded, the body of a write's answer, and both times (the first
+// Options.MaxRequests). A test asserts on the writes of the controller
+// under test with Server.Writes.
+//
+// Options.Out receives every exchange as HTTP/1.1 bytes (see Out);
+// package replay/record writes them into a session file (source
+// "replay", redacted as any recording: wtrace replay --out), which
+// inspect, events and diff read like any other.
 //
 // # Responses and timing
 //
@@ -132,14 +220,24 @@
 // leave in one writev, each still its own chunk; net/http would make one
 // system call per chunk. The response then says Connection: close, and the
 // connection closes after the stream (clients open a new one for their next
-// request). HTTP/2 streams go through net/http, one DATA frame per chunk. A client that disconnects releases everything at once
-// (context cancellation). Exchanges are decoded into immutable timed writes
-// once and shared by all clients, in a cache bounded by Options.CacheBytes;
-// an exchange larger than a quarter of it is streamed from the file for each
+// request). HTTP/2 streams go through net/http, one DATA frame per chunk.
+// A client that disconnects releases everything at once (context
+// cancellation). Exchanges are decoded into immutable timed writes once
+// and shared by all clients, in a cache bounded by Options.CacheBytes; an
+// exchange larger than a quarter of it is streamed from the file for each
 // client instead, so a long session is never held in memory whole.
 // A keep-alive connection that waits for its next request longer than
 // Options.IdleTimeout (kube-apiserver's 90 s by default) is closed, over
 // HTTP/2 with a GOAWAY; a connection serving a watch is never idle.
+//
+// The world is the exception: it holds every version of every object the
+// session shows (their bytes, not decoded objects), up to
+// Options.StateBytes (1 GiB by default; New fails beyond it, and
+// WritesRecorded keeps no world). Serving a recorded event with the world
+// costs an atomic load while nothing is shifted; a transcoded event is
+// decoded and encoded again for each client. The request log keeps the
+// first Options.MaxRequests requests (100,000 by default), with the
+// bodies of writes and of their answers (3 MiB each at most).
 //
 // # Concurrency
 //
@@ -152,8 +250,12 @@
 // route.go decides how a request is answered (ServeHTTP: which recorded
 // exchange, or which synthesized answer), with match.go (the index of
 // recorded requests and the cursors), synth.go (streaming lists, lists
-// from watches, resuming, 410s) and discovery.go. serve.go writes the
-// chosen answer with its timing (the streamer), through plan.go (timed
-// writes decoded from the session, cached) and conn.go (a hijacked
-// HTTP/1.1 connection writing its own chunks).
+// from watches, resuming, 410s), writes.go (the modes, writes matched
+// with recorded ones, 403s) and discovery.go. serve.go writes the chosen
+// answer with its timing (the streamer), through plan.go (timed writes
+// decoded from the session, cached) and conn.go (a hijacked HTTP/1.1
+// connection writing its own chunks); flow.go serves with the world:
+// recorded streams whose resourceVersions move its point, rewritten,
+// transcoded or joined by the clients' writes, the world's own watches,
+// recorded bodies transcoded. out.go is the request log and Out.
 package replay

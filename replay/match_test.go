@@ -1,6 +1,8 @@
 package replay
 
 import (
+	"github.com/wtrace/wtrace/replay/state"
+
 	"net/http"
 	"testing"
 	"time"
@@ -89,7 +91,7 @@ func runSteps(t *testing.T, srv *Server, steps []step) {
 		if err != nil {
 			t.Fatalf("step %d: parseTarget(%q): %v", i, s.target, err)
 		}
-		rt := srv.route(nil, q)
+		rt := srv.route(requestFor(method, s.target, ""), q, nil)
 		id := int64(-1)
 		if rt.x != nil {
 			id = rt.x.id
@@ -108,7 +110,7 @@ func TestMatching(t *testing.T) {
 	const svc = "/api/v1/namespaces/corpus-multi/services"
 	const ns = "/api/v1/namespaces"
 	t.Run("multi-watch", func(t *testing.T) {
-		srv, err := Open(corpusSession(t, "multi-watch"), Options{})
+		srv, err := Open(corpusSession(t, "multi-watch"), Options{Writes: WritesRecorded})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,6 +154,31 @@ func TestMatching(t *testing.T) {
 			{"", "/api/v1", howDiscovery, -1, 200},
 			{"", "/version?timeout=32s", howDiscovery, -1, 200},
 			{"", "/apis/apps/v1", howNotFound, -1, 404},
+		})
+	})
+	// With the world (the default), what the recording cannot answer the
+	// store does; recorded exchanges are matched as before.
+	t.Run("multi-watch-world", func(t *testing.T) {
+		srv, err := Open(corpusSession(t, "multi-watch"), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Close()
+		runSteps(t, srv, []step{
+			{"", cm + "?limit=500&resourceVersion=0", howRecorded, 2, 200},
+			{"", cm + "?watch=true&resourceVersion=423&allowWatchBookmarks=true&timeoutSeconds=300", howRecorded, 6, 200},
+			{"", sec + "?limit=500&continue=bogus", howExpired, -1, 410},
+			{"", sec + "?watch=true&labelSelector=app%3Dtracked", howRecorded, 5, 200},
+			{"", sec + "?watch=true&labelSelector=app%3Dother", state.HowWatch, -1, 200},
+			{"", ns, state.HowList, -1, 200},
+			{"", svc + "?watch=true&resourceVersion=99999999", howAfterLast, 12, 200},
+			{"", svc + "?watch=true&resourceVersion=1", state.HowWatch, -1, 200}, // the store's 410 ERROR event
+			{"", svc + "?watch=true&resourceVersion=abc", howExpired, -1, 200},
+			{"POST", cm, state.HowCreate, -1, 400}, // no body
+			{"", "/api/v1/namespaces/corpus-multi/pods", state.HowList, -1, 200},
+			{"", "/api/v1/namespaces/corpus-multi/pods/nope", state.HowError, -1, 404},
+			{"", "/apis/apps/v1", howDiscovery, -1, 200},
+			{"", "/apis/example.com/v1/widgets", howNotFound, -1, 404},
 		})
 	})
 	t.Run("gone-410", func(t *testing.T) {
@@ -217,7 +244,7 @@ func TestResume(t *testing.T) {
 		t.Fatalf("watch from RV %s (event %d) = %d bytes; want the %d events after it (%d bytes)", rv, k, len(b), len(evs)-k-1, len(want))
 	}
 	q, _ := parseTarget(http.MethodGet, w+evs[len(evs)-1].meta.ResourceVersion)
-	if rt := srv.route(nil, q); rt.how != howAfterLast {
+	if rt := srv.route(requestFor(http.MethodGet, w+evs[len(evs)-1].meta.ResourceVersion, ""), q, nil); rt.how != howAfterLast {
 		t.Errorf("watch from the last event's RV: %s; want %s", rt.how, howAfterLast)
 	}
 }
@@ -272,7 +299,7 @@ func TestMatchingAccept(t *testing.T) {
 	} {
 		q, _ := parseTarget("GET", target)
 		q.accept = c.accept
-		if rt := srv.route(nil, q); rt.x == nil || rt.x.id != c.want {
+		if rt := srv.route(requestFor("GET", target, c.accept), q, nil); rt.x == nil || rt.x.id != c.want {
 			t.Errorf("%d: Accept %q → %+v; want exchange %d", i, c.accept, rt.x, c.want)
 		}
 	}

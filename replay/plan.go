@@ -17,6 +17,19 @@ type write struct {
 	at   int64 // capture time (ns) at which the recorded server sent it
 	off  int64 // body offset of data[0]
 	data []byte
+
+	// For the events of a watch body, when the replay keeps a world (see
+	// flow): the largest numeric resourceVersion among the events whose
+	// data starts in this write (0: none), the first one's, and where that
+	// first event may be cut out to be sent rewritten (JSON: its data;
+	// protobuf: its length prefix); cut says the write ends inside an
+	// event.
+	rv, rv0 uint64
+	evOff   int64
+	cut     bool
+	// event: data is one event's exact bytes (an eventSource), rewritten
+	// and framed when it is sent.
+	event bool
 	// lost, on a write without data, marks where the session's damage
 	// lost body bytes (off: where they begin).
 	lost *Loss
@@ -73,12 +86,25 @@ type producer struct {
 	sawData bool
 	nextOff int64 // body offset after the last segment (for the End's Tail)
 	lt      *lossTracker
+
+	// annotate: mark writes with their events (see write), format the
+	// watch's; spans are the events not yet wholly emitted.
+	annotate bool
+	format   frame.Format
+	spans    []span
+}
+
+// span is where one event lies in the body, and its resourceVersion.
+type span struct {
+	start, dataStart, dataEnd int64
+	rv                        uint64
 }
 
 // newProducer reads exchange x. eventChunks asks for one write per event
-// (and body piece) instead of the recorded chunks.
-func newProducer(f *formats.File, x *recorded, eventChunks bool) *producer {
-	p := &producer{sc: f.ExchangeRecords(x.id), lt: newLossTracker(f, x)}
+// (and body piece) instead of the recorded chunks; annotate marks the
+// writes of a watch with their events' resourceVersions (see write).
+func newProducer(f *formats.File, x *recorded, eventChunks, annotate bool) *producer {
+	p := &producer{sc: f.ExchangeRecords(x.id), lt: newLossTracker(f, x), format: x.format, annotate: annotate && x.format != frame.Unknown}
 	r := x.info.Response
 	// Chunk offsets are in body bytes before content decoding; frames are
 	// stored decoded, so a compressed event body cannot keep its chunks.
@@ -114,6 +140,12 @@ func (p *producer) next() (write, bool, error) {
 		case *formats.Frame:
 			b := make([]byte, 0, len(r.Pre)+len(r.Data))
 			b = append(append(b, r.Pre...), r.Data...)
+			if p.annotate {
+				ds := r.Offset + int64(len(r.Pre))
+				sp := span{start: r.Offset, dataStart: ds, dataEnd: ds + int64(len(r.Data))}
+				sp.rv, _ = rvNumber(peekRV(p.format, r.Data))
+				p.spans = append(p.spans, sp)
+			}
 			p.lost(p.lt.piece(r.Offset, int64(len(b)), r.Seq, r.Time))
 			p.segment(r.Offset, b, r.Time)
 		case *formats.Body:
@@ -214,12 +246,55 @@ func (p *producer) emit(w write) {
 	if n := len(p.out); n > 0 && w.at < p.out[n-1].at {
 		w.at = p.out[n-1].at // keep the schedule monotonic
 	}
+	if p.annotate {
+		p.mark(&w)
+	}
 	p.out = append(p.out, w)
 }
 
+// mark sets w's event fields from the spans of the events seen so far
+// (every event with bytes in w has been seen: its Frame record brought
+// them).
+func (p *producer) mark(w *write) {
+	end := w.off + int64(len(w.data))
+	first := true
+	for _, sp := range p.spans {
+		if sp.dataStart >= w.off && sp.dataStart < end {
+			if first {
+				w.rv0, w.evOff, first = sp.rv, sp.dataStart, false
+				if p.format == frame.Protobuf {
+					w.evOff = sp.start // its length prefix is sent again
+				}
+			}
+			w.rv = max(w.rv, sp.rv)
+		}
+		cutFrom := sp.dataStart
+		if p.format == frame.Protobuf {
+			cutFrom = sp.start
+		}
+		if cutFrom < end && end < sp.dataEnd {
+			w.cut = true
+		}
+	}
+	i := 0
+	for i < len(p.spans) && p.spans[i].dataEnd <= end {
+		i++
+	}
+	p.spans = p.spans[i:]
+}
+
+// peekRV reads an event's resourceVersion ("" if it has none).
+func peekRV(f frame.Format, data []byte) string {
+	m, err := frame.Peek(f, data)
+	if err != nil {
+		return ""
+	}
+	return m.ResourceVersion
+}
+
 // buildPlan reads exchange x whole into a plan.
-func buildPlan(f *formats.File, x *recorded, eventChunks bool) (*plan, error) {
-	p := newProducer(f, x, eventChunks)
+func buildPlan(f *formats.File, x *recorded, eventChunks, annotate bool) (*plan, error) {
+	p := newProducer(f, x, eventChunks, annotate)
 	pl := &plan{}
 	for {
 		w, ok, err := p.next()

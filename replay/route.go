@@ -3,9 +3,12 @@ package replay
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
+
+	"github.com/wtrace/wtrace/replay/state"
 )
 
 // ServeHTTP answers one request from the session (see the package doc for
@@ -26,31 +29,65 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	target := r.URL.RequestURI()
 	q, err := parseTarget(r.Method, target)
-	if err != nil {
+	var body []byte
+	var rt route
+	switch {
+	case err != nil:
 		s.log.Warn("replay: bad request", "method", r.Method, "target", truncate(target), "err", err)
-		writeStatus(w, http.StatusBadRequest, "BadRequest", err.Error())
-		return
+		rt = statusRoute(howError, http.StatusBadRequest, "BadRequest", err.Error())
+	case isWrite(r.Method) && r.Body != nil:
+		body, err = io.ReadAll(io.LimitReader(r.Body, state.MaxBodyBytes+1))
+		switch {
+		case err != nil:
+			rt = statusRoute(howError, http.StatusBadRequest, "BadRequest", "reading the request body: "+err.Error())
+		case len(body) > state.MaxBodyBytes:
+			rt = statusRoute(howError, http.StatusRequestEntityTooLarge, "RequestEntityTooLarge",
+				fmt.Sprintf("the request body is larger than %d bytes", state.MaxBodyBytes))
+			body = nil
+		}
 	}
-	q.accept = r.Header.Get("Accept")
-	rt := s.route(r, q)
-	attrs := []any{"method", r.Method, "target", truncate(target), "how", rt.how}
-	if rt.x != nil {
-		attrs = append(attrs, "exchange", rt.x.id)
+	tp := s.newTap(r, body, arrival)
+	if rt.serve == nil {
+		q.accept = r.Header.Get("Accept")
+		rt = s.route(r, q, body)
+		attrs := []any{"method", r.Method, "target", truncate(target), "how", rt.how}
+		if rt.x != nil {
+			attrs = append(attrs, "exchange", rt.x.id)
+		}
+		attrs = append(attrs, "status", rt.status)
+		if rt.transcoded != "" {
+			attrs = append(attrs, "transcoded", rt.transcoded)
+		}
+		if rt.how == howNotFound {
+			attrs = append(attrs, "closest", s.m.closest(q, 3))
+			s.log.Warn("replay: no recorded exchange matches", attrs...)
+		} else {
+			s.log.Info("replay: request", attrs...)
+		}
 	}
-	attrs = append(attrs, "status", rt.status)
-	if rt.how == howNotFound {
-		attrs = append(attrs, "closest", s.m.closest(q, 3))
-		s.log.Warn("replay: no recorded exchange matches", attrs...)
-	} else {
-		s.log.Info("replay: request", attrs...)
-	}
-	st := s.newStreamer(ctx, cancel, w, r, q, arrival)
+	st := s.newStreamer(ctx, cancel, &tapWriter{ResponseWriter: w, t: tp, method: r.Method}, r, q, arrival)
+	st.tap, st.flow = tp, rt.flow
 	rt.serve(st, r)
 	st.done()
+	tp.finish(&rt, st, st.stopped == "" || st.stopped == "timeout")
 	if s.log.Enabled(ctx, slog.LevelDebug) {
-		s.log.Debug("replay: done", "method", r.Method, "target", truncate(target), "bytes", st.bytes,
-			"writes", st.writes, "duration", s.clock.Now().Sub(arrival), "stopped", st.stopped)
+		attrs := []any{"method", r.Method, "target", truncate(target), "bytes", st.bytes,
+			"writes", st.writes, "duration", s.clock.Now().Sub(arrival), "stopped", st.stopped}
+		if st.flow != nil && st.flow.switched != "" && st.flow.switched != rt.transcoded {
+			attrs = append(attrs, "transcoded", st.flow.switched)
+		}
+		if st.flow != nil && st.flow.writes > 0 {
+			attrs = append(attrs, "clients-writes", st.flow.writes)
+		}
+		s.log.Debug("replay: done", attrs...)
 	}
+}
+
+// statusRoute answers with a failure Status.
+func statusRoute(how string, code int, reason, msg string) route {
+	return route{how: how, status: code, serve: func(st *streamer, r *http.Request) {
+		writeStatus(st.w, code, reason, msg)
+	}}
 }
 
 func truncate(s string) string {
@@ -71,7 +108,15 @@ const (
 	howList      = "synth-list"       // LIST built from a recorded streaming list
 	howDiscovery = "synth-discovery"  // discovery document built from the session's resources
 	howNotFound  = "not-found"        // nothing matches: 404
-	howError     = "error"            // the session could not be read
+	howError     = "error"            // the session could not be read, or a bad request
+	// A write refused by WritesReject: 403.
+	howRejected = "rejected"
+	// No encoding the client accepts: 406.
+	howNotAcceptable = "not-acceptable"
+	// The store's answers (state.How*): "synth-get", "synth-list",
+	// "synth-create", "synth-update", "synth-patch", "synth-apply",
+	// "synth-delete", "synth-delete-collection", "synth-watch",
+	// "synth-error".
 )
 
 // route is how one request will be answered.
@@ -80,6 +125,10 @@ type route struct {
 	x      *recorded
 	status int
 	serve  func(st *streamer, r *http.Request)
+	// transcoded says why the answer is not the recorded bytes as
+	// recorded ("" if it is, or if it is synthesized; see Request).
+	transcoded string
+	flow       *flow // a recorded watch served with the world
 }
 
 // cursor names a cursor: a key and the class of request within it.
@@ -93,11 +142,31 @@ func (s *Server) pick(xs []*recorded, ck string) *recorded {
 	return s.m.pick(xs, ck, s.opts.Loop)
 }
 
-func (s *Server) route(r *http.Request, q query) route {
-	if q.watch {
-		return s.routeWatch(q)
+func (s *Server) route(r *http.Request, q query, body []byte) route {
+	switch {
+	case s.store != nil && isWrite(q.method):
+		return s.routeWrite(r, q, body)
+	case q.watch:
+		return s.routeWatch(r, q)
 	}
 	return s.routeOther(r, q)
+}
+
+// recordedWatch answers with recorded watch x, whole or (resumed) from
+// body offset skip on the timeline of capture time base; from is the
+// served resourceVersion the client's view starts at.
+func (s *Server) recordedWatch(r *http.Request, q query, x *recorded, skip, base int64, how, from string) route {
+	fl, err := s.newFlow(r, q, x.format, x, from)
+	if err != nil {
+		return storeRoute(s.statusResponse(q, err))
+	}
+	rt := route{how: how, x: x, status: responseStatus(x.info.Response.Status), flow: fl, serve: func(st *streamer, r *http.Request) {
+		s.serveExchange(st, r, x, skip, base)
+	}}
+	if fl != nil && fl.w != nil {
+		rt.transcoded = fl.switched
+	}
+	return rt
 }
 
 func (s *Server) full(x *recorded) route {
@@ -113,56 +182,107 @@ func (s *Server) errorRoute(err error) route {
 	}}
 }
 
-func (s *Server) emptyWatch(x *recorded) route {
-	return route{how: howAfterLast, x: x, status: http.StatusOK, serve: func(st *streamer, r *http.Request) {
+func (s *Server) emptyWatch(r *http.Request, q query, x *recorded) route {
+	var fl *flow
+	if x != nil {
+		fl, _ = s.newFlow(r, q, x.format, x, q.rawRV)
+	}
+	rt := route{how: howAfterLast, x: x, status: http.StatusOK, flow: fl, serve: func(st *streamer, r *http.Request) {
 		s.serveEmptyWatch(st, x)
 	}}
+	if fl != nil && fl.w != nil {
+		rt.transcoded = fl.switched
+	}
+	return rt
 }
 
-func (s *Server) routeWatch(q query) route {
+// storeHandles reports whether the world answers requests for path.
+func (s *Server) storeHandles(path string) bool {
+	return s.store != nil && s.store.Handles(path)
+}
+
+// applied reports whether, with WritesApply, the clients wrote objects of
+// path's resource: its LISTs and watches from now then come from the
+// world, which holds them.
+func (s *Server) applied(path string) bool {
+	return s.store != nil && s.writes == WritesApply && s.store.Wrote(path) && s.store.Handles(path)
+}
+
+func (s *Server) routeWatch(r *http.Request, q query) route {
 	cands := s.m.byKey[q.key]
+	if (q.rv == "" || q.sie) && s.applied(q.path) {
+		return s.storeWatchRoute(r, q)
+	}
+	// A resourceVersion the replay served in place of a recorded one
+	// stands for that one.
+	rv := q.rv
+	if s.store != nil && rv != "" {
+		if rec, ok := s.store.Recorded(rv); ok {
+			rv = rec
+		} else if n, num := rvNumber(rv); num && s.storeHandles(q.path) {
+			// Not one the recording holds (as served): a client's write's,
+			// or a number the replay never served. The world's history
+			// from there (or a 410), unless it is past everything served.
+			if point, _ := rvNumber(s.store.Point()); n <= point {
+				return s.storeWatchRoute(r, q)
+			}
+		}
+	}
 	if q.sie {
 		if sie := filter(cands, func(x *recorded) bool { return x.q.sie }); len(sie) > 0 {
-			sie = preferAccepted(prefer(sie, func(x *recorded) bool { return x.q.rv == q.rv }), q.accept)
-			return s.full(s.pick(sie, cursor(q.key, "sie", q.rv, sie[0].media)))
+			sie = preferAccepted(prefer(sie, func(x *recorded) bool { return x.q.rv == rv }), q.accept)
+			x := s.pick(sie, cursor(q.key, "sie", rv, sie[0].media))
+			return s.recordedWatch(r, q, x, 0, 0, howRecorded, "")
 		}
-		if lst := s.pickList(q.listKey(), "", q.rv, q.accept); lst != nil && lst.format == 0 && lst.info.Response.Status == http.StatusOK {
+		if lst := s.pickList(q.listKey(), "", rv, q.accept); lst != nil && lst.format == 0 && lst.info.Response.Status == http.StatusOK {
+			if s.store != nil && !s.synthWatchListFits(q, lst) {
+				return s.storeWatchRoute(r, q)
+			}
 			return route{how: howWatchList, x: lst, status: http.StatusOK, serve: func(st *streamer, r *http.Request) {
-				if _, err := s.serveSynthWatchList(st, q, lst); err != nil {
+				if _, err := s.serveSynthWatchList(st, r, q, lst); err != nil {
 					s.log.Warn("replay: cannot synthesize a streaming list", "list", lst.id, "err", err)
 					writeStatus(st.w, http.StatusInternalServerError, "InternalError", err.Error())
 				}
 			}}
 		}
+		if s.storeHandles(q.path) {
+			return s.storeWatchRoute(r, q)
+		}
 	}
 	if len(cands) == 0 {
+		if s.storeHandles(q.path) {
+			return s.storeWatchRoute(r, q)
+		}
 		return s.notFound(q)
 	}
-	if q.rv == "" {
+	if rv == "" {
 		xs := prefer(cands, func(x *recorded) bool { return x.q.sie == q.sie })
 		xs = preferAccepted(prefer(xs, func(x *recorded) bool { return x.q.rv == "" }), q.accept)
-		return s.full(s.pick(xs, cursor(q.key, "watch", "", xs[0].media)))
+		x := s.pick(xs, cursor(q.key, "watch", "", xs[0].media))
+		return s.recordedWatch(r, q, x, 0, 0, howRecorded, "")
 	}
-	if exact := filter(cands, func(x *recorded) bool { return x.q.rv == q.rv }); len(exact) > 0 {
+	if exact := filter(cands, func(x *recorded) bool { return x.q.rv == rv }); len(exact) > 0 {
 		exact = preferAccepted(exact, q.accept)
-		return s.full(s.pick(exact, cursor(q.key, "watch", q.rv, exact[0].media)))
+		x := s.pick(exact, cursor(q.key, "watch", rv, exact[0].media))
+		return s.recordedWatch(r, q, x, 0, 0, howRecorded, q.rawRV)
 	}
-	rp, found, err := s.findResume(orderAccepted(cands, q.accept), q.rv)
+	rp, found, err := s.findResume(orderAccepted(cands, q.accept), rv)
 	if err != nil {
 		return s.errorRoute(err)
 	}
 	if found {
 		if rp.remain == 0 && !s.opts.Loop {
-			return s.emptyWatch(rp.x)
+			return s.emptyWatch(r, q, rp.x)
 		}
-		return route{how: howResumed, x: rp.x, status: http.StatusOK, serve: func(st *streamer, r *http.Request) {
-			s.serveExchange(st, r, rp.x, rp.off, rp.time)
-		}}
+		return s.recordedWatch(r, q, rp.x, rp.off, rp.time, howResumed, q.rawRV)
 	}
-	if n, ok := rvNumber(q.rv); ok {
+	if n, ok := rvNumber(rv); ok {
 		if newest, ok := s.newestRV(cands); ok && n >= newest {
 			xs := preferAccepted(cands, q.accept)
-			return s.emptyWatch(xs[len(xs)-1])
+			return s.emptyWatch(r, q, xs[len(xs)-1])
+		}
+		if s.storeHandles(q.path) {
+			return s.storeWatchRoute(r, q) // the world's history from rv, or 410
 		}
 	}
 	return route{how: howExpired, status: http.StatusOK, serve: func(st *streamer, r *http.Request) {
@@ -191,8 +311,14 @@ func (s *Server) pickList(listKey, cont, rv, accept string) *recorded {
 }
 
 func (s *Server) routeOther(r *http.Request, q query) route {
+	read := q.method == http.MethodGet || q.method == http.MethodHead
+	if read && s.applied(q.path) {
+		if resp, ok := s.store.Serve(stateRequest(r, q, nil)); ok {
+			return storeRoute(resp)
+		}
+	}
 	if x := s.pickList(q.key, q.cont, q.rv, q.accept); x != nil {
-		return s.full(x)
+		return s.recordedRoute(r, q, x)
 	}
 	if q.cont != "" && len(s.m.byKey[q.key]) > 0 {
 		msg := "the provided continue parameter is too old to display a consistent list result (not in the replayed session)"
@@ -202,7 +328,7 @@ func (s *Server) routeOther(r *http.Request, q query) route {
 	}
 	if q.method == http.MethodGet && isCollection(q.path) {
 		ws := filter(s.m.byKey[q.watchKey()], func(x *recorded) bool { return x.q.sie && x.format != 0 })
-		if len(ws) > 0 {
+		if len(ws) > 0 && (s.store == nil || s.listFromWatchFits(q, ws[0])) {
 			x := s.pick(ws, cursor(q.key, "synth-list"))
 			return route{how: howList, x: x, status: http.StatusOK, serve: func(st *streamer, r *http.Request) {
 				if err := s.serveListFromWatch(st, x); err != nil {
@@ -210,6 +336,11 @@ func (s *Server) routeOther(r *http.Request, q query) route {
 					writeStatus(st.w, http.StatusInternalServerError, "InternalError", err.Error())
 				}
 			}}
+		}
+	}
+	if read && s.storeHandles(q.path) {
+		if resp, ok := s.store.Serve(stateRequest(r, q, nil)); ok {
+			return storeRoute(resp)
 		}
 	}
 	if q.method == http.MethodGet || q.method == http.MethodHead {

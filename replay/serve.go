@@ -166,6 +166,9 @@ type streamer struct {
 	stopped   string  // why the stream stopped early ("" if it did not)
 	ended     bool    // the connection was already closed or reset (abort)
 	crossed   []*Loss // losses of the session's damage this stream went past
+	flow      *flow   // a recorded watch served with the world (nil: as recorded)
+	midEvent  bool    // the last write ended inside a watch event (flows only)
+	tap       *tap    // the request log's and Out's view of the response
 }
 
 func (s *Server) newStreamer(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, r *http.Request, q query, arrival time.Time) *streamer {
@@ -201,6 +204,9 @@ func (st *streamer) deadline(t, base int64) time.Time {
 // client's timeoutSeconds passes first (stopped = "timeout") or the request
 // is cancelled (stopped = "cancelled").
 func (st *streamer) waitUntil(t time.Time) bool {
+	if st.flow != nil && st.flow.follow != nil {
+		return st.waitFollow(t)
+	}
 	limit := t
 	timeout := false
 	if !st.timeoutAt.IsZero() && !st.timeoutAt.After(t) {
@@ -233,6 +239,10 @@ func (st *streamer) waitUntil(t time.Time) bool {
 // hold waits until the client's timeoutSeconds, the client leaves, or the
 // server closes.
 func (st *streamer) hold() {
+	if st.flow != nil && st.flow.follow != nil {
+		st.holdFollow()
+		return
+	}
 	if st.timeoutAt.IsZero() {
 		<-st.ctx.Done()
 		st.stopped = "cancelled"
@@ -461,7 +471,7 @@ func endOf(x *recorded) endKind {
 func (s *Server) openSource(x *recorded) (source, error) {
 	if x.info.BodyBytes <= s.maxPlan {
 		v, err := s.cache.get("plan:"+strconv.FormatInt(x.id, 10), func() (any, int64, error) {
-			p, err := buildPlan(s.file, x, s.opts.EventChunks)
+			p, err := buildPlan(s.file, x, s.opts.EventChunks, s.store != nil)
 			if err != nil {
 				return nil, 0, err
 			}
@@ -472,7 +482,7 @@ func (s *Server) openSource(x *recorded) (source, error) {
 		}
 		return &planSource{p: v.(*plan)}, nil
 	}
-	return newProducer(s.file, x, s.opts.EventChunks), nil
+	return newProducer(s.file, x, s.opts.EventChunks, s.store != nil), nil
 }
 
 // serveExchange sends recorded exchange x, whole or (resume) from body
@@ -483,7 +493,11 @@ func (s *Server) serveExchange(st *streamer, r *http.Request, x *recorded, skip,
 		s.serveOpaque(st, r, x, status)
 		return
 	}
-	if !st.begin(s.headOf(x, status)) {
+	hd := s.headOf(x, status)
+	if st.flow != nil {
+		hd = s.watchHead(x, st.flow)
+	}
+	if !st.begin(hd) {
 		return
 	}
 	if base == 0 {

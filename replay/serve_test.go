@@ -180,10 +180,11 @@ func TestOpaqueBodies(t *testing.T) {
 // TestWatchChunks: recorded watch bodies go out with their recorded chunk
 // boundaries (which need not line up with events), byte for byte.
 func TestWatchChunks(t *testing.T) {
-	for _, c := range []struct{ scenario, sub, target string }{
-		{"basic-json", "watch=true", "/api/v1/namespaces/corpus-basic/configmaps?watch=true&resourceVersion=205"},
-		{"protobuf", "allowWatchBookmarks=true", "/api/v1/namespaces/corpus-proto/configmaps?watch=true&resourceVersion=206&allowWatchBookmarks=true"},
-		{"multi-watch", "sendInitialEvents=true", "/api/v1/namespaces/corpus-multi/configmaps?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan"},
+	for _, c := range []struct{ scenario, sub, target, accept string }{
+		{"basic-json", "watch=true", "/api/v1/namespaces/corpus-basic/configmaps?watch=true&resourceVersion=205", ""},
+		{"protobuf", "allowWatchBookmarks=true", "/api/v1/namespaces/corpus-proto/configmaps?watch=true&resourceVersion=206&allowWatchBookmarks=true",
+			"application/vnd.kubernetes.protobuf, application/json"},
+		{"multi-watch", "sendInitialEvents=true", "/api/v1/namespaces/corpus-multi/configmaps?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan", ""},
 	} {
 		t.Run(c.scenario, func(t *testing.T) {
 			path := corpusSession(t, c.scenario)
@@ -213,7 +214,11 @@ func TestWatchChunks(t *testing.T) {
 				want = append(want, body[ch.Offset:ch.Offset+ch.Size])
 			}
 			srv := newTestServer(t, path, Options{})
-			r := rawGet(t, srv.URL, c.target)
+			var hdr []string
+			if c.accept != "" {
+				hdr = []string{"Accept", c.accept}
+			}
+			r := rawGet(t, srv.URL, c.target, hdr...)
 			got, err := r.chunks()
 			if err != io.EOF {
 				t.Fatalf("stream ended with %v; want a clean end", err)
@@ -345,9 +350,10 @@ func TestStreamEnds(t *testing.T) {
 	}
 }
 
-// TestNotFound: a request nothing matches gets a Kubernetes Status.
+// TestNotFound: a request nothing matches gets a Kubernetes Status (with
+// WritesRecorded: otherwise the world answers a watch of pods).
 func TestNotFound(t *testing.T) {
-	srv := newTestServer(t, corpusSession(t, "basic-json"), Options{})
+	srv := newTestServer(t, corpusSession(t, "basic-json"), Options{Writes: WritesRecorded})
 	resp, body := get(t, srv.Client(), srv.URL+"/api/v1/namespaces/corpus-basic/pods?watch=true")
 	want := `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the server could not find the requested resource (wtrace replay: no recorded exchange matches GET /api/v1/namespaces/corpus-basic/pods)","reason":"NotFound","code":404}`
 	if resp.StatusCode != 404 || string(body) != want || resp.Header.Get("Content-Type") != "application/json" {
@@ -454,5 +460,62 @@ func TestSendAllocs(t *testing.T) {
 		}
 	}); n != 0 {
 		t.Errorf("ownSend allocates %v times per batch; want 0", n)
+	}
+}
+
+// TestFlowAllocs: serving a recorded watch with the world (the default
+// mode) allocates nothing per event: its resourceVersions are observed
+// without a lock or an allocation, as long as no client's write shifted
+// them.
+func TestFlowAllocs(t *testing.T) {
+	path := corpusSession(t, "basic-json")
+	srv, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	f := openSession(t, path)
+	id := exchangeByTarget(t, f, "GET", "watch=true")
+	var x *recorded
+	for _, c := range srv.m.all {
+		if c.id == id {
+			x = c
+		}
+	}
+	p, err := buildPlan(srv.file, x, false, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		io.Copy(io.Discard, c)
+		c.Close()
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	st := &streamer{s: srv, ctx: context.Background(), own: &ownConn{conn: c, tcp: c.(*net.TCPConn)},
+		flow: &flow{s: srv, x: x, format: x.format}}
+	src := &planSource{p: p}
+	run := func() {
+		src.i = 0
+		if !st.runFlow(src, x.respTime(), 0) {
+			t.Fatal(st.stopped)
+		}
+	}
+	run() // warm up: the world's point moves past every event
+	n := testing.AllocsPerRun(20, run)
+	if per := n / float64(len(p.writes)); per > 0.05 {
+		t.Errorf("runFlow: %v allocations for %d writes (%.2f per write); want none per write", n, len(p.writes), per)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/internal/selfsigned"
+	"github.com/wtrace/wtrace/replay/state"
 )
 
 // DefaultListen is the address Start and StartTLS listen on when
@@ -32,6 +33,9 @@ const DefaultIdleTimeout = 90 * time.Second
 
 // DefaultCacheBytes is the CacheBytes a zero Options means.
 const DefaultCacheBytes = 64 << 20
+
+// DefaultMaxRequests is the MaxRequests a zero Options means.
+const DefaultMaxRequests = 100000
 
 // Options configure a Server. The zero value serves as fast as each client
 // reads (Speed 0), reproduces the recorded chunk boundaries, ends each
@@ -87,6 +91,23 @@ type Options struct {
 	// quarter of it are streamed from the file for each client instead.
 	// 0 means DefaultCacheBytes.
 	CacheBytes int64
+	// Writes says how requests that change the world (POST, PUT, PATCH,
+	// DELETE) are answered and what watchers see of them: WritesAnswer
+	// (the zero value), WritesApply, WritesReject or WritesRecorded (see
+	// the package doc).
+	Writes Writes
+	// StateBytes bounds the memory of the session's world (every version
+	// of every object the session shows, and the clients' writes): New
+	// fails beyond it. 0 means state.DefaultMaxBytes (1 GiB). Not used
+	// with WritesRecorded, which keeps no world.
+	StateBytes int64
+	// Out, if set, receives every request the clients make and every
+	// response the replay sends, as the bytes of an HTTP/1.1 exchange on a
+	// connection of its own (see Out): a recording of the run.
+	Out Out
+	// MaxRequests bounds the requests Server.Requests keeps (the first
+	// ones); 0 means DefaultMaxRequests, negative keeps none.
+	MaxRequests int
 }
 
 // Server serves a recorded session over HTTP. Create it with New or Open;
@@ -114,6 +135,10 @@ type Server struct {
 	cache        *cache
 	ctx          context.Context
 	cancel       context.CancelFunc
+	writes       Writes
+	store        *state.Store // the session's world; nil with WritesRecorded
+	maxRequests  int
+	seq          atomic.Int64 // numbers the requests in arrival order
 
 	active atomic.Int64 // requests being served
 
@@ -125,6 +150,9 @@ type Server struct {
 	srv       *http.Server
 	serveDone chan struct{}
 	certPEM   []byte
+	requests  []Request      // the first maxRequests answered
+	dropped   int            // answered requests beyond maxRequests
+	usedWrite map[int64]bool // recorded writes served (each once)
 }
 
 // ErrStarted is returned by Start and StartTLS on a server that was already
@@ -141,7 +169,15 @@ func New(f *formats.File, opts Options) (*Server, error) {
 	if opts.Speed < 0 || math.IsNaN(opts.Speed) || math.IsInf(opts.Speed, 0) {
 		return nil, fmt.Errorf("replay: speed %v: must be a finite number ≥ 0 (0: as fast as possible)", opts.Speed)
 	}
-	s := &Server{opts: opts, file: f, speed: opts.Speed}
+	writes, err := ParseWrites(string(opts.Writes))
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{opts: opts, file: f, speed: opts.Speed, writes: writes, usedWrite: map[int64]bool{}}
+	s.maxRequests = opts.MaxRequests
+	if s.maxRequests == 0 {
+		s.maxRequests = DefaultMaxRequests
+	}
 	s.log = opts.Logger
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -164,7 +200,14 @@ func New(f *formats.File, opts Options) (*Server, error) {
 	if err := s.findLosses(); err != nil {
 		return nil, err
 	}
-	s.disc = newDiscovery(f, s.m)
+	if writes != WritesRecorded {
+		st, err := state.Load(f, state.Options{Now: s.clock.Now, MaxBytes: opts.StateBytes})
+		if err != nil {
+			return nil, fmt.Errorf("replay: loading the session's objects (--writes %s): %w", writes, err)
+		}
+		s.store = st
+	}
+	s.disc = newDiscovery(f, s.m, s.store)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
 }

@@ -12,8 +12,11 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
+	"github.com/wtrace/wtrace/replay/codec"
 )
 
 // maxSynthBytes bounds a LIST body (all pages, decoded) that is held in
@@ -140,7 +143,13 @@ func (s *Server) buildSynthList(first *recorded) (*synthList, error) {
 			sl.add(f, ev)
 		}
 	}
-	sl.add(f, frame.Bookmark(f, apiVersion, kind, sl.rv, true))
+	// The bookmark as kube-apiserver v1.33 sends it (with the list
+	// blueprint annotation), else the minimal one.
+	bm, err := codec.EndBookmark(f, schema.FromAPIVersionAndKind(apiVersion, kind), sl.rv)
+	if err != nil {
+		bm = frame.Bookmark(f, apiVersion, kind, sl.rv, true)
+	}
+	sl.add(f, bm)
 	return sl, nil
 }
 
@@ -164,18 +173,11 @@ func (sl *synthList) add(f frame.Format, ev []byte) {
 // ADDED events, the initial-events-end bookmark, then the watch's events on
 // its own timeline. Without such a watch the stream stays open after the
 // bookmark.
-func (s *Server) serveSynthWatchList(st *streamer, q query, lst *recorded) (watch *recorded, err error) {
-	v, err := s.cache.get("synth:"+strconv.FormatInt(lst.id, 10), func() (any, int64, error) {
-		sl, err := s.buildSynthList(lst)
-		if err != nil {
-			return nil, 0, err
-		}
-		return sl, sl.size, nil
-	})
+func (s *Server) serveSynthWatchList(st *streamer, r *http.Request, q query, lst *recorded) (watch *recorded, err error) {
+	sl, err := s.synthList(lst)
 	if err != nil {
 		return nil, err
 	}
-	sl := v.(*synthList)
 	if ws := filter(s.m.byKey[q.key], func(c *recorded) bool {
 		return c.q.rv == sl.rv && sl.rv != "" && c.format == sl.format
 	}); len(ws) > 0 {
@@ -193,12 +195,33 @@ func (s *Server) serveSynthWatchList(st *streamer, q query, lst *recorded) (watc
 	if !st.run(&planSource{p: &plan{writes: sl.writes}}, 0, 0) {
 		return watch, nil
 	}
+	// With a world, the rest is a flow (the LIST's encoding was one the
+	// client accepts: see synthWatchListFits).
+	if st.flow, err = s.newFlow(r, q, sl.format, watch, sl.rv); err != nil {
+		st.flow = nil
+	}
 	if watch == nil {
 		st.hold()
 		return nil, nil
 	}
 	s.continueWatch(st, watch, 0, watch.respTime())
 	return watch, nil
+}
+
+// synthList returns the streaming list's initial events built from LIST
+// lst (cached).
+func (s *Server) synthList(lst *recorded) (*synthList, error) {
+	v, err := s.cache.get("synth:"+strconv.FormatInt(lst.id, 10), func() (any, int64, error) {
+		sl, err := s.buildSynthList(lst)
+		if err != nil {
+			return nil, 0, err
+		}
+		return sl, sl.size, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*synthList), nil
 }
 
 func watchContentType(f frame.Format) string {
@@ -212,12 +235,23 @@ func watchContentType(f frame.Format) string {
 // a synthesized prefix), from body offset skip on the timeline of base.
 func (s *Server) continueWatch(st *streamer, x *recorded, skip, base int64) {
 	for {
-		src, err := s.openSource(x)
-		if err != nil {
-			st.stopped = "reading session: " + err.Error()
-			return
+		var src source
+		if st.flow != nil && st.flow.w != nil {
+			src = s.eventSource(x, skip) // transcoded: event by event
+		} else {
+			var err error
+			if src, err = s.openSource(x); err != nil {
+				st.stopped = "reading session: " + err.Error()
+				return
+			}
 		}
-		if !st.run(src, base, skip) {
+		ok := false
+		if st.flow != nil {
+			ok = st.runFlow(src, base, skip)
+		} else {
+			ok = st.run(src, base, skip)
+		}
+		if !ok {
 			return
 		}
 		if !s.opts.Loop {
@@ -299,6 +333,20 @@ func (s *Server) buildListFromWatch(x *recorded) (*synthFromWatch, error) {
 // serveListFromWatch answers a LIST the session did not record from the
 // initial events of a recorded streaming list.
 func (s *Server) serveListFromWatch(st *streamer, x *recorded) error {
+	l, err := s.listFromWatch(x)
+	if err != nil {
+		return err
+	}
+	h := st.w.Header()
+	h.Set("Content-Type", l.contentType)
+	h.Set("Content-Length", strconv.Itoa(len(l.body)))
+	st.w.WriteHeader(http.StatusOK)
+	st.send(l.body)
+	return nil
+}
+
+// listFromWatch returns the LIST built from streaming list x (cached).
+func (s *Server) listFromWatch(x *recorded) (*synthFromWatch, error) {
 	v, err := s.cache.get("list:"+strconv.FormatInt(x.id, 10), func() (any, int64, error) {
 		l, err := s.buildListFromWatch(x)
 		if err != nil {
@@ -307,15 +355,9 @@ func (s *Server) serveListFromWatch(st *streamer, x *recorded) error {
 		return l, int64(len(l.body)) + 64, nil
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	l := v.(*synthFromWatch)
-	h := st.w.Header()
-	h.Set("Content-Type", l.contentType)
-	h.Set("Content-Length", strconv.Itoa(len(l.body)))
-	st.w.WriteHeader(http.StatusOK)
-	st.send(l.body)
-	return nil
+	return v.(*synthFromWatch), nil
 }
 
 // resumePoint is where a watch from a resourceVersion continues: just after
@@ -468,7 +510,7 @@ func (s *Server) serveExpired(st *streamer, rv string) {
 func (s *Server) serveEmptyWatch(st *streamer, x *recorded) {
 	hd := newHead(http.StatusOK, http.Header{"Content-Type": {"application/json"}})
 	if x != nil {
-		hd = s.headOf(x, http.StatusOK)
+		hd = s.watchHead(x, st.flow)
 	}
 	if st.begin(hd) {
 		st.hold()

@@ -1,13 +1,17 @@
 package replay
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
+	"github.com/wtrace/wtrace/replay/codec"
 )
 
 // t0 is the capture time synthetic sessions start at.
@@ -122,4 +126,25 @@ func jsonHeader(extra ...formats.Header) []formats.Header {
 		{Name: "Content-Type", Value: "application/json"},
 		{Name: "Date", Value: "Sat, 21 Nov 2026 12:00:00 GMT"},
 	}, extra...)
+}
+
+// TestEndBookmarkAsRecorded: the initial-events-end bookmark a synthesized
+// streaming list ends with is byte for byte the one kube-apiserver v1.33
+// sent in the recorded streaming list (with its list blueprint
+// annotation).
+func TestEndBookmarkAsRecorded(t *testing.T) {
+	path := corpusSession(t, "multi-watch")
+	f := openSession(t, path)
+	id := exchangeByTarget(t, f, "GET", "sendInitialEvents=true")
+	for _, e := range sessionEvents(t, f, id) {
+		if e.meta.Type != "BOOKMARK" || !e.meta.InitialEventsEnd {
+			continue
+		}
+		b, err := codec.EndBookmark(f.Index().Exchanges[id].Response.Events, schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, e.meta.ResourceVersion)
+		if err != nil || !bytes.Equal(b, e.data) {
+			t.Fatalf("EndBookmark = %s, %v; recorded %s", b, err, e.data)
+		}
+		return
+	}
+	t.Fatal("no initial-events-end bookmark in the recorded streaming list")
 }

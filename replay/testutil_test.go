@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
@@ -241,4 +242,19 @@ func subSession(t testing.TB, src string, ids ...int64) string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// requestFor is an incoming request for the router's tests (any method
+// and target, as a server may receive them).
+func requestFor(method, target, accept string) *http.Request {
+	u, err := url.ParseRequestURI(target)
+	if err != nil {
+		u = &url.URL{Path: target}
+	}
+	r := (&http.Request{Method: method, URL: u, RequestURI: target, Host: "127.0.0.1", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{}, Body: http.NoBody}).WithContext(context.Background())
+	if accept != "" {
+		r.Header.Set("Accept", accept)
+	}
+	return r
 }

@@ -23,6 +23,7 @@ import (
 	k8scache "k8s.io/client-go/tools/cache"
 
 	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/internal/k8stest"
 	"github.com/wtrace/wtrace/internal/wttest"
 	"github.com/wtrace/wtrace/replay"
 )
@@ -163,7 +164,7 @@ func TestRealAPIServerSecretShapes(t *testing.T) {
 	for _, v := range []string{password, password + "-boot", password + "-w", applied, patched, patched + "-2", yamlVal} {
 		needles = append(needles, v, base64.StdEncoding.EncodeToString([]byte(v)))
 	}
-	needles = append(needles, query, bearer, apiserverToken, tr.Status.Token, tr.Status.Token[len(tr.Status.Token)-40:],
+	needles = append(needles, query, bearer, k8stest.Token, tr.Status.Token, tr.Status.Token[len(tr.Status.Token)-40:],
 		base64.StdEncoding.EncodeToString(blob[:4096])[:64])
 	wttest.CheckNoSecrets(t, r.path, needles...)
 	if keep := os.Getenv("WTRACE_E2E_KEEP"); keep != "" {

@@ -3,244 +3,41 @@ package proxy
 import (
 	"bufio"
 	"bytes"
-	"crypto/rand"
-	"crypto/rsa"
 	"crypto/sha256"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
-	"io"
-	"math/big"
-	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/internal/k8stest"
 	"github.com/wtrace/wtrace/internal/wttest"
 )
 
-// The real-apiserver test needs kube-apiserver and etcd binaries:
-// $WTRACE_K8SBIN, or /tmp/k8sbin where ../shared/corpus/tools/build-k8s.sh
-// puts them. Without them it is skipped.
-const k8sbinEnv = "WTRACE_K8SBIN"
-
-func k8sBinaries(t *testing.T) (apiserver, etcd string) {
-	t.Helper()
-	dir := os.Getenv(k8sbinEnv)
-	if dir == "" {
-		dir = "/tmp/k8sbin"
-	}
-	apiserver, etcd = filepath.Join(dir, "kube-apiserver"), filepath.Join(dir, "etcd")
-	for _, b := range []string{apiserver, etcd} {
-		if _, err := os.Stat(b); err != nil {
-			t.Skipf("%s not found (set $%s, or build with ../shared/corpus/tools/build-k8s.sh): %v", b, k8sbinEnv, err)
-		}
-	}
-	if testing.Short() {
-		t.Skip("starts etcd and kube-apiserver: not in -short mode")
-	}
-	return apiserver, etcd
-}
-
-// freePorts returns n TCP ports free on 127.0.0.1 (a race with other
-// processes is possible but unlikely).
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ports []int
-	var lns []net.Listener
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	for _, ln := range lns {
-		ln.Close()
-	}
-	return ports
-}
-
-// pki writes a CA, a serving certificate for 127.0.0.1 signed by it, and
-// a service-account key pair into dir; it returns the CA in PEM.
-func pki(t *testing.T, dir string) []byte {
-	t.Helper()
-	key := func() *rsa.PrivateKey {
-		k, err := rsa.GenerateKey(rand.Reader, 2048)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
-	write := func(name, typ string, der []byte) {
-		if err := os.WriteFile(filepath.Join(dir, name), pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	caKey := key()
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "wtrace-test-ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature, BasicConstraintsValid: true, IsCA: true}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	srvKey := key()
-	srvTmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "kube-apiserver"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"}}
-	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, ca, &srvKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	saKey := key()
-	saPub, _ := x509.MarshalPKIXPublicKey(&saKey.PublicKey)
-	write("ca.crt", "CERTIFICATE", caDER)
-	write("apiserver.crt", "CERTIFICATE", srvDER)
-	write("apiserver.key", "RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(srvKey))
-	write("sa.key", "RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(saKey))
-	write("sa.pub", "PUBLIC KEY", saPub)
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
-}
-
-// daemon starts a process of the test, logging to dir/name.log, and stops
-// it (SIGTERM, then SIGKILL) when the test ends.
-func daemon(t *testing.T, dir, name string, bin string, args ...string) {
-	t.Helper()
-	logf, err := os.Create(filepath.Join(dir, name+".log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := exec.Command(bin, args...)
-	c.Stdout, c.Stderr = logf, logf
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { c.Wait(); logf.Close(); close(done) }()
-	t.Cleanup(func() {
-		c.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			c.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			b, _ := os.ReadFile(filepath.Join(dir, name+".log"))
-			if len(b) > 4000 {
-				b = b[len(b)-4000:]
-			}
-			t.Logf("%s log (end):\n%s", name, b)
-		}
-	})
-}
-
-// apiserverToken is the static token of the test apiserver's admin.
-const apiserverToken = "wtrace-apiserver-test-token-6c2e81f0"
-
 // apiClient talks to the apiserver directly, as the workload.
 type apiClient struct {
-	t    *testing.T
-	base string
-	c    *http.Client
+	t *testing.T
+	c *k8stest.Cluster
 }
 
 func (a *apiClient) do(method, path string, body any) (int, []byte) {
 	a.t.Helper()
-	var r io.Reader
+	var b []byte
 	if body != nil {
-		b, _ := json.Marshal(body)
-		r = bytes.NewReader(b)
+		b, _ = json.Marshal(body)
 	}
-	req, _ := http.NewRequest(method, a.base+path, r)
-	req.Header.Set("Authorization", "Bearer "+apiserverToken)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := a.c.Do(req)
-	if err != nil {
-		a.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
+	resp, rb := a.c.Do(method, path, http.Header{"Content-Type": {"application/json"}}, b)
+	return resp.StatusCode, rb
 }
 
-// startCluster runs etcd and kube-apiserver on loopback in a temp dir and
-// returns a kubeconfig for them and a client for the workload.
+// startCluster runs etcd and kube-apiserver (internal/k8stest) and returns
+// a kubeconfig for them and a client for the workload.
 func startCluster(t *testing.T) (kubeconfig string, api *apiClient) {
-	apiserverBin, etcdBin := k8sBinaries(t)
-	dir := t.TempDir()
-	caPEM := pki(t, dir)
-	os.WriteFile(filepath.Join(dir, "tokens.csv"), []byte(apiserverToken+`,wtrace-admin,wtrace-admin-uid,"system:masters"`+"\n"), 0o600)
-	ports := freePorts(t, 3)
-	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
-	peerURL := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
-	daemon(t, dir, "etcd", etcdBin, "--name", "wtrace", "--data-dir", filepath.Join(dir, "etcd-data"),
-		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
-		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
-		"--initial-cluster", "wtrace="+peerURL, "--initial-cluster-state", "new")
-	daemon(t, dir, "kube-apiserver", apiserverBin, "--etcd-servers="+etcdURL,
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", ports[2]),
-		"--tls-cert-file="+filepath.Join(dir, "apiserver.crt"), "--tls-private-key-file="+filepath.Join(dir, "apiserver.key"),
-		"--client-ca-file="+filepath.Join(dir, "ca.crt"), "--token-auth-file="+filepath.Join(dir, "tokens.csv"),
-		"--authorization-mode=RBAC", "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file="+filepath.Join(dir, "sa.pub"), "--service-account-signing-key-file="+filepath.Join(dir, "sa.key"),
-		"--service-cluster-ip-range=10.96.0.0/16", "--endpoint-reconciler-type=none", "--profiling=false",
-		"--cert-dir="+filepath.Join(dir, "certs"))
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPEM)
-	api = &apiClient{t: t, base: fmt.Sprintf("https://127.0.0.1:%d", ports[2]),
-		c: &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 30 * time.Second}}
-	t.Cleanup(api.c.CloseIdleConnections)
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		req, _ := http.NewRequest("GET", api.base+"/readyz", nil)
-		req.Header.Set("Authorization", "Bearer "+apiserverToken)
-		if resp, err := api.c.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("kube-apiserver not ready within 3 minutes")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	kubeconfig = filepath.Join(dir, "kubeconfig")
-	kc := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: test
-  cluster:
-    server: %s
-    certificate-authority-data: %s
-users:
-- name: admin
-  user:
-    token: %s
-contexts:
-- name: test
-  context: {cluster: test, user: admin}
-current-context: test
-`, api.base, base64.StdEncoding.EncodeToString(caPEM), apiserverToken)
-	if err := os.WriteFile(kubeconfig, []byte(kc), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return kubeconfig, api
+	c := k8stest.Start(t)
+	return c.Kubeconfig, &apiClient{t: t, c: c}
 }
 
 // clientEvent is an event as the watching client received it.
@@ -404,5 +201,5 @@ func TestRealAPIServer(t *testing.T) {
 		}
 	}
 	wttest.CheckNoSecrets(t, r.path, secretA, secretB, base64.StdEncoding.EncodeToString([]byte(secretA)),
-		base64.StdEncoding.EncodeToString([]byte(secretB)), apiserverToken, "not-a-real-token-a1b2c3d4")
+		base64.StdEncoding.EncodeToString([]byte(secretB)), k8stest.Token, "not-a-real-token-a1b2c3d4")
 }

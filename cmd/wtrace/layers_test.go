@@ -25,6 +25,8 @@ var layerOf = map[string]struct {
 	"chunked":              {1, false},
 	"frame":                {1, false},
 	"formats":              {2, false},
+	"replay/codec":         {2, false},
+	"replay/state":         {3, false},
 	"capture/pcapfile":     {3, false},
 	"capture/tlsdec":       {3, false},
 	"capture/redact":       {3, false},
@@ -34,11 +36,15 @@ var layerOf = map[string]struct {
 	"capture/live":         {5, false},
 	"capture/proxy":        {5, false},
 	"edit":                 {5, false},
+	"replay/record":        {5, false},
 	"cmd/wtrace":           {6, false},
-	"internal/cmd/pcapcat": {6, false},
+	"internal/cmd/pcapcat": {6, true},
+	"internal/cmd/pcapgen": {6, true},
 	"internal/pcaptest":    {0, true},
-	"replay/replaytest":    {5, true},
+	"replay/replaytest":    {6, true},
 	"internal/wttest":      {5, true},
+	"internal/k8stest":     {0, true},
+	"internal/ctrltest":    {0, true},
 }
 
 type listedPackage struct {

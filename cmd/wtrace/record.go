@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
@@ -26,6 +27,8 @@ type recordOptions struct {
 	keepSecrets bool
 	keylog      string
 	maxBuffered int
+	maxConns    int
+	memLimit    string
 
 	// Live sources (record_live.go).
 	iface       string
@@ -101,6 +104,7 @@ up to its last block).`,
 			if err := o.validate(c); err != nil {
 				return err
 			}
+			setMemoryLimit(o.memLimit)
 			switch {
 			case o.iface != "":
 				return runRecordIface(s, o)
@@ -128,7 +132,24 @@ up to its last block).`,
 	f.BoolVar(&o.keepSecrets, "keep-secrets", false, "store Secret values and tokens as captured (credentials in headers and queries are never stored)")
 	f.StringVar(&o.keylog, "keylog", "", "--pcap: NSS key log `file` (SSLKEYLOGFILE) to decrypt TLS")
 	f.IntVar(&o.maxBuffered, "max-buffered", 256<<20, "`bytes` of out-of-order TCP data to hold, over all connections")
+	f.StringVar(&o.memLimit, "memory-limit", "192MiB", "soft `size` the Go garbage collector keeps the process under (0: none; GOMEMLIMIT wins)")
+	f.IntVar(&o.maxConns, "max-conns", capture.DefaultMaxConns, "TCP connections open at once (`n`); past it, flows that never carried data make room first (oldest first), then half-closed, then idle connections")
 	return c
+}
+
+// setMemoryLimit sets the soft memory limit of the Go runtime (see
+// runtime/debug.SetMemoryLimit), unless GOMEMLIMIT sets it: the collector
+// runs sooner as the heap nears it, instead of letting a heap of open
+// work double before each collection. It is not a cap: what is open is
+// kept, at the cost of more collections.
+// (The flag was checked by validate.)
+func setMemoryLimit(v string) {
+	if os.Getenv("GOMEMLIMIT") != "" || v == "" || v == "0" {
+		return
+	}
+	if n, err := parseSize(v); err == nil && n > 0 {
+		debug.SetMemoryLimit(n)
+	}
 }
 
 func runRecord(s streams, o *recordOptions) error {
@@ -157,7 +178,7 @@ func runRecord(s streams, o *recordOptions) error {
 	ctx, release := stopOnSignal(s, prog.clear)
 	defer release()
 	res, err := capture.RecordPcap(ctx, in, capture.PcapOptions{
-		Options: capture.Options{Port: o.port, MaxBuffered: o.maxBuffered, KeepSecrets: o.keepSecrets, KeyLog: keys},
+		Options: capture.Options{Port: o.port, MaxBuffered: o.maxBuffered, MaxConns: o.maxConns, KeepSecrets: o.keepSecrets, KeyLog: keys},
 		Output:  output(s, o),
 		Tool:    "wtrace " + toolVersion(),
 		Name:    name,

@@ -61,11 +61,19 @@ func (o *recordOptions) validate(c *cobra.Command) error {
 		// handshakes too late: TLS 1.3 encrypts right after ServerHello.
 		return usage("--keylog goes with --pcap; to record a cluster that speaks TLS live, use --proxy")
 	}
-	if name := changed("port", "max-buffered"); name != "" && o.proxy {
+	if name := changed("port", "max-buffered", "max-conns"); name != "" && o.proxy {
 		return usage("--%s does not apply to --proxy (it records what clients send it; see --listen)", name)
 	}
 	if name := changed("max-duration", "max-size", "rotate"); name != "" && o.pcap != "" {
 		return usage("--%s applies to live recordings (--iface, --proxy) only", name)
+	}
+	if v := o.memLimit; v != "" && v != "0" {
+		if n, err := parseSize(v); err != nil || n <= 0 {
+			return usage("--memory-limit %s: not a size (192MiB, 1GiB; 0 for none)", v)
+		}
+	}
+	if o.maxConns < 1 {
+		return usage("--max-conns %d: must be at least 1", o.maxConns)
 	}
 	if o.port < 0 || o.port > 65535 {
 		return usage("--port %d: not a TCP port", o.port)
@@ -194,7 +202,7 @@ func runRecordIface(s streams, o *recordOptions) error {
 	start := time.Now()
 	opts := live.RecordOptions{
 		Output:   out,
-		Recorder: capture.Options{Port: o.port, MaxBuffered: o.maxBuffered, KeepSecrets: o.keepSecrets},
+		Recorder: capture.Options{Port: o.port, MaxBuffered: o.maxBuffered, MaxConns: o.maxConns, KeepSecrets: o.keepSecrets},
 		Tool:     "wtrace " + toolVersion(),
 		OnTick: func(st capture.Stats) {
 			prog.show("%s  %d packets%s", time.Since(start).Round(time.Second), st.Packets, counts(st))

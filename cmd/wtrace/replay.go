@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,8 +19,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/wtrace/wtrace/capture"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/replay"
+	"github.com/wtrace/wtrace/replay/record"
 )
 
 type replayOptions struct {
@@ -34,6 +37,9 @@ type replayOptions struct {
 	writeTimeout  time.Duration
 	idleTimeout   time.Duration
 	verbose       bool
+	writes        string
+	out           string
+	keepSecrets   bool
 }
 
 func newReplayCmd(s streams) *cobra.Command {
@@ -59,6 +65,28 @@ A watch past the session's last event stays open and quiet until its
 timeoutSeconds; a watch from a resourceVersion the session does not hold gets
 a 410 Expired event, so the client relists.
 
+Writes (--writes) are answered as the apiserver would, from the session's
+view of the world at that moment (the recorded objects, plus the clients'
+own writes): creates, updates, every kind of patch, server-side apply,
+deletes with finalizers, status and scale, dry runs; the recorded answer
+when the session holds the same write. Reads and watches the session did
+not record (another label selector, an object's GET, another resource) are
+answered from the same world. Modes:
+  answer    (default) writes answered; watchers keep seeing the recording
+  apply     watchers also see the events the clients' writes cause, as
+            they happen, among the recorded ones
+  reject    every write gets 403 Forbidden: a read-only replay
+  recorded  only what was recorded is served (a write the session does not
+            hold gets 404)
+Each client gets the encoding its Accept header asks for (JSON, protobuf,
+Table for kubectl, metadata-only); the log says which answers were
+synthesized (how=synth-…) or transcoded (transcoded=…).
+
+--out FILE records the run: every request the clients made, with its body,
+and every answer, with both times, as a session file (source "replay") that
+inspect, events and diff read. Secret values are redacted unless
+--keep-secrets.
+
 By default the server listens on 127.0.0.1:8080 over plain HTTP. Requests are
 logged on stderr; stdout stays empty. Ctrl-C stops the server (open watches
 end at once); a second Ctrl-C exits immediately.`,
@@ -74,7 +102,12 @@ end at once); a second Ctrl-C exits immediately.`,
 
   # HTTPS with a self-signed certificate and a kubeconfig for kubectl
   wtrace replay session.wt --tls --kubeconfig-out kc
-  kubectl --kubeconfig kc get configmaps -n demo -w`,
+  kubectl --kubeconfig kc get configmaps -n demo -w
+
+  # a controller under test: its writes change what its informers see;
+  # record what it did
+  wtrace replay session.wt --writes apply --out run.wt
+  wtrace events run.wt`,
 		Args: exactArgs(1, "one session file"),
 		RunE: func(c *cobra.Command, args []string) error {
 			if o.speed < 0 || math.IsNaN(o.speed) || math.IsInf(o.speed, 0) {
@@ -85,6 +118,12 @@ end at once); a second Ctrl-C exits immediately.`,
 			}
 			if o.cert != "" {
 				o.useTLS = true
+			}
+			if _, err := replay.ParseWrites(o.writes); err != nil || o.writes == "" {
+				return &usageError{fmt.Errorf("--writes %q: want answer, apply, reject or recorded\nSee 'wtrace replay --help'.", o.writes)}
+			}
+			if o.keepSecrets && o.out == "" {
+				return &usageError{errors.New("--keep-secrets applies to --out\nSee 'wtrace replay --help'.")}
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -104,10 +143,13 @@ end at once); a second Ctrl-C exits immediately.`,
 	f.DurationVar(&o.writeTimeout, "write-timeout", replay.DefaultWriteTimeout, "drop a client that has not taken a write after this `duration`")
 	f.DurationVar(&o.idleTimeout, "idle-timeout", replay.DefaultIdleTimeout, "close a keep-alive connection idle for this `duration` (watches are not idle; 0: never), as kube-apiserver does")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "also log when each stream ends, and why")
+	f.StringVar(&o.writes, "writes", string(replay.WritesAnswer), "how writes are answered: `mode` answer, apply, reject or recorded")
+	f.StringVar(&o.out, "out", "", "record the run (requests, bodies, answers) into the session `file` (- for stdout)")
+	f.BoolVar(&o.keepSecrets, "keep-secrets", false, "with --out: store Secret objects' values as served (credentials in headers are never stored)")
 	return c
 }
 
-func runReplay(ctx context.Context, s streams, sessionPath string, o *replayOptions) error {
+func runReplay(ctx context.Context, s streams, sessionPath string, o *replayOptions) (err error) {
 	f, err := openSession(sessionPath)
 	if err != nil {
 		return err
@@ -129,6 +171,8 @@ func runReplay(ctx context.Context, s streams, sessionPath string, o *replayOpti
 		WriteTimeout: o.writeTimeout,
 		IdleTimeout:  o.idleTimeout,
 		Logger:       slog.New(&lineHandler{w: s.err, level: level, mu: &sync.Mutex{}}),
+		Writes:       replay.Writes(o.writes),
+		MaxRequests:  -1, // nobody reads them
 	}
 	if o.idleTimeout == 0 {
 		opts.IdleTimeout = -1 // never
@@ -140,11 +184,50 @@ func runReplay(ctx context.Context, s streams, sessionPath string, o *replayOpti
 		}
 		opts.Certificate = &cert
 	}
+	var rec *record.Recorder
+	if o.out != "" {
+		out := capture.FileSinkOptions{Path: o.out}
+		if o.out == "-" {
+			out = capture.FileSinkOptions{Out: s.out}
+		}
+		rec, err = record.New(record.Options{Output: out, Tool: "wtrace " + toolVersion(), KeepSecrets: o.keepSecrets,
+			Description: "replay of " + filepath.Base(sessionPath), Labels: map[string]string{"session": filepath.Base(sessionPath), "writes": o.writes}})
+		if err != nil {
+			var oe *capture.OutputError
+			if errors.As(err, &oe) && !oe.Created {
+				return withHint(oe.Err, "check that the directory of --out exists and is writable")
+			}
+			return fmt.Errorf("--out: %w", err)
+		}
+		if o.keepSecrets {
+			fmt.Fprintln(s.err, "Warning: --keep-secrets: Secret values are stored as served; treat the session file as a secret.")
+		}
+		opts.Out = rec
+	}
 	srv, err := replay.New(f, opts)
 	if err != nil {
-		return &usageError{err}
+		if rec != nil {
+			rec.Close()
+		}
+		return withHint(err, "try --writes recorded, which serves only what was recorded and keeps no world")
 	}
 	defer srv.Close()
+	defer func() {
+		if rec == nil {
+			return
+		}
+		srv.Close() // every answer complete before the file ends
+		res, cerr := rec.Close()
+		if cerr != nil {
+			if err == nil {
+				err = fmt.Errorf("writing --out %s: %w", o.out, cerr)
+			}
+			return
+		}
+		if o.out != "-" {
+			fmt.Fprintf(s.err, "Recorded the run: %d exchanges, %d watch events into %s (%s).\n", res.Exchanges, res.Events, o.out, humanBytes(res.Size))
+		}
+	}()
 	if o.useTLS {
 		err = srv.StartTLS()
 	} else {
@@ -243,6 +326,17 @@ func printReplayBanner(w io.Writer, sessionPath string, f *formats.File, u strin
 	}
 	if o.eventChunks {
 		modes = append(modes, "one chunk per event")
+	}
+	switch replay.Writes(o.writes) {
+	case replay.WritesApply:
+		modes = append(modes, "writes answered and applied to watches")
+	case replay.WritesReject:
+		modes = append(modes, "writes rejected (403)")
+	case replay.WritesRecorded:
+		modes = append(modes, "recorded answers only")
+	}
+	if o.out != "" {
+		modes = append(modes, "recording the run to "+o.out)
 	}
 	if len(modes) > 0 {
 		fmt.Fprintf(w, "Mode: %s\n", strings.Join(modes, ", "))

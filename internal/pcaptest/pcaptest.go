@@ -38,6 +38,9 @@ type Builder struct {
 	now     time.Time
 	// Step is how far the clock moves after each packet. Zero means 1µs.
 	Step time.Duration
+	// Emit, if set, receives each packet as it is added instead of
+	// Packets (workloads too large to hold; see workload.go).
+	Emit func(Packet)
 }
 
 // New returns an empty Builder whose clock is at Start.
@@ -54,7 +57,11 @@ func (b *Builder) Advance(d time.Duration) { b.now = b.now.Add(d) }
 
 func (b *Builder) add(p Packet) {
 	p.Time = b.now
-	b.Packets = append(b.Packets, p)
+	if b.Emit != nil {
+		b.Emit(p)
+	} else {
+		b.Packets = append(b.Packets, p)
+	}
 	step := b.Step
 	if step == 0 {
 		step = time.Microsecond

@@ -7,7 +7,9 @@ package replaytest
 import (
 	"testing"
 
+	"github.com/wtrace/wtrace/capture"
 	"github.com/wtrace/wtrace/replay"
+	"github.com/wtrace/wtrace/replay/record"
 )
 
 // NewServer opens the session at path and starts serving it over HTTP on
@@ -29,4 +31,28 @@ func NewServer(t testing.TB, path string, opts replay.Options) *replay.Server {
 	}
 	t.Cleanup(s.Close)
 	return s
+}
+
+// Record starts recording a replay's run into a session file at path (see
+// package replay/record): give it as Options.Out. Call it before
+// NewServer: the file is closed when the test ends, after the server.
+// To read the file within the test, close the server, then the Recorder.
+//
+//	rec := replaytest.Record(t, filepath.Join(t.TempDir(), "run.wt"))
+//	srv := replaytest.NewServer(t, "testdata/incident-42.wt", replay.Options{Out: rec})
+//	… the controller under test …
+//	srv.Close()
+//	rec.Close()
+func Record(t testing.TB, path string) *record.Recorder {
+	t.Helper()
+	rec, err := record.New(record.Options{Output: capture.FileSinkOptions{Path: path}, Tool: "wtrace replaytest"})
+	if err != nil {
+		t.Fatalf("replaytest.Record(%q): %v", path, err)
+	}
+	t.Cleanup(func() {
+		if _, err := rec.Close(); err != nil {
+			t.Errorf("replaytest.Record(%q): %v", path, err)
+		}
+	})
+	return rec
 }

@@ -5,10 +5,20 @@
 // Ethernet, IPv4 without options, TCP.
 //
 //	go run ./internal/cmd/pcapcat -o /tmp/big.pcap -min 200MB ../shared/corpus/*/capture.pcap
+//
+// With -overlap N the copies overlap instead, like many clients of one
+// apiserver: the inputs, one after the other, make one sequence; a new
+// copy of it starts every 1/N of its span, so about N copies run at once,
+// merged in time order; each copy's clients get an address of their own
+// (10.x.y.2), the server keeps its own.
+//
+//	go run ./internal/cmd/pcapcat -o /tmp/soak.pcap -min 500MB -overlap 20 \
+//	    ../shared/corpus/{multi-watch,basic-json,protobuf,gone-410}/capture.pcap
 package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"flag"
@@ -17,12 +27,15 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/wtrace/wtrace/internal/pcaptest"
 )
 
 func main() {
 	out := flag.String("o", "", "output pcap `file`")
 	minSize := flag.String("min", "200MB", "repeat the inputs until the output is at least this `size`")
 	server := flag.Int("server-port", 8001, "server `port` (left unchanged)")
+	overlap := flag.Int("overlap", 0, "copies running at once (`n`); 0 appends them one after the other")
 	flag.Parse()
 	if *out == "" || flag.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "usage: pcapcat -o OUT.pcap [-min 200MB] IN.pcap ...")
@@ -32,6 +45,12 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
+	}
+	run := run
+	if *overlap > 0 {
+		run = func(out string, ins []string, limit int64, server uint16) error {
+			return runOverlap(out, ins, limit, server, *overlap)
+		}
 	}
 	if err := run(*out, flag.Args(), limit, uint16(*server)); err != nil {
 		fmt.Fprintln(os.Stderr, "pcapcat:", err)
@@ -181,4 +200,32 @@ func copyOne(w io.Writer, path string, shift int64, portDelta, server uint16, he
 		}
 		n += 16 + int64(incl)
 	}
+}
+
+// runOverlap writes overlapping copies of the inputs' sequence until limit
+// bytes are written (pcaptest.Overlap).
+func runOverlap(out string, ins []string, limit int64, server uint16, overlap int) error {
+	var pcaps [][]byte
+	for _, in := range ins {
+		var buf bytes.Buffer
+		if _, _, err := copyOne(&buf, in, 0, 0, server, true); err != nil {
+			return fmt.Errorf("%s: %w", in, err)
+		}
+		pcaps = append(pcaps, buf.Bytes())
+	}
+	f, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	w := bufio.NewWriterSize(f, 1<<20)
+	n, err := pcaptest.Overlap(w, pcaps, limit, overlap, server)
+	if err != nil {
+		return err
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "wrote %s: %d MB\n", out, n>>20)
+	return f.Close()
 }

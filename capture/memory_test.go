@@ -1,0 +1,135 @@
+package capture
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/wtrace/wtrace/capture/pcapfile"
+	"github.com/wtrace/wtrace/internal/pcaptest"
+)
+
+// liveHeap returns the bytes of heap in use after a collection.
+func liveHeap() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
+}
+
+// TestMemoryFollowsOpenWork records workloads of many exchanges through
+// the session writer and measures the heap that stays in use as they
+// pile up: what finished must cost little (its compressed index entry),
+// whatever the history. A pipelined connection's requests are open work
+// until answered, each bounded too.
+func TestMemoryFollowsOpenWork(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("records 100,000 exchanges; measures the heap (not under -race)")
+	}
+	const n = 20000
+	tests := []struct {
+		name     string
+		gen      func(b *pcaptest.Builder, n int)
+		perEntry int64 // bytes of heap each exchange may keep
+	}{
+		{"keep-alive exchanges", func(b *pcaptest.Builder, n int) { pcaptest.Exchanges(b, 50, n) }, 300},
+		{"connections", func(b *pcaptest.Builder, n int) { pcaptest.Connections(b, n, 0, "fin") }, 300},
+		{"connections a second apart, reset", func(b *pcaptest.Builder, n int) { pcaptest.Connections(b, n, time.Second, "rst") }, 300},
+		{"watches", pcaptest.Watches, 300},
+		{"pipelined", pcaptest.Pipelined, 1000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fs, err := NewFileSink(FileSinkOptions{Out: io.Discard, Meta: NewMeta("test", "pcap", "memory", true)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := NewRecorder(fs, Options{KeepSecrets: true})
+			feedAll := func(b *pcaptest.Builder, gen func(*pcaptest.Builder)) {
+				b.Emit = func(p pcaptest.Packet) {
+					if err := rec.Packet(Packet{Time: p.Time.UnixNano(), LinkType: uint16(pcapfile.LinkEthernet), Data: pcaptest.Encode(p)}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				gen(b)
+			}
+			b := pcaptest.New()
+			// A first quarter, then the rest on other addresses: the heap
+			// may grow by little per exchange between the two.
+			feedAll(b, func(b *pcaptest.Builder) { tt.gen(b, n/4) })
+			before := liveHeap()
+			b2 := pcaptest.New()
+			b2.SetNow(b.Now().Add(time.Minute))
+			feedAll(b2, func(b *pcaptest.Builder) { tt.gen(b, n) })
+			after := liveHeap()
+			if err := rec.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := fs.Close(Ending{}); err != nil {
+				t.Fatal(err)
+			}
+			per := (after - before) / n
+			t.Logf("heap %d → %d bytes: %d bytes per exchange", before, after, per)
+			if per > tt.perEntry {
+				t.Errorf("the heap grows by %d bytes per exchange recorded; want ≤ %d", per, tt.perEntry)
+			}
+			if st := rec.Stats(); st.Exchanges != n/4+n {
+				t.Errorf("%d exchanges recorded; want %d", st.Exchanges, n/4+n)
+			}
+		})
+	}
+}
+
+// TestMemoryPipelined: requests pipelined on one connection are open work
+// until their responses come; each waiting one must cost little.
+func TestMemoryPipelined(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("records 20,000 pipelined requests; measures the heap (not under -race)")
+	}
+	const n = 20000
+	fs, err := NewFileSink(FileSinkOptions{Out: io.Discard, Meta: NewMeta("test", "pcap", "memory", true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := NewRecorder(fs, Options{KeepSecrets: true})
+	b := pcaptest.New()
+	b.Emit = func(p pcaptest.Packet) {
+		if err := rec.Packet(Packet{Time: p.Time.UnixNano(), LinkType: uint16(pcapfile.LinkEthernet), Data: pcaptest.Encode(p)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := b.Conn("127.0.0.1:40000", "127.0.0.1:8001", true)
+	req := func(i int) []byte {
+		return []byte(fmt.Sprintf("GET /api/v1/namespaces/default/configmaps/cm-%d HTTP/1.1\r\nHost: 127.0.0.1:8001\r\nAccept: application/json\r\n\r\n", i))
+	}
+	for i := range n / 4 {
+		c.Send(pcaptest.ToServer, req(i))
+	}
+	before := liveHeap()
+	for i := n / 4; i < n+n/4; i++ {
+		c.Send(pcaptest.ToServer, req(i))
+	}
+	after := liveHeap()
+	resp := "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+	for range n + n/4 {
+		c.Send(pcaptest.ToClient, []byte(resp))
+	}
+	c.FIN(pcaptest.ToServer)
+	c.FIN(pcaptest.ToClient)
+	if err := rec.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.Close(Ending{}); err != nil {
+		t.Fatal(err)
+	}
+	per := (after - before) / n
+	t.Logf("heap %d → %d bytes: %d bytes per request waiting", before, after, per)
+	if per > 400 {
+		t.Errorf("the heap grows by %d bytes per request waiting for its response; want ≤ 400", per)
+	}
+	if st := rec.Stats(); st.Exchanges != n+n/4 {
+		t.Errorf("%d exchanges recorded; want %d", st.Exchanges, n+n/4)
+	}
+}

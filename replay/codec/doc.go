@@ -1,0 +1,48 @@
+// Package codec turns Kubernetes objects between the encodings a client
+// may ask for, the way kube-apiserver (v1.33) does: JSON, YAML and
+// protobuf for built-in kinds; Table and PartialObjectMetadata(List)
+// transformations; watch events; Status errors.
+//
+// # Objects
+//
+// An Object is one object's bytes with their format, apiVersion and kind:
+// JSON text (with or without its kind and apiVersion members, as list items
+// carry it) or a protobuf object message (the inside of the "k8s\x00" +
+// runtime.Unknown envelope). Decode gives a typed object for every kind of
+// k8s.io/api (Scheme), a *unstructured.Unstructured for JSON of any other
+// kind; Encode goes back. Built-in kinds round-trip byte for byte through
+// Decode and Encode, since both sides use apimachinery's serializers as
+// the apiserver does.
+//
+// # Negotiation
+//
+// Negotiate reads an Accept header as the apiserver's
+// negotiation.NegotiateMediaTypeOptions does (github.com/munnerz/goautoneg
+// clauses in preference order; the first one a serializer and the endpoint
+// allow wins; an empty header means JSON) and returns a Media: the format,
+// and an optional transformation (as=Table, as=PartialObjectMetadata,
+// as=PartialObjectMetadataList; g=meta.k8s.io, v=v1 or v1beta1). Protobuf
+// is offered only for built-in kinds, as for custom resources; Table only
+// in JSON and YAML; a watch only in JSON and protobuf. Nothing acceptable is
+// a 406 NotAcceptable Status worded like the apiserver's.
+//
+// # Responses
+//
+// Writer encodes what a handler answers — one object, a list, a watch
+// event, a Status — in a Media. When no transformation is asked for and the
+// object is already in the wanted format, its bytes go out unchanged
+// (Transcoded says whether they did not). Tables use the apiserver's
+// printer columns for ConfigMap, Secret, Namespace, Service, Event,
+// PodTemplate, Deployment, ReplicaSet, StatefulSet, DaemonSet, Lease and
+// Pod, and the default Name /
+// Created At columns for every other kind, as for resources without
+// printers. Age cells are computed against the Writer's Now. A watch of
+// Tables carries the column definitions in its first event only, as the
+// apiserver's does. EndBookmark is a streaming list's last bookmark, with
+// the list blueprint annotation v1.33 adds.
+//
+// # Concurrency
+//
+// Package functions are safe for concurrent use. A Writer holds per-stream
+// state (whether the Table headers went out) and is not.
+package codec

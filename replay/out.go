@@ -1,0 +1,313 @@
+package replay
+
+import (
+	"net"
+	"net/http"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/wtrace/wtrace/formats"
+)
+
+// Out receives a replay's traffic, for a recording of the run
+// (Options.Out): for each request, Conn is called when it arrives; the
+// OutConn then gets the request's bytes (ClientToServer), the response's
+// as they are sent (ServerToClient), and Close when the answer is over.
+// Every exchange goes out as HTTP/1.1 (request line, header fields, body
+// with Content-Length; response head and body, chunked when it has no
+// Content-Length, one chunk per write), on a connection of its own, from
+// the client's address to the server's, whatever protocol the client
+// spoke (HTTP/2 streams are told apart by their connection).
+//
+// package replay/record connects it to a session file (capture.Tee and
+// capture.FileSink, as the recording proxy does): the bytes are parsed,
+// split into events and redacted there, as any recording's.
+//
+// Conn and the OutConn's methods are called from the handler goroutine of
+// the request; an Out must be safe for concurrent use by many of them.
+// Data may keep p only during the call. An Out that blocks slows down the
+// replay's answers.
+type Out interface {
+	Conn(client, server string) OutConn
+}
+
+// OutConn is one exchange of an Out (see Out). *capture.TeeConn is one.
+type OutConn interface {
+	Data(dir formats.Direction, p []byte)
+	Close(reason formats.ConnEndReason)
+}
+
+// Request is one request a client made to the replay, and its answer.
+// Server.Requests returns them; their slices must not be modified.
+type Request struct {
+	Method string
+	Target string      // request-target as sent ("/api/v1/namespaces/demo/configmaps?watch=1")
+	Header http.Header // as received
+	// Body is the request body of a write (POST, PUT, PATCH, DELETE), nil
+	// for other requests.
+	Body []byte
+	// Arrival is when the request arrived and Done when its answer ended,
+	// on the server's clock.
+	Arrival, Done time.Time
+	// Status is the status code of the answer.
+	Status int
+	// How says how it was answered: "recorded", "resumed", "synth-create",
+	// … (the "how" of the log lines, see the package doc).
+	How string
+	// Exchange is the recorded exchange served, or -1.
+	Exchange int64
+	// Transcoded says why the answer is not recorded bytes as recorded
+	// ("" when it is, or when it was synthesized): the encoding changed
+	// ("json→protobuf", "Table"), resourceVersions were rewritten ("rv"),
+	// the clients' writes were interleaved ("writes").
+	Transcoded string
+	// ContentType and Response are the Content-Type and body of the answer
+	// to a write (a Status for an error), nil for other requests.
+	ContentType string
+	Response    []byte
+
+	seq int64 // arrival order
+}
+
+// IsWrite reports whether the request was a write (POST, PUT, PATCH,
+// DELETE).
+func (r *Request) IsWrite() bool { return isWrite(r.Method) }
+
+// Requests returns the requests answered so far (the first
+// Options.MaxRequests), in the order they arrived. A request still being
+// answered (an open watch) is not among them yet.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	out := append([]Request(nil), s.requests...)
+	s.mu.Unlock()
+	sort.SliceStable(out, func(i, j int) bool { return out[i].seq < out[j].seq })
+	return out
+}
+
+// Writes returns the writes among Requests.
+func (s *Server) Writes() []Request {
+	var out []Request
+	for _, r := range s.Requests() {
+		if r.IsWrite() {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// tap follows one request: its entry in the request log, and its bytes
+// to the Out.
+type tap struct {
+	s    *Server
+	req  Request
+	out  OutConn
+	keep bool // keep the response body (a write)
+
+	status  int
+	chunked bool // the transcript frames the body in chunks
+	noBody  bool
+	raw     bool // the stream took its connection over: bytes go as they are
+	started bool
+	buf     []byte // transcript scratch
+}
+
+// maxLoggedBody bounds the response body of a write kept in the request
+// log (a write's answer is one object: the apiserver's limit on one).
+const maxLoggedBody = 3 << 20
+
+// newTap starts following request r (whose body was read).
+func (s *Server) newTap(r *http.Request, body []byte, arrival time.Time) *tap {
+	t := &tap{s: s, req: Request{Method: r.Method, Arrival: arrival, Exchange: -1}, keep: isWrite(r.Method)}
+	if s.maxRequests >= 0 {
+		t.req.Target, t.req.Header = r.URL.RequestURI(), r.Header.Clone()
+	}
+	t.req.seq = s.seq.Add(1)
+	if t.keep {
+		t.req.Body = body
+	}
+	if s.opts.Out == nil {
+		return t
+	}
+	server := ""
+	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		server = a.String()
+	}
+	t.out = s.opts.Out.Conn(r.RemoteAddr, server)
+	b := t.buf[:0]
+	b = append(b, r.Method...)
+	b = append(b, ' ')
+	b = append(b, r.RequestURI...)
+	b = append(b, " HTTP/1.1\r\nHost: "...)
+	b = append(b, r.Host...)
+	b = append(b, "\r\n"...)
+	b = appendHeader(b, r.Header, func(k string) bool {
+		return k == "Content-Length" || k == "Transfer-Encoding" || k == "Connection" || k == "Host"
+	})
+	if len(body) > 0 {
+		b = append(b, "Content-Length: "...)
+		b = strconv.AppendInt(b, int64(len(body)), 10)
+		b = append(b, "\r\n"...)
+	}
+	b = append(b, "\r\n"...)
+	t.out.Data(formats.ClientToServer, b)
+	if len(body) > 0 {
+		t.out.Data(formats.ClientToServer, body)
+	}
+	t.buf = b[:0]
+	return t
+}
+
+// appendHeader appends header fields as HTTP/1.1 lines, sorted, without
+// those skip names.
+func appendHeader(b []byte, h http.Header, skip func(string) bool) []byte {
+	keys := make([]string, 0, len(h))
+	for k := range h {
+		if !skip(http.CanonicalHeaderKey(k)) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		for _, v := range h[k] {
+			if !validFieldName(k) || !validFieldValue(v) {
+				continue
+			}
+			b = append(b, k...)
+			b = append(b, ": "...)
+			b = append(b, v...)
+			b = append(b, "\r\n"...)
+		}
+	}
+	return b
+}
+
+// head notes the response head going out through net/http.
+func (t *tap) head(status int, h http.Header, method string) {
+	if t.started {
+		return
+	}
+	t.started, t.status = true, status
+	t.noBody = method == http.MethodHead || status == http.StatusNoContent || status == http.StatusNotModified
+	if t.keep {
+		t.req.ContentType = h.Get("Content-Type")
+	}
+	if t.out == nil {
+		return
+	}
+	t.chunked = !t.noBody && h.Get("Content-Length") == ""
+	b := t.buf[:0]
+	b = append(b, "HTTP/1.1 "...)
+	b = strconv.AppendInt(b, int64(status), 10)
+	b = append(b, ' ')
+	b = append(b, http.StatusText(status)...)
+	b = append(b, "\r\n"...)
+	b = appendHeader(b, h, func(k string) bool { return k == "Transfer-Encoding" || k == "Connection" })
+	if t.chunked {
+		b = append(b, "Transfer-Encoding: chunked\r\n"...)
+	}
+	b = append(b, "\r\n"...)
+	t.out.Data(formats.ServerToClient, b)
+	t.buf = b[:0]
+}
+
+// body notes body bytes going out through net/http (one chunk).
+func (t *tap) body(p []byte) {
+	if len(p) == 0 || t.noBody {
+		return
+	}
+	if t.keep && len(t.req.Response)+len(p) <= maxLoggedBody {
+		t.req.Response = append(t.req.Response, p...)
+	}
+	if t.out == nil {
+		return
+	}
+	if !t.chunked {
+		t.out.Data(formats.ServerToClient, p)
+		return
+	}
+	b := strconv.AppendInt(t.buf[:0], int64(len(p)), 16)
+	b = append(b, "\r\n"...)
+	t.out.Data(formats.ServerToClient, b)
+	t.out.Data(formats.ServerToClient, p)
+	t.out.Data(formats.ServerToClient, crlf)
+	t.buf = b[:0]
+}
+
+// takenOver notes that the stream took its connection over (status is
+// its head's): its bytes go to the Out as they are written.
+func (t *tap) takenOver(status int) {
+	t.started, t.raw, t.status = true, true, status
+}
+
+// rawWrite notes bytes written on a taken-over connection.
+func (t *tap) rawWrite(bufs [][]byte) {
+	if t.out == nil {
+		return
+	}
+	for _, b := range bufs {
+		t.out.Data(formats.ServerToClient, b)
+	}
+}
+
+// finish ends the request: clean says whether the answer ended as it
+// should (not cut off by the client leaving, an abort or Close).
+func (t *tap) finish(rt *route, st *streamer, clean bool) {
+	t.req.Done = t.s.clock.Now()
+	t.req.Status = t.status
+	if !t.started {
+		t.req.Status = rt.status
+	}
+	t.req.How = rt.how
+	if rt.x != nil {
+		t.req.Exchange = rt.x.id
+	}
+	t.req.Transcoded = rt.transcoded
+	if st.flow != nil && st.flow.switched != "" && t.req.Transcoded == "" {
+		t.req.Transcoded = st.flow.switched
+	}
+	if t.out != nil {
+		if clean && t.chunked && !t.raw {
+			t.out.Data(formats.ServerToClient, []byte("0\r\n\r\n"))
+		}
+		t.out.Close(formats.ConnClosed)
+	}
+	s := t.s
+	if s.maxRequests < 0 {
+		return
+	}
+	s.mu.Lock()
+	if len(s.requests) < s.maxRequests {
+		s.requests = append(s.requests, t.req)
+	} else {
+		s.dropped++
+	}
+	s.mu.Unlock()
+}
+
+// tapWriter is the ResponseWriter a handler writes through: what goes out
+// through net/http is noted by the tap. http.ResponseController reaches
+// the writer under it (Flush, Hijack, deadlines) through Unwrap.
+type tapWriter struct {
+	http.ResponseWriter
+	t      *tap
+	method string
+}
+
+func (w *tapWriter) WriteHeader(code int) {
+	if code >= 200 {
+		w.t.head(code, w.ResponseWriter.Header(), w.method)
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *tapWriter) Write(p []byte) (int, error) {
+	if !w.t.started {
+		w.t.head(http.StatusOK, w.ResponseWriter.Header(), w.method)
+	}
+	n, err := w.ResponseWriter.Write(p)
+	w.t.body(p[:n])
+	return n, err
+}
+
+func (w *tapWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -1,0 +1,120 @@
+// Package record records a replay's run into a session file: every
+// request the replay's clients made, with its body, and every answer they
+// got, with the times of both (wtrace replay --out). The file is a normal
+// session (source "replay"): inspect, events, diff and replay read it.
+//
+//	rec, _ := record.New(record.Options{Output: capture.FileSinkOptions{Path: "run.wt"}})
+//	srv, _ := replay.Open("session.wt", replay.Options{Out: rec})
+//	… clients …
+//	srv.Close()
+//	res, err := rec.Close()
+//
+// A Recorder is the replay.Out of a Server: each exchange reaches it as
+// the bytes of an HTTP/1.1 request and response, which a capture.Tee parses
+// as the recording proxy's (HTTP, watch events, redaction: credentials in
+// headers never reach the file, Secret values are replaced unless
+// KeepSecrets) and a capture.FileSink writes (Meta, Summary, limits). It
+// sits above both replay and capture, which share a layer: neither imports
+// the other, and this package connects them.
+package record
+
+import (
+	"sync"
+	"time"
+
+	"github.com/wtrace/wtrace/capture"
+	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/replay"
+)
+
+// Options configure a Recorder. Output's Path (or Out) is needed; the rest
+// may stay zero: Secret values redacted, the wall clock.
+type Options struct {
+	// Output is where the session goes: Path or Out, the Writer's
+	// options, MaxSize, MaxDuration, Rotate. New sets its Meta and Totals.
+	Output capture.FileSinkOptions
+	// Tool names the recorder in Meta ("wtrace v0.3.0"); "" means "wtrace".
+	Tool string
+	// Description says what was replayed ("replay of incident.wt"), for
+	// Meta.
+	Description string
+	// Labels are added to Meta (the session replayed, …).
+	Labels map[string]string
+	// KeepSecrets stores Secret objects' values as the replay sent them.
+	// Credentials in headers are never stored.
+	KeepSecrets bool
+	// Clock stamps the bytes; nil means time.Now. Give the replay's clock
+	// (replay.Options.Clock's Now) when it is not the wall clock.
+	Clock func() time.Time
+	// FlushInterval is how often the file is flushed; 0 means
+	// capture.DefaultFlushInterval.
+	FlushInterval time.Duration
+}
+
+// Recorder writes a replay's traffic to a session file. It is a
+// replay.Out, safe for concurrent use; Close ends the file.
+type Recorder struct {
+	fs  *capture.FileSink
+	tee *capture.Tee
+
+	once sync.Once
+	res  capture.Result
+	err  error
+}
+
+var _ replay.Out = (*Recorder)(nil)
+
+// New creates the session file (its Meta: source "replay") and starts
+// recording into it. Errors of the file are *capture.OutputError.
+func New(opts Options) (*Recorder, error) {
+	tool := opts.Tool
+	if tool == "" {
+		tool = "wtrace"
+	}
+	out := opts.Output
+	out.Meta = capture.NewMeta(tool, formats.SourceReplay, opts.Description, opts.KeepSecrets)
+	out.Meta.Labels = opts.Labels
+	r := &Recorder{}
+	out.Totals = func() capture.Totals {
+		if r.tee == nil { // the file is created before the Tee
+			return capture.Totals{}
+		}
+		st := r.tee.Stats()
+		return capture.Totals{Bytes: st.Bytes, Last: st.Last}
+	}
+	fs, err := capture.NewFileSink(out)
+	if err != nil {
+		return nil, err
+	}
+	r.fs = fs
+	r.tee = capture.NewTee(fs, capture.TeeOptions{KeepSecrets: opts.KeepSecrets, Clock: opts.Clock, FlushInterval: opts.FlushInterval})
+	return r, nil
+}
+
+// Conn starts the record of one exchange (see replay.Out).
+func (r *Recorder) Conn(client, server string) replay.OutConn {
+	return r.tee.Conn(client, server, "http/1.1")
+}
+
+// Err returns the error that stopped the recording (writing the file
+// failed), or nil; the replay goes on unrecorded after it.
+func (r *Recorder) Err() error { return r.tee.Err() }
+
+// Close records what is still queued, ends the exchanges still open (as
+// cut by the end of the recording), writes the Summary and closes the
+// file. Close the replay.Server first, so that every answer is complete.
+// It returns what was recorded: Files, Size, and the Tee's Stats. Later
+// calls return the same.
+func (r *Recorder) Close() (capture.Result, error) {
+	r.once.Do(func() {
+		teeErr := r.tee.Close()
+		r.res = capture.Result{Stats: r.tee.Stats()}
+		closeErr := r.fs.Close(capture.Ending{})
+		r.res.Files, r.res.Size = r.fs.Names(), r.fs.Size()
+		r.err = closeErr
+		if teeErr != nil {
+			r.err = teeErr
+		}
+	})
+	return r.res, r.err
+}
