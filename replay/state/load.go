@@ -89,6 +89,9 @@ func (l *loader) exchange(x *formats.ExchangeInfo) error {
 	if x.Request.Missing || x.Response == nil || x.Response.Status < 200 || x.Response.Status > 299 {
 		return nil
 	}
+	if u := l.s.opts.Until; u != 0 && (x.Request.Time >= u || x.Response.Time >= u) {
+		return nil
+	}
 	u, err := url.ParseRequestURI(x.Request.Target)
 	if err != nil {
 		return err
@@ -116,6 +119,9 @@ func (l *loader) exchange(x *formats.ExchangeInfo) error {
 	switch x.Request.Method {
 	case http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch:
 	default:
+		return nil
+	}
+	if u := l.s.opts.Until; u != 0 && (x.End == nil || x.End.Time >= u) {
 		return nil
 	}
 	body, err := l.body(x)
@@ -218,6 +224,9 @@ func (l *loader) watch(x *formats.ExchangeInfo, t Target) error {
 		fr, ok := rec.(*formats.Frame)
 		if !ok {
 			continue
+		}
+		if u := l.s.opts.Until; u != 0 && fr.Time >= u {
+			return nil
 		}
 		m, err := frame.Peek(f, fr.Data)
 		if err != nil {
