@@ -632,7 +632,7 @@ func (s *slicer) synthList(p *exPlan, conn uint64, body []byte, ctype string) er
 	req := formats.Request{Exchange: id, Conn: conn, Stream: s.synthStream(p), Time: at, Method: http.MethodGet,
 		Target: path + "?" + q.Encode(), Proto: x.Request.Proto, Header: x.Request.Header}
 	resp := formats.Response{Exchange: id, Time: at, Proto: x.Response.Proto, Status: http.StatusOK, Reason: "OK",
-		Header: []formats.Header{{Name: "Content-Type", Value: ctype}, {Name: "Content-Length", Value: strconv.Itoa(len(body))}},
+		Header:  []formats.Header{{Name: "Content-Type", Value: ctype}, {Name: "Content-Length", Value: strconv.Itoa(len(body))}},
 		Framing: formats.FramingLength, Events: frame.Unknown}
 	if x.Response.Framing == formats.FramingH2 {
 		resp.Framing = formats.FramingH2
