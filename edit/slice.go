@@ -708,7 +708,9 @@ func (s *slicer) writeFrame(p *exPlan, id, t int64, pre, data []byte, redacted [
 				pre = []byte("\n")
 			}
 		}
-	} else if p.format == frame.JSON && len(pre) == 0 && p.off > 0 {
+	} else if p.format == frame.JSON && p.off == 0 {
+		pre = nil // a body starts with its first event
+	} else if p.format == frame.JSON && len(pre) == 0 {
 		pre = []byte("\n")
 	}
 	fr := &formats.Frame{Exchange: id, Seq: p.seq, Time: t, Offset: p.off, Pre: pre, Data: data, Redacted: redacted}

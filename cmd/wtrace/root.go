@@ -95,6 +95,7 @@ back to real clients with the original timing.`,
 		newReplayCmd(s),
 		newExportCmd(s),
 		newMergeCmd(s),
+		newSliceCmd(s),
 	)
 	return root
 }
