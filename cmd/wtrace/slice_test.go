@@ -83,7 +83,9 @@ func TestSliceCLI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var l struct{ Metadata struct{ ResourceVersion string } }
+	var l struct {
+		Metadata struct{ ResourceVersion string }
+	}
 	err = json.NewDecoder(resp.Body).Decode(&l)
 	resp.Body.Close()
 	if err != nil || l.Metadata.ResourceVersion != lastRV {
@@ -97,7 +99,11 @@ func TestSliceCLI(t *testing.T) {
 	sc.Buffer(nil, 1<<20)
 	n := 0
 	for n < len(want) && sc.Scan() {
-		var ev struct{ Object struct{ Metadata struct{ ResourceVersion string } } }
+		var ev struct {
+			Object struct {
+				Metadata struct{ ResourceVersion string }
+			}
+		}
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
 			t.Fatal(err)
 		}
