@@ -169,7 +169,9 @@ func settle(t *testing.T, inf k8scache.SharedIndexInformer, get func() store) st
 // lists, paginated LISTs, label selectors, HTTP/2, a 410 and its relist),
 // sliced from the middle of each watched scope's span to the end,
 // replayed to a dynamic informer of that scope: the informer ends with
-// the store it ends with after a replay of the whole session.
+// the store it ends with after a replay of the whole session; the slice
+// holds the session's events after the cut, byte for byte, and no
+// secret; a replay --from the cut (Seek) ends with the slice's store.
 func TestSliceCorpus(t *testing.T) {
 	dir := t.TempDir()
 	for _, scenario := range []string{"basic-json", "multi-watch", "protobuf", "tls-h2", "gone-410"} {
@@ -192,9 +194,18 @@ func TestSliceCorpus(t *testing.T) {
 					if res.Cut == 0 || len(res.Notes) > 0 {
 						t.Fatalf("slice from %s: %+v; want a watch cut", time.Unix(0, from).UTC(), res)
 					}
+					wttest.CheckNoSecrets(t, out)
 					got := dynamicStore(t, openSession(t, out), sc)
 					if got.String() != want.String() {
 						t.Errorf("the slice from %s replayed:\n%s\nthe whole session replayed:\n%s", time.Unix(0, from).UTC(), got, want)
+					}
+					sk, err := edit.Seek(context.Background(), session, t.TempDir(), edit.SliceOptions{From: from})
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer sk.Close()
+					if seek := dynamicStore(t, sk.File, sc); seek.String() != got.String() {
+						t.Errorf("replay --from %s:\n%s\nthe slice replayed:\n%s", time.Unix(0, from).UTC(), seek, got)
 					}
 					wantEvents, gotEvents := eventsAfter(t, whole, from), eventsAfter(t, openSession(t, out), from)
 					for k, evs := range wantEvents {
