@@ -718,7 +718,7 @@ func (s *slicer) writeFrame(p *exPlan, id, t int64, pre, data []byte, redacted [
 	if err := s.write(fr); err != nil {
 		return err
 	}
-	if fr := p.info.Response.Framing; fr == formats.FramingChunked || fr == formats.FramingH2 {
+	if p.chunked() {
 		if err := s.write(&formats.Chunk{Exchange: id, Time: t, Offset: p.off, Size: n}); err != nil {
 			return err
 		}
@@ -726,6 +726,14 @@ func (s *slicer) writeFrame(p *exPlan, id, t int64, pre, data []byte, redacted [
 	p.seq++
 	p.off += n
 	return nil
+}
+
+// chunked reports whether rewritten watch p gets a chunk per event: its
+// body was chunked (HTTP/1.1 or HTTP/2 DATA frames) and not compressed
+// (chunks count compressed bytes, which a rewritten body no longer has).
+func (p *exPlan) chunked() bool {
+	r := p.info.Response
+	return (r.Framing == formats.FramingChunked || r.Framing == formats.FramingH2) && r.Encoding == ""
 }
 
 // copyRecords reads the input in file order and writes what the slice
@@ -888,7 +896,7 @@ func (s *slicer) record(r formats.Record) error {
 		switch {
 		case p.rewrite:
 			if len(r.Tail) > 0 {
-				if fr := p.info.Response.Framing; fr == formats.FramingChunked || fr == formats.FramingH2 {
+				if p.chunked() {
 					if err := s.write(&formats.Chunk{Exchange: id, Time: r.Time, Offset: p.off, Size: int64(len(r.Tail))}); err != nil {
 						return err
 					}
