@@ -346,6 +346,24 @@ func (s *slicer) cutPoints() error {
 			p.rv, p.hasRV = n, true
 		}
 	}
+	// The frames of each before From, newest last: only those after the
+	// last one with a resourceVersion need reading back.
+	last := map[int64][][]byte{}
+	done := func(p *exPlan) {
+		fs := last[p.info.Request.Exchange]
+		for i := len(fs) - 1; i >= 0; i-- {
+			m, err := frame.Peek(p.format, fs[i])
+			if err != nil || m.Type == "ERROR" {
+				continue
+			}
+			if n, err := strconv.ParseUint(m.ResourceVersion, 10, 64); err == nil && n > 0 {
+				p.rv, p.hasRV = n, true
+				break
+			}
+		}
+		delete(last, p.info.Request.Exchange)
+		delete(open, p.info.Request.Exchange)
+	}
 	sc := s.f.ExchangeRecords(ids...)
 	for len(open) > 0 {
 		rec, err := sc.Next()
@@ -368,16 +386,19 @@ func (s *slicer) cutPoints() error {
 			continue
 		}
 		if fr.Time >= s.opts.From {
-			delete(open, fr.Exchange)
+			done(p)
 			continue
 		}
-		m, err := frame.Peek(p.format, fr.Data)
-		if err != nil || m.Type == "ERROR" {
-			continue
+		// Keep the newest few: an ERROR or a frame without a
+		// resourceVersion is rare, and never many in a row.
+		fs := append(last[fr.Exchange], fr.Data)
+		if len(fs) > 8 {
+			fs = fs[len(fs)-8:]
 		}
-		if n, err := strconv.ParseUint(m.ResourceVersion, 10, 64); err == nil && n > 0 {
-			p.rv, p.hasRV = n, true
-		}
+		last[fr.Exchange] = fs
+	}
+	for _, p := range open {
+		done(p)
 	}
 	return nil
 }
