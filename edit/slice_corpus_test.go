@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -241,5 +242,68 @@ func eventsAfter(t *testing.T, f *formats.File, from int64) map[string][]string 
 		k := u.Path + "?" + q.Get("labelSelector") + "&" + q.Get("fieldSelector") + "&" + q.Get("sendInitialEvents")
 		out[k] = append(out[k], fmt.Sprintf("%x", sha256.Sum256(ev.Data)))
 	}
+	return out
+}
+
+// TestSliceFilters: --resource keeps that resource's exchanges (and
+// discovery), --exchange those exchanges; the Meta says where the slice
+// came from; a window that ends before it starts is refused.
+func TestSliceFilters(t *testing.T) {
+	dir := t.TempDir()
+	session := recordCorpus(t, "multi-watch", dir)
+	whole := openSession(t, session)
+	var secrets []int64
+	for _, x := range whole.Index().Exchanges {
+		if strings.Contains(x.Request.Target, "/secrets") {
+			secrets = append(secrets, x.Request.Exchange)
+		}
+	}
+	if len(secrets) < 2 {
+		t.Fatalf("multi-watch has %d exchanges of secrets", len(secrets))
+	}
+	for _, c := range []struct {
+		name string
+		opts edit.SliceOptions
+		want []string // targets of the slice, sorted
+	}{
+		{"resource", edit.SliceOptions{Resources: []string{"secrets"}}, targetsOf(whole, secrets...)},
+		{"exchange", edit.SliceOptions{Exchanges: secrets[1:2]}, targetsOf(whole, secrets[1])},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "slice.wt")
+			c.opts.Output = capture.FileSinkOptions{Path: out}
+			c.opts.Tool = "wtrace test"
+			if _, err := edit.Slice(context.Background(), session, c.opts); err != nil {
+				t.Fatal(err)
+			}
+			f := openSession(t, out)
+			var ids []int64
+			for _, x := range f.Index().Exchanges {
+				ids = append(ids, x.Request.Exchange)
+			}
+			if got := targetsOf(f, ids...); strings.Join(got, "\n") != strings.Join(c.want, "\n") {
+				t.Errorf("the slice holds\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(c.want, "\n"))
+			}
+			m := f.Index().Meta
+			if m.Labels["sliced-from"] != filepath.Base(session) || m.Labels["sliced-by"] != "wtrace test" ||
+				(c.name == "resource" && m.Labels["slice-resources"] != "secrets") ||
+				(c.name == "exchange" && m.Labels["slice-exchanges"] != fmt.Sprint(secrets[1])) {
+				t.Errorf("labels %v", m.Labels)
+			}
+		})
+	}
+	if _, err := edit.Slice(context.Background(), session, edit.SliceOptions{From: 2, To: 1,
+		Output: capture.FileSinkOptions{Path: filepath.Join(dir, "x.wt")}}); err == nil {
+		t.Error("a window that ends before it starts: no error")
+	}
+}
+
+// targetsOf lists the request targets of exchanges ids of f, sorted.
+func targetsOf(f *formats.File, ids ...int64) []string {
+	var out []string
+	for _, id := range ids {
+		out = append(out, f.Exchange(id).Request.Target)
+	}
+	slices.Sort(out)
 	return out
 }
