@@ -427,7 +427,11 @@ func compareSessions(t *testing.T, f, g *formats.File) {
 		if a.Frames != b.Frames || a.BodyBytes != b.BodyBytes || a.Chunks != b.Chunks && a.Anomalies == 0 {
 			t.Errorf("exchange %d: %d events, %d body bytes, %d chunks; want %d, %d, %d", id, b.Frames, b.BodyBytes, b.Chunks, a.Frames, a.BodyBytes, a.Chunks)
 		}
-		if (a.End == nil) != (b.End == nil) || a.End != nil && (a.End.Status != b.End.Status || a.End.Time != b.End.Time) {
+		// A response the capture cut ends at its connection's last packet,
+		// which may carry nothing an export writes (TCP ACKs, HTTP/2
+		// frames of no stream): then the export's ends sooner.
+		cut := a.End != nil && a.End.Status == formats.EndTruncated && b.End != nil && b.End.Time <= a.End.Time
+		if (a.End == nil) != (b.End == nil) || a.End != nil && (a.End.Status != b.End.Status || a.End.Time != b.End.Time && !cut) {
 			t.Errorf("exchange %d: end %+v; want %+v", id, b.End, a.End)
 		}
 		if x, y := fb[id], gb[id]; (x == nil) != (y == nil) || x != nil && !bytes.Equal(x.stored, y.stored) {
