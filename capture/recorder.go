@@ -105,6 +105,7 @@ type session struct {
 	stats        Stats
 	secrets      *redact.Secrets // nil: keep Secret values
 	frame        formats.Frame   // the record of each event, reused
+	rep          redact.Report   // the redaction report of each event, reused
 }
 
 func newSession(sink Sink, keepSecrets bool) *session {
