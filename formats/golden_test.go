@@ -94,6 +94,7 @@ func TestGolden(t *testing.T) {
 func rawBlocks(t testing.TB, data []byte) []block {
 	t.Helper()
 	var out []block
+	var dict prefixDict
 	for off := int64(fileHeaderSize); off < int64(len(data))-footerSize; {
 		n, err := headerLen(data[off:])
 		if err != nil {
@@ -103,9 +104,12 @@ func rawBlocks(t testing.TB, data []byte) []block {
 		if err != nil {
 			t.Fatalf("block at %d: %v", off, err)
 		}
-		payload, err := decompress(&h, data[off+int64(n):off+h.size()], nil)
+		payload, err := decompress(&h, data[off+int64(n):off+h.size()], nil, &dict)
 		if err != nil {
 			t.Fatalf("block at %d: %v", off, err)
+		}
+		if h.typ == blockData {
+			dict.add(h.seq, h.codec, payload)
 		}
 		out = append(out, block{off: off, hdr: h, payload: bytes.Clone(payload)})
 		off += h.size()

@@ -32,6 +32,12 @@ type WriterOptions struct {
 	// keeps up with the capture (watch JSON still compresses about 6.7×;
 	// SpeedDefault gains under 10% for a third less speed).
 	Level int
+	// DictSize is the size of the session dictionary (FORMAT.md §4.1):
+	// once the session's records reach it, every later block is
+	// compressed with its first DictSize bytes as a zstd dictionary. 0
+	// means DefaultDictSize; negative disables it (every block stands
+	// alone, as in format version 1); at most MaxDictSize.
+	DictSize int
 }
 
 // DefaultBlockSize is the BlockSize a zero WriterOptions means.
@@ -59,6 +65,9 @@ type Writer struct {
 	interval  int64 // ns; < 0 disables cutting by time
 	enc       *zstd.Encoder
 	level     zstd.EncoderLevel
+	dictSize  int          // 0: no session dictionary
+	dictBuf   []byte       // the session dictionary while it is collected
+	dict      *sessionDict // once complete
 
 	n      int64 // bytes written to w (guarded by mu while the goroutine runs)
 	err    error // sticky: the underlying writer failed (guarded by mu)
@@ -125,6 +134,12 @@ func NewWriter(w io.Writer, opts WriterOptions) (*Writer, error) {
 		wr.blockSize = DefaultBlockSize
 	}
 	wr.blockSize = min(wr.blockSize, MaxBlockSize)
+	switch {
+	case opts.DictSize == 0:
+		wr.dictSize = DefaultDictSize
+	case opts.DictSize > 0:
+		wr.dictSize = min(opts.DictSize, MaxDictSize)
+	}
 	if wr.interval == 0 {
 		wr.interval = int64(DefaultBlockInterval)
 	}
@@ -160,6 +175,7 @@ func compressors() int { return max(1, min(runtime.GOMAXPROCS(0), maxEncoders)) 
 // raw is compressed into out by a compressor, which then closes done.
 type blockJob struct {
 	h    blockHeader
+	dict *sessionDict // nil: codec 1
 	raw  []byte
 	out  []byte
 	done chan struct{}
@@ -170,7 +186,7 @@ type blockJob struct {
 func (w *Writer) compress() {
 	defer w.stopped.Done()
 	for j := range w.work {
-		j.out = encodeBlock(j.out[:0], w.enc, j.h, j.raw)
+		j.out = encodeBlock(j.out[:0], w.enc, j.dict, j.h, j.raw)
 		close(j.done)
 	}
 }
@@ -333,6 +349,10 @@ func (w *Writer) writeBlock(raw []byte) error {
 	}
 	w.seq++
 	w.records, w.timed, w.firstTimed, w.first, w.last = 0, false, 0, 0, 0
+	dict := w.dict
+	if err := w.collectDict(raw); err != nil {
+		return err
+	}
 	if w.work != nil {
 		// The job takes the pending buffer; the Writer takes the job's
 		// previous one (a block written earlier) for the next block.
@@ -342,7 +362,7 @@ func (w *Writer) writeBlock(raw []byte) error {
 		default:
 			j = &blockJob{}
 		}
-		j.h, j.done = h, make(chan struct{})
+		j.h, j.dict, j.done = h, dict, make(chan struct{})
 		j.raw, w.pending = raw, j.raw[:0]
 		w.mu.Lock()
 		w.queued++
@@ -351,7 +371,7 @@ func (w *Writer) writeBlock(raw []byte) error {
 		w.work <- j
 		return nil
 	}
-	w.out = encodeBlock(w.out[:0], w.enc, h, raw)
+	w.out = encodeBlock(w.out[:0], w.enc, dict, h, raw)
 	if _, err := w.w.Write(w.out); err != nil {
 		w.err = fmt.Errorf("formats: write block %d at offset %d: %w", h.seq, w.n, err)
 		return w.err
@@ -360,6 +380,25 @@ func (w *Writer) writeBlock(raw []byte) error {
 	w.n += int64(len(w.out))
 	w.raw += int64(len(raw))
 	w.comp += int64(len(w.out))
+	return nil
+}
+
+// collectDict adds the records of a block being written to the session
+// dictionary while it is not complete, and makes it once it is: the blocks
+// after this one use it.
+func (w *Writer) collectDict(raw []byte) error {
+	if w.dict != nil || w.dictSize == 0 {
+		return nil
+	}
+	w.dictBuf = append(w.dictBuf, raw[:min(len(raw), w.dictSize-len(w.dictBuf))]...)
+	if len(w.dictBuf) < w.dictSize {
+		return nil
+	}
+	d, err := newSessionDict(w.dictBuf, w.level)
+	if err != nil {
+		return err
+	}
+	w.dict, w.dictBuf = d, nil
 	return nil
 }
 
