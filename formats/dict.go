@@ -24,7 +24,7 @@ const DefaultDictSize = 1 << 20
 
 // MaxDictSize bounds the session dictionary a reader accepts (and a Writer
 // builds): a reader holds it, and the blocks it is taken from, in memory.
-const MaxDictSize = 8 << 20
+const MaxDictSize = 4 << 20
 
 // errNoDict is a codec 2 block whose dictionary is not at hand: a block
 // it is taken from is damaged or missing.
