@@ -152,7 +152,7 @@ func TestWriteFuzzSeeds(t *testing.T) {
 		"dict-unclosed": {dict[:dindexOff]},
 		"dict-cut":      {dict[:dblocks[len(dblocks)-2].Offset+40]},
 		"dict-flipped":  {dflipped},
-		"nometa":   {append(fileHeader(), craftBlock(blockData, 64, 0, 1, rec(TypeConnEnd, body(&ConnEnd{Conn: 2})))...)},
+		"nometa":        {append(fileHeader(), craftBlock(blockData, 64, 0, 1, rec(TypeConnEnd, body(&ConnEnd{Conn: 2})))...)},
 	})
 	recs := map[string][]any{}
 	for i, r := range fullRecords() {
