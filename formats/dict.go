@@ -50,6 +50,7 @@ func newSessionDict(content []byte, level zstd.EncoderLevel) (*sessionDict, erro
 		zstd.WithEncoderLevel(level),
 		zstd.WithEncoderConcurrency(compressors()),
 		zstd.WithEncoderCRC(false),
+		zstd.WithWindowSize(dictWindow),
 		zstd.WithEncoderDictRaw(dictID(d.sum), content))
 	if err != nil {
 		return nil, fmt.Errorf("formats: session dictionary: %w", err)
@@ -181,3 +182,9 @@ func (d *fileDict) decoder(n int, sum uint32) (*zstd.Decoder, error) {
 	}
 	return prefixDecoder(content, n, sum, &d.dec, &d.n, &d.sum)
 }
+
+// dictWindow is the zstd window of codec 2 frames: the default dictionary
+// and a block fit it, and each compressor of a Writer holds about twice
+// that (instead of about 9 MiB with zstd's default 8 MiB window). On the
+// soak of docs/BENCHMARKS.md 1, 2 and 8 MiB give the same size to 0.1%.
+const dictWindow = 2 << 20
