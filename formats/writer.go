@@ -31,7 +31,7 @@ type WriterOptions struct {
 	// zstd.SpeedBestCompression); 0 means zstd.SpeedFastest, so recording
 	// keeps up with the capture. On the 500 MB watch soak of
 	// docs/BENCHMARKS.md, with the session dictionary, SpeedFastest
-	// stores 12.9% of the pcap, SpeedDefault 12.2% for a third more CPU.
+	// stores 12.9% of the pcap, SpeedDefault 12.2% for about a quarter more CPU.
 	Level int
 	// DictSize is the size of the session dictionary (FORMAT.md §4.1):
 	// once the session's records reach it, every later block is
