@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
@@ -180,11 +181,38 @@ func TestLatenessServer(t *testing.T) {
 			f.Close()
 		}()
 	}
+	profileOnSignal()
 	fmt.Printf("URL http://%s\n", ln.Addr())
 	io.Copy(io.Discard, os.Stdin) // until the benchmark closes our stdin
 	hs.Close()
 	srv.Close()
 	fmt.Printf("VmHWM %d\n", peakRSS("/proc/self/status"))
+}
+
+// profileOnSignal writes a heap profile to the file
+// WTRACE_LATENESS_HEAPPROFILE names, and the memory the runtime holds to
+// stderr, each time the process gets SIGUSR1 (runIdle sends it once every
+// watcher is connected).
+func profileOnSignal() {
+	p := os.Getenv("WTRACE_LATENESS_HEAPPROFILE")
+	if p == "" {
+		return
+	}
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, syscall.SIGUSR1)
+	go func() {
+		for range c {
+			runtime.GC()
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			fmt.Fprintf(os.Stderr, "heap in use %d KiB, stacks %d KiB, goroutines %d, sys %d KiB\n",
+				ms.HeapInuse>>10, ms.StackInuse>>10, runtime.NumGoroutine(), ms.Sys>>10)
+			if f, err := os.Create(p); err == nil {
+				pprof.WriteHeapProfile(f)
+				f.Close()
+			}
+		}
+	}()
 }
 
 // BenchmarkLateness measures how late events reach many concurrent
@@ -478,6 +506,10 @@ func runIdle(b *testing.B, srv latenessServer, path string, watchers int) latene
 	b.StopTimer()
 	time.Sleep(500 * time.Millisecond) // the server's handlers reached their wait
 	after := residentKiB(cmd.Process.Pid)
+	if os.Getenv("WTRACE_LATENESS_HEAPPROFILE") != "" {
+		cmd.Process.Signal(syscall.SIGUSR1)
+		time.Sleep(time.Second)
+	}
 	for _, c := range conns {
 		if c != nil {
 			c.Close()

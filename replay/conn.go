@@ -3,8 +3,10 @@ package replay
 import (
 	"bufio"
 	"context"
+	"errors"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -21,9 +23,14 @@ const maxBatch = 256 << 10
 // watchers. The stream closes the connection when it ends (its response
 // head says Connection: close).
 type ownConn struct {
-	conn     net.Conn
-	tcp      *net.TCPConn // conn itself when plain TCP (writev)
+	conn net.Conn
+	tcp  *net.TCPConn // conn itself when plain TCP (writev)
+	// selfRead: the stream reads the connection itself while it waits
+	// (ownWait), with the read deadline as its timer; otherwise a reader
+	// goroutine does, and closes readDone when the client left.
+	selfRead bool
 	readDone chan struct{}
+	rbuf     [64]byte // what the client sends after its request (dropped)
 	// stopCancel stops the AfterFunc that unblocks writes on cancellation.
 	stopCancel func() bool
 	iov        net.Buffers
@@ -80,7 +87,7 @@ func (s *Server) headOf(x *recorded, status int) *head {
 // net/http) when the connection cannot be hijacked: HTTP/2, HTTP/1.0, or a
 // ResponseWriter that does not support it.
 func (st *streamer) takeOver(r *http.Request, hd *head) bool {
-	if r == nil || r.ProtoMajor != 1 || r.ProtoMinor < 1 || r.Method != http.MethodGet || r.ContentLength > 0 {
+	if !mayTakeOver(r) {
 		return false
 	}
 	// Header fields a wrapping handler set stay, unless the recording has
@@ -98,23 +105,45 @@ func (st *streamer) takeOver(r *http.Request, hd *head) bool {
 	if err != nil {
 		return false
 	}
-	oc := &ownConn{conn: conn, readDone: make(chan struct{})}
+	oc := &ownConn{conn: conn}
 	oc.tcp, _ = conn.(*net.TCPConn)
 	st.own = oc
+	// net/http's response and connection state are done with: drop them,
+	// so that they are freed when ServeHTTP returns (handoff).
+	st.w, st.rc = hijacked{}, http.NewResponseController(hijacked{})
+	// On the real clock, a plain TCP stream that waits only for its next
+	// write (no Follow) waits in a read of its connection, which notices
+	// the client leaving too; otherwise a goroutine reads it.
+	_, real := st.s.clock.(realClock)
+	oc.selfRead = real && oc.tcp != nil && (st.flow == nil || st.flow.follow == nil)
 	// A cancelled request (the client left, Close) must not stay blocked
-	// in a write to a client that does not read.
-	oc.stopCancel = context.AfterFunc(st.ctx, func() { _ = conn.SetWriteDeadline(time.Unix(1, 0)) })
-	// Notice the client leaving: nothing more is expected from it.
-	go func(br *bufio.Reader) {
-		defer close(oc.readDone)
-		buf := make([]byte, 512)
-		for {
-			if _, err := br.Read(buf); err != nil {
-				st.cancel()
-				return
-			}
+	// in a write to a client that does not read, nor in ownWait.
+	oc.stopCancel = context.AfterFunc(st.ctx, func() {
+		_ = conn.SetWriteDeadline(time.Unix(1, 0))
+		if oc.selfRead {
+			_ = conn.SetReadDeadline(time.Unix(1, 0))
 		}
-	}(brw.Reader)
+	})
+	// Bytes the request's reader holds already are dropped with it; the
+	// rest is read from the connection.
+	if n := brw.Reader.Buffered(); n > 0 {
+		_, _ = brw.Reader.Discard(n)
+	}
+	if !oc.selfRead {
+		oc.readDone = make(chan struct{})
+		go func() {
+			defer close(oc.readDone)
+			for {
+				if _, err := conn.Read(oc.rbuf[:]); err != nil {
+					st.cancel()
+					return
+				}
+			}
+		}()
+	}
+	if st.handoff != nil {
+		st.handoff()
+	}
 	date := make([]byte, 0, 64)
 	date = append(date, "Date: "...)
 	date = time.Now().UTC().AppendFormat(date, http.TimeFormat)
@@ -124,6 +153,15 @@ func (st *streamer) takeOver(r *http.Request, hd *head) bool {
 	}
 	return st.ownWrite(net.Buffers{hd.raw, date})
 }
+
+// hijacked is the ResponseWriter of a stream that took its connection
+// over: everything goes to the connection, nothing through net/http.
+type hijacked struct{}
+
+func (hijacked) Header() http.Header                          { return http.Header{} }
+func (hijacked) Write([]byte) (int, error)                    { return 0, http.ErrHijacked }
+func (hijacked) WriteHeader(int)                              {}
+func (hijacked) Hijack() (net.Conn, *bufio.ReadWriter, error) { return nil, nil, http.ErrHijacked }
 
 // ownSend sends each element of batch as one chunk, together.
 func (st *streamer) ownSend(batch [][]byte) bool {
@@ -210,5 +248,32 @@ func (st *streamer) ownClose(clean, reset bool) {
 		}
 	}
 	_ = nc.Close()
-	<-oc.readDone
+	if oc.readDone != nil {
+		<-oc.readDone
+	}
+}
+
+// ownWait waits for the clock to reach t (zero: forever) in a read of the
+// connection (selfRead), which the read deadline ends at t, and the
+// cancellation of the request at once (see takeOver). It returns false if
+// the request was cancelled or the client left (then it cancels it).
+// Bytes the client sends are dropped.
+func (st *streamer) ownWait(t time.Time) bool {
+	oc := st.own
+	for {
+		if !t.IsZero() && !time.Now().Before(t) {
+			return st.ctx.Err() == nil
+		}
+		_ = oc.conn.SetReadDeadline(t)
+		// After setting the deadline: a cancellation from here on moves
+		// it to the past.
+		if st.ctx.Err() != nil {
+			return false
+		}
+		_, err := oc.conn.Read(oc.rbuf[:])
+		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			st.cancel() // the client left
+			return false
+		}
+	}
 }

@@ -7,28 +7,45 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/wtrace/wtrace/replay/state"
 )
 
 // ServeHTTP answers one request from the session (see the package doc for
 // how requests are matched).
+//
+// A watch over HTTP/1.1 is streamed on a goroutine of its own, which takes
+// the connection over from net/http (see ownConn) and lets ServeHTTP
+// return: net/http's goroutine, buffers and request state for the
+// connection are released while the watch goes on, so that an idle
+// watcher holds little more than its own state. That goroutine still
+// counts as a handler for Close.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !s.enter() {
 		writeStatus(w, http.StatusServiceUnavailable, "ServiceUnavailable", errClosed.Error())
 		return
 	}
-	defer s.handlers.Done()
 	s.active.Add(1)
-	defer s.active.Add(-1)
 	arrival := s.clock.Now()
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	stop := context.AfterFunc(s.ctx, cancel)
-	defer stop()
-
 	target := r.URL.RequestURI()
 	q, err := parseTarget(r.Method, target)
+	handOff := err == nil && q.watch && mayTakeOver(r)
+	var ctx context.Context
+	var cancel context.CancelFunc
+	var stop func() bool
+	if handOff {
+		// net/http cancels the request's context when ServeHTTP returns,
+		// which is before the end of a stream that took the connection
+		// over: until then its cancellation is followed (the client
+		// left), from then on the connection's reader notices it.
+		ctx, cancel = context.WithCancel(s.ctx)
+		stop = context.AfterFunc(r.Context(), cancel)
+	} else {
+		ctx, cancel = context.WithCancel(r.Context())
+		stop = context.AfterFunc(s.ctx, cancel)
+	}
+
 	var body []byte
 	var rt route
 	switch {
@@ -67,12 +84,41 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	st := s.newStreamer(ctx, cancel, &tapWriter{ResponseWriter: w, t: tp, method: r.Method}, r, q, arrival)
 	st.tap, st.flow = tp, rt.flow
+	if !handOff {
+		defer s.handlers.Done()
+		defer s.active.Add(-1)
+		defer cancel()
+		defer stop()
+		s.answer(st, &rt, r, target)
+		return
+	}
+	handed := make(chan struct{})
+	var once sync.Once
+	st.handoff = func() {
+		once.Do(func() {
+			stop()
+			close(handed)
+		})
+	}
+	go func() {
+		defer s.handlers.Done()
+		defer s.active.Add(-1)
+		defer cancel()
+		defer st.handoff()
+		s.answer(st, &rt, r, target)
+	}()
+	<-handed
+}
+
+// answer serves route rt through streamer st, ends the stream and logs
+// the request.
+func (s *Server) answer(st *streamer, rt *route, r *http.Request, target string) {
 	rt.serve(st, r)
 	st.done()
-	tp.finish(&rt, st, st.stopped == "" || st.stopped == "timeout")
-	if s.log.Enabled(ctx, slog.LevelDebug) {
+	st.tap.finish(rt, st, st.stopped == "" || st.stopped == "timeout")
+	if s.log.Enabled(st.ctx, slog.LevelDebug) {
 		attrs := []any{"method", r.Method, "target", truncate(target), "bytes", st.bytes,
-			"writes", st.writes, "duration", s.clock.Now().Sub(arrival), "stopped", st.stopped}
+			"writes", st.writes, "duration", s.clock.Now().Sub(st.arrival), "stopped", st.stopped}
 		if st.flow != nil && st.flow.switched != "" && st.flow.switched != rt.transcoded {
 			attrs = append(attrs, "transcoded", st.flow.switched)
 		}
@@ -81,6 +127,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.log.Debug("replay: done", attrs...)
 	}
+}
+
+// mayTakeOver reports whether a streamed answer to r takes its connection
+// over (see ownConn): a GET without a body over HTTP/1.1.
+func mayTakeOver(r *http.Request) bool {
+	return r != nil && r.ProtoMajor == 1 && r.ProtoMinor >= 1 && r.Method == http.MethodGet && r.ContentLength <= 0
 }
 
 // statusRoute answers with a failure Status.
