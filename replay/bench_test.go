@@ -189,27 +189,26 @@ func TestLatenessServer(t *testing.T) {
 	fmt.Printf("VmHWM %d\n", peakRSS("/proc/self/status"))
 }
 
-// profileOnSignal writes a heap profile to the file
-// WTRACE_LATENESS_HEAPPROFILE names, and the memory the runtime holds to
-// stderr, each time the process gets SIGUSR1 (runIdle sends it once every
-// watcher is connected).
+// profileOnSignal makes the process answer SIGUSR1 (runIdle sends it
+// before and after its watchers connect): after a garbage collection, it
+// prints "LIVE" and the bytes of heap spans and goroutine stacks in use
+// to stdout, and writes a heap profile to the file
+// WTRACE_LATENESS_HEAPPROFILE names, if set.
 func profileOnSignal() {
-	p := os.Getenv("WTRACE_LATENESS_HEAPPROFILE")
-	if p == "" {
-		return
-	}
 	c := make(chan os.Signal, 1)
 	signal.Notify(c, syscall.SIGUSR1)
 	go func() {
 		for range c {
 			runtime.GC()
+			runtime.GC() // and what the first one's finalizers and pools let go
 			var ms runtime.MemStats
 			runtime.ReadMemStats(&ms)
-			fmt.Fprintf(os.Stderr, "heap in use %d KiB, stacks %d KiB, goroutines %d, sys %d KiB\n",
-				ms.HeapInuse>>10, ms.StackInuse>>10, runtime.NumGoroutine(), ms.Sys>>10)
-			if f, err := os.Create(p); err == nil {
-				pprof.WriteHeapProfile(f)
-				f.Close()
+			fmt.Printf("LIVE %d\n", ms.HeapInuse+ms.StackInuse)
+			if p := os.Getenv("WTRACE_LATENESS_HEAPPROFILE"); p != "" {
+				if f, err := os.Create(p); err == nil {
+					pprof.WriteHeapProfile(f)
+					f.Close()
+				}
 			}
 		}
 	}()
@@ -321,6 +320,7 @@ type latenessResult struct {
 	cpuPerEvent  float64   // the best round's
 	rss          int64     // peak, kB
 	idle         []float64 // resident bytes per idle watcher, each round
+	idleLive     []float64 // heap and stack bytes in use per idle watcher
 }
 
 func (r *latenessResult) add(o latenessResult) {
@@ -328,6 +328,7 @@ func (r *latenessResult) add(o latenessResult) {
 	r.settled = append(r.settled, o.settled...)
 	r.rounds = append(r.rounds, o.rounds...)
 	r.idle = append(r.idle, o.idle...)
+	r.idleLive = append(r.idleLive, o.idleLive...)
 	r.rss = max(r.rss, o.rss)
 }
 
@@ -339,6 +340,16 @@ func (r *latenessResult) report(b *testing.B, name string, watchers int, idle bo
 				best = min(best, v)
 			}
 			b.ReportMetric(best/1024, name+"-KiB/idle-watcher")
+			b.Logf("%s, %d idle watchers: resident bytes per watcher, each round: %.0f", name, watchers, r.idle)
+		}
+		if len(r.idleLive) > 0 {
+			best := r.idleLive[0]
+			for _, v := range r.idleLive {
+				best = min(best, v)
+			}
+			// After a garbage collection: what the watchers hold, without
+			// the garbage of their connection herd.
+			b.ReportMetric(best/1024, name+"-live-KiB/idle-watcher")
 			b.ReportMetric(float64(r.rss)/1024, name+"-peak-RSS-MiB")
 		}
 		return
@@ -409,20 +420,24 @@ func startServer(b *testing.B, srv latenessServer, path string) (*exec.Cmd, stri
 	return cmd, strings.TrimPrefix(url, "http://"), stdin, out
 }
 
-// stopServer stops a server process and returns its peak RSS (kB) and CPU
-// time.
-func stopServer(cmd *exec.Cmd, stdin io.WriteCloser, out *bufio.Scanner) (rss int64, cpu time.Duration) {
+// stopServer stops a server process and returns its peak RSS (kB), CPU
+// time and the LIVE reports it printed (see profileOnSignal).
+func stopServer(cmd *exec.Cmd, stdin io.WriteCloser, out *bufio.Scanner) (rss int64, cpu time.Duration, live []int64) {
 	stdin.Close()
 	for out.Scan() {
 		if v, ok := strings.CutPrefix(out.Text(), "VmHWM "); ok {
 			rss, _ = strconv.ParseInt(v, 10, 64)
+		}
+		if v, ok := strings.CutPrefix(out.Text(), "LIVE "); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			live = append(live, n)
 		}
 	}
 	cmd.Wait()
 	if ps := cmd.ProcessState; ps != nil {
 		cpu = ps.UserTime() + ps.SystemTime()
 	}
-	return rss, cpu
+	return rss, cpu, live
 }
 
 // cpuTime reads the user and system time process pid has used so far
@@ -467,6 +482,8 @@ func runIdle(b *testing.B, srv latenessServer, path string, watchers int) latene
 	b.StopTimer()
 	cmd, addr, stdin, out := startServer(b, srv, path)
 	time.Sleep(200 * time.Millisecond) // the server settled after start-up
+	cmd.Process.Signal(syscall.SIGUSR1)
+	time.Sleep(300 * time.Millisecond)
 	before := residentKiB(cmd.Process.Pid)
 	b.StartTimer()
 	req := []byte(fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", idleTarget, addr))
@@ -506,22 +523,24 @@ func runIdle(b *testing.B, srv latenessServer, path string, watchers int) latene
 	b.StopTimer()
 	time.Sleep(500 * time.Millisecond) // the server's handlers reached their wait
 	after := residentKiB(cmd.Process.Pid)
-	if os.Getenv("WTRACE_LATENESS_HEAPPROFILE") != "" {
-		cmd.Process.Signal(syscall.SIGUSR1)
-		time.Sleep(time.Second)
-	}
+	cmd.Process.Signal(syscall.SIGUSR1)
+	time.Sleep(time.Second)
 	for _, c := range conns {
 		if c != nil {
 			c.Close()
 		}
 	}
-	rss, _ := stopServer(cmd, stdin, out)
+	rss, _, live := stopServer(cmd, stdin, out)
 	close(errs)
 	for err := range errs {
 		b.Fatal(err)
 	}
 	b.StartTimer()
-	return latenessResult{rss: rss, idle: []float64{float64(after-before) * 1024 / float64(watchers)}}
+	res := latenessResult{rss: rss, idle: []float64{float64(after-before) * 1024 / float64(watchers)}}
+	if len(live) == 2 {
+		res.idleLive = []float64{float64(live[1]-live[0]) / float64(watchers)}
+	}
+	return res
 }
 
 var (
@@ -629,7 +648,7 @@ func runLateness(b *testing.B, srv latenessServer, path string, watchers int, st
 		traceLines = nil
 	}
 	cpu := cpuTime(cmd.Process.Pid) - cpu0
-	rss, _ := stopServer(cmd, stdin, out)
+	rss, _, _ := stopServer(cmd, stdin, out)
 	close(errs)
 	for err := range errs {
 		b.Fatal(err)

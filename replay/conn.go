@@ -110,7 +110,7 @@ func (st *streamer) takeOver(r *http.Request, hd *head) bool {
 	st.own = oc
 	// net/http's response and connection state are done with: drop them,
 	// so that they are freed when ServeHTTP returns (handoff).
-	st.w, st.rc = hijacked{}, http.NewResponseController(hijacked{})
+	st.w, st.rc, st.r = hijacked{}, http.NewResponseController(hijacked{}), nil
 	// On the real clock, a plain TCP stream that waits only for its next
 	// write (no Follow) waits in a read of its connection, which notices
 	// the client leaving too; otherwise a goroutine reads it.
@@ -143,6 +143,7 @@ func (st *streamer) takeOver(r *http.Request, hd *head) bool {
 	}
 	if st.handoff != nil {
 		st.handoff()
+		st.handoff = nil
 	}
 	date := make([]byte, 0, 64)
 	date = append(date, "Date: "...)

@@ -128,6 +128,7 @@ func TestFloorServer(t *testing.T) {
 			f.Close()
 		}()
 	}
+	profileOnSignal()
 	fmt.Printf("URL http://%s\n", ln.Addr())
 	io.Copy(io.Discard, os.Stdin) // until the benchmark closes our stdin
 	ln.Close()

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 
 	"github.com/wtrace/wtrace/replay/state"
 )
@@ -83,7 +82,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	st := s.newStreamer(ctx, cancel, &tapWriter{ResponseWriter: w, t: tp, method: r.Method}, r, q, arrival)
-	st.tap, st.flow = tp, rt.flow
+	st.tap, st.flow, st.target = tp, rt.flow, target
 	if !handOff {
 		defer s.handlers.Done()
 		defer s.active.Add(-1)
@@ -93,31 +92,35 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	handed := make(chan struct{})
-	var once sync.Once
 	st.handoff = func() {
-		once.Do(func() {
-			stop()
-			close(handed)
-		})
+		stop()
+		close(handed)
 	}
-	go func() {
-		defer s.handlers.Done()
-		defer s.active.Add(-1)
-		defer cancel()
-		defer st.handoff()
-		s.answer(st, &rt, r, target)
-	}()
+	go s.answerHanded(st, rt, r)
 	<-handed
+}
+
+// answerHanded is answer on a goroutine of its own (see ServeHTTP).
+func (s *Server) answerHanded(st *streamer, rt route, r *http.Request) {
+	defer s.handlers.Done()
+	defer s.active.Add(-1)
+	defer st.cancel()
+	defer func() {
+		if st.handoff != nil {
+			st.handoff()
+		}
+	}()
+	s.answer(st, &rt, r, st.target)
 }
 
 // answer serves route rt through streamer st, ends the stream and logs
 // the request.
 func (s *Server) answer(st *streamer, rt *route, r *http.Request, target string) {
-	rt.serve(st, r)
+	rt.serve(st, r) // r is not used past this point (see takeOver)
 	st.done()
 	st.tap.finish(rt, st, st.stopped == "" || st.stopped == "timeout")
 	if s.log.Enabled(st.ctx, slog.LevelDebug) {
-		attrs := []any{"method", r.Method, "target", truncate(target), "bytes", st.bytes,
+		attrs := []any{"method", st.method, "target", truncate(target), "bytes", st.bytes,
 			"writes", st.writes, "duration", s.clock.Now().Sub(st.arrival), "stopped", st.stopped}
 		if st.flow != nil && st.flow.switched != "" && st.flow.switched != rt.transcoded {
 			attrs = append(attrs, "transcoded", st.flow.switched)

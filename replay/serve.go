@@ -151,7 +151,9 @@ func (k endKind) String() string {
 type streamer struct {
 	s         *Server
 	w         http.ResponseWriter
-	r         *http.Request
+	r         *http.Request // nil once the stream took the connection over
+	method    string
+	target    string // as requested
 	rc        *http.ResponseController
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -176,7 +178,7 @@ type streamer struct {
 }
 
 func (s *Server) newStreamer(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, r *http.Request, q query, arrival time.Time) *streamer {
-	st := &streamer{s: s, w: w, r: r, rc: http.NewResponseController(w), ctx: ctx, cancel: cancel, arrival: arrival}
+	st := &streamer{s: s, w: w, r: r, method: r.Method, rc: http.NewResponseController(w), ctx: ctx, cancel: cancel, arrival: arrival}
 	if q.timeout > 0 {
 		st.timeoutAt = arrival.Add(q.timeout)
 	}
