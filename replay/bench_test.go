@@ -392,6 +392,9 @@ func startServer(b *testing.B, srv latenessServer, path string) (*exec.Cmd, stri
 	if p := os.Getenv("WTRACE_LATENESS_CPUPROFILE"); p != "" {
 		cmd.Env = append(cmd.Env, "WTRACE_LATENESS_CPUPROFILE="+p+"."+srv.name)
 	}
+	if p := os.Getenv("WTRACE_LATENESS_HEAPPROFILE"); p != "" {
+		cmd.Env = append(cmd.Env, "WTRACE_LATENESS_HEAPPROFILE="+p+"."+srv.name)
+	}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		b.Fatal(err)

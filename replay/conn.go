@@ -110,20 +110,25 @@ func (st *streamer) takeOver(r *http.Request, hd *head) bool {
 	st.own = oc
 	// net/http's response and connection state are done with: drop them,
 	// so that they are freed when ServeHTTP returns (handoff).
-	st.w, st.rc, st.r = hijacked{}, http.NewResponseController(hijacked{}), nil
+	st.w, st.rc, st.r = hijacked{}, hijackedRC, nil
 	// On the real clock, a plain TCP stream that waits only for its next
 	// write (no Follow) waits in a read of its connection, which notices
 	// the client leaving too; otherwise a goroutine reads it.
 	_, real := st.s.clock.(realClock)
 	oc.selfRead = real && oc.tcp != nil && (st.flow == nil || st.flow.follow == nil)
 	// A cancelled request (the client left, Close) must not stay blocked
-	// in a write to a client that does not read, nor in ownWait.
-	oc.stopCancel = context.AfterFunc(st.ctx, func() {
-		_ = conn.SetWriteDeadline(time.Unix(1, 0))
-		if oc.selfRead {
-			_ = conn.SetReadDeadline(time.Unix(1, 0))
+	// in a write to a client that does not read, nor in ownWait: Close
+	// interrupts the connections in s.owned; a reader goroutine, the
+	// request's cancellation.
+	if oc.selfRead {
+		st.s.own(oc)
+		oc.stopCancel = func() bool { st.s.disown(oc); return true }
+		if st.ctx.Err() != nil {
+			oc.interrupt()
 		}
-	})
+	} else {
+		oc.stopCancel = context.AfterFunc(st.ctx, oc.interrupt)
+	}
 	// Bytes the request's reader holds already are dropped with it; the
 	// rest is read from the connection.
 	if n := brw.Reader.Buffered(); n > 0 {
@@ -164,6 +169,9 @@ func (hijacked) Write([]byte) (int, error)                    { return 0, http.E
 func (hijacked) WriteHeader(int)                              {}
 func (hijacked) Hijack() (net.Conn, *bufio.ReadWriter, error) { return nil, nil, http.ErrHijacked }
 
+// hijackedRC is the ResponseController of every hijacked stream.
+var hijackedRC = http.NewResponseController(hijacked{})
+
 // ownSend sends each element of batch as one chunk, together.
 func (st *streamer) ownSend(batch [][]byte) bool {
 	oc := st.own
@@ -196,6 +204,9 @@ func (st *streamer) ownWrite(bufs net.Buffers) bool {
 		if oc.deadline.Sub(now) < st.s.writeTimeout*3/4 {
 			oc.deadline = now.Add(st.s.writeTimeout)
 			_ = oc.conn.SetWriteDeadline(oc.deadline)
+			if st.ctx.Err() != nil {
+				oc.interrupt() // cancelled meanwhile: the deadline must stay past
+			}
 		}
 	}
 	var n int64
@@ -252,6 +263,37 @@ func (st *streamer) ownClose(clean, reset bool) {
 	if oc.readDone != nil {
 		<-oc.readDone
 	}
+}
+
+// interrupt ends the connection's blocked and future reads and writes
+// (with a deadline in the past).
+func (oc *ownConn) interrupt() {
+	_ = oc.conn.SetWriteDeadline(time.Unix(1, 0))
+	_ = oc.conn.SetReadDeadline(time.Unix(1, 0))
+}
+
+// own registers a connection a stream took over (selfRead), for Close to
+// interrupt; disown removes it.
+func (s *Server) own(oc *ownConn) {
+	s.ownMu.Lock()
+	s.owned[oc] = struct{}{}
+	s.ownMu.Unlock()
+}
+
+func (s *Server) disown(oc *ownConn) {
+	s.ownMu.Lock()
+	delete(s.owned, oc)
+	s.ownMu.Unlock()
+}
+
+// interruptOwned interrupts every connection in s.owned (Close, after
+// cancelling the requests).
+func (s *Server) interruptOwned() {
+	s.ownMu.Lock()
+	for oc := range s.owned {
+		oc.interrupt()
+	}
+	s.ownMu.Unlock()
 }
 
 // ownWait waits for the clock to reach t (zero: forever) in a read of the

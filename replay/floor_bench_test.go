@@ -75,6 +75,7 @@ func TestFloorServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	add := make(chan *floorWatcher, 1024)
+	var idles []net.Conn // kept open (a lost net.Conn is closed by its finalizer)
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -104,11 +105,13 @@ func TestFloorServer(t *testing.T) {
 					hd = append(hd, "\r\nDate: "...)
 					hd = arrival.UTC().AppendFormat(hd, "Mon, 02 Jan 2006 15:04:05 GMT")
 					hd = append(hd, "\r\n\r\n"...)
-					if _, err := c.Write(hd); err != nil || idle {
-						if err != nil {
-							c.Close()
-						}
-						break // an idle watcher: its connection stays open
+					if _, err := c.Write(hd); err != nil {
+						c.Close()
+						break
+					}
+					if idle {
+						idles = append(idles, c) // an idle watcher: its connection stays open
+						break
 					}
 					add <- &floorWatcher{c: c.(*net.TCPConn), arrival: arrival, due: arrival.Add(chunks[0].due)}
 					break
