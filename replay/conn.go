@@ -21,7 +21,9 @@ const maxBatch = 256 << 10
 // boundary. net/http can only emit a chunk by flushing the connection, one
 // system call per chunk, which is what limits a server with thousands of
 // watchers. The stream closes the connection when it ends (its response
-// head says Connection: close).
+// head says Connection: close). It belongs to the stream's goroutine,
+// which ServeHTTP hands the stream to (see ServeHTTP); Close reaches the
+// connections that wait in reads through Server.owned.
 type ownConn struct {
 	conn net.Conn
 	tcp  *net.TCPConn // conn itself when plain TCP (writev)

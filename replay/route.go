@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"strings"
 
 	"github.com/wtrace/wtrace/replay/state"
@@ -98,16 +99,35 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	go s.answerHanded(st, rt, r)
 	<-handed
+	if st.panicked != nil {
+		panic(st.panicked) // net/http's: http.ErrAbortHandler aborts the response
+	}
 }
 
-// answerHanded is answer on a goroutine of its own (see ServeHTTP).
+// answerHanded is answer on a goroutine of its own (see ServeHTTP). A
+// panic before the hand-off goes on in ServeHTTP, as if answer had run
+// there; after it, the connection is the stream's own: it is logged and
+// the connection closed, as net/http does for a handler.
 func (s *Server) answerHanded(st *streamer, rt route, r *http.Request) {
 	defer s.handlers.Done()
 	defer s.active.Add(-1)
 	defer st.cancel()
 	defer func() {
+		v := recover()
 		if st.handoff != nil {
+			st.panicked = v
 			st.handoff()
+			return
+		}
+		if v == nil {
+			return
+		}
+		if v != http.ErrAbortHandler {
+			s.log.Error("replay: panic serving a stream", "target", truncate(st.target), "panic", v, "stack", string(debug.Stack()))
+		}
+		if st.own != nil {
+			st.own.stopCancel()
+			_ = st.own.conn.Close()
 		}
 	}()
 	s.answer(st, &rt, r, st.target)

@@ -175,6 +175,9 @@ type streamer struct {
 	// ServeHTTP), lets ServeHTTP return once the stream took the
 	// connection over; nil otherwise.
 	handoff func()
+	// panicked is what a stream's goroutine recovered before the
+	// hand-off, for ServeHTTP to panic with.
+	panicked any
 }
 
 func (s *Server) newStreamer(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, r *http.Request, q query, arrival time.Time) *streamer {
