@@ -93,6 +93,7 @@ back to real clients with the original timing.`,
 		newEventsCmd(s),
 		newVerifyCmd(s),
 		newReplayCmd(s),
+		newDiffCmd(s),
 	)
 	return root
 }
@@ -107,7 +108,8 @@ func run(args []string, in io.Reader, out, errw io.Writer) int {
 		return 0
 	}
 	var se silentError
-	if errors.As(err, &se) {
+	var de diffError
+	if errors.As(err, &se) || errors.As(err, &de) {
 		return 1
 	}
 	if errors.Is(err, syscall.EPIPE) {
@@ -117,6 +119,10 @@ func run(args []string, in io.Reader, out, errw io.Writer) int {
 	var he *hintError
 	if errors.As(err, &he) && he.hint != "" {
 		fmt.Fprintf(errw, "Try: %s\n", he.hint)
+	}
+	var xe *exitError
+	if errors.As(err, &xe) {
+		return xe.code
 	}
 	var ue *usageError
 	if errors.As(err, &ue) || isCobraUsage(err) {

@@ -32,6 +32,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -73,6 +74,25 @@ type Options struct {
 	// MaxReconciles stops reconciling after this many (0: no limit), so a
 	// test with a long recording stays short.
 	MaxReconciles int
+
+	// The knobs of a changed controller, for tests of what a regression
+	// check reports (package diff):
+
+	// SeenValue, if set, gives the value the controller writes in the
+	// SeenAnnotation of a ConfigMap (by default its resourceVersion when
+	// first seen).
+	SeenValue func(cm *corev1.ConfigMap) string
+	// OnlyChanges makes the controller write only what changes something,
+	// judged from GETs: the child is created when a GET does not find it
+	// and updated when its data differ, the labels applied and patched
+	// when missing, the Deployment's status set when it differs. Its
+	// writes then do not depend on how often it reconciles (how its
+	// workqueue coalesced events: timing); by default it writes every
+	// time, as many controllers do.
+	OnlyChanges bool
+	// ExtraCreate, if set, names one more ConfigMap the controller
+	// creates, once, after its first reconcile's writes.
+	ExtraCreate string
 }
 
 // Controller is a running controller; Stop ends it.
@@ -93,6 +113,8 @@ type Controller struct {
 
 	depMu      sync.Mutex // held while the Deployment is being created
 	depCreated bool
+
+	extraOnce sync.Once
 }
 
 // Start builds the clientset from cfg and runs the controller until Stop.
@@ -289,7 +311,11 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 		return ignore(err, apierrors.IsNotFound)
 	}
 	if cm.Annotations[SeenAnnotation] == "" {
-		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{SeenAnnotation: cm.ResourceVersion}}})
+		seen := cm.ResourceVersion
+		if c.opts.SeenValue != nil {
+			seen = c.opts.SeenValue(cm)
+		}
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{SeenAnnotation: seen}}})
 		if _, err := cms.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); c.count("patch-merge", err, apierrors.IsNotFound) != nil {
 			return ignore(err, apierrors.IsNotFound)
 		}
@@ -299,30 +325,63 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: name, UID: cm.UID}}},
 		Data: map[string]string{"parent": name, "keys": fmt.Sprint(len(cm.Data))},
 	}
-	_, err = cms.Create(ctx, want, metav1.CreateOptions{})
-	if c.count("create", err, apierrors.IsAlreadyExists) != nil {
-		if !apierrors.IsAlreadyExists(err) {
+	var cur *corev1.ConfigMap // the child, when OnlyChanges read it
+	if c.opts.OnlyChanges {
+		got, err := cms.Get(ctx, child, metav1.GetOptions{})
+		if c.count("get", err, apierrors.IsNotFound) != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
-		cur, err := cms.Get(ctx, child, metav1.GetOptions{})
-		if c.count("get", err, apierrors.IsNotFound) != nil {
-			return ignore(err, apierrors.IsNotFound)
+		if err == nil {
+			cur = got
 		}
+	}
+	switch {
+	case cur == nil:
+		_, err = cms.Create(ctx, want, metav1.CreateOptions{})
+		if c.count("create", err, apierrors.IsAlreadyExists) != nil {
+			if !apierrors.IsAlreadyExists(err) {
+				return err
+			}
+			cur, err := cms.Get(ctx, child, metav1.GetOptions{})
+			if c.count("get", err, apierrors.IsNotFound) != nil {
+				return ignore(err, apierrors.IsNotFound)
+			}
+			upd := cur.DeepCopy()
+			upd.Data = want.Data
+			if _, err := cms.Update(ctx, upd, metav1.UpdateOptions{}); c.count("update", err, apierrors.IsConflict, apierrors.IsNotFound) != nil {
+				return err
+			}
+		}
+	case !maps.Equal(cur.Data, want.Data):
 		upd := cur.DeepCopy()
 		upd.Data = want.Data
 		if _, err := cms.Update(ctx, upd, metav1.UpdateOptions{}); c.count("update", err, apierrors.IsConflict, apierrors.IsNotFound) != nil {
 			return err
 		}
 	}
-	ac := corev1ac.ConfigMap(child, ns).WithLabels(map[string]string{AppliedLabel: "yes"})
-	if _, err := cms.Apply(ctx, ac, metav1.ApplyOptions{FieldManager: FieldManager}); c.count("apply", err, apierrors.IsNotFound) != nil {
-		return ignore(err, apierrors.IsNotFound)
+	if cur == nil || cur.Labels[AppliedLabel] != "yes" {
+		ac := corev1ac.ConfigMap(child, ns).WithLabels(map[string]string{AppliedLabel: "yes"})
+		if _, err := cms.Apply(ctx, ac, metav1.ApplyOptions{FieldManager: FieldManager}); c.count("apply", err, apierrors.IsNotFound) != nil {
+			return ignore(err, apierrors.IsNotFound)
+		}
 	}
-	smp := []byte(`{"metadata":{"labels":{"` + PatchedLabel + `":"yes"}}}`)
-	if _, err := cms.Patch(ctx, name, types.StrategicMergePatchType, smp, metav1.PatchOptions{}); c.count("patch-strategic", err, apierrors.IsNotFound) != nil {
-		return ignore(err, apierrors.IsNotFound)
+	if !c.opts.OnlyChanges || cm.Labels[PatchedLabel] != "yes" {
+		smp := []byte(`{"metadata":{"labels":{"` + PatchedLabel + `":"yes"}}}`)
+		if _, err := cms.Patch(ctx, name, types.StrategicMergePatchType, smp, metav1.PatchOptions{}); c.count("patch-strategic", err, apierrors.IsNotFound) != nil {
+			return ignore(err, apierrors.IsNotFound)
+		}
 	}
-	return c.deployment(ctx, ns)
+	if err := c.deployment(ctx, ns); err != nil {
+		return err
+	}
+	var err2 error
+	if c.opts.ExtraCreate != "" {
+		c.extraOnce.Do(func() {
+			_, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: c.opts.ExtraCreate, Namespace: ns}}, metav1.CreateOptions{})
+			err2 = c.count("create", err)
+		})
+	}
+	return err2
 }
 
 // deployment creates the controller's Deployment once and sets its status.
@@ -353,6 +412,9 @@ func (c *Controller) deployment(ctx context.Context, ns string) error {
 		d, err := deps.Get(ctx, name, metav1.GetOptions{})
 		if c.count("get", err) != nil {
 			return err
+		}
+		if c.opts.OnlyChanges && d.Status.ObservedGeneration == d.Generation && d.Status.Replicas == 1 {
+			return nil
 		}
 		d.Status.ObservedGeneration = d.Generation
 		d.Status.Replicas = 1

@@ -1,0 +1,245 @@
+package diff
+
+import (
+	"fmt"
+	"hash/maphash"
+	"slices"
+	"time"
+
+	"github.com/wtrace/wtrace/formats"
+)
+
+// Defaults of the Options whose zero value means "the default".
+const (
+	DefaultTimeTolerance  = 100 * time.Millisecond
+	DefaultMaxDifferences = 1000
+	// DefaultMaxBodySize bounds a body or an event that is decoded to be
+	// normalized (its decoded tree takes several times its size); larger
+	// ones are compared byte for byte. Kubernetes' own limit on a watch
+	// event is the same.
+	DefaultMaxBodySize = 16 << 20
+	// DefaultWindow is how many events (or writes of one object) diff
+	// reads ahead on each side to find where two streams agree again
+	// after a difference, and how many unmatched ones it keeps to pair
+	// reordered ones.
+	DefaultWindow = 1000
+	// DefaultWindowBytes bounds the bytes of the events read ahead or
+	// kept on each side.
+	DefaultWindowBytes = 64 << 20
+)
+
+// Options configure a comparison. The zero value compares everything with
+// the built-in normalization, resourceVersions ignored, a time tolerance
+// of DefaultTimeTolerance.
+type Options struct {
+	// Ignore lists more paths to leave out of every document compared
+	// (event objects, write bodies, response bodies): JSON pointers
+	// ("/metadata/labels/app.kubernetes.io~1name") or the dot form
+	// (".metadata.labels.x", ".metadata.annotations[\"a.b/c\"]",
+	// ".status.conditions[*].reason"). In a List they apply to the list
+	// and to each item.
+	Ignore []string
+	// CompareRV reports events whose object's resourceVersion differs
+	// (a replay answering writes numbers them anew: off by default).
+	CompareRV bool
+	// TimeTolerance is how far an event's time since its stream's start
+	// may move before it is a difference. 0 means DefaultTimeTolerance;
+	// negative leaves timing out.
+	TimeTolerance time.Duration
+	// Only limits the comparison to these categories (CategoryWrite,
+	// CategoryEvent, CategoryStream, CategoryExchange); empty means all.
+	// Timing belongs to CategoryEvent.
+	Only []Category
+	// MaxDifferences bounds the differences listed in the report (all are
+	// counted). 0 means DefaultMaxDifferences; negative lists none.
+	MaxDifferences int
+	// MaxBodySize bounds what is decoded to be normalized. 0 means
+	// DefaultMaxBodySize.
+	MaxBodySize int64
+	// CollapseRepeats leaves out of the comparison every write that
+	// repeats an earlier write of its object in the same session: same
+	// verb and parameters, same normalized body, same status. A
+	// level-triggered controller repeats its idempotent writes (an
+	// update to what is already there, a create answered 409) as often
+	// as events wake it, and how often depends on timing — how the
+	// workqueue coalesced events, how fast the server answered — not on
+	// its logic; with CollapseRepeats a regression check compares the
+	// distinct writes, in the order each was first made. Counts.Repeats
+	// says how many were left out.
+	CollapseRepeats bool
+	// Window and WindowBytes bound the look-ahead of the event and write
+	// alignment. 0 means DefaultWindow, DefaultWindowBytes.
+	Window      int
+	WindowBytes int64
+}
+
+// Sessions compares the session files a (the reference: a recording) and
+// b (the run under test: the session of a replay, or a later recording).
+// It reads each file a few times in file order (once for the bodies, once
+// per watch stream) and holds no more than the files' indexes, a digest
+// per exchange, and a bounded window of events (see the package doc).
+// Errors are about reading the files; differences are in the Report.
+func Sessions(a, b string, opts Options) (*Report, error) {
+	fa, err := formats.Open(a, formats.ReaderOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("diff: %w", err)
+	}
+	defer fa.Close()
+	fb, err := formats.Open(b, formats.ReaderOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("diff: %w", err)
+	}
+	defer fb.Close()
+	return Files(fa, a, fb, b, opts)
+}
+
+// Files is Sessions for opened files, named nameA and nameB in the
+// report. The caller keeps ownership of the files.
+func Files(a *formats.File, nameA string, b *formats.File, nameB string, opts Options) (*Report, error) {
+	c, err := newComparer(opts)
+	if err != nil {
+		return nil, err
+	}
+	c.rep = &Report{A: nameA, B: nameB, Groups: []Group{}}
+	for _, f := range []struct {
+		f    *formats.File
+		name string
+	}{{a, nameA}, {b, nameB}} {
+		for _, p := range f.f.Problems() {
+			c.warn("%s: %v", f.name, p)
+		}
+	}
+	if c.a, err = c.load(a, nameA); err != nil {
+		return nil, err
+	}
+	if c.b, err = c.load(b, nameB); err != nil {
+		return nil, err
+	}
+	if c.wants(CategoryWrite) {
+		if err := c.compareWrites(); err != nil {
+			return nil, err
+		}
+	}
+	if c.wants(CategoryEvent) || c.wants(CategoryStream) {
+		if err := c.compareStreams(); err != nil {
+			return nil, err
+		}
+	}
+	if c.wants(CategoryExchange) {
+		if err := c.compareExchanges(); err != nil {
+			return nil, err
+		}
+	}
+	s := &c.rep.Summary
+	c.rep.Same = s.Writes.Differences()+s.Events.Differences()+s.Streams.Differences()+s.Exchanges.Differences() == 0
+	return c.rep, nil
+}
+
+// comparer holds one comparison's state. Not safe for concurrent use.
+type comparer struct {
+	opts        Options
+	rules       *rules
+	hasher      *hasher
+	seed        maphash.Seed
+	tolerance   time.Duration
+	maxBody     int64
+	maxList     int
+	window      int
+	windowBytes int64
+	a, b        *side
+	rep         *Report
+	groups      map[string]int // subject → index in rep.Groups
+	listed      int
+	warned      map[string]bool
+}
+
+func newComparer(opts Options) (*comparer, error) {
+	r, err := newRules(opts.Ignore)
+	if err != nil {
+		return nil, err
+	}
+	for _, cat := range opts.Only {
+		switch cat {
+		case CategoryWrite, CategoryEvent, CategoryStream, CategoryExchange:
+		default:
+			return nil, fmt.Errorf("diff: unknown category %q (write, event, stream, exchange)", cat)
+		}
+	}
+	c := &comparer{opts: opts, rules: r, seed: maphash.MakeSeed(), groups: map[string]int{}, warned: map[string]bool{}}
+	c.hasher = newHasher(r, c.seed)
+	c.tolerance = opts.TimeTolerance
+	if c.tolerance == 0 {
+		c.tolerance = DefaultTimeTolerance
+	}
+	c.maxBody = opts.MaxBodySize
+	if c.maxBody <= 0 {
+		c.maxBody = DefaultMaxBodySize
+	}
+	c.maxList = opts.MaxDifferences
+	if c.maxList == 0 {
+		c.maxList = DefaultMaxDifferences
+	}
+	c.window = opts.Window
+	if c.window <= 0 {
+		c.window = DefaultWindow
+	}
+	c.windowBytes = opts.WindowBytes
+	if c.windowBytes <= 0 {
+		c.windowBytes = DefaultWindowBytes
+	}
+	return c, nil
+}
+
+func (c *comparer) wants(cat Category) bool {
+	return len(c.opts.Only) == 0 || slices.Contains(c.opts.Only, cat)
+}
+
+// listing reports whether one more difference may be listed; if not, it
+// is counted as omitted. Callers check before doing the work a listed
+// difference needs (reading bodies again for a diff).
+func (c *comparer) listing() bool {
+	if c.maxList < 0 || c.listed >= c.maxList {
+		c.rep.Omitted++
+		return false
+	}
+	return true
+}
+
+// add lists difference d under subject (an object if obj is not nil).
+// Call it only after listing said yes.
+func (c *comparer) add(subject string, obj *Object, d Difference) {
+	c.listed++
+	i, ok := c.groups[subject]
+	if !ok {
+		i = len(c.rep.Groups)
+		c.groups[subject] = i
+		g := Group{Subject: subject}
+		if obj != nil {
+			o := *obj
+			g.Object = &o
+		}
+		c.rep.Groups = append(c.rep.Groups, g)
+	}
+	c.rep.Groups[i].Differences = append(c.rep.Groups[i].Differences, d)
+}
+
+// warn adds a warning once.
+func (c *comparer) warn(format string, a ...any) {
+	s := fmt.Sprintf(format, a...)
+	if !c.warned[s] && len(c.warned) < 100 {
+		c.warned[s] = true
+		c.rep.Warnings = append(c.rep.Warnings, s)
+	}
+}
+
+// rawHash hashes bytes as they stream by.
+type rawHash struct{ h *maphash.Hash }
+
+func (c *comparer) newRawHash() rawHash {
+	h := &maphash.Hash{}
+	h.SetSeed(c.seed)
+	return rawHash{h}
+}
+
+func (r rawHash) write(p []byte) { r.h.Write(p) }
+func (r rawHash) sum() uint64    { return r.h.Sum64() }

@@ -1,0 +1,308 @@
+package diff
+
+import (
+	"fmt"
+	"mime"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/wtrace/wtrace/formats"
+)
+
+// maxTargetLen bounds a request-target diff parses: Kubernetes clients
+// stay far below it; net/http's own header limit is 1 MiB.
+const maxTargetLen = 64 << 10
+
+// varying lists the query parameters that differ from run to run and take
+// no part in pairing exchanges: the same list the replay matcher ignores
+// (replay/match.go), so that what a replay answers as the same request
+// diff compares as the same request.
+var varying = map[string]bool{
+	"resourceVersion":      true,
+	"resourceVersionMatch": true,
+	"timeoutSeconds":       true,
+	"timeout":              true,
+	"limit":                true,
+	"continue":             true,
+	"allowWatchBookmarks":  true,
+	"sendInitialEvents":    true,
+	"watch":                true,
+}
+
+// class is what an exchange is to diff.
+type class uint8
+
+const (
+	classOther class = iota // a GET that is not a watch, discovery, anything else
+	classWrite              // POST, PUT, PATCH, DELETE
+	classWatch              // a watch request, or a response split into events
+)
+
+// Object names a Kubernetes object as a request path does: the resource
+// (with its API group), the namespace, the name and the subresource. A
+// create names the object its body does (metadata.name, or
+// metadata.generateName followed by "*").
+type Object struct {
+	Group       string `json:"group,omitempty"`
+	Resource    string `json:"resource"`
+	Namespace   string `json:"namespace,omitempty"`
+	Name        string `json:"name,omitempty"`
+	Subresource string `json:"subresource,omitempty"`
+}
+
+// String is how the report names the object: "configmaps demo/cm-1",
+// "deployments.apps demo/web (status)", "nodes n1", "configmaps demo (collection)".
+func (o Object) String() string {
+	var b strings.Builder
+	b.WriteString(o.Resource)
+	if o.Group != "" {
+		b.WriteByte('.')
+		b.WriteString(o.Group)
+	}
+	b.WriteByte(' ')
+	switch {
+	case o.Namespace != "" && o.Name != "":
+		b.WriteString(o.Namespace + "/" + o.Name)
+	case o.Name != "":
+		b.WriteString(o.Name)
+	case o.Namespace != "":
+		b.WriteString(o.Namespace + " (collection)")
+	default:
+		b.WriteString("(collection)")
+	}
+	if o.Subresource != "" {
+		b.WriteString(" (" + o.Subresource + ")")
+	}
+	return b.String()
+}
+
+// request is an exchange's request reduced to what diff pairs and groups
+// exchanges by.
+type request struct {
+	method   string // upper case
+	path     string // decoded, legacy watch segment removed
+	watch    bool
+	key      string // method, path, watch and every non-varying parameter, order-insensitive
+	resource bool   // the path names a resource (obj is set)
+	obj      Object // for a collection, Name is ""
+	version  string // API version of the path ("v1")
+	label    string // labelSelector
+	field    string // fieldSelector
+	as       string // the transformation the Accept header asks for ("Table", "PartialObjectMetadata"), if any
+	ctype    string // the request's Content-Type media type, lower case
+	cenc     string // the request's Content-Encoding
+}
+
+// parseRequest reduces a recorded request. A request that was not
+// captured, or whose target does not parse, gets a key of its own kind
+// and is compared with the like of it.
+func parseRequest(r *formats.Request) request {
+	if r.Missing {
+		return request{method: "?", key: "? (request not captured)"}
+	}
+	q := request{method: strings.ToUpper(r.Method)}
+	for _, h := range r.Header {
+		switch strings.ToLower(h.Name) {
+		case "accept":
+			q.as = acceptAs(h.Value)
+		case "content-type":
+			q.ctype = mediaType(h.Value)
+		case "content-encoding":
+			q.cenc = strings.ToLower(strings.TrimSpace(h.Value))
+		}
+	}
+	if len(r.Target) > maxTargetLen {
+		q.key = q.method + " (target of " + strconv.Itoa(len(r.Target)) + " bytes)"
+		return q
+	}
+	u, err := url.ParseRequestURI(r.Target)
+	if err != nil {
+		q.path, q.key = r.Target, q.method+" "+r.Target
+		return q
+	}
+	vals, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		vals = url.Values{}
+	}
+	q.path, q.watch = stripWatchSegment(u.Path)
+	if b, err := strconv.ParseBool(vals.Get("watch")); err == nil && b {
+		q.watch = true
+	}
+	q.label, q.field = vals.Get("labelSelector"), vals.Get("fieldSelector")
+	q.obj, q.version, q.resource = parseResource(q.path)
+	q.key = keyOf(q.method, q.path, q.watch, q.as, vals)
+	return q
+}
+
+// classify says what exchange x is: a write by its method, a watch by its
+// request or by its response (a body the recorder split into events).
+func classify(q request, x *formats.ExchangeInfo) class {
+	switch q.method {
+	case "POST", "PUT", "PATCH", "DELETE":
+		return classWrite
+	}
+	if q.watch || (x.Response != nil && x.Response.Events != 0) {
+		return classWatch
+	}
+	return classOther
+}
+
+// keyOf builds the pairing key: parameters sorted by name, values sorted.
+func keyOf(method, path string, watch bool, as string, vals url.Values) string {
+	var b strings.Builder
+	b.WriteString(method)
+	b.WriteByte(' ')
+	b.WriteString(path)
+	names := make([]string, 0, len(vals))
+	for k := range vals {
+		if !varying[k] {
+			names = append(names, k)
+		}
+	}
+	sort.Strings(names)
+	sep := byte('?')
+	for _, k := range names {
+		vs := append([]string(nil), vals[k]...)
+		sort.Strings(vs)
+		for _, v := range vs {
+			b.WriteByte(sep)
+			sep = '&'
+			b.WriteString(k)
+			b.WriteByte('=')
+			b.WriteString(v)
+		}
+	}
+	if watch {
+		b.WriteString(" (watch)")
+	}
+	if as != "" {
+		b.WriteString(" (as " + as + ")")
+	}
+	return b.String()
+}
+
+// stripWatchSegment removes the legacy "watch" path segment
+// (/api/v1/watch/pods is a watch of /api/v1/pods).
+func stripWatchSegment(path string) (string, bool) {
+	segs := strings.Split(strings.TrimPrefix(path, "/"), "/")
+	i := -1
+	switch {
+	case len(segs) >= 3 && segs[0] == "api":
+		i = 2
+	case len(segs) >= 4 && segs[0] == "apis":
+		i = 3
+	}
+	if i < 0 || segs[i] != "watch" {
+		return path, false
+	}
+	return "/" + strings.Join(append(segs[:i:i], segs[i+1:]...), "/"), true
+}
+
+// namespaceSubresources are the subresources of a namespace, which
+// /api/v1/namespaces/NAME/SUB names the way a namespaced resource's
+// collection is named (k8s.io/apiserver pkg/endpoints/request).
+var namespaceSubresources = map[string]bool{"status": true, "finalize": true}
+
+// parseResource reads a resource path the way the apiserver's
+// RequestInfoFactory does: /api/VERSION/… or /apis/GROUP/VERSION/…, then
+// namespaces/NS/RESOURCE[/NAME[/SUBRESOURCE]] or RESOURCE[/NAME[/SUB]].
+func parseResource(path string) (Object, string, bool) {
+	segs := strings.Split(strings.Trim(path, "/"), "/")
+	var o Object
+	var version string
+	var rest []string
+	switch {
+	case len(segs) >= 3 && segs[0] == "api":
+		version, rest = segs[1], segs[2:]
+	case len(segs) >= 4 && segs[0] == "apis":
+		o.Group, version, rest = segs[1], segs[2], segs[3:]
+	default:
+		return Object{}, "", false
+	}
+	if rest[0] == "namespaces" && len(rest) > 1 {
+		o.Namespace = rest[1]
+		if len(rest) > 2 && !namespaceSubresources[rest[2]] {
+			rest = rest[2:]
+		} else {
+			o.Namespace = ""
+		}
+	}
+	o.Resource = rest[0]
+	if len(rest) > 1 {
+		o.Name = rest[1]
+	}
+	if len(rest) > 2 {
+		o.Subresource = strings.Join(rest[2:], "/")
+	}
+	if o.Resource == "" {
+		return Object{}, "", false
+	}
+	return o, version, true
+}
+
+// acceptAs returns the transformation an Accept header asks for first
+// (as=Table, as=PartialObjectMetadata, …), or "".
+func acceptAs(accept string) string {
+	for _, clause := range strings.Split(accept, ",") {
+		_, params, err := mime.ParseMediaType(strings.TrimSpace(clause))
+		if err != nil {
+			continue
+		}
+		if as := params["as"]; as != "" {
+			return as
+		}
+	}
+	return ""
+}
+
+// mediaType returns a Content-Type's media type in lower case, without
+// parameters.
+func mediaType(ct string) string {
+	if i := strings.IndexByte(ct, ';'); i >= 0 {
+		ct = ct[:i]
+	}
+	return strings.ToLower(strings.TrimSpace(ct))
+}
+
+// scope names a watch stream: the resource and namespace its path names
+// and its selectors.
+func (q request) scope() string {
+	var b strings.Builder
+	b.WriteString("watch ")
+	if q.resource {
+		b.WriteString(q.obj.Resource)
+		if q.obj.Group != "" {
+			b.WriteString("." + q.obj.Group)
+		}
+		switch {
+		case q.obj.Name != "":
+			// A watch of one object's path (/api/v1/namespaces/ns/pods/p?watch=1).
+			if q.obj.Namespace != "" {
+				b.WriteString(" " + q.obj.Namespace + "/" + q.obj.Name)
+			} else {
+				b.WriteString(" " + q.obj.Name)
+			}
+		case q.obj.Namespace != "":
+			b.WriteString(" -n " + q.obj.Namespace)
+		default:
+			b.WriteString(" (all namespaces)")
+		}
+	} else {
+		b.WriteString(q.path)
+	}
+	if q.label != "" {
+		b.WriteString(" labelSelector=" + q.label)
+	}
+	if q.field != "" {
+		b.WriteString(" fieldSelector=" + q.field)
+	}
+	if q.as != "" {
+		b.WriteString(" (as " + q.as + ")")
+	}
+	return b.String()
+}
+
+// String is a short description for error messages.
+func (q request) String() string { return fmt.Sprintf("%s %s", q.method, q.path) }
