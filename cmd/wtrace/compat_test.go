@@ -16,6 +16,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wtrace/wtrace/export"
 	"github.com/wtrace/wtrace/formats"
 )
 
@@ -76,11 +77,66 @@ func TestCompat(t *testing.T) {
 			if code != 0 {
 				t.Errorf("inspect --json %s: exit %d\n%s", s.path, code, errOut)
 			}
-			compareGolden(t, s.name+".index.json.gz", []byte(out), false)
+			compareIndex(t, s.name+".index.json.gz", s.path, []byte(out))
 
 			compareGolden(t, s.name+".records.jsonl.gz", recordDigest(t, s.path), true)
 		})
 	}
+}
+
+// compareIndex checks the index golden, written as `inspect --json`
+// printed formats.Index when the file was written (Go field names), two
+// ways: the index read today covers it, field by field (the same check as
+// ever, on formats.Index); and the golden converted to today's schema
+// (export.SessionOf of the golden decoded into formats.Index, refusing any
+// field that does not decode) is covered by today's `inspect --json`.
+func compareIndex(t *testing.T, golden, path string, inspectOut []byte) {
+	t.Helper()
+	f, err := formats.Open(path, formats.ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	idx, err := json.Marshal(f.Index())
+	if err != nil {
+		t.Fatal(err)
+	}
+	compareGolden(t, golden, idx, false)
+
+	want := readGolden(t, golden)
+	dec := json.NewDecoder(bytes.NewReader(want))
+	dec.DisallowUnknownFields()
+	var old formats.Index
+	if err := dec.Decode(&old); err != nil {
+		t.Fatalf("%s does not decode into formats.Index: %v", golden, err)
+	}
+	conv, err := json.Marshal(export.SessionOf(&old))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantVal, gotVal := jsonValue(t, golden+" in today's schema", conv), jsonValue(t, "inspect --json", inspectOut)
+	delete(wantVal.(map[string]any), "clean") // the golden did not say (it is no field of formats.Index)
+	if err := covers(wantVal, gotVal, ""); err != nil {
+		t.Errorf("inspect --json (today's schema) does not say what %s said: %v", golden, err)
+	}
+}
+
+// readGolden returns the uncompressed content of a gzip'd golden.
+func readGolden(t *testing.T, golden string) []byte {
+	t.Helper()
+	zdata, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(zdata))
+	if err != nil {
+		t.Fatalf("%s: %v", golden, err)
+	}
+	b, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatalf("%s: %v", golden, err)
+	}
+	return b
 }
 
 // recordDigest returns one JSON line per record of the session at path (or

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/wtrace/wtrace/export"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
 )
@@ -34,13 +35,13 @@ anomaly: bytes the capture lost, streams captured from their middle, bodies
 the capture cut, malformed framing. It reads only the index when the file has
 one.`,
 		Example: `  wtrace inspect session.wt
-  wtrace inspect --json session.wt | jq '.Exchanges[] | select(.Frames > 0)'`,
+  wtrace inspect --json session.wt | jq '.exchanges[] | select(.events > 0) | .request.target'`,
 		Args: exactArgs(1, "one session file"),
 		RunE: func(c *cobra.Command, args []string) error {
 			return runInspect(s, args[0], o)
 		},
 	}
-	c.Flags().BoolVar(&o.json, "json", false, "print the session index as JSON instead")
+	c.Flags().BoolVar(&o.json, "json", false, "print the session index as JSON instead (the schema of docs/SCHEMA.md)")
 	c.Flags().IntVar(&o.anomalies, "anomalies", 50, "show at most `n` anomalies (0: all)")
 	return c
 }
@@ -54,8 +55,9 @@ func runInspect(s streams, path string, o *inspectOptions) error {
 	idx := f.Index()
 	if o.json {
 		enc := json.NewEncoder(s.out)
+		enc.SetEscapeHTML(false)
 		enc.SetIndent("", "  ")
-		return enc.Encode(idx)
+		return enc.Encode(export.NewSession(f))
 	}
 	w := bufio.NewWriter(s.out)
 	defer w.Flush()

@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wtrace/wtrace/capture"
+	"github.com/wtrace/wtrace/edit"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/replay"
 	"github.com/wtrace/wtrace/replay/record"
@@ -40,6 +41,7 @@ type replayOptions struct {
 	writes        string
 	out           string
 	keepSecrets   bool
+	from, to      string
 }
 
 func newReplayCmd(s streams) *cobra.Command {
@@ -82,6 +84,15 @@ Each client gets the encoding its Accept header asks for (JSON, protobuf,
 Table for kubectl, metadata-only); the log says which answers were
 synthesized (how=synth-…) or transcoded (transcoded=…).
 
+--from starts the replay at a point of the session (a duration after its
+start, 42m, or an RFC 3339 time) without waiting for it: clients get the world
+as it was then — what 'wtrace slice --from' writes, a LIST synthesized at the
+resourceVersion of each open watch's last event before that point, or a
+streaming list's initial events — then the recording from there on. --to ends
+the replay there: nothing recorded later is served, and watches stay open and
+quiet as at the end of a capture. The slice goes to a temporary file that no
+directory names (released when the replay ends).
+
 --out FILE records the run: every request the clients made, with its body,
 and every answer, with both times, as a session file (source "replay") that
 inspect, events and diff read. Secret values are redacted unless
@@ -99,6 +110,9 @@ end at once); a second Ctrl-C exits immediately.`,
 
   # as fast as the client reads
   wtrace replay session.wt --speed 0
+
+  # start at minute 42 and stop at minute 45
+  wtrace replay session.wt --from 42m --to 45m
 
   # HTTPS with a self-signed certificate and a kubeconfig for kubectl
   wtrace replay session.wt --tls --kubeconfig-out kc
@@ -145,6 +159,8 @@ end at once); a second Ctrl-C exits immediately.`,
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "also log when each stream ends, and why")
 	f.StringVar(&o.writes, "writes", string(replay.WritesAnswer), "how writes are answered: `mode` answer, apply, reject or recorded")
 	f.StringVar(&o.out, "out", "", "record the run (requests, bodies, answers) into the session `file` (- for stdout)")
+	f.StringVar(&o.from, "from", "", "start at this point: a `duration` after the session's start (42m) or an RFC 3339 time")
+	f.StringVar(&o.to, "to", "", "end at this point: a `duration` after the session's start or an RFC 3339 time")
 	f.BoolVar(&o.keepSecrets, "keep-secrets", false, "with --out: store Secret objects' values as served (credentials in headers are never stored)")
 	return c
 }
@@ -155,6 +171,21 @@ func runReplay(ctx context.Context, s streams, sessionPath string, o *replayOpti
 		return err
 	}
 	defer f.Close()
+	if o.from != "" || o.to != "" {
+		from, to, err := sliceWindow(f.Index(), o.from, o.to)
+		if err != nil {
+			return err
+		}
+		sk, err := edit.Seek(ctx, sessionPath, "", edit.SliceOptions{From: from, To: to, Tool: "wtrace " + toolVersion()})
+		if err != nil {
+			return withHint(fmt.Errorf("--from/--to: %w", err), "wtrace verify %s; or set TMPDIR to a directory with room for the slice", sessionPath)
+		}
+		defer sk.Close()
+		for _, n := range sk.Result.Notes {
+			fmt.Fprintf(s.err, "Note: %s\n", n)
+		}
+		f = sk.File
+	}
 	for _, p := range f.Problems() {
 		fmt.Fprintf(s.err, "Warning: %s: %v\n", sessionPath, p)
 	}

@@ -94,6 +94,9 @@ back to real clients with the original timing.`,
 		newVerifyCmd(s),
 		newReplayCmd(s),
 		newDiffCmd(s),
+		newExportCmd(s),
+		newMergeCmd(s),
+		newSliceCmd(s),
 	)
 	return root
 }

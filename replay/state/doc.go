@@ -18,7 +18,10 @@
 // object of its scope it leaves out is gone at its resourceVersion (a
 // label or field selector's scope is evaluated on the last version seen).
 // A DELETED event of a selector-scoped watch is taken as a deletion, as
-// nothing tells it from an object leaving the scope.
+// nothing tells it from an object leaving the scope — unless another view
+// of the same resourceVersion (a watch without a selector, a LIST, a GET)
+// shows the object still there. Load with Options.Until reads only what
+// the session shows before a capture time: the world as it was then.
 //
 // The world's point is the newest recorded resourceVersion served to any
 // client (Observe, which the replay calls for every recorded event, LIST

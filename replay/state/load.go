@@ -89,6 +89,9 @@ func (l *loader) exchange(x *formats.ExchangeInfo) error {
 	if x.Request.Missing || x.Response == nil || x.Response.Status < 200 || x.Response.Status > 299 {
 		return nil
 	}
+	if u := l.s.opts.Until; u != 0 && (x.Request.Time >= u || x.Response.Time >= u) {
+		return nil
+	}
 	u, err := url.ParseRequestURI(x.Request.Target)
 	if err != nil {
 		return err
@@ -108,7 +111,7 @@ func (l *loader) exchange(x *formats.ExchangeInfo) error {
 		if x.Request.Method != http.MethodGet || t.Subresource != "" {
 			return nil
 		}
-		return l.watch(x, t)
+		return l.watch(x, t, q.Get("labelSelector") != "" || q.Get("fieldSelector") != "")
 	}
 	if t.Subresource != "" && t.Subresource != "status" {
 		return nil
@@ -116,6 +119,9 @@ func (l *loader) exchange(x *formats.ExchangeInfo) error {
 	switch x.Request.Method {
 	case http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch:
 	default:
+		return nil
+	}
+	if u := l.s.opts.Until; u != 0 && (x.End == nil || x.End.Time >= u) {
 		return nil
 	}
 	body, err := l.body(x)
@@ -197,7 +203,7 @@ func (l *loader) body(x *formats.ExchangeInfo) ([]byte, error) {
 	return b, nil
 }
 
-func (l *loader) watch(x *formats.ExchangeInfo, t Target) error {
+func (l *loader) watch(x *formats.ExchangeInfo, t Target, scoped bool) error {
 	f := frame.Format(x.Response.Events)
 	if f != frame.JSON && f != frame.Protobuf {
 		return nil
@@ -218,6 +224,9 @@ func (l *loader) watch(x *formats.ExchangeInfo, t Target) error {
 		fr, ok := rec.(*formats.Frame)
 		if !ok {
 			continue
+		}
+		if u := l.s.opts.Until; u != 0 && fr.Time >= u {
+			return nil
 		}
 		m, err := frame.Peek(f, fr.Data)
 		if err != nil {
@@ -244,7 +253,7 @@ func (l *loader) watch(x *formats.ExchangeInfo, t Target) error {
 			continue
 		}
 		o := codec.Object{Format: f, APIVersion: av, Kind: kind, Raw: raw}
-		if err := l.objectMeta(t.Resource, o, typ, fr.Time, m.Namespace, m.Name, m.ResourceVersion); err != nil {
+		if err := l.objectMeta(t.Resource, o, typ, fr.Time, m.Namespace, m.Name, m.ResourceVersion, scoped); err != nil {
 			return err
 		}
 	}
@@ -273,7 +282,7 @@ func (l *loader) list(x *formats.ExchangeInfo, t Target, q url.Values, f frame.F
 		if err != nil {
 			return err
 		}
-		if err := l.objectMeta(t.Resource, o, Modified, x.Response.Time, m.Namespace, m.Name, m.ResourceVersion); err != nil {
+		if err := l.objectMeta(t.Resource, o, Modified, x.Response.Time, m.Namespace, m.Name, m.ResourceVersion, false); err != nil {
 			return err
 		}
 		p.keys = append(p.keys, Key{m.Namespace, m.Name})
@@ -289,12 +298,17 @@ func (l *loader) object(r Resource, o codec.Object, typ EventType, t int64) erro
 	if err != nil {
 		return err
 	}
-	return l.objectMeta(r, o, typ, t, m.Namespace, m.Name, m.ResourceVersion)
+	return l.objectMeta(r, o, typ, t, m.Namespace, m.Name, m.ResourceVersion, false)
 }
 
 // objectMeta adds one version of one object, once per resourceVersion
 // (keeping the other format too when the session holds both).
-func (l *loader) objectMeta(r Resource, o codec.Object, typ EventType, t int64, ns, name, rvs string) error {
+//
+// scoped says that o comes from a watch with a label or field selector,
+// whose DELETED events may be the object leaving its scope: such a
+// deletion gives way to another source's version of the same
+// resourceVersion.
+func (l *loader) objectMeta(r Resource, o codec.Object, typ EventType, t int64, ns, name, rvs string, scoped bool) error {
 	rv, ok := parseRV(rvs)
 	if !ok || name == "" {
 		return nil
@@ -312,8 +326,19 @@ func (l *loader) objectMeta(r Resource, o codec.Object, typ EventType, t int64, 
 		byKey[k] = byRV
 	}
 	if e := byRV[rv]; e != nil {
-		if typ == Deleted {
-			e.typ = Deleted
+		switch {
+		case typ == Deleted && scoped && e.typ != Deleted:
+			// A selector's watch saw it leave its scope; another view
+			// of the same version shows it is still there.
+		case typ == Deleted:
+			e.typ, e.inScope = Deleted, scoped
+		case e.typ == Deleted && e.inScope:
+			// It only left a selector's scope: it is still there.
+			e.typ, e.inScope = typ, false
+			if e.obj.Format == o.Format {
+				l.s.bytes += int64(len(o.Raw) - len(e.obj.Raw))
+				e.obj = o
+			}
 		}
 		if t < e.time {
 			e.time = t
@@ -324,7 +349,7 @@ func (l *loader) objectMeta(r Resource, o codec.Object, typ EventType, t int64, 
 		}
 		return l.checkSize()
 	}
-	e := &entry{rv: rv, time: t, typ: typ, key: k, obj: o, size: int64(len(o.Raw)) + 128}
+	e := &entry{rv: rv, time: t, typ: typ, key: k, obj: o, size: int64(len(o.Raw)) + 128, inScope: typ == Deleted && scoped}
 	byRV[rv] = e
 	h.rec = append(h.rec, e)
 	h.objs[k] = append(h.objs[k], e)

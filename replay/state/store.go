@@ -34,6 +34,11 @@ type Options struct {
 	// answered with a 500 InternalError Status and not stored. 0 means
 	// DefaultMaxBytes.
 	MaxBytes int64
+	// Until, if not 0, loads only what the session shows before this
+	// capture time (Unix ns): exchanges that began before it, watch
+	// events and bodies completed before it — the world as it was then
+	// (edit.Slice: the world at the start of a slice).
+	Until int64
 }
 
 // EventType is the type of a change in the history.

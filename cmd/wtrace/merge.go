@@ -1,0 +1,112 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wtrace/wtrace/capture"
+	"github.com/wtrace/wtrace/edit"
+)
+
+type mergeOptions struct {
+	out string
+}
+
+func newMergeCmd(s streams) *cobra.Command {
+	o := &mergeOptions{}
+	c := &cobra.Command{
+		Use:   "merge SESSION.wt… -o OUT.wt",
+		Short: "Join rotated parts and recordings of several apiservers into one session",
+		Long: `Merge writes one session file from several, streaming.
+
+Parts of a rotated recording (record --rotate writes s-0001.wt, s-0002.wt, …;
+each names the part before it) are joined in order, whatever order they are
+given in: what a part announces again of the one before it (its open
+connections and watches) is dropped, so the merged session is what one
+unrotated recording would hold, numbers included.
+
+Separate recordings (of several apiservers, or of several proxies) are
+interleaved by capture time; their connections stay apart and are numbered
+anew in the order they appear.
+
+The summary on stderr says how the inputs were grouped.`,
+		Example: `  wtrace merge s-0001.wt s-0002.wt s-0003.wt -o s.wt
+  wtrace merge s-*.wt -o s.wt
+  wtrace merge apiserver-a.wt apiserver-b.wt -o both.wt`,
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return &usageError{fmt.Errorf("%s expects session files to merge\nSee '%s --help'.", c.CommandPath(), c.CommandPath())}
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			return runMerge(s, args, o)
+		},
+	}
+	c.Flags().StringVarP(&o.out, "out", "o", "", "merged session `file` to write (.wt); - for stdout (required)")
+	return c
+}
+
+func runMerge(s streams, inputs []string, o *mergeOptions) error {
+	if o.out == "" {
+		return &usageError{errors.New("-o is required: the merged session file\nSee 'wtrace merge --help'.")}
+	}
+	for _, in := range inputs {
+		if in == o.out {
+			return &usageError{fmt.Errorf("the output %s is also an input", o.out)}
+		}
+	}
+	for _, in := range inputs {
+		f, err := openSession(in)
+		if err != nil {
+			return err
+		}
+		f.Close()
+	}
+	out := capture.FileSinkOptions{Path: o.out}
+	if o.out == "-" {
+		out = capture.FileSinkOptions{Out: s.out}
+	}
+	ctx, release := stopOnSignal(s, func() {})
+	defer release()
+	res, err := edit.Merge(ctx, inputs, edit.MergeOptions{Output: out, Tool: "wtrace " + toolVersion()})
+	if err != nil {
+		var oe *capture.OutputError
+		if errors.As(err, &oe) {
+			return withHint(err, "check that the directory of -o exists and is writable")
+		}
+		return err
+	}
+	for _, n := range res.Notes {
+		fmt.Fprintf(s.err, "Note: %s\n", n)
+	}
+	var groups []string
+	for _, r := range res.Recordings {
+		if len(r) == 1 {
+			groups = append(groups, r[0])
+		} else {
+			groups = append(groups, fmt.Sprintf("%s … %s (%d parts)", r[0], r[len(r)-1], len(r)))
+		}
+	}
+	what := "1 recording"
+	if len(res.Recordings) > 1 {
+		what = fmt.Sprintf("%d recordings, interleaved by capture time, connections renumbered", len(res.Recordings))
+	}
+	fmt.Fprintf(s.err, "Merged %s: %s\n", what, strings.Join(groups, "; "))
+	fmt.Fprintf(s.err, "%d records written", res.Records)
+	if res.Announced > 0 {
+		fmt.Fprintf(s.err, ", %d announced again by later parts dropped", res.Announced)
+	}
+	fmt.Fprintf(s.err, ". Session file: %s\n", strings.Join(res.Files, ", "))
+	if len(res.Damage) > 0 {
+		for _, d := range res.Damage {
+			fmt.Fprintf(s.err, "Warning: %v\n", d)
+		}
+		return withHint(fmt.Errorf("%d damaged region(s) of the inputs could not be read; everything else was merged", len(res.Damage)),
+			"wtrace verify each input; wtrace verify --repair fixed.wt damaged.wt")
+	}
+	return nil
+}

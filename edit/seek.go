@@ -1,0 +1,78 @@
+package edit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/wtrace/wtrace/capture"
+	"github.com/wtrace/wtrace/formats"
+)
+
+// Seeked is a session sliced for a replay that starts at a point of it
+// (Seek). Its File reads a temporary file that no directory names; Close
+// releases it.
+type Seeked struct {
+	*formats.File
+	Result SliceResult
+	tmp    *os.File
+	name   string // still to remove at Close (when the system could not unlink an open file)
+}
+
+// Close closes the File and releases the temporary file.
+func (s *Seeked) Close() error {
+	err := s.File.Close()
+	if cerr := s.tmp.Close(); err == nil {
+		err = cerr
+	}
+	if s.name != "" {
+		os.Remove(s.name)
+	}
+	return err
+}
+
+// Seek slices session in as Slice does with opts (Output is ignored) and
+// opens the slice, for a replay that starts at opts.From and ends at
+// opts.To: the same session `wtrace slice` writes, without a file left
+// behind. The slice goes to a temporary file in dir (os.TempDir() if
+// empty) that is unlinked at once where the system allows it (the space
+// it takes is released at Close, or when the process ends): memory stays
+// what Slice's is, however long the session.
+func Seek(ctx context.Context, in, dir string, opts SliceOptions) (*Seeked, error) {
+	tmp, err := os.CreateTemp(dir, "wtrace-seek-*.wt")
+	if err != nil {
+		return nil, fmt.Errorf("edit: seek: %w", err)
+	}
+	sk := &Seeked{tmp: tmp}
+	if os.Remove(tmp.Name()) != nil {
+		sk.name = tmp.Name()
+	}
+	fail := func(err error) (*Seeked, error) {
+		tmp.Close()
+		if sk.name != "" {
+			os.Remove(sk.name)
+		}
+		return nil, err
+	}
+	opts.Output = capture.FileSinkOptions{Out: tmp}
+	res, err := Slice(ctx, in, opts)
+	if err != nil {
+		return fail(err)
+	}
+	sk.Result = res
+	size, err := tmp.Seek(0, 2)
+	if err != nil {
+		return fail(fmt.Errorf("edit: seek: %w", err))
+	}
+	f, err := formats.OpenReaderAt(tmp, size, formats.ReaderOptions{})
+	if err != nil {
+		return fail(fmt.Errorf("edit: seek: reading the slice back: %w", err))
+	}
+	if !f.Clean() {
+		f.Close()
+		return fail(errors.Join(append([]error{errors.New("edit: seek: the slice reads back damaged")}, f.Problems()...)...))
+	}
+	sk.File = f
+	return sk, nil
+}
