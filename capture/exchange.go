@@ -423,11 +423,14 @@ func (x *exchange) frame(ev frame.Event, t int64) {
 	f := &x.s.frame
 	*f = formats.Frame{Exchange: x.id, Seq: x.seq, Time: t, Offset: ev.Offset, Pre: ev.Pre, Data: ev.Data}
 	if x.s.secrets != nil {
-		var rep redact.Report
-		f.Data = x.s.secrets.Event(x.format, ev.Data, &rep)
+		// One Report serves every event too; zeroed, not truncated, so
+		// nothing handed out before (Redacted lengths) is overwritten.
+		rep := &x.s.rep
+		*rep = redact.Report{}
+		f.Data = x.s.secrets.Event(x.format, ev.Data, rep)
 		if !rep.Empty() {
 			f.Redacted = rep.Lengths()
-			x.respRep.MergeAt(&rep, ev.Offset+int64(len(ev.Pre)))
+			x.respRep.MergeAt(rep, ev.Offset+int64(len(ev.Pre)))
 		}
 	}
 	x.seq++

@@ -117,6 +117,7 @@ type session struct {
 	secrets      *redact.Secrets // nil: keep Secret values
 	keyWait      *keyWaiter      // TLS connections waiting for secrets (nil: none wait)
 	frame        formats.Frame   // the record of each event, reused
+	rep          redact.Report   // the redaction report of each event, reused
 }
 
 func newSession(sink Sink, keepSecrets bool) *session {

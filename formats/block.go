@@ -12,8 +12,13 @@ import (
 
 // On-disk framing; FORMAT.md specifies every byte.
 
-// Version is the format version this package writes and the newest it reads.
-const Version = 1
+// Version is the format version this package writes and the newest it
+// reads; it reads every version from 1 on. Version 2 added codec 2 (zstd
+// with the session dictionary, dict.go).
+const Version = 2
+
+// minVersion is the oldest format version this package reads.
+const minVersion = 1
 
 var (
 	fileMagic   = [8]byte{0x89, 'W', 'T', 'R', '\r', '\n', 0x1a, '\n'}
@@ -28,6 +33,10 @@ const (
 	// blockHeaderSize is the size of a version 1 block header. Later
 	// versions may write longer headers (the header says its length).
 	blockHeaderSize = 48
+	// dictHeaderSize is the size of the header of a block compressed with
+	// the session dictionary (codec 2): the version 1 fields, the
+	// dictionary's length and CRC, the header CRC.
+	dictHeaderSize = 56
 	// blockPrefixSize is how much of a header a reader needs to learn the
 	// header's length: magic, type, codec, header length.
 	blockPrefixSize = 8
@@ -44,8 +53,9 @@ const (
 
 // Payload codecs.
 const (
-	codecNone = 0
-	codecZstd = 1
+	codecNone     = 0
+	codecZstd     = 1
+	codecZstdDict = 2 // zstd with the session dictionary (version 2)
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -62,18 +72,23 @@ type blockHeader struct {
 	records     int
 	first, last int64
 	payloadCRC  uint32
+	// The session dictionary a codec 2 payload needs: its length and CRC.
+	dictLen int
+	dictCRC uint32
 }
 
 // size is the block's size on disk, header included.
 func (h *blockHeader) size() int64 { return int64(h.hdrLen) + int64(h.clen) }
 
-// put writes a version 1 header into b[:blockHeaderSize].
+// put writes a header into b[:h.headerSize()]: the version 1 fields, and
+// for codec 2 the dictionary's length and CRC.
 func (h *blockHeader) put(b []byte) {
-	_ = b[blockHeaderSize-1]
+	n := h.headerSize()
+	_ = b[n-1]
 	copy(b[0:4], blockMagic[:])
 	b[4] = h.typ
 	b[5] = h.codec
-	binary.LittleEndian.PutUint16(b[6:], blockHeaderSize)
+	binary.LittleEndian.PutUint16(b[6:], uint16(n))
 	binary.LittleEndian.PutUint32(b[8:], h.seq)
 	binary.LittleEndian.PutUint32(b[12:], uint32(h.clen))
 	binary.LittleEndian.PutUint32(b[16:], uint32(h.ulen))
@@ -81,7 +96,19 @@ func (h *blockHeader) put(b []byte) {
 	binary.LittleEndian.PutUint64(b[24:], uint64(h.first))
 	binary.LittleEndian.PutUint64(b[32:], uint64(h.last))
 	binary.LittleEndian.PutUint32(b[40:], h.payloadCRC)
-	binary.LittleEndian.PutUint32(b[44:], crc(b[:44]))
+	if h.codec == codecZstdDict {
+		binary.LittleEndian.PutUint32(b[44:], uint32(h.dictLen))
+		binary.LittleEndian.PutUint32(b[48:], h.dictCRC)
+	}
+	binary.LittleEndian.PutUint32(b[n-4:], crc(b[:n-4]))
+}
+
+// headerSize is the length of the header put writes for h.
+func (h *blockHeader) headerSize() int {
+	if h.codec == codecZstdDict {
+		return dictHeaderSize
+	}
+	return blockHeaderSize
 }
 
 // headerLen checks the fixed prefix of a block header (at least
@@ -133,6 +160,16 @@ func parseHeader(b []byte) (blockHeader, error) {
 	if h.codec == codecNone && h.clen != h.ulen {
 		return h, fmt.Errorf("%w: uncompressed block with %d stored and %d uncompressed bytes", errCorrupt, h.clen, h.ulen)
 	}
+	if h.codec == codecZstdDict {
+		if n < dictHeaderSize {
+			return h, fmt.Errorf("%w: block header of %d bytes for codec %d (need %d)", errCorrupt, n, h.codec, dictHeaderSize)
+		}
+		h.dictLen = int(binary.LittleEndian.Uint32(b[44:]))
+		h.dictCRC = binary.LittleEndian.Uint32(b[48:])
+		if h.dictLen == 0 || h.dictLen > MaxDictSize {
+			return h, fmt.Errorf("%w: session dictionary of %d bytes (limit %d)", errCorrupt, h.dictLen, MaxDictSize)
+		}
+	}
 	return h, nil
 }
 
@@ -149,21 +186,29 @@ var decoder = sync.OnceValues(func() (*zstd.Decoder, error) {
 
 // decompress checks payload against h and returns its uncompressed bytes,
 // in buf if it is large enough. For codecNone it returns payload itself.
-func decompress(h *blockHeader, payload, buf []byte) ([]byte, error) {
+// dicts gives the session dictionary a codec 2 payload needs; nil where
+// none may be used (the index block).
+func decompress(h *blockHeader, payload, buf []byte, dicts dictSource) ([]byte, error) {
 	if len(payload) != h.clen {
 		return nil, fmt.Errorf("%w: payload of %d bytes, header says %d", errCorrupt, len(payload), h.clen)
 	}
 	if got := crc(payload); got != h.payloadCRC {
 		return nil, fmt.Errorf("payload %w (crc %08x, stored %08x)", errChecksum, got, h.payloadCRC)
 	}
-	switch h.codec {
-	case codecNone:
+	var (
+		d   *zstd.Decoder
+		err error
+	)
+	switch {
+	case h.codec == codecNone:
 		return payload, nil
-	case codecZstd:
+	case h.codec == codecZstd:
+		d, err = decoder()
+	case h.codec == codecZstdDict && dicts != nil && h.typ == blockData:
+		d, err = dicts.decoder(h.dictLen, h.dictCRC)
 	default:
 		return nil, fmt.Errorf("%w: unknown codec %d", errCorrupt, h.codec)
 	}
-	d, err := decoder()
 	if err != nil {
 		return nil, err
 	}
@@ -181,23 +226,30 @@ func decompress(h *blockHeader, payload, buf []byte) ([]byte, error) {
 }
 
 // encodeBlock appends a whole block (header and payload) holding raw to dst.
-// It compresses with enc, storing raw bytes instead when compression does
-// not help.
-func encodeBlock(dst []byte, enc *zstd.Encoder, h blockHeader, raw []byte) []byte {
+// It compresses with enc (codec 1), or with dict's encoder if dict is not
+// nil (codec 2), storing raw bytes instead when compression does not help.
+func encodeBlock(dst []byte, enc *zstd.Encoder, dict *sessionDict, h blockHeader, raw []byte) []byte {
 	start := len(dst)
-	dst = append(dst, make([]byte, blockHeaderSize)...)
+	h.codec = codecZstd
+	if dict != nil {
+		h.codec, enc, h.dictLen, h.dictCRC = codecZstdDict, dict.enc, len(dict.content), dict.sum
+	}
+	n := h.headerSize()
+	dst = append(dst, make([]byte, n)...)
 	dst = enc.EncodeAll(raw, dst)
-	if len(dst)-start-blockHeaderSize >= len(raw) {
+	if len(dst)-start-n >= len(raw) {
+		h.dictLen, h.dictCRC = 0, 0
 		return appendBlock(dst[:start], h, codecNone, raw, len(raw))
 	}
-	return finishBlock(dst, start, h, codecZstd, len(raw))
+	return finishBlock(dst, start, h, h.codec, len(raw))
 }
 
 // appendBlock appends a block of header h holding payload, stored with
 // codec, of ulen bytes once decoded.
 func appendBlock(dst []byte, h blockHeader, codec uint8, payload []byte, ulen int) []byte {
 	start := len(dst)
-	dst = append(dst, make([]byte, blockHeaderSize)...)
+	h.codec = codec
+	dst = append(dst, make([]byte, h.headerSize())...)
 	dst = append(dst, payload...)
 	return finishBlock(dst, start, h, codec, ulen)
 }
@@ -205,9 +257,9 @@ func appendBlock(dst []byte, h blockHeader, codec uint8, payload []byte, ulen in
 // finishBlock fills in the header at dst[start:] of the block whose
 // payload follows it to the end of dst.
 func finishBlock(dst []byte, start int, h blockHeader, codec uint8, ulen int) []byte {
-	payload := dst[start+blockHeaderSize:]
 	h.codec = codec
-	h.hdrLen = blockHeaderSize
+	h.hdrLen = h.headerSize()
+	payload := dst[start+h.hdrLen:]
 	h.clen = len(payload)
 	h.ulen = ulen
 	h.payloadCRC = crc(payload)
@@ -252,21 +304,22 @@ func checkFileHeader(b, next []byte) error {
 		case crc(fixed) == stored:
 			// Only the magic is damaged: the version is what it says.
 		case blockHeaderAt(next):
-			// The version cannot be trusted: read the blocks as this one.
+			// The version cannot be trusted: read the blocks as this one
+			// (which reads those of every earlier version).
 			version = Version
 		default:
 			return ErrNotSession
 		}
-		if version != Version {
-			return fmt.Errorf("%w %d (this reader knows version %d)", ErrVersion, version, Version)
+		if version < minVersion || version > Version {
+			return fmt.Errorf("%w %d (this reader knows versions %d to %d)", ErrVersion, version, minVersion, Version)
 		}
 		return &DamageError{Offset: 0, Block: -1, Err: fmt.Errorf("%w (% x)", errFileMagic, b[:8])}
 	}
 	if crc(b[:12]) != stored {
 		return &DamageError{Offset: 0, Block: -1, Err: errHeaderChecksum}
 	}
-	if version != Version {
-		return fmt.Errorf("%w %d (this reader knows version %d)", ErrVersion, version, Version)
+	if version < minVersion || version > Version {
+		return fmt.Errorf("%w %d (this reader knows versions %d to %d)", ErrVersion, version, minVersion, Version)
 	}
 	return nil
 }

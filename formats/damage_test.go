@@ -374,15 +374,20 @@ func TestCompat(t *testing.T) {
 		t.Errorf("future file via File: %v, %v, %v; want %v", got, err, damage, want)
 	}
 
-	// A newer version is refused, not misread.
-	v2 := bytes.Clone(file)
-	binary.LittleEndian.PutUint16(v2[8:], 2)
-	binary.LittleEndian.PutUint32(v2[12:], crc(v2[:12]))
-	if _, err := NewReader(bytes.NewReader(v2), ReaderOptions{}); !errors.Is(err, ErrVersion) {
-		t.Errorf("NewReader(version 2) = %v; want ErrVersion", err)
-	}
-	if _, err := OpenReaderAt(bytes.NewReader(v2), int64(len(v2)), ReaderOptions{}); !errors.Is(err, ErrVersion) {
-		t.Errorf("OpenReaderAt(version 2) = %v; want ErrVersion", err)
+	// A newer version (and version 0) is refused, not misread; every
+	// version from 1 to Version is read.
+	for v := uint16(0); v <= Version+1; v++ {
+		vf := bytes.Clone(file)
+		binary.LittleEndian.PutUint16(vf[8:], v)
+		binary.LittleEndian.PutUint32(vf[12:], crc(vf[:12]))
+		_, rerr := NewReader(bytes.NewReader(vf), ReaderOptions{})
+		_, ferr := OpenReaderAt(bytes.NewReader(vf), int64(len(vf)), ReaderOptions{})
+		known := v >= minVersion && v <= Version
+		for _, err := range []error{rerr, ferr} {
+			if known && err != nil || !known && !errors.Is(err, ErrVersion) {
+				t.Errorf("reading version %d = %v; want %v", v, err, map[bool]string{true: "nil", false: "ErrVersion"}[known])
+			}
+		}
 	}
 }
 

@@ -20,6 +20,14 @@
 // seeks or rewrites: each block goes out in one Write, so a file whose
 // writer was killed is readable up to its last complete block.
 //
+// Format version 2 (written since; version 1 files read as before) adds
+// the session dictionary (dict.go): once the session's records reach
+// WriterOptions.DictSize (1 MiB), every later block is compressed with
+// those first records as a zstd dictionary, and its header (56 bytes)
+// names the dictionary's length and CRC. Readers take the dictionary from
+// the first blocks themselves; if one of those is damaged, the blocks that
+// need it are damage too.
+//
 // # Damage
 //
 // Readers check every length read from a file against MaxBlockSize,
@@ -45,13 +53,15 @@
 //
 // # Memory and concurrency
 //
-// The Writer holds one pending block (and a few queued for compression)
-// and the index: the connections and exchanges still open as values, and
-// each finished one as its encoded index entry, compressed (a few tens
-// of bytes for a small exchange; see spill.go), so a recording's memory
-// follows what is open rather than its history. The Reader holds one
-// block. A File holds its
-// index and a small cache of decompressed blocks (16 MiB at most) shared by
-// its exchange Scanners. Writer, Reader and Scanner are not safe for
-// concurrent use; a File is, by any number of Scanners.
+// The Writer holds one pending block (and a few queued for compression),
+// the session dictionary (1 MiB) and the index: the connections and
+// exchanges still open as values, and each finished one as its encoded
+// index entry, compressed (a few tens of bytes for a small exchange; see
+// spill.go), so a recording's memory follows what is open rather than its
+// history. The Reader holds one block, and the first blocks' records for
+// the session dictionary (at most MaxDictSize). A File holds its index, a
+// small cache of decompressed blocks (16 MiB at most) shared by its
+// exchange Scanners, and once a block needs it the session dictionary.
+// Writer, Reader and Scanner are not safe for concurrent use; a File is,
+// by any number of Scanners.
 package formats

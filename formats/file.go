@@ -22,6 +22,7 @@ type File struct {
 	damage   []*DamageError // the DamageErrors among problems
 	exPos    map[int64]int  // exchange ID → index in idx.Exchanges
 	cache    blockCache
+	dict     fileDict
 	once     sync.Once
 	closeErr error
 }
@@ -56,6 +57,7 @@ func Open(name string, opts ReaderOptions) (*File, error) {
 // finds the damaged regions too).
 func OpenReaderAt(r io.ReaderAt, size int64, opts ReaderOptions) (*File, error) {
 	f := &File{r: r, stop: opts.StopOnDamage}
+	f.dict.f = f
 	if err := checkHeaderAt(r, size); err != nil {
 		var d *DamageError
 		if size < fileHeaderSize || !errors.As(err, &d) {
@@ -162,7 +164,7 @@ func readIndex(r io.ReaderAt, size int64) (idx *Index, off int64, err error) {
 	h, err := parseBlock(buf, blockIndex)
 	if err == nil {
 		var payload []byte
-		if payload, err = decompress(&h, buf[h.hdrLen:], nil); err == nil {
+		if payload, err = decompress(&h, buf[h.hdrLen:], nil, nil); err == nil {
 			if idx, err = decodeIndex(payload); err == nil {
 				err = idx.validate(fileHeaderSize, off)
 			}
@@ -229,7 +231,7 @@ func (f *File) CheckBlocks() ([]*DamageError, error) {
 			return damage, fmt.Errorf("formats: read block %d at offset %d: %w", i, bi.Offset, err)
 		}
 		h, err := parseBlock(raw, blockData)
-		if err == nil && h.codec != codecNone && h.codec != codecZstd {
+		if err == nil && h.codec != codecNone && h.codec != codecZstd && h.codec != codecZstdDict {
 			err = fmt.Errorf("%w: unknown codec %d", errCorrupt, h.codec)
 		}
 		if err == nil {
@@ -407,7 +409,7 @@ func (s *Scanner) read(i int) (block, error) {
 	if err != nil {
 		return damage(err)
 	}
-	payload, err := decompress(&h, raw[h.hdrLen:], s.buf)
+	payload, err := decompress(&h, raw[h.hdrLen:], s.buf, &s.f.dict)
 	if err != nil {
 		return damage(err)
 	}

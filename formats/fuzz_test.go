@@ -20,6 +20,13 @@ import (
 func FuzzReader(f *testing.F) {
 	f.Add(fileHeader())
 	f.Add(encode(f, []Record{&Meta{Tool: "x"}, &Conn{ID: 1}}, WriterOptions{}, false))
+	for _, golden := range []string{goldenFile, goldenV2} { // versions 1 and 2
+		data, err := os.ReadFile(golden)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, stop := range []bool{false, true} {
 			opts := ReaderOptions{StopOnDamage: stop}
@@ -132,12 +139,20 @@ func TestWriteFuzzSeeds(t *testing.T) {
 	blocks, indexOff := blockSpans(t, small)
 	flipped := bytes.Clone(small)
 	flipped[blocks[1].Offset+20] ^= 4
+	dict, _ := dictFile(t, false)
+	dblocks, dindexOff := blockSpans(t, dict)
+	dflipped := bytes.Clone(dict)
+	dflipped[dblocks[0].Offset+blockHeaderSize+2] ^= 8
 	writeSeeds(t, "FuzzReader", map[string][]any{
-		"whole":    {small},
-		"unclosed": {small[:indexOff]},
-		"cut":      {small[:blocks[2].Offset+30]},
-		"flipped":  {flipped},
-		"nometa":   {append(fileHeader(), craftBlock(blockData, 64, 0, 1, rec(TypeConnEnd, body(&ConnEnd{Conn: 2})))...)},
+		"whole":         {small},
+		"unclosed":      {small[:indexOff]},
+		"cut":           {small[:blocks[2].Offset+30]},
+		"flipped":       {flipped},
+		"dict-whole":    {dict},
+		"dict-unclosed": {dict[:dindexOff]},
+		"dict-cut":      {dict[:dblocks[len(dblocks)-2].Offset+40]},
+		"dict-flipped":  {dflipped},
+		"nometa":        {append(fileHeader(), craftBlock(blockData, 64, 0, 1, rec(TypeConnEnd, body(&ConnEnd{Conn: 2})))...)},
 	})
 	recs := map[string][]any{}
 	for i, r := range fullRecords() {
@@ -150,6 +165,13 @@ func TestWriteFuzzSeeds(t *testing.T) {
 	for i, b := range raw[:3] {
 		crafted[fmt.Sprintf("block-%d", i)] = []any{b.hdr.typ, byte(codecZstd), uint32(b.hdr.records), uint32(b.hdr.ulen),
 			small[b.off+int64(b.hdr.hdrLen) : b.off+b.hdr.size()], raw[len(raw)-1].payload}
+	}
+	for _, b := range rawBlocks(t, dict) {
+		if b.hdr.codec == codecZstdDict {
+			crafted["dict-block"] = []any{b.hdr.typ, byte(codecZstdDict), uint32(b.hdr.records), uint32(b.hdr.ulen),
+				dict[b.off+int64(b.hdr.hdrLen) : b.off+b.hdr.size()], []byte(nil)}
+			break
+		}
 	}
 	writeSeeds(t, "FuzzCraftedFile", crafted)
 }
@@ -199,7 +221,12 @@ func FuzzCraftedFile(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, typ, codec byte, records, ulen uint32, payload, index []byte) {
 		h := blockHeader{typ: typ, codec: codec, records: int(records), clen: len(payload), ulen: int(ulen % (1 << 20)), payloadCRC: crc(payload)}
-		b := make([]byte, blockHeaderSize)
+		if codec == codecZstdDict {
+			// A dictionary the file cannot hold (its only data block uses
+			// it): the block is damage, named.
+			h.dictLen, h.dictCRC = 1+int(ulen%MaxDictSize), records
+		}
+		b := make([]byte, h.headerSize())
 		h.put(b)
 		file := append(fileHeader(), b...)
 		file = append(file, payload...)

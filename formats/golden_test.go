@@ -33,6 +33,64 @@ func goldenRecords() []Record {
 // sizes, so the level is pinned to the one used then.
 var goldenOptions = WriterOptions{BlockSize: 2500, Level: int(zstd.SpeedDefault)}
 
+// goldenV2 is goldenRecords as format version 2 writes them with a small
+// session dictionary (goldenDictSize), so that most blocks use it (codec
+// 2). Like golden-v1.wt it is never rewritten.
+const goldenV2 = "testdata/golden-v2.wt"
+
+const goldenDictSize = 2000
+
+// TestGoldenV2 pins format version 2: the current reader reads the
+// committed file exactly, by every path, and the current writer writes the
+// same blocks (compared uncompressed).
+func TestGoldenV2(t *testing.T) {
+	want := goldenRecords()
+	for i, r := range want {
+		want[i] = normalize(r)
+	}
+	golden, err := os.ReadFile(goldenV2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, damage, err := readStream(t, golden, ReaderOptions{})
+	if err != nil || len(damage) > 0 || !reflect.DeepEqual(got, want) {
+		t.Errorf("Reader on %s: %v, %v\n%s", goldenV2, err, damage, diffRecords(got, want))
+	}
+	f, err := Open(goldenV2, ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if !f.Clean() {
+		t.Errorf("%s: Clean() = false, Problems() = %v", goldenV2, f.Problems())
+	}
+	got, damage, err = drain(t, f.Records())
+	if err != nil || len(damage) > 0 || !reflect.DeepEqual(got, want) {
+		t.Errorf("File.Records on %s: %v, %v\n%s", goldenV2, err, damage, diffRecords(got, want))
+	}
+	codecs := map[uint8]int{}
+	goldenBlocks := rawBlocks(t, golden)
+	for _, b := range goldenBlocks {
+		codecs[b.hdr.codec]++
+	}
+	if codecs[codecNone] == 0 || codecs[codecZstd] == 0 || codecs[codecZstdDict] < 2 {
+		t.Errorf("golden file has blocks by codec %v; want codecs 0, 1 and several of 2", codecs)
+	}
+	opts := goldenOptions
+	opts.DictSize = goldenDictSize
+	curBlocks := rawBlocks(t, encode(t, goldenRecords(), opts, false))
+	if len(curBlocks) != len(goldenBlocks) {
+		t.Fatalf("writer writes %d blocks; golden file has %d", len(curBlocks), len(goldenBlocks))
+	}
+	for i := range curBlocks {
+		g, c := goldenBlocks[i], curBlocks[i]
+		g.hdr.clen, g.hdr.payloadCRC, c.hdr.clen, c.hdr.payloadCRC = 0, 0, 0, 0
+		if g.hdr != c.hdr || !bytes.Equal(g.payload, c.payload) {
+			t.Errorf("block %d: writer writes header %+v and %d payload bytes; golden %+v and %d bytes", i, c.hdr, len(c.payload), g.hdr, len(g.payload))
+		}
+	}
+}
+
 // TestGolden pins format version 1: the current reader must read the
 // committed file, written by an earlier writer, exactly. The file is a
 // compatibility promise, like testdata/compat at the root: it is never
@@ -94,6 +152,7 @@ func TestGolden(t *testing.T) {
 func rawBlocks(t testing.TB, data []byte) []block {
 	t.Helper()
 	var out []block
+	var dict prefixDict
 	for off := int64(fileHeaderSize); off < int64(len(data))-footerSize; {
 		n, err := headerLen(data[off:])
 		if err != nil {
@@ -103,9 +162,12 @@ func rawBlocks(t testing.TB, data []byte) []block {
 		if err != nil {
 			t.Fatalf("block at %d: %v", off, err)
 		}
-		payload, err := decompress(&h, data[off+int64(n):off+h.size()], nil)
+		payload, err := decompress(&h, data[off+int64(n):off+h.size()], nil, &dict)
 		if err != nil {
 			t.Fatalf("block at %d: %v", off, err)
+		}
+		if h.typ == blockData {
+			dict.add(h.seq, h.codec, payload)
 		}
 		out = append(out, block{off: off, hdr: h, payload: bytes.Clone(payload)})
 		off += h.size()

@@ -332,3 +332,42 @@ func TestWriteAllocs(t *testing.T) {
 		t.Errorf("Writer.Write(frame) allocates %v times; want 0", n)
 	}
 }
+
+// TestWriterConcurrentBlocks: blocks compressed by several goroutines at
+// once come out in block order, byte for byte what Inline writes, with
+// the same index; a write error part way stops the rest.
+func TestWriterConcurrentBlocks(t *testing.T) {
+	recs := session(3000, 400, time.Millisecond)
+	for _, bs := range []int{1, 700, 4096, 64 << 10} {
+		opts := WriterOptions{BlockSize: bs}
+		inline := opts
+		inline.Inline = true
+		got, want := encode(t, recs, opts, false), encode(t, recs, inline, false)
+		if !bytes.Equal(got, want) {
+			t.Errorf("BlockSize %d: background writer wrote %d bytes, Inline %d; want the same bytes", bs, len(got), len(want))
+		}
+	}
+	for _, after := range []int{1, 2, 5, 17} {
+		fw := &failWriter{after: after}
+		w, err := NewWriter(fw, WriterOptions{BlockSize: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var werr error
+		for _, r := range recs[:200] {
+			if werr = w.Write(r); werr != nil {
+				break
+			}
+		}
+		if werr == nil {
+			werr = w.Close()
+		}
+		if werr == nil || !strings.Contains(werr.Error(), "disk full") {
+			t.Errorf("writer failing after %d writes: %v; want the disk full error", after, werr)
+		}
+		if fw.after != 0 {
+			t.Errorf("writer failing after %d writes: %d writes left; want every write before the failure made", after, fw.after)
+		}
+		w.Close()
+	}
+}

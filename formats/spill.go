@@ -314,7 +314,7 @@ func (b *indexBuilder) writeIndex(dst []byte, enc *zstd.Encoder, level zstd.Enco
 		}
 	}
 	if p.zw == nil {
-		return encodeBlock(dst, enc, h, p.raw), nil
+		return encodeBlock(dst, enc, nil, h, p.raw), nil
 	}
 	p.flush()
 	if p.err != nil {

@@ -108,6 +108,7 @@ type blockReader struct {
 	seq  int  // number the next block should have
 	err  error
 	buf  []byte // decompression buffer
+	dict prefixDict
 	// index is the offset of the index block, once seen (else -1).
 	index int64
 
@@ -361,10 +362,11 @@ func (b *blockReader) next() (block, error) {
 		if int64(len(raw)) < size {
 			return block{}, b.short(off)
 		}
-		payload, err := decompress(&h, raw[h.hdrLen:], b.buf)
+		payload, err := decompress(&h, raw[h.hdrLen:], b.buf, &b.dict)
 		if err != nil {
 			return block{}, b.damage(off, err, off+size, h.hdrLen)
 		}
+		b.dict.add(h.seq, h.codec, payload)
 		if h.codec != codecNone {
 			b.buf = payload
 		}

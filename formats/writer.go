@@ -22,15 +22,23 @@ type WriterOptions struct {
 	// the first timed record of the current block. 0 means 1s. Negative disables.
 	BlockInterval time.Duration
 	// Inline compresses and writes each block on the calling goroutine.
-	// By default a Writer hands full blocks to one background goroutine,
-	// so compression overlaps with whatever produces the records; the
-	// bytes written are the same either way.
+	// By default a Writer hands full blocks to background goroutines, one
+	// compressor per processor (up to 4) and one that writes the blocks
+	// in order, so compression overlaps with whatever produces the records
+	// and uses every core; the bytes written are the same either way.
 	Inline bool
 	// Level is the zstd encoder level (zstd.SpeedFastest …
 	// zstd.SpeedBestCompression); 0 means zstd.SpeedFastest, so recording
-	// keeps up with the capture (watch JSON still compresses about 6.7×;
-	// SpeedDefault gains under 10% for a third less speed).
+	// keeps up with the capture. On the 500 MB watch soak of
+	// docs/BENCHMARKS.md, with the session dictionary, SpeedFastest
+	// stores 12.9% of the pcap, SpeedDefault 12.2% for about a quarter more CPU.
 	Level int
+	// DictSize is the size of the session dictionary (FORMAT.md §4.1):
+	// once the session's records reach it, every later block is
+	// compressed with its first DictSize bytes as a zstd dictionary. 0
+	// means DefaultDictSize; negative disables it (every block stands
+	// alone, as in format version 1); at most MaxDictSize.
+	DictSize int
 }
 
 // DefaultBlockSize is the BlockSize a zero WriterOptions means.
@@ -44,13 +52,13 @@ var errClosed = errors.New("formats: writer is closed")
 // Writer appends records to a session file. It never rewrites bytes it has
 // written: a file whose writer was killed is readable up to its last flushed
 // block. Each block (and, at Close, the index and footer) goes to the
-// underlying writer in a single Write call, in order. Memory: the pending
-// block, up to maxQueued blocks waiting for the background goroutine, one
-// compressed block, and the index: the connections and exchanges still open
+// underlying writer in a single Write call, in order, from one goroutine.
+// Memory: the pending block, up to maxQueued blocks being compressed or
+// waiting to be written (each with its compressed form), and the index: the connections and exchanges still open
 // (at most maxOpenExchanges of the latter as values), the blocks and
 // anomalies, and for each finished connection or exchange its compressed
 // index entry (spill.go; a few tens of bytes for a small exchange). A
-// Writer is not safe for concurrent use; it owns one goroutine (unless
+// Writer is not safe for concurrent use; it owns goroutines (unless
 // WriterOptions.Inline) that Close ends.
 type Writer struct {
 	w         io.Writer
@@ -58,6 +66,9 @@ type Writer struct {
 	interval  int64 // ns; < 0 disables cutting by time
 	enc       *zstd.Encoder
 	level     zstd.EncoderLevel
+	dictSize  int          // 0: no session dictionary
+	dictBuf   []byte       // the session dictionary while it is collected
+	dict      *sessionDict // once complete
 
 	n      int64 // bytes written to w (guarded by mu while the goroutine runs)
 	err    error // sticky: the underlying writer failed (guarded by mu)
@@ -68,14 +79,19 @@ type Writer struct {
 	scratch []byte // a record body being encoded
 	out     []byte // a block being written
 
-	// Background compression: blocks go to the goroutine through jobs;
-	// free returns their buffers; queued counts blocks not yet written.
-	mu     sync.Mutex
-	idle   *sync.Cond
-	jobs   chan blockJob
-	free   chan []byte
-	queued int
-	done   []BlockInfo // written blocks not yet added to the index
+	// Background compression (unless Inline): cut hands each full block
+	// to the compressors through work and, in block order, to the output
+	// goroutine through order; the output goroutine waits for each block's
+	// compression in turn and writes it. Jobs and their buffers come back
+	// through free. queued counts blocks not yet written.
+	mu      sync.Mutex
+	idle    *sync.Cond
+	work    chan *blockJob
+	order   chan *blockJob
+	free    chan *blockJob
+	stopped sync.WaitGroup // the compressors and the output goroutine
+	queued  int
+	done    []BlockInfo // written blocks not yet added to the index
 
 	// Statistics of the pending block.
 	records     int
@@ -119,6 +135,12 @@ func NewWriter(w io.Writer, opts WriterOptions) (*Writer, error) {
 		wr.blockSize = DefaultBlockSize
 	}
 	wr.blockSize = min(wr.blockSize, MaxBlockSize)
+	switch {
+	case opts.DictSize == 0:
+		wr.dictSize = DefaultDictSize
+	case opts.DictSize > 0:
+		wr.dictSize = min(opts.DictSize, MaxDictSize)
+	}
 	if wr.interval == 0 {
 		wr.interval = int64(DefaultBlockInterval)
 	}
@@ -128,30 +150,55 @@ func NewWriter(w io.Writer, opts WriterOptions) (*Writer, error) {
 	wr.n = fileHeaderSize
 	wr.idle = sync.NewCond(&wr.mu)
 	if !opts.Inline {
-		wr.jobs = make(chan blockJob, maxQueued)
-		wr.free = make(chan []byte, maxQueued+1)
-		go wr.compress()
+		n := compressors()
+		wr.work = make(chan *blockJob, maxQueued)
+		wr.order = make(chan *blockJob, maxQueued)
+		wr.free = make(chan *blockJob, maxQueued+1)
+		wr.stopped.Add(n + 1)
+		for range n {
+			go wr.compress()
+		}
+		go wr.output()
 	}
 	return wr, nil
 }
 
-// maxQueued bounds the full blocks waiting for the background goroutine;
-// Write blocks when they are all taken, so memory stays bounded when the
-// disk is slower than the records.
-const maxQueued = 2
+// maxQueued bounds the full blocks queued for compression or waiting to
+// be written; Write blocks when they are all taken, so memory stays
+// bounded when the disk or the compressors are slower than the records.
+const maxQueued = 2 * maxEncoders
 
-// blockJob is a full block handed to the background goroutine.
+// compressors is the number of compressing goroutines of a Writer: one per
+// processor, up to maxEncoders.
+func compressors() int { return max(1, min(runtime.GOMAXPROCS(0), maxEncoders)) }
+
+// blockJob is a full block on its way through the background goroutines:
+// raw is compressed into out by a compressor, which then closes done.
 type blockJob struct {
-	h   blockHeader
-	raw []byte
+	h    blockHeader
+	dict *sessionDict // nil: codec 1
+	raw  []byte
+	out  []byte
+	done chan struct{}
 }
 
-// compress is the background goroutine: it compresses and writes blocks in
-// the order they were queued.
+// compress is a compressing goroutine: it compresses blocks in whatever
+// order they come; output writes them in block order.
 func (w *Writer) compress() {
-	var out []byte
-	for j := range w.jobs {
-		out = encodeBlock(out[:0], w.enc, j.h, j.raw)
+	defer w.stopped.Done()
+	for j := range w.work {
+		j.out = encodeBlock(j.out[:0], w.enc, j.dict, j.h, j.raw)
+		close(j.done)
+	}
+}
+
+// output is the goroutine that writes the compressed blocks in the order
+// cut queued them.
+func (w *Writer) output() {
+	defer w.stopped.Done()
+	for j := range w.order {
+		<-j.done
+		out := j.out
 		w.mu.Lock()
 		failed := w.err != nil
 		w.mu.Unlock()
@@ -174,7 +221,7 @@ func (w *Writer) compress() {
 		w.idle.Broadcast()
 		w.mu.Unlock()
 		select {
-		case w.free <- j.raw[:0]:
+		case w.free <- j:
 		default:
 		}
 	}
@@ -284,15 +331,7 @@ func (w *Writer) cut() error {
 	if err := w.writeBlock(w.pending); err != nil {
 		return err
 	}
-	if w.jobs != nil {
-		// The queued block owns the buffer now; take a free one.
-		select {
-		case b := <-w.free:
-			w.pending = b
-		default:
-			w.pending = nil
-		}
-	} else {
+	if w.work == nil {
 		w.pending = w.pending[:0]
 	}
 	if cap(w.pending) > 4*w.blockSize { // after a huge record
@@ -311,14 +350,29 @@ func (w *Writer) writeBlock(raw []byte) error {
 	}
 	w.seq++
 	w.records, w.timed, w.firstTimed, w.first, w.last = 0, false, 0, 0, 0
-	if w.jobs != nil {
+	dict := w.dict
+	if err := w.collectDict(raw); err != nil {
+		return err
+	}
+	if w.work != nil {
+		// The job takes the pending buffer; the Writer takes the job's
+		// previous one (a block written earlier) for the next block.
+		var j *blockJob
+		select {
+		case j = <-w.free:
+		default:
+			j = &blockJob{}
+		}
+		j.h, j.dict, j.done = h, dict, make(chan struct{})
+		j.raw, w.pending = raw, j.raw[:0]
 		w.mu.Lock()
 		w.queued++
 		w.mu.Unlock()
-		w.jobs <- blockJob{h: h, raw: raw}
+		w.order <- j
+		w.work <- j
 		return nil
 	}
-	w.out = encodeBlock(w.out[:0], w.enc, h, raw)
+	w.out = encodeBlock(w.out[:0], w.enc, dict, h, raw)
 	if _, err := w.w.Write(w.out); err != nil {
 		w.err = fmt.Errorf("formats: write block %d at offset %d: %w", h.seq, w.n, err)
 		return w.err
@@ -327,6 +381,25 @@ func (w *Writer) writeBlock(raw []byte) error {
 	w.n += int64(len(w.out))
 	w.raw += int64(len(raw))
 	w.comp += int64(len(w.out))
+	return nil
+}
+
+// collectDict adds the records of a block being written to the session
+// dictionary while it is not complete, and makes it once it is: the blocks
+// after this one use it.
+func (w *Writer) collectDict(raw []byte) error {
+	if w.dict != nil || w.dictSize == 0 {
+		return nil
+	}
+	w.dictBuf = append(w.dictBuf, raw[:min(len(raw), w.dictSize-len(w.dictBuf))]...)
+	if len(w.dictBuf) < w.dictSize {
+		return nil
+	}
+	d, err := newSessionDict(w.dictBuf, w.level)
+	if err != nil {
+		return err
+	}
+	w.dict, w.dictBuf = d, nil
 	return nil
 }
 
@@ -352,9 +425,11 @@ func (w *Writer) Close() error {
 		return nil
 	}
 	err := w.Flush()
-	if w.jobs != nil {
-		close(w.jobs)
-		w.jobs = nil
+	if w.work != nil {
+		close(w.work)
+		close(w.order)
+		w.stopped.Wait()
+		w.work, w.order = nil, nil
 	}
 	if err != nil {
 		return err

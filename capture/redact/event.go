@@ -17,7 +17,10 @@ func (s *Secrets) Event(f frame.Format, data []byte, rep *Report) []byte {
 		if !mayHoldJSON(data) {
 			return data
 		}
-		return newJSONWalker(s, rep, false).whole(data, true)
+		w := pooledJSONWalker(s, rep)
+		out := w.whole(data, true)
+		w.recycle()
+		return out
 	case frame.Protobuf:
 		if !mayHoldProto(data) {
 			return data

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/wtrace/wtrace/formats"
 )
@@ -302,6 +303,38 @@ type jsonWalker struct {
 
 func newJSONWalker(s *Secrets, rep *Report, assume bool) *jsonWalker {
 	return &jsonWalker{s: s, rep: rep, assume: assume, owned: true}
+}
+
+// walkers keeps the walkers of whole events (Secrets.Event) between
+// events, with their stacks and buffers: one event after another, a
+// recording would otherwise grow a new stack for each.
+var walkers sync.Pool
+
+// pooledJSONWalker is newJSONWalker(s, rep, false), reusing a walker that
+// recycle returned. Nothing the walker returned refers to its own
+// buffers: whole returns the event or a copy of it.
+func pooledJSONWalker(s *Secrets, rep *Report) *jsonWalker {
+	w, _ := walkers.Get().(*jsonWalker)
+	if w == nil {
+		return newJSONWalker(s, rep, false)
+	}
+	w.s, w.rep, w.owned = s, rep, true
+	return w
+}
+
+// maxPooledFrames bounds the stack a recycled walker keeps (a deeply
+// nested event's stack is dropped rather than held).
+const maxPooledFrames = 256
+
+// recycle resets w and returns it to the pool; w must not be used after.
+func (w *jsonWalker) recycle() {
+	if cap(w.stack) > maxPooledFrames || cap(w.cbuf) > 64<<10 {
+		return
+	}
+	st := w.stack[:cap(w.stack)]
+	clear(st)
+	*w = jsonWalker{stack: st[:0], cbuf: w.cbuf[:0], lit: w.lit[:0]}
+	walkers.Put(w)
 }
 
 // write processes p (appended to the held bytes). What take returned

@@ -99,6 +99,7 @@ func TestUsageErrors(t *testing.T) {
 		{"record"},
 		{"record", "--pcap", "x.pcap"},
 		{"record", "--bogus"},
+		{"record", "--pcap", "x.pcap", "-o", "x.wt", "--compression", "max"},
 		{"events"},
 		{"events", "a.wt", "b.wt"},
 		{"nosuchcommand"},
@@ -113,6 +114,37 @@ func TestUsageErrors(t *testing.T) {
 		if code != 0 || !strings.Contains(stdout, "Examples:") {
 			t.Errorf("wtrace %s --help: exit %d, no example:\n%s", c, code, stdout)
 		}
+	}
+}
+
+// TestRecordCompression: every --compression level writes a session that
+// reads the same events; the higher levels, no larger files.
+func TestRecordCompression(t *testing.T) {
+	dir := t.TempDir()
+	var want string
+	var sizes []int64
+	for _, level := range []string{"fastest", "default", "better"} {
+		wt := filepath.Join(dir, level+".wt")
+		if _, stderr, code := wtrace(t, "record", "--keep-secrets", "--compression", level, "--pcap", filepath.Join(corpus("multi-watch"), "capture.pcap"), "-o", wt); code != 0 {
+			t.Fatalf("record --compression %s: exit %d, %s", level, code, stderr)
+		}
+		stdout, stderr, code := wtrace(t, "events", wt)
+		if code != 0 || stderr != "" || stdout == "" {
+			t.Fatalf("events of --compression %s: exit %d, %s", level, code, stderr)
+		}
+		if want == "" {
+			want = stdout
+		} else if stdout != want {
+			t.Errorf("--compression %s: events differ from --compression fastest", level)
+		}
+		st, err := os.Stat(wt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes = append(sizes, st.Size())
+	}
+	if sizes[1] > sizes[0] || sizes[2] > sizes[0] {
+		t.Errorf("sizes fastest, default, better = %v; want the higher levels no larger", sizes)
 	}
 }
 

@@ -13,11 +13,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/spf13/cobra"
 
 	"github.com/wtrace/wtrace/capture"
 	"github.com/wtrace/wtrace/capture/pcapfile"
 	"github.com/wtrace/wtrace/capture/tlsdec"
+	"github.com/wtrace/wtrace/formats"
 )
 
 type recordOptions struct {
@@ -29,6 +31,7 @@ type recordOptions struct {
 	maxBuffered int
 	maxConns    int
 	memLimit    string
+	compression string
 
 	// Live sources (record_live.go).
 	iface       string
@@ -137,6 +140,7 @@ up to its last block).`,
 	f.StringVar(&o.keylog, "keylog", "", "--pcap, --iface: NSS key log `file` (SSLKEYLOGFILE) to decrypt TLS; with --iface, the file the clients are still writing (re-read as it grows)")
 	f.IntVar(&o.maxBuffered, "max-buffered", 256<<20, "`bytes` of out-of-order TCP data to hold, over all connections")
 	f.StringVar(&o.memLimit, "memory-limit", "192MiB", "soft `size` the Go garbage collector keeps the process under (0: none; GOMEMLIMIT wins)")
+	f.StringVar(&o.compression, "compression", "fastest", "zstd `level` of the session file: fastest, default (about 5% smaller for a quarter more CPU), better, best")
 	f.IntVar(&o.maxConns, "max-conns", capture.DefaultMaxConns, "TCP connections open at once (`n`); past it, flows that never carried data make room first (oldest first), then half-closed, then idle connections")
 	return c
 }
@@ -223,12 +227,22 @@ func runRecord(s streams, o *recordOptions) error {
 	return nil
 }
 
-// output is where -o sends the session: a file, or stdout for "-".
+// output is where -o sends the session: a file, or stdout for "-", at
+// the --compression level.
 func output(s streams, o *recordOptions) capture.FileSinkOptions {
+	w := formats.WriterOptions{Level: int(compressionLevels[o.compression])}
 	if o.out == "-" {
-		return capture.FileSinkOptions{Out: s.out}
+		return capture.FileSinkOptions{Out: s.out, Writer: w}
 	}
-	return capture.FileSinkOptions{Path: o.out}
+	return capture.FileSinkOptions{Path: o.out, Writer: w}
+}
+
+// compressionLevels are the values of --compression.
+var compressionLevels = map[string]zstd.EncoderLevel{
+	"fastest": zstd.SpeedFastest,
+	"default": zstd.SpeedDefault,
+	"better":  zstd.SpeedBetterCompression,
+	"best":    zstd.SpeedBestCompression,
 }
 
 // recordError explains an error of a recording: one of the session file

@@ -74,6 +74,9 @@ func (o *recordOptions) validate(c *cobra.Command) error {
 	if o.maxConns < 1 {
 		return usage("--max-conns %d: must be at least 1", o.maxConns)
 	}
+	if _, ok := compressionLevels[o.compression]; !ok {
+		return usage("--compression %s: one of fastest, default, better, best", o.compression)
+	}
 	if o.port < 0 || o.port > 65535 {
 		return usage("--port %d: not a TCP port", o.port)
 	}

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bytes"
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/internal/pcaptest"
 )
 
 // TestVerifyRepairOrder: a real session with a byte range written twice is
@@ -76,4 +79,89 @@ func TestVerifyRepairOrder(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestVerifySessionDict: a session long enough for the session dictionary
+// (format version 2) verifies clean; cut short, as a killed recorder
+// leaves it, it verifies as damaged and repairs into a session holding
+// every event of its complete blocks.
+func TestVerifySessionDict(t *testing.T) {
+	dir := t.TempDir()
+	var pcaps [][]byte
+	for _, name := range []string{"protobuf", "basic-json"} {
+		raw, err := os.ReadFile(filepath.Join(corpus(name), "capture.pcap"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pcaps = append(pcaps, nanoPcap(raw))
+	}
+	var buf bytes.Buffer
+	if _, err := pcaptest.Overlap(&buf, pcaps, 6<<20, 4, 8001); err != nil {
+		t.Fatal(err)
+	}
+	pcap := filepath.Join(dir, "long.pcap")
+	if err := os.WriteFile(pcap, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wt := filepath.Join(dir, "long.wt")
+	if _, stderr, code := wtrace(t, "record", "--keep-secrets", "--pcap", pcap, "-o", wt); code != 0 {
+		t.Fatal(stderr)
+	}
+	whole, err := os.ReadFile(wt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Version 2, and most blocks compressed with the dictionary (codec 2,
+	// FORMAT.md §4): walk the block headers.
+	if v := binary.LittleEndian.Uint16(whole[8:]); v != formats.Version || v < 2 {
+		t.Fatalf("session file version %d; want %d", v, formats.Version)
+	}
+	dict := 0
+	for off := 16; off+48 <= len(whole)-32; {
+		if whole[off+5] == 2 {
+			dict++
+		}
+		off += int(binary.LittleEndian.Uint16(whole[off+6:])) + int(binary.LittleEndian.Uint32(whole[off+12:]))
+	}
+	if dict < 10 {
+		t.Fatalf("%d blocks use the session dictionary; want most", dict)
+	}
+	if out, stderr, code := wtrace(t, "verify", wt); code != 0 || !strings.Contains(out, "closed cleanly") {
+		t.Fatalf("verify: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+	all, _, _ := wtrace(t, "events", wt)
+
+	cut := filepath.Join(dir, "cut.wt")
+	if err := os.WriteFile(cut, whole[:len(whole)*3/4], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, stderr, code := wtrace(t, "verify", cut); code != 1 {
+		t.Errorf("verify of a cut session: exit %d, stdout %q, stderr %q; want exit 1", code, out, stderr)
+	}
+	fixed := filepath.Join(dir, "fixed.wt")
+	if out, stderr, code := wtrace(t, "verify", "--repair", fixed, cut); code != 0 {
+		t.Fatalf("verify --repair: exit %d\n%s%s", code, out, stderr)
+	}
+	if out, stderr, code := wtrace(t, "verify", fixed); code != 0 {
+		t.Errorf("verify of the repaired session: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+	got, _, _ := wtrace(t, "events", fixed)
+	if got == "" || !strings.HasPrefix(all, got) || len(got) < len(all)/2 {
+		t.Errorf("repaired session: %d bytes of events, not a prefix of the whole session's %d, or fewer than half", len(got), len(all))
+	}
+}
+
+// nanoPcap returns a little-endian microsecond pcap with nanosecond
+// timestamps, as pcaptest.Overlap takes them.
+func nanoPcap(raw []byte) []byte {
+	out := bytes.Clone(raw)
+	if binary.LittleEndian.Uint32(out) != 0xa1b2c3d4 {
+		return out
+	}
+	binary.LittleEndian.PutUint32(out, 0xa1b23c4d)
+	for b := out[24:]; len(b) >= 16; {
+		binary.LittleEndian.PutUint32(b[4:], binary.LittleEndian.Uint32(b[4:])*1000)
+		b = b[16+int(binary.LittleEndian.Uint32(b[8:])):]
+	}
+	return out
 }
