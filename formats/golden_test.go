@@ -176,15 +176,16 @@ func rawBlocks(t testing.TB, data []byte) []block {
 }
 
 // The golden files earlier writers wrote: golden-v1.wt as wtrace 0.1
-// wrote it, before End records carried Redactions, and as wtrace 0.2 wrote
-// it, before they carried LastExt. Every later reader must read them the
-// same.
+// wrote it, before End records carried Redactions, golden-v1.wt and
+// golden-v2.wt as wtrace 0.2 wrote them, before they carried LastExt.
+// Every later reader must read them the same.
 var goldenOlds = []struct {
 	file string
 	old  func(e *End) // what that writer did not write
 }{
 	{"testdata/golden-v1-0.1.wt", func(e *End) { e.Redactions, e.LastExt = nil, "" }},
 	{"testdata/golden-v1-0.2.wt", func(e *End) { e.LastExt = "" }},
+	{"testdata/golden-v2-0.2.wt", func(e *End) { e.LastExt = "" }},
 }
 
 // TestGoldenOld reads the files earlier writers wrote: the same records,
