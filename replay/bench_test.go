@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
@@ -180,6 +181,7 @@ func TestLatenessServer(t *testing.T) {
 			f.Close()
 		}()
 	}
+	profileOnSignal()
 	fmt.Printf("URL http://%s\n", ln.Addr())
 	io.Copy(io.Discard, os.Stdin) // until the benchmark closes our stdin
 	hs.Close()
@@ -187,70 +189,116 @@ func TestLatenessServer(t *testing.T) {
 	fmt.Printf("VmHWM %d\n", peakRSS("/proc/self/status"))
 }
 
+// profileOnSignal makes the process answer SIGUSR1 (runIdle sends it
+// before and after its watchers connect): after a garbage collection, it
+// prints "LIVE" and the bytes of heap spans and goroutine stacks in use
+// to stdout, and writes a heap profile to the file
+// WTRACE_LATENESS_HEAPPROFILE names, if set.
+func profileOnSignal() {
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, syscall.SIGUSR1)
+	go func() {
+		for range c {
+			runtime.GC()
+			runtime.GC() // and what the first one's finalizers and pools let go
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			fmt.Printf("LIVE %d\n", ms.HeapInuse+ms.StackInuse)
+			if p := os.Getenv("WTRACE_LATENESS_HEAPPROFILE"); p != "" {
+				if f, err := os.Create(p); err == nil {
+					pprof.WriteHeapProfile(f)
+					f.Close()
+				}
+			}
+		}
+	}()
+}
+
 // BenchmarkLateness measures how late events reach many concurrent
-// watchers at speed 1: the replay server runs in a child process, and raw
-// HTTP/1.1 clients here, all started at once, read a 12 s watch: the first
-// 12 s of the basic-json watch (55 events, its original bursts of up to 10
-// in 100 ms and pauses of seconds), or a steady synthetic one (a 1 KiB event
-// every 200 ms). An event's lateness is when its last byte
-// arrived minus when it was due: the arrival of the response head plus the
-// event's recorded offset from the response start. Reported: p50, p99 and
-// max lateness over all events of all watchers, the peak RSS of both
-// processes, and the server's CPU time per delivered event.
+// watchers at speed 1, for the replay server and for its floor
+// (TestFloorServer: the same bytes written by the simplest loop, one
+// writev per socket per due chunk), alternately in the same run: the
+// server runs in a child process, and raw HTTP/1.1 clients here, all
+// started at once, read a 12 s watch: the first 12 s of the basic-json
+// watch (55 events, its original bursts of up to 10 in 100 ms and pauses
+// of seconds), or a steady synthetic one (a 1 KiB event every 200 ms). An
+// event's lateness is when its last byte arrived minus when it was due: the
+// arrival of the response head plus the event's recorded offset from the
+// response start. Reported per server: p50, p99 and max lateness over all
+// events of all watchers, the peak RSS of the server, and its CPU time
+// (getrusage user + system) per delivered event, the best of the rounds.
+// The timeline=idle rounds open watches that stay open without events and
+// report the server's memory per idle watcher: its resident set once every
+// watcher has its response head, less the resident set before.
 //
 //	go test -run='^$' -bench=BenchmarkLateness -benchtime=1x ./replay/
 //
-// With WTRACE_LATENESS_WRITES=recorded the server keeps no world (see
-// Options.Writes), as replays did before it.
+// WTRACE_LATENESS_ROUNDS (default 1) is the number of rounds of each
+// server per benchmark, alternating which goes first. With
+// WTRACE_LATENESS_BEFORE set to a test binary of this package built from
+// another version (go test -c), that binary's TestLatenessServer is
+// measured too, as "before". With WTRACE_LATENESS_WRITES=recorded the
+// server keeps no world (see Options.Writes), as replays did before it.
+// WTRACE_LATENESS_WATCHERS (a comma-separated list) replaces the default
+// counts, 1000 and 10000.
 func BenchmarkLateness(b *testing.B) {
 	limit, err := raiseFileLimit()
 	if err != nil {
 		b.Fatal(err)
 	}
+	servers := []latenessServer{{name: "wtrace", bin: os.Args[0], test: "TestLatenessServer", env: "WTRACE_LATENESS_SERVER"},
+		{name: "floor", bin: os.Args[0], test: "TestFloorServer", env: "WTRACE_FLOOR_SERVER"}}
+	if bin := os.Getenv("WTRACE_LATENESS_BEFORE"); bin != "" {
+		servers = append(servers, latenessServer{name: "before", bin: bin, test: "TestLatenessServer", env: "WTRACE_LATENESS_SERVER"})
+	}
+	rounds := 1
+	if v := os.Getenv("WTRACE_LATENESS_ROUNDS"); v != "" {
+		if rounds, err = strconv.Atoi(v); err != nil || rounds < 1 {
+			b.Fatalf("WTRACE_LATENESS_ROUNDS=%q: want a count ≥ 1", v)
+		}
+	}
+	counts := []int{1000, 10000}
+	if v := os.Getenv("WTRACE_LATENESS_WATCHERS"); v != "" {
+		counts = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				b.Fatalf("WTRACE_LATENESS_WATCHERS=%q: want counts ≥ 1", v)
+			}
+			counts = append(counts, n)
+		}
+	}
 	for _, tl := range []struct {
 		name    string
 		session func(*testing.B) (string, int64, []int64, []int64)
-	}{{"basic-json", benchSession}, {"steady-5/s", steadySession}} {
+	}{{"basic-json", benchSession}, {"steady-5/s", steadySession}, {"idle", benchSession}} {
 		b.Run("timeline="+tl.name, func(b *testing.B) {
 			path, start, ends, times := tl.session(b)
-			for _, watchers := range []int{1000, 10000} {
+			for _, watchers := range counts {
 				b.Run(fmt.Sprintf("watchers=%d", watchers), func(b *testing.B) {
 					if uint64(watchers)+64 > limit {
 						b.Skipf("open file limit %d is too low for %d watchers", limit, watchers)
 					}
 					b.ReportAllocs()
 					b.SetBytes(int64(watchers) * (ends[len(ends)-1] + 1))
-					var all, settled []time.Duration
-					var serverRSS int64
-					var serverCPU time.Duration
+					res := make([]latenessResult, len(servers))
 					for i := 0; i < b.N; i++ {
-						late, calm, rss, cpu := runLateness(b, path, watchers, start, ends, times)
-						all = append(all, late...)
-						settled = append(settled, calm...)
-						serverRSS = max(serverRSS, rss)
-						serverCPU += cpu
-					}
-					pct := func(ds []time.Duration, p float64) float64 {
-						if len(ds) == 0 {
-							return -1
+						for r := 0; r < rounds; r++ {
+							for k := range servers {
+								k := (k + r + i) % len(servers) // alternate who goes first
+								if tl.name == "idle" {
+									res[k].add(runIdle(b, servers[k], path, watchers))
+								} else {
+									res[k].add(runLateness(b, servers[k], path, watchers, start, ends, times))
+								}
+							}
 						}
-						return float64(ds[int(p*float64(len(ds)-1))]) / 1e6
 					}
-					sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
-					sort.Slice(settled, func(i, j int) bool { return settled[i] < settled[j] })
-					b.ReportMetric(pct(all, 0.50), "p50-ms")
-					b.ReportMetric(pct(all, 0.99), "p99-ms")
-					b.ReportMetric(pct(all, 1), "max-ms")
-					// Once every watcher is connected (the connection herd is
-					// over): the steady state.
-					b.ReportMetric(pct(settled, 0.99), "settled-p99-ms")
-					b.ReportMetric(pct(settled, 1), "settled-max-ms")
-					b.ReportMetric(float64(serverRSS)/1024, "server-peak-RSS-MiB")
-					// The server's CPU time (user + system) per event delivered
-					// to one watcher: what a burst costs, and so the floor under
-					// lateness when a burst is due for every watcher at once.
-					if len(all) > 0 {
-						b.ReportMetric(float64(serverCPU.Microseconds())/float64(len(all)), "server-cpu-µs/event")
+					for k, srv := range servers {
+						res[k].report(b, srv.name, watchers, tl.name == "idle")
+					}
+					if tl.name != "idle" && res[0].cpuPerEvent > 0 && res[1].cpuPerEvent > 0 {
+						b.ReportMetric(res[0].cpuPerEvent/res[1].cpuPerEvent, "wtrace/floor-cpu")
 					}
 					b.ReportMetric(float64(peakRSS("/proc/self/status"))/1024, "client-peak-RSS-MiB")
 				})
@@ -259,18 +307,94 @@ func BenchmarkLateness(b *testing.B) {
 	}
 }
 
-var (
-	traceMu    sync.Mutex
-	traceLines []string
-)
+// latenessServer is a server process BenchmarkLateness measures: the test
+// binary bin running test, given the session's path in env.
+type latenessServer struct {
+	name, bin, test, env string
+}
 
-// runLateness starts a server process and watchers clients, and returns
-// the lateness of every event every client received, that of the events
-// due once every client was connected, and the server's peak RSS (kB).
-func runLateness(b *testing.B, path string, watchers int, start int64, ends, times []int64) (all, settled []time.Duration, rss int64, cpu time.Duration) {
-	b.StopTimer()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestLatenessServer$", "-test.v")
-	cmd.Env = append(os.Environ(), "WTRACE_LATENESS_SERVER="+path)
+// latenessResult gathers one server's rounds.
+type latenessResult struct {
+	all, settled []time.Duration
+	rounds       []float64 // CPU µs per delivered event of each round
+	cpuPerEvent  float64   // the best round's
+	rss          int64     // peak, kB
+	idle         []float64 // resident bytes per idle watcher, each round
+	idleLive     []float64 // heap and stack bytes in use per idle watcher
+}
+
+func (r *latenessResult) add(o latenessResult) {
+	r.all = append(r.all, o.all...)
+	r.settled = append(r.settled, o.settled...)
+	r.rounds = append(r.rounds, o.rounds...)
+	r.idle = append(r.idle, o.idle...)
+	r.idleLive = append(r.idleLive, o.idleLive...)
+	r.rss = max(r.rss, o.rss)
+}
+
+func (r *latenessResult) report(b *testing.B, name string, watchers int, idle bool) {
+	if idle {
+		if len(r.idle) > 0 {
+			best := r.idle[0]
+			for _, v := range r.idle {
+				best = min(best, v)
+			}
+			b.ReportMetric(best/1024, name+"-KiB/idle-watcher")
+			b.Logf("%s, %d idle watchers: resident bytes per watcher, each round: %.0f", name, watchers, r.idle)
+		}
+		if len(r.idleLive) > 0 {
+			best := r.idleLive[0]
+			for _, v := range r.idleLive {
+				best = min(best, v)
+			}
+			// After a garbage collection: what the watchers hold, without
+			// the garbage of their connection herd.
+			b.ReportMetric(best/1024, name+"-live-KiB/idle-watcher")
+			b.ReportMetric(float64(r.rss)/1024, name+"-peak-RSS-MiB")
+		}
+		return
+	}
+	pct := func(ds []time.Duration, p float64) float64 {
+		if len(ds) == 0 {
+			return -1
+		}
+		return float64(ds[int(p*float64(len(ds)-1))]) / 1e6
+	}
+	sort.Slice(r.all, func(i, j int) bool { return r.all[i] < r.all[j] })
+	sort.Slice(r.settled, func(i, j int) bool { return r.settled[i] < r.settled[j] })
+	b.ReportMetric(pct(r.all, 0.50), name+"-p50-ms")
+	b.ReportMetric(pct(r.all, 0.99), name+"-p99-ms")
+	b.ReportMetric(pct(r.all, 1), name+"-max-ms")
+	// Once every watcher is connected (the connection herd is over): the
+	// steady state.
+	b.ReportMetric(pct(r.settled, 0.99), name+"-settled-p99-ms")
+	b.ReportMetric(float64(r.rss)/1024, name+"-peak-RSS-MiB")
+	// The server's CPU time (user + system) per event delivered to one
+	// watcher: what a burst costs, and so the floor under lateness when a
+	// burst is due for every watcher at once. The best round, and the
+	// spread of the rounds in the log.
+	if len(r.rounds) > 0 {
+		r.cpuPerEvent = r.rounds[0]
+		for _, v := range r.rounds {
+			r.cpuPerEvent = min(r.cpuPerEvent, v)
+		}
+		b.ReportMetric(r.cpuPerEvent, name+"-cpu-µs/event")
+		b.Logf("%s, %d watchers: CPU µs per delivered event, each round: %.1f", name, watchers, r.rounds)
+	}
+}
+
+// startServer starts srv's process on the session at path and returns it
+// with its URL's host:port, its stdin (closing it stops the server) and
+// its stdout.
+func startServer(b *testing.B, srv latenessServer, path string) (*exec.Cmd, string, io.WriteCloser, *bufio.Scanner) {
+	cmd := exec.Command(srv.bin, "-test.run=^"+srv.test+"$", "-test.v")
+	cmd.Env = append(os.Environ(), srv.env+"="+path)
+	if p := os.Getenv("WTRACE_LATENESS_CPUPROFILE"); p != "" {
+		cmd.Env = append(cmd.Env, "WTRACE_LATENESS_CPUPROFILE="+p+"."+srv.name)
+	}
+	if p := os.Getenv("WTRACE_LATENESS_HEAPPROFILE"); p != "" {
+		cmd.Env = append(cmd.Env, "WTRACE_LATENESS_HEAPPROFILE="+p+"."+srv.name)
+	}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		b.Fatal(err)
@@ -294,10 +418,150 @@ func runLateness(b *testing.B, path string, watchers int, start int64, ends, tim
 	if url == "" {
 		cmd.Process.Kill()
 		cmd.Wait()
-		b.Fatal("the server process did not start")
+		b.Fatalf("the %s server process did not start", srv.name)
 	}
-	addr := strings.TrimPrefix(url, "http://")
+	return cmd, strings.TrimPrefix(url, "http://"), stdin, out
+}
+
+// stopServer stops a server process and returns its peak RSS (kB), CPU
+// time and the LIVE reports it printed (see profileOnSignal).
+func stopServer(cmd *exec.Cmd, stdin io.WriteCloser, out *bufio.Scanner) (rss int64, cpu time.Duration, live []int64) {
+	stdin.Close()
+	for out.Scan() {
+		if v, ok := strings.CutPrefix(out.Text(), "VmHWM "); ok {
+			rss, _ = strconv.ParseInt(v, 10, 64)
+		}
+		if v, ok := strings.CutPrefix(out.Text(), "LIVE "); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			live = append(live, n)
+		}
+	}
+	cmd.Wait()
+	if ps := cmd.ProcessState; ps != nil {
+		cpu = ps.UserTime() + ps.SystemTime()
+	}
+	return rss, cpu, live
+}
+
+// cpuTime reads the user and system time process pid has used so far
+// (/proc/pid/stat, in clock ticks of 10 ms).
+func cpuTime(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name (in parentheses, which may hold
+	// spaces): state is field 3, utime 14, stime 15.
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+s) * 10 * time.Millisecond
+}
+
+// residentKiB reads VmRSS (kB) of process pid.
+func residentKiB(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return -1
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return n
+		}
+	}
+	return -1
+}
+
+// runIdle starts a server process, opens watchers watches that stay open
+// without events (idleTarget), and returns the server's resident memory
+// per watcher once all have their response head: VmRSS then, less VmRSS
+// before the first connection, over watchers.
+func runIdle(b *testing.B, srv latenessServer, path string, watchers int) latenessResult {
+	b.StopTimer()
+	cmd, addr, stdin, out := startServer(b, srv, path)
+	time.Sleep(200 * time.Millisecond) // the server settled after start-up
+	cmd.Process.Signal(syscall.SIGUSR1)
+	time.Sleep(300 * time.Millisecond)
+	before := residentKiB(cmd.Process.Pid)
+	b.StartTimer()
+	req := []byte(fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", idleTarget, addr))
+	conns := make([]net.Conn, watchers)
+	errs := make(chan error, watchers)
+	sem := make(chan struct{}, 256) // keep within the listen backlog
+	var wg sync.WaitGroup
+	for w := 0; w < watchers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			c, err := net.Dial("tcp", addr)
+			if err == nil {
+				_, err = c.Write(req)
+			}
+			if err != nil {
+				errs <- err
+				return
+			}
+			conns[w] = c
+			br := bufio.NewReaderSize(c, 1024)
+			for {
+				l, err := br.ReadSlice('\n')
+				if err != nil {
+					errs <- fmt.Errorf("head: %w", err)
+					return
+				}
+				if len(l) == 2 {
+					return
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	b.StopTimer()
+	time.Sleep(500 * time.Millisecond) // the server's handlers reached their wait
+	after := residentKiB(cmd.Process.Pid)
+	cmd.Process.Signal(syscall.SIGUSR1)
+	time.Sleep(time.Second)
+	for _, c := range conns {
+		if c != nil {
+			c.Close()
+		}
+	}
+	rss, _, live := stopServer(cmd, stdin, out)
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	b.StartTimer()
+	res := latenessResult{rss: rss, idle: []float64{float64(after-before) * 1024 / float64(watchers)}}
+	if len(live) == 2 {
+		res.idleLive = []float64{float64(live[1]-live[0]) / float64(watchers)}
+	}
+	return res
+}
+
+var (
+	traceMu    sync.Mutex
+	traceLines []string
+)
+
+// runLateness starts srv's process, and watchers clients, and returns
+// the lateness of every event every client received, that of the events
+// due once every client was connected, the server's peak RSS (kB) and its
+// CPU time per delivered event.
+func runLateness(b *testing.B, srv latenessServer, path string, watchers int, start int64, ends, times []int64) latenessResult {
+	b.StopTimer()
+	cmd, addr, stdin, out := startServer(b, srv, path)
 	runtime.GC()
+	// The server's CPU time from here to when the last client is done:
+	// serving, not starting and stopping.
+	cpu0 := cpuTime(cmd.Process.Pid)
 	b.StartTimer()
 
 	const target = "/api/v1/namespaces/corpus-basic/configmaps?watch=true&resourceVersion=205"
@@ -386,20 +650,13 @@ func runLateness(b *testing.B, path string, watchers int, start int64, ends, tim
 		os.WriteFile(p, []byte(strings.Join(traceLines, "\n")), 0o644)
 		traceLines = nil
 	}
-	stdin.Close()
-	for out.Scan() {
-		if v, ok := strings.CutPrefix(out.Text(), "VmHWM "); ok {
-			rss, _ = strconv.ParseInt(v, 10, 64)
-		}
-	}
-	cmd.Wait()
-	if ps := cmd.ProcessState; ps != nil {
-		cpu = ps.UserTime() + ps.SystemTime()
-	}
+	cpu := cpuTime(cmd.Process.Pid) - cpu0
+	rss, _, _ := stopServer(cmd, stdin, out)
 	close(errs)
 	for err := range errs {
 		b.Fatal(err)
 	}
+	var all, settled []time.Duration
 	var connected time.Time
 	for _, a := range arrivals {
 		if a.After(connected) {
@@ -415,5 +672,10 @@ func runLateness(b *testing.B, path string, watchers int, start int64, ends, tim
 		}
 	}
 	b.StartTimer()
-	return all, settled, rss, cpu
+	var res latenessResult
+	res.all, res.settled, res.rss = all, settled, rss
+	if len(all) > 0 {
+		res.rounds = []float64{float64(cpu.Microseconds()) / float64(len(all))}
+	}
+	return res
 }

@@ -3,8 +3,10 @@ package replay
 import (
 	"bufio"
 	"context"
+	"errors"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -19,11 +21,18 @@ const maxBatch = 256 << 10
 // boundary. net/http can only emit a chunk by flushing the connection, one
 // system call per chunk, which is what limits a server with thousands of
 // watchers. The stream closes the connection when it ends (its response
-// head says Connection: close).
+// head says Connection: close). It belongs to the stream's goroutine,
+// which ServeHTTP hands the stream to (see ServeHTTP); Close reaches the
+// connections that wait in reads through Server.owned.
 type ownConn struct {
-	conn     net.Conn
-	tcp      *net.TCPConn // conn itself when plain TCP (writev)
+	conn net.Conn
+	tcp  *net.TCPConn // conn itself when plain TCP (writev)
+	// selfRead: the stream reads the connection itself while it waits
+	// (ownWait), with the read deadline as its timer; otherwise a reader
+	// goroutine does, and closes readDone when the client left.
+	selfRead bool
 	readDone chan struct{}
+	rbuf     [64]byte // what the client sends after its request (dropped)
 	// stopCancel stops the AfterFunc that unblocks writes on cancellation.
 	stopCancel func() bool
 	iov        net.Buffers
@@ -80,7 +89,7 @@ func (s *Server) headOf(x *recorded, status int) *head {
 // net/http) when the connection cannot be hijacked: HTTP/2, HTTP/1.0, or a
 // ResponseWriter that does not support it.
 func (st *streamer) takeOver(r *http.Request, hd *head) bool {
-	if r == nil || r.ProtoMajor != 1 || r.ProtoMinor < 1 || r.Method != http.MethodGet || r.ContentLength > 0 {
+	if !mayTakeOver(r) {
 		return false
 	}
 	// Header fields a wrapping handler set stay, unless the recording has
@@ -98,23 +107,51 @@ func (st *streamer) takeOver(r *http.Request, hd *head) bool {
 	if err != nil {
 		return false
 	}
-	oc := &ownConn{conn: conn, readDone: make(chan struct{})}
+	oc := &ownConn{conn: conn}
 	oc.tcp, _ = conn.(*net.TCPConn)
 	st.own = oc
+	// net/http's response and connection state are done with: drop them,
+	// so that they are freed when ServeHTTP returns (handoff).
+	st.w, st.rc, st.r = hijacked{}, hijackedRC, nil
+	// On the real clock, a plain TCP stream that waits only for its next
+	// write (no Follow) waits in a read of its connection, which notices
+	// the client leaving too; otherwise a goroutine reads it.
+	_, real := st.s.clock.(realClock)
+	oc.selfRead = real && oc.tcp != nil && (st.flow == nil || st.flow.follow == nil)
 	// A cancelled request (the client left, Close) must not stay blocked
-	// in a write to a client that does not read.
-	oc.stopCancel = context.AfterFunc(st.ctx, func() { _ = conn.SetWriteDeadline(time.Unix(1, 0)) })
-	// Notice the client leaving: nothing more is expected from it.
-	go func(br *bufio.Reader) {
-		defer close(oc.readDone)
-		buf := make([]byte, 512)
-		for {
-			if _, err := br.Read(buf); err != nil {
-				st.cancel()
-				return
-			}
+	// in a write to a client that does not read, nor in ownWait: Close
+	// interrupts the connections in s.owned; a reader goroutine, the
+	// request's cancellation.
+	if oc.selfRead {
+		st.s.own(oc)
+		oc.stopCancel = func() bool { st.s.disown(oc); return true }
+		if st.ctx.Err() != nil {
+			oc.interrupt()
 		}
-	}(brw.Reader)
+	} else {
+		oc.stopCancel = context.AfterFunc(st.ctx, oc.interrupt)
+	}
+	// Bytes the request's reader holds already are dropped with it; the
+	// rest is read from the connection.
+	if n := brw.Reader.Buffered(); n > 0 {
+		_, _ = brw.Reader.Discard(n)
+	}
+	if !oc.selfRead {
+		oc.readDone = make(chan struct{})
+		go func() {
+			defer close(oc.readDone)
+			for {
+				if _, err := conn.Read(oc.rbuf[:]); err != nil {
+					st.cancel()
+					return
+				}
+			}
+		}()
+	}
+	if st.handoff != nil {
+		st.handoff()
+		st.handoff = nil
+	}
 	date := make([]byte, 0, 64)
 	date = append(date, "Date: "...)
 	date = time.Now().UTC().AppendFormat(date, http.TimeFormat)
@@ -124,6 +161,18 @@ func (st *streamer) takeOver(r *http.Request, hd *head) bool {
 	}
 	return st.ownWrite(net.Buffers{hd.raw, date})
 }
+
+// hijacked is the ResponseWriter of a stream that took its connection
+// over: everything goes to the connection, nothing through net/http.
+type hijacked struct{}
+
+func (hijacked) Header() http.Header                          { return http.Header{} }
+func (hijacked) Write([]byte) (int, error)                    { return 0, http.ErrHijacked }
+func (hijacked) WriteHeader(int)                              {}
+func (hijacked) Hijack() (net.Conn, *bufio.ReadWriter, error) { return nil, nil, http.ErrHijacked }
+
+// hijackedRC is the ResponseController of every hijacked stream.
+var hijackedRC = http.NewResponseController(hijacked{})
 
 // ownSend sends each element of batch as one chunk, together.
 func (st *streamer) ownSend(batch [][]byte) bool {
@@ -157,6 +206,9 @@ func (st *streamer) ownWrite(bufs net.Buffers) bool {
 		if oc.deadline.Sub(now) < st.s.writeTimeout*3/4 {
 			oc.deadline = now.Add(st.s.writeTimeout)
 			_ = oc.conn.SetWriteDeadline(oc.deadline)
+			if st.ctx.Err() != nil {
+				oc.interrupt() // cancelled meanwhile: the deadline must stay past
+			}
 		}
 	}
 	var n int64
@@ -210,5 +262,63 @@ func (st *streamer) ownClose(clean, reset bool) {
 		}
 	}
 	_ = nc.Close()
-	<-oc.readDone
+	if oc.readDone != nil {
+		<-oc.readDone
+	}
+}
+
+// interrupt ends the connection's blocked and future reads and writes
+// (with a deadline in the past).
+func (oc *ownConn) interrupt() {
+	_ = oc.conn.SetWriteDeadline(time.Unix(1, 0))
+	_ = oc.conn.SetReadDeadline(time.Unix(1, 0))
+}
+
+// own registers a connection a stream took over (selfRead), for Close to
+// interrupt; disown removes it.
+func (s *Server) own(oc *ownConn) {
+	s.ownMu.Lock()
+	s.owned[oc] = struct{}{}
+	s.ownMu.Unlock()
+}
+
+func (s *Server) disown(oc *ownConn) {
+	s.ownMu.Lock()
+	delete(s.owned, oc)
+	s.ownMu.Unlock()
+}
+
+// interruptOwned interrupts every connection in s.owned (Close, after
+// cancelling the requests).
+func (s *Server) interruptOwned() {
+	s.ownMu.Lock()
+	for oc := range s.owned {
+		oc.interrupt()
+	}
+	s.ownMu.Unlock()
+}
+
+// ownWait waits for the clock to reach t (zero: forever) in a read of the
+// connection (selfRead), which the read deadline ends at t, and the
+// cancellation of the request at once (see takeOver). It returns false if
+// the request was cancelled or the client left (then it cancels it).
+// Bytes the client sends are dropped.
+func (st *streamer) ownWait(t time.Time) bool {
+	oc := st.own
+	for {
+		if !t.IsZero() && !time.Now().Before(t) {
+			return st.ctx.Err() == nil
+		}
+		_ = oc.conn.SetReadDeadline(t)
+		// After setting the deadline: a cancellation from here on moves
+		// it to the past.
+		if st.ctx.Err() != nil {
+			return false
+		}
+		_, err := oc.conn.Read(oc.rbuf[:])
+		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			st.cancel() // the client left
+			return false
+		}
+	}
 }

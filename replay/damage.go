@@ -294,6 +294,6 @@ func (st *streamer) cross(l *Loss) {
 // that no client takes what it got for the complete recording.
 func (st *streamer) cut() {
 	st.s.log.Warn("replay: stream cut: it crossed data lost to session damage",
-		"method", st.r.Method, "target", truncate(st.r.URL.RequestURI()), "losses", len(st.crossed))
+		"method", st.method, "target", truncate(st.target), "losses", len(st.crossed))
 	st.abort(false)
 }

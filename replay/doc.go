@@ -211,7 +211,7 @@
 //
 // # Many clients, memory
 //
-// Each request is served by its own handler goroutine on its own timeline;
+// Each request is served by its own goroutine on its own timeline;
 // no lock is held while writing, and every write has a deadline
 // (Options.WriteTimeout) so a client that stops reading is dropped without
 // delaying anyone. Over HTTP/1.1 a watch stream takes its connection over
@@ -221,8 +221,15 @@
 // system call per chunk. The response then says Connection: close, and the
 // connection closes after the stream (clients open a new one for their next
 // request). HTTP/2 streams go through net/http, one DATA frame per chunk.
-// A client that disconnects releases everything at once (context
-// cancellation). Exchanges are decoded into immutable timed writes once
+// Such an HTTP/1.1 watch runs on a goroutine of its own from the moment it
+// took its connection over, and ServeHTTP returns: net/http's goroutine,
+// buffers and request for the connection are freed while the watch goes
+// on. On the real clock it waits for its next write in a read of its
+// connection, with the read deadline as its timer (no timer, no reader
+// goroutine), so that an idle watcher holds one goroutine, its
+// connection and its state: about 7 KiB (docs/BENCHMARKS.md). A client
+// that disconnects releases everything at once (the read that waits
+// fails, or context cancellation). Exchanges are decoded into immutable timed writes once
 // and shared by all clients, in a cache bounded by Options.CacheBytes; an
 // exchange larger than a quarter of it is streamed from the file for each
 // client instead, so a long session is never held in memory whole.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"strings"
 
 	"github.com/wtrace/wtrace/replay/state"
@@ -13,22 +14,38 @@ import (
 
 // ServeHTTP answers one request from the session (see the package doc for
 // how requests are matched).
+//
+// A watch over HTTP/1.1 is streamed on a goroutine of its own, which takes
+// the connection over from net/http (see ownConn) and lets ServeHTTP
+// return: net/http's goroutine, buffers and request state for the
+// connection are released while the watch goes on, so that an idle
+// watcher holds little more than its own state. That goroutine still
+// counts as a handler for Close.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !s.enter() {
 		writeStatus(w, http.StatusServiceUnavailable, "ServiceUnavailable", errClosed.Error())
 		return
 	}
-	defer s.handlers.Done()
 	s.active.Add(1)
-	defer s.active.Add(-1)
 	arrival := s.clock.Now()
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	stop := context.AfterFunc(s.ctx, cancel)
-	defer stop()
-
 	target := r.URL.RequestURI()
 	q, err := parseTarget(r.Method, target)
+	handOff := err == nil && q.watch && mayTakeOver(r)
+	var ctx context.Context
+	var cancel context.CancelFunc
+	var stop func() bool
+	if handOff {
+		// net/http cancels the request's context when ServeHTTP returns,
+		// which is before the end of a stream that took the connection
+		// over: until then its cancellation is followed (the client
+		// left), from then on the connection's reader notices it.
+		ctx, cancel = context.WithCancel(s.ctx)
+		stop = context.AfterFunc(r.Context(), cancel)
+	} else {
+		ctx, cancel = context.WithCancel(r.Context())
+		stop = context.AfterFunc(s.ctx, cancel)
+	}
+
 	var body []byte
 	var rt route
 	switch {
@@ -66,13 +83,65 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	st := s.newStreamer(ctx, cancel, &tapWriter{ResponseWriter: w, t: tp, method: r.Method}, r, q, arrival)
-	st.tap, st.flow = tp, rt.flow
-	rt.serve(st, r)
+	st.tap, st.flow, st.target = tp, rt.flow, target
+	if !handOff {
+		defer s.handlers.Done()
+		defer s.active.Add(-1)
+		defer cancel()
+		defer stop()
+		s.answer(st, &rt, r, target)
+		return
+	}
+	handed := make(chan struct{})
+	st.handoff = func() {
+		stop()
+		close(handed)
+	}
+	go s.answerHanded(st, rt, r)
+	<-handed
+	if st.panicked != nil {
+		panic(st.panicked) // net/http's: http.ErrAbortHandler aborts the response
+	}
+}
+
+// answerHanded is answer on a goroutine of its own (see ServeHTTP). A
+// panic before the hand-off goes on in ServeHTTP, as if answer had run
+// there; after it, the connection is the stream's own: it is logged and
+// the connection closed, as net/http does for a handler.
+func (s *Server) answerHanded(st *streamer, rt route, r *http.Request) {
+	defer s.handlers.Done()
+	defer s.active.Add(-1)
+	defer st.cancel()
+	defer func() {
+		v := recover()
+		if st.handoff != nil {
+			st.panicked = v
+			st.handoff()
+			return
+		}
+		if v == nil {
+			return
+		}
+		if v != http.ErrAbortHandler {
+			s.log.Error("replay: panic serving a stream", "target", truncate(st.target), "panic", v, "stack", string(debug.Stack()))
+		}
+		if st.own != nil {
+			st.own.stopCancel()
+			_ = st.own.conn.Close()
+		}
+	}()
+	s.answer(st, &rt, r, st.target)
+}
+
+// answer serves route rt through streamer st, ends the stream and logs
+// the request.
+func (s *Server) answer(st *streamer, rt *route, r *http.Request, target string) {
+	rt.serve(st, r) // r is not used past this point (see takeOver)
 	st.done()
-	tp.finish(&rt, st, st.stopped == "" || st.stopped == "timeout")
-	if s.log.Enabled(ctx, slog.LevelDebug) {
-		attrs := []any{"method", r.Method, "target", truncate(target), "bytes", st.bytes,
-			"writes", st.writes, "duration", s.clock.Now().Sub(arrival), "stopped", st.stopped}
+	st.tap.finish(rt, st, st.stopped == "" || st.stopped == "timeout")
+	if s.log.Enabled(st.ctx, slog.LevelDebug) {
+		attrs := []any{"method", st.method, "target", truncate(target), "bytes", st.bytes,
+			"writes", st.writes, "duration", s.clock.Now().Sub(st.arrival), "stopped", st.stopped}
 		if st.flow != nil && st.flow.switched != "" && st.flow.switched != rt.transcoded {
 			attrs = append(attrs, "transcoded", st.flow.switched)
 		}
@@ -81,6 +150,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.log.Debug("replay: done", attrs...)
 	}
+}
+
+// mayTakeOver reports whether a streamed answer to r takes its connection
+// over (see ownConn): a GET without a body over HTTP/1.1.
+func mayTakeOver(r *http.Request) bool {
+	return r != nil && r.ProtoMajor == 1 && r.ProtoMinor >= 1 && r.Method == http.MethodGet && r.ContentLength <= 0
 }
 
 // statusRoute answers with a failure Status.

@@ -151,7 +151,9 @@ func (k endKind) String() string {
 type streamer struct {
 	s         *Server
 	w         http.ResponseWriter
-	r         *http.Request
+	r         *http.Request // nil once the stream took the connection over
+	method    string
+	target    string // as requested
 	rc        *http.ResponseController
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -169,10 +171,17 @@ type streamer struct {
 	flow      *flow   // a recorded watch served with the world (nil: as recorded)
 	midEvent  bool    // the last write ended inside a watch event (flows only)
 	tap       *tap    // the request log's and Out's view of the response
+	// handoff, when the request is served on a goroutine of its own (see
+	// ServeHTTP), lets ServeHTTP return once the stream took the
+	// connection over; nil otherwise.
+	handoff func()
+	// panicked is what a stream's goroutine recovered before the
+	// hand-off, for ServeHTTP to panic with.
+	panicked any
 }
 
 func (s *Server) newStreamer(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, r *http.Request, q query, arrival time.Time) *streamer {
-	st := &streamer{s: s, w: w, r: r, rc: http.NewResponseController(w), ctx: ctx, cancel: cancel, arrival: arrival}
+	st := &streamer{s: s, w: w, r: r, method: r.Method, rc: http.NewResponseController(w), ctx: ctx, cancel: cancel, arrival: arrival}
 	if q.timeout > 0 {
 		st.timeoutAt = arrival.Add(q.timeout)
 	}
@@ -212,7 +221,12 @@ func (st *streamer) waitUntil(t time.Time) bool {
 	if !st.timeoutAt.IsZero() && !st.timeoutAt.After(t) {
 		limit, timeout = st.timeoutAt, true
 	}
-	if d := limit.Sub(st.s.clock.Now()); d > 0 {
+	if st.own != nil && st.own.selfRead {
+		if !st.ownWait(limit) {
+			st.stopped = "cancelled"
+			return false
+		}
+	} else if d := limit.Sub(st.s.clock.Now()); d > 0 {
 		if st.timer == nil {
 			st.timer = st.s.clock.NewTimer(d)
 		} else {
@@ -244,7 +258,11 @@ func (st *streamer) hold() {
 		return
 	}
 	if st.timeoutAt.IsZero() {
-		<-st.ctx.Done()
+		if st.own != nil && st.own.selfRead {
+			st.ownWait(time.Time{})
+		} else {
+			<-st.ctx.Done()
+		}
 		st.stopped = "cancelled"
 		return
 	}

@@ -451,7 +451,7 @@ func TestSendAllocs(t *testing.T) {
 	}
 	defer c.Close()
 	s := &Server{writeTimeout: time.Minute}
-	st := &streamer{s: s, own: &ownConn{conn: c, tcp: c.(*net.TCPConn)}}
+	st := &streamer{s: s, ctx: context.Background(), own: &ownConn{conn: c, tcp: c.(*net.TCPConn)}}
 	batch := [][]byte{bytes.Repeat([]byte("a"), 1200), bytes.Repeat([]byte("b"), 700), []byte("\n")}
 	st.ownSend(batch) // warm up the reused buffers
 	if n := testing.AllocsPerRun(200, func() {

@@ -142,6 +142,9 @@ type Server struct {
 
 	active atomic.Int64 // requests being served
 
+	ownMu sync.Mutex
+	owned map[*ownConn]struct{} // taken-over connections that wait in reads (see ownWait)
+
 	mu        sync.Mutex // guards the fields below and m.cursors
 	closed    bool
 	started   bool
@@ -173,7 +176,7 @@ func New(f *formats.File, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, file: f, speed: opts.Speed, writes: writes, usedWrite: map[int64]bool{}}
+	s := &Server{opts: opts, file: f, speed: opts.Speed, writes: writes, usedWrite: map[int64]bool{}, owned: map[*ownConn]struct{}{}}
 	s.maxRequests = opts.MaxRequests
 	if s.maxRequests == 0 {
 		s.maxRequests = DefaultMaxRequests
@@ -360,6 +363,7 @@ func (s *Server) Close() {
 		_ = srv.Close() // first, so that cancelled streams cannot end cleanly
 	}
 	s.cancel()
+	s.interruptOwned()
 	if srv != nil {
 		<-s.serveDone
 		s.conns.Wait()
