@@ -164,18 +164,27 @@ func prefixDecoder(content []byte, n int, sum uint32, dec **zstd.Decoder, dn *in
 
 // dictFound remembers the result of searching a file for a dictionary
 // block (findDictAt), so that the blocks of a file whose copies are all
-// damaged search it once, not once each.
+// damaged search it once, not once each. A sound file has one dictionary;
+// a file whose blocks name many (crafted) is searched for the first
+// maxDictSearches only, so reading it stays linear in its size.
 type dictFound struct {
-	done    bool
-	n       int
-	sum     uint32
-	content []byte // nil: none found
+	searches int
+	n        int
+	sum      uint32
+	content  []byte // nil: none found
 }
 
+const maxDictSearches = 4
+
 func (f *dictFound) find(r io.ReaderAt, size int64, n int, sum uint32) []byte {
-	if !f.done || f.n != n || f.sum != sum {
-		*f = dictFound{done: true, n: n, sum: sum, content: findDictAt(r, size, n, sum)}
+	if f.searches > 0 && f.n == n && f.sum == sum {
+		return f.content
 	}
+	if f.searches >= maxDictSearches {
+		return nil
+	}
+	f.searches++
+	f.n, f.sum, f.content = n, sum, findDictAt(r, size, n, sum)
 	return f.content
 }
 
