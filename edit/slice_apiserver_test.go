@@ -4,10 +4,8 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -31,6 +29,7 @@ import (
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
 	"github.com/wtrace/wtrace/internal/k8stest"
+	"github.com/wtrace/wtrace/internal/proxytest"
 	"github.com/wtrace/wtrace/internal/wttest"
 	"github.com/wtrace/wtrace/replay"
 )
@@ -176,29 +175,8 @@ func longRecording(t *testing.T) (session string, t1, t2 int64, at1, at2, end st
 		}
 	}
 
-	cl, err := proxy.LoadConfig(c.Kubeconfig, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	session = filepath.Join(t.TempDir(), "long.wt")
-	ctx, stop := context.WithCancelCause(context.Background())
-	started := make(chan *proxy.Proxy, 1)
-	done := make(chan error, 1)
-	go func() {
-		_, err := proxy.Record(ctx, cl, ln, proxy.RecordOptions{Output: capture.FileSinkOptions{Path: session}, Tool: "test",
-			OnStart: func(p *proxy.Proxy, _ *capture.Tee) { started <- p }})
-		done <- err
-	}()
-	var px *proxy.Proxy
-	select {
-	case px = <-started:
-	case err := <-done:
-		t.Fatalf("proxy.Record: %v", err)
-	}
+	px := proxytest.Record(t, c.Kubeconfig, proxy.RecordOptions{Output: capture.FileSinkOptions{Path: session}})
 
 	// The streaming list of every namespace.
 	clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.WatchListClient, true)
@@ -246,10 +224,7 @@ func longRecording(t *testing.T) (session string, t1, t2 int64, at1, at2, end st
 	phase(2)
 	end = caughtUp()
 	raw.close()
-	stop(errors.New("stopped by the test"))
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	px.Stop()
 	return session, t1, t2, at1, at2, end
 }
 
