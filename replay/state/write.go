@@ -219,18 +219,25 @@ func (s *Store) createLocked(r *Request, info Info, h *history, obj runtime.Obje
 	obj = mgr.UpdateNoErrors(live, obj, p.manager)
 	fixManagedTimes(live, obj, now)
 	obj.GetObjectKind().SetGroupVersionKind(info.GVK())
-	if p.dryRun {
+	return s.commit(r, info, h, key, obj, Added, http.StatusCreated, p.dryRun, how)
+}
+
+// commit stores obj under key as an event of type ev and answers code
+// with it as stored; with dryRun it stores nothing and answers obj as it
+// is.
+func (s *Store) commit(r *Request, info Info, h *history, key Key, obj runtime.Object, ev EventType, code int, dryRun bool, how string) *Response {
+	if dryRun {
 		o, err := codec.Encode(obj, frame.JSON)
 		if err != nil {
 			return s.errorResponse(r, err, how)
 		}
-		return s.respond(r, info, http.StatusCreated, o, how, false)
+		return s.respond(r, info, code, o, how, false)
 	}
-	o, err := s.store(h, key, obj, Added)
+	o, err := s.store(h, key, obj, ev)
 	if err != nil {
 		return s.errorResponse(r, err, how)
 	}
-	return s.respond(r, info, http.StatusCreated, o, how, true)
+	return s.respond(r, info, code, o, how, true)
 }
 
 // prepareCreate does what the registry's strategies do to every new
@@ -592,18 +599,7 @@ func (s *Store) commitUpdate(r *Request, info Info, h *history, key Key, old, ob
 		}
 		return s.respond(r, info, http.StatusOK, resp, how, true)
 	}
-	if p.dryRun {
-		o, err := codec.Encode(obj, frame.JSON)
-		if err != nil {
-			return s.errorResponse(r, err, how)
-		}
-		return s.respond(r, info, http.StatusOK, o, how, false)
-	}
-	o, err := s.store(h, key, obj, Modified)
-	if err != nil {
-		return s.errorResponse(r, err, how)
-	}
-	return s.respond(r, info, http.StatusOK, o, how, true)
+	return s.commit(r, info, h, key, obj, Modified, http.StatusOK, p.dryRun, how)
 }
 
 // sameObject reports whether an update changes nothing that would be
@@ -933,16 +929,5 @@ func (s *Store) applyCreate(r *Request, t Target, info Info, h *history, p write
 		m.SetGeneration(1)
 	}
 	prepareCreate(obj, info, pol)
-	if p.dryRun {
-		o, err := codec.Encode(obj, frame.JSON)
-		if err != nil {
-			return s.errorResponse(r, err, HowApply)
-		}
-		return s.respond(r, info, http.StatusCreated, o, HowApply, false)
-	}
-	o, err := s.store(h, Key{t.Namespace, t.Name}, obj, Added)
-	if err != nil {
-		return s.errorResponse(r, err, HowApply)
-	}
-	return s.respond(r, info, http.StatusCreated, o, HowApply, true)
+	return s.commit(r, info, h, Key{t.Namespace, t.Name}, obj, Added, http.StatusCreated, p.dryRun, HowApply)
 }
