@@ -344,12 +344,16 @@ func (p *protoWalker) secret(m []byte, off int) bool {
 			}
 		}
 	})
-	obj := objectName(protoKindSecret, ns, name)
+	p.add(spans, objectName(protoKindSecret, ns, name))
+	return ok
+}
+
+// add adds spans, found in the object named obj.
+func (p *protoWalker) add(spans []pspan, obj string) {
 	for i := range spans {
 		spans[i].object = obj
 	}
 	p.spans = append(p.spans, spans...)
-	return ok
 }
 
 // pom redacts a PartialObjectMetadata's last-applied annotation when it is
@@ -371,11 +375,7 @@ func (p *protoWalker) pom(m []byte, off int) bool {
 			spans = append(spans, pspan{start: off + s, end: off + e, unparsed: "metadata that does not parse"})
 		}
 	})
-	obj := objectName(protoKindPOM, ns, name)
-	for i := range spans {
-		spans[i].object = obj
-	}
-	p.spans = append(p.spans, spans...)
+	p.add(spans, objectName(protoKindPOM, ns, name))
 	return ok
 }
 
@@ -398,11 +398,7 @@ func (p *protoWalker) token(m []byte, off int, mf, tf protowire.Number, y why, k
 			}
 		}
 	})
-	obj := objectName(kind, ns, name)
-	for i := range spans {
-		spans[i].object = obj
-	}
-	p.spans = append(p.spans, spans...)
+	p.add(spans, objectName(kind, ns, name))
 	return ok
 }
 
