@@ -140,12 +140,7 @@ func (s *Store) create(r *Request, t Target, info Info) *Response {
 	if err != nil {
 		return s.errorResponse(r, err, HowCreate)
 	}
-	obj, err := codec.DecodeBody(mt, r.Body, info.GVK())
-	if err != nil {
-		return s.errorResponse(r, err, HowCreate)
-	}
-	convertStringData(obj)
-	m, err := meta.Accessor(obj)
+	obj, m, err := decodeObject(mt, r.Body, info.GVK())
 	if err != nil {
 		return s.errorResponse(r, err, HowCreate)
 	}
@@ -348,12 +343,7 @@ func (s *Store) update(r *Request, t Target, info Info) *Response {
 	if t.Subresource == "scale" {
 		want = autoscalingv1.SchemeGroupVersion.WithKind("Scale")
 	}
-	obj, err := codec.DecodeBody(mt, r.Body, want)
-	if err != nil {
-		return s.errorResponse(r, err, HowUpdate)
-	}
-	convertStringData(obj)
-	m, err := meta.Accessor(obj)
+	obj, m, err := decodeObject(mt, r.Body, want)
 	if err != nil {
 		return s.errorResponse(r, err, HowUpdate)
 	}
@@ -406,6 +396,20 @@ func (s *Store) managed(info Info, old, obj runtime.Object, subresource string, 
 		return nil, err
 	}
 	return mgr.UpdateNoErrors(old, obj, p.manager), nil
+}
+
+// decodeObject decodes the body of a create or an update, of media type
+// mt, as an object of kind gvk, its Secret stringData converted
+// (convertStringData); m is its metadata.
+func decodeObject(mt string, body []byte, gvk schema.GroupVersionKind) (obj runtime.Object, m metav1.Object, err error) {
+	if obj, err = codec.DecodeBody(mt, body, gvk); err != nil {
+		return nil, nil, err
+	}
+	convertStringData(obj)
+	if m, err = meta.Accessor(obj); err != nil {
+		return nil, nil, err
+	}
+	return obj, m, nil
 }
 
 // convertStringData moves a Secret's stringData into its data, as the
