@@ -93,7 +93,7 @@ func TestVerifySessionDict(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pcaps = append(pcaps, nanoPcap(raw))
+		pcaps = append(pcaps, pcaptest.Nanosecond(raw))
 	}
 	var buf bytes.Buffer
 	if _, err := pcaptest.Overlap(&buf, pcaps, 6<<20, 4, 8001); err != nil {
@@ -149,19 +149,4 @@ func TestVerifySessionDict(t *testing.T) {
 	if got == "" || !strings.HasPrefix(all, got) || len(got) < len(all)/2 {
 		t.Errorf("repaired session: %d bytes of events, not a prefix of the whole session's %d, or fewer than half", len(got), len(all))
 	}
-}
-
-// nanoPcap returns a little-endian microsecond pcap with nanosecond
-// timestamps, as pcaptest.Overlap takes them.
-func nanoPcap(raw []byte) []byte {
-	out := bytes.Clone(raw)
-	if binary.LittleEndian.Uint32(out) != 0xa1b2c3d4 {
-		return out
-	}
-	binary.LittleEndian.PutUint32(out, 0xa1b23c4d)
-	for b := out[24:]; len(b) >= 16; {
-		binary.LittleEndian.PutUint32(b[4:], binary.LittleEndian.Uint32(b[4:])*1000)
-		b = b[16+int(binary.LittleEndian.Uint32(b[8:])):]
-	}
-	return out
 }
