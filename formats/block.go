@@ -1,6 +1,7 @@
 package formats
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -49,6 +50,7 @@ const (
 const (
 	blockData  = 1
 	blockIndex = 2
+	blockDict  = 3 // a stored copy of the session dictionary (version 2)
 )
 
 // Payload codecs.
@@ -72,7 +74,8 @@ type blockHeader struct {
 	records     int
 	first, last int64
 	payloadCRC  uint32
-	// The session dictionary a codec 2 payload needs: its length and CRC.
+	// The session dictionary a codec 2 payload needs (or a dictionary
+	// block holds): its length and CRC.
 	dictLen int
 	dictCRC uint32
 }
@@ -81,7 +84,7 @@ type blockHeader struct {
 func (h *blockHeader) size() int64 { return int64(h.hdrLen) + int64(h.clen) }
 
 // put writes a header into b[:h.headerSize()]: the version 1 fields, and
-// for codec 2 the dictionary's length and CRC.
+// for codec 2 and dictionary blocks the dictionary's length and CRC.
 func (h *blockHeader) put(b []byte) {
 	n := h.headerSize()
 	_ = b[n-1]
@@ -96,7 +99,7 @@ func (h *blockHeader) put(b []byte) {
 	binary.LittleEndian.PutUint64(b[24:], uint64(h.first))
 	binary.LittleEndian.PutUint64(b[32:], uint64(h.last))
 	binary.LittleEndian.PutUint32(b[40:], h.payloadCRC)
-	if h.codec == codecZstdDict {
+	if h.namesDict() {
 		binary.LittleEndian.PutUint32(b[44:], uint32(h.dictLen))
 		binary.LittleEndian.PutUint32(b[48:], h.dictCRC)
 	}
@@ -105,11 +108,15 @@ func (h *blockHeader) put(b []byte) {
 
 // headerSize is the length of the header put writes for h.
 func (h *blockHeader) headerSize() int {
-	if h.codec == codecZstdDict {
+	if h.namesDict() {
 		return dictHeaderSize
 	}
 	return blockHeaderSize
 }
+
+// namesDict reports whether the header carries a session dictionary's
+// length and CRC: a codec 2 block, or a dictionary block.
+func (h *blockHeader) namesDict() bool { return h.codec == codecZstdDict || h.typ == blockDict }
 
 // headerLen checks the fixed prefix of a block header (at least
 // blockPrefixSize bytes) and returns the header's length.
@@ -160,9 +167,9 @@ func parseHeader(b []byte) (blockHeader, error) {
 	if h.codec == codecNone && h.clen != h.ulen {
 		return h, fmt.Errorf("%w: uncompressed block with %d stored and %d uncompressed bytes", errCorrupt, h.clen, h.ulen)
 	}
-	if h.codec == codecZstdDict {
+	if h.namesDict() {
 		if n < dictHeaderSize {
-			return h, fmt.Errorf("%w: block header of %d bytes for codec %d (need %d)", errCorrupt, n, h.codec, dictHeaderSize)
+			return h, fmt.Errorf("%w: block header of %d bytes for type %d, codec %d (need %d)", errCorrupt, n, h.typ, h.codec, dictHeaderSize)
 		}
 		h.dictLen = int(binary.LittleEndian.Uint32(b[44:]))
 		h.dictCRC = binary.LittleEndian.Uint32(b[48:])
@@ -242,6 +249,50 @@ func encodeBlock(dst []byte, enc *zstd.Encoder, dict *sessionDict, h blockHeader
 		return appendBlock(dst[:start], h, codecNone, raw, len(raw))
 	}
 	return finishBlock(dst, start, h, h.codec, len(raw))
+}
+
+// appendDictBlock appends a dictionary block numbered seq holding a copy
+// of the session dictionary d, compressed with enc (codec 1) or stored
+// (codec 0) if that does not make it smaller.
+func appendDictBlock(dst []byte, enc *zstd.Encoder, d *sessionDict, seq uint32) []byte {
+	start := len(dst)
+	h := blockHeader{typ: blockDict, seq: seq, dictLen: len(d.content), dictCRC: d.sum}
+	n := h.headerSize()
+	dst = append(dst, make([]byte, n)...)
+	dst = enc.EncodeAll(d.content, dst)
+	if len(dst)-start-n >= len(d.content) {
+		return appendBlock(dst[:start], h, codecNone, d.content, len(d.content))
+	}
+	return finishBlock(dst, start, h, codecZstd, len(d.content))
+}
+
+// dictBlockContent checks the payload of the dictionary block h and
+// returns the dictionary it holds (in a new slice). Its errors say that
+// the block is a copy whose loss costs no records.
+func dictBlockContent(h *blockHeader, payload []byte) ([]byte, error) {
+	content, err := func() ([]byte, error) {
+		if h.codec == codecZstdDict {
+			return nil, fmt.Errorf("%w: codec %d", errCorrupt, h.codec)
+		}
+		if h.ulen != h.dictLen {
+			return nil, fmt.Errorf("%w: %d bytes naming a dictionary of %d", errCorrupt, h.ulen, h.dictLen)
+		}
+		content, err := decompress(h, payload, nil, nil)
+		if err != nil {
+			return nil, err
+		}
+		if got := crc(content); got != h.dictCRC {
+			return nil, fmt.Errorf("dictionary %w (crc %08x, header says %08x)", errChecksum, got, h.dictCRC)
+		}
+		return content, nil
+	}()
+	if err != nil {
+		return nil, fmt.Errorf("session dictionary copy (no records lost): %w", err)
+	}
+	if h.codec == codecNone {
+		content = bytes.Clone(content)
+	}
+	return content, nil
 }
 
 // appendBlock appends a block of header h holding payload, stored with

@@ -1,7 +1,9 @@
 package formats
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"sync"
 
 	"github.com/klauspost/compress/zstd"
@@ -12,10 +14,14 @@ import (
 // first data blocks, numbered 0, 1, 2…, one after the other — used as a
 // zstd raw-content dictionary by every later data block (codec 2). Watch
 // events of one resource repeat their structure and most of their
-// content, which a 1-second block alone cannot see. The dictionary is
-// not stored again: a reader takes it from the blocks themselves, and a
-// codec 2 block header names its length and CRC-32C, so a wrong or
-// missing dictionary is damage of that block, never a misread.
+// content, which a 1-second block alone cannot see. The Writer also
+// stores the dictionary in dictionary blocks (type 3): one right after
+// the block that completes it, before the first codec 2 block, and one
+// more each time the file has grown by DictCopyEvery. A reader takes it
+// from the first blocks or from any intact copy; a codec 2 block header
+// names its length and CRC-32C, so a wrong or missing dictionary is damage
+// of that block, never a misread, and damage to any one block (one of the
+// first, or a copy) costs only that block's records.
 
 // DefaultDictSize is the dictionary size a zero WriterOptions.DictSize
 // means: on watch traffic 1 MiB cuts the file by a fifth against none,
@@ -77,15 +83,22 @@ func dictDecoder(content []byte, sum uint32) (*zstd.Decoder, error) {
 	return d, nil
 }
 
-// prefixDict collects a stream's dictionary as a blockReader reads the
-// first blocks, in block order from block 0; a block missing or damaged
-// among them ends the collection (later codec 2 blocks are then damage).
-// It holds at most MaxDictSize bytes.
+// prefixDict is a stream's dictionary source (a blockReader's): the
+// records of the first blocks, collected as they are read, in block order
+// from block 0 (a block missing or damaged among them ends the
+// collection), and the last intact dictionary block read. at, if set, is
+// the whole file, searched for a dictionary block when neither holds the
+// dictionary a codec 2 block names (Recover and an index rebuild read a
+// file, not a stream). It holds at most 2 × MaxDictSize bytes.
 type prefixDict struct {
 	content []byte
 	next    uint32 // number of the block that continues it
 	broken  bool
-	dec     *zstd.Decoder // for content[:n], CRC sum
+	stored  []byte // the last intact dictionary block's content
+	at      io.ReaderAt
+	size    int64
+	found   dictFound
+	dec     *zstd.Decoder // for the dictionary of n bytes, CRC sum
 	n       int
 	sum     uint32
 }
@@ -108,21 +121,35 @@ func (p *prefixDict) add(seq uint32, codec uint8, payload []byte) {
 	p.content = append(p.content, payload[:min(len(payload), MaxDictSize-len(p.content))]...)
 }
 
+// addCopy offers the content of an intact dictionary block.
+func (p *prefixDict) addCopy(content []byte) { p.stored = content }
+
 func (p *prefixDict) decoder(n int, sum uint32) (*zstd.Decoder, error) {
 	if p.dec != nil && p.n == n && p.sum == sum {
 		return p.dec, nil
 	}
-	return prefixDecoder(p.content, n, sum, &p.dec, &p.n, &p.sum)
+	if d, err := prefixDecoder(p.content, n, sum, &p.dec, &p.n, &p.sum); err == nil {
+		return d, nil
+	} else if content := p.stored; len(content) == n && crc(content) == sum {
+		return prefixDecoder(content, n, sum, &p.dec, &p.n, &p.sum)
+	} else if p.at != nil {
+		if content := p.found.find(p.at, p.size, n, sum); content != nil {
+			return prefixDecoder(content, n, sum, &p.dec, &p.n, &p.sum)
+		}
+		return nil, err
+	} else {
+		return nil, err
+	}
 }
 
 // prefixDecoder checks that content holds the dictionary of n bytes with
 // CRC sum and returns a decoder for it, kept in *dec, *dn, *dsum.
 func prefixDecoder(content []byte, n int, sum uint32, dec **zstd.Decoder, dn *int, dsum *uint32) (*zstd.Decoder, error) {
 	if len(content) < n {
-		return nil, fmt.Errorf("%w (%d of its %d bytes intact in the first blocks)", errNoDict, len(content), n)
+		return nil, fmt.Errorf("%w (%d of its %d bytes intact in the first blocks, no intact copy)", errNoDict, len(content), n)
 	}
 	if got := crc(content[:n]); got != sum {
-		return nil, fmt.Errorf("%w (the first blocks' %d bytes have crc %08x, the block names %08x)", errNoDict, n, got, sum)
+		return nil, fmt.Errorf("%w (the first blocks' %d bytes have crc %08x, the block names %08x; no intact copy)", errNoDict, n, got, sum)
 	}
 	d, err := dictDecoder(content[:n:n], sum)
 	if err != nil {
@@ -135,15 +162,93 @@ func prefixDecoder(content []byte, n int, sum uint32, dec **zstd.Decoder, dn *in
 	return d, nil
 }
 
-// fileDict is a File's dictionary, read from the first blocks its index
-// lists (numbered 0, 1, 2… from the start) when a codec 2 block is first
-// read. Safe for concurrent use.
+// dictFound remembers the result of searching a file for a dictionary
+// block (findDictAt), so that the blocks of a file whose copies are all
+// damaged search it once, not once each. A sound file has one dictionary;
+// a file whose blocks name many (crafted) is searched for the first
+// maxDictSearches only, so reading it stays linear in its size.
+type dictFound struct {
+	searches int
+	n        int
+	sum      uint32
+	content  []byte // nil: none found
+}
+
+const maxDictSearches = 4
+
+func (f *dictFound) find(r io.ReaderAt, size int64, n int, sum uint32) []byte {
+	if f.searches > 0 && f.n == n && f.sum == sum {
+		return f.content
+	}
+	if f.searches >= maxDictSearches {
+		return nil
+	}
+	f.searches++
+	f.n, f.sum, f.content = n, sum, findDictAt(r, size, n, sum)
+	return f.content
+}
+
+// findDictAt searches r (a session file of size bytes) for an intact
+// dictionary block holding the dictionary of n bytes with CRC sum, at any
+// offset a block magic starts (so damage elsewhere does not hide it), and
+// returns its content, or nil. It reads the file once, readChunk bytes at
+// a time, plus each candidate block.
+func findDictAt(r io.ReaderAt, size int64, n int, sum uint32) []byte {
+	buf := make([]byte, readChunk+maxBlockHeaderSize)
+	for off := int64(fileHeaderSize); off < size; off += readChunk {
+		k, _ := r.ReadAt(buf[:min(int64(len(buf)), size-off)], off)
+		chunk := buf[:k]
+		for i := 0; i < min(k, readChunk); i++ {
+			j := bytes.Index(chunk[i:], blockMagic[:])
+			if j < 0 || i+j >= readChunk {
+				break
+			}
+			i += j
+			if content := dictBlockAt(r, size, off+int64(i), chunk[i:], n, sum); content != nil {
+				return content
+			}
+		}
+	}
+	return nil
+}
+
+// dictBlockAt returns the content of the dictionary block at off, whose
+// first bytes are p, if it is intact and holds the dictionary of n bytes
+// with CRC sum; else nil.
+func dictBlockAt(r io.ReaderAt, size, off int64, p []byte, n int, sum uint32) []byte {
+	if len(p) < blockPrefixSize || p[4] != blockDict {
+		return nil
+	}
+	hl, err := headerLen(p)
+	if err != nil || hl > len(p) {
+		return nil
+	}
+	h, err := parseHeader(p[:hl])
+	if err != nil || h.dictLen != n || h.dictCRC != sum || h.size() > size-off {
+		return nil
+	}
+	raw := make([]byte, h.size())
+	if k, _ := r.ReadAt(raw, off); k < len(raw) {
+		return nil
+	}
+	content, err := dictBlockContent(&h, raw[hl:])
+	if err != nil {
+		return nil
+	}
+	return content
+}
+
+// fileDict is a File's dictionary source: the first blocks its index lists
+// (numbered 0, 1, 2… from the start), read when a codec 2 block is first
+// read, or else a dictionary block found anywhere in the file. Safe for
+// concurrent use.
 type fileDict struct {
-	f   *File
-	mu  sync.Mutex
-	dec *zstd.Decoder
-	n   int
-	sum uint32
+	f     *File
+	mu    sync.Mutex
+	dec   *zstd.Decoder
+	n     int
+	sum   uint32
+	found dictFound
 }
 
 func (d *fileDict) decoder(n int, sum uint32) (*zstd.Decoder, error) {
@@ -180,7 +285,14 @@ func (d *fileDict) decoder(n int, sum uint32) (*zstd.Decoder, error) {
 		}
 		content = append(content, payload[:min(len(payload), n-len(content))]...)
 	}
-	return prefixDecoder(content, n, sum, &d.dec, &d.n, &d.sum)
+	dec, err := prefixDecoder(content, n, sum, &d.dec, &d.n, &d.sum)
+	if err == nil {
+		return dec, nil
+	}
+	if stored := d.found.find(d.f.r, d.f.size, n, sum); stored != nil {
+		return prefixDecoder(stored, n, sum, &d.dec, &d.n, &d.sum)
+	}
+	return nil, err
 }
 
 // dictWindow is the zstd window of codec 2 frames: the default dictionary

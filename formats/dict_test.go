@@ -3,6 +3,8 @@ package formats
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 )
@@ -11,7 +13,7 @@ import (
 // dictionary (codec 2).
 func dictFile(t testing.TB, noClose bool) (data []byte, want []Record) {
 	recs := session(40, 300, 100*time.Millisecond)
-	data = encode(t, recs, WriterOptions{BlockSize: 1200, DictSize: 3000}, noClose)
+	data = encode(t, recs, WriterOptions{BlockSize: 1200, DictSize: 3000, DictCopyEvery: 5000}, noClose)
 	for _, r := range recs {
 		want = append(want, normalize(r))
 	}
@@ -70,7 +72,7 @@ func TestSessionDict(t *testing.T) {
 	}
 	checkRecover(t, data, want, false)
 
-	inline := encode(t, session(40, 300, 100*time.Millisecond), WriterOptions{BlockSize: 1200, DictSize: 3000, Inline: true}, false)
+	inline := encode(t, session(40, 300, 100*time.Millisecond), WriterOptions{BlockSize: 1200, DictSize: 3000, DictCopyEvery: 5000, Inline: true}, false)
 	if !bytes.Equal(inline, data) {
 		t.Errorf("Inline writer wrote %d bytes, background %d; want the same bytes", len(inline), len(data))
 	}
@@ -107,59 +109,209 @@ func TestSessionDictCut(t *testing.T) {
 	}
 }
 
-// TestSessionDictDamage: a damaged block among those the dictionary is
-// taken from makes the blocks that use it damage (named, never misread),
-// by every path; the other blocks read, and Recover copies them.
+// dictLayout describes a dictFile: every block in file order (data,
+// dictionary and index blocks), the data blocks the dictionary is taken
+// from (before the first dictionary block), and the dictionary blocks.
+type dictLayout struct {
+	all    []block
+	first  []int // positions in all of the dictionary's data blocks
+	copies []int // positions in all of the dictionary blocks
+	data   []int // positions in all of the data blocks, in order
+}
+
+func layout(t testing.TB, data []byte) dictLayout {
+	var l dictLayout
+	l.all = rawBlocks(t, data)
+	for i, b := range l.all {
+		switch b.hdr.typ {
+		case blockDict:
+			l.copies = append(l.copies, i)
+		case blockData:
+			if len(l.copies) == 0 {
+				l.first = append(l.first, i)
+			}
+			l.data = append(l.data, i)
+		}
+	}
+	if len(l.first) < 2 || len(l.copies) < 2 {
+		t.Fatalf("dictionary from %d blocks, %d copies; want at least 2 of each", len(l.first), len(l.copies))
+	}
+	return l
+}
+
+// keep returns the records of want outside the data blocks lost (by
+// position in all).
+func (l dictLayout) keep(want []Record, lost func(i int) bool) []Record {
+	var out []Record
+	n := 0
+	for _, i := range l.data {
+		r := l.all[i].hdr.records
+		if !lost(i) {
+			out = append(out, want[n:n+r]...)
+		}
+		n += r
+	}
+	return out
+}
+
+// TestSessionDictDamage: the dictionary is in the first blocks and in
+// dictionary blocks (one right after them, more later), so damage to any
+// one of them — a flipped bit, a zeroed range, bytes cut out — costs only
+// that block's records, by every path (Reader, File, Recover); damage to
+// the first blocks and the first copy together costs a streaming Reader
+// the codec 2 blocks before the next copy and File and Recover nothing
+// more (they find the later copy). A codec 2 block never decodes with a
+// wrong dictionary.
 func TestSessionDictDamage(t *testing.T) {
 	data, want := dictFile(t, false)
-	blocks, _ := blockSpans(t, data)
-	raw := rawBlocks(t, data)
-	firstDict := -1
-	for i, b := range raw {
-		if b.hdr.codec == codecZstdDict {
-			firstDict = i
-			break
-		}
+	l := layout(t, data)
+	if l.all[l.copies[0]].off != l.all[l.first[len(l.first)-1]].off+l.all[l.first[len(l.first)-1]].hdr.size() {
+		t.Errorf("first dictionary block at %d; want it right after the block that completes the dictionary", l.all[l.copies[0]].off)
 	}
-	d := bytes.Clone(data)
-	d[blocks[0].Offset+blockHeaderSize+3] ^= 0x10 // block 0's payload
-	// What survives: the blocks before the first that uses the
-	// dictionary, but block 0.
-	wantRecs := without(want, blocks, 0, firstDict)
-	check := func(what string, got []Record, damage []*DamageError, err error) {
-		t.Helper()
-		if err != nil || !sameRecords(got, wantRecs) {
-			t.Errorf("%s: %d records, %v; want %d", what, len(got), err, len(wantRecs))
-		}
-		noDict := 0
-		for _, dm := range damage {
-			if errors.Is(dm, errNoDict) {
-				noDict++
+	span := func(i int) (int64, int64) { b := l.all[i]; return b.off, b.off + b.hdr.size() }
+	// Each kind damages the blocks at positions targets (a contiguous run).
+	kinds := map[string]func(d []byte, targets []int) []byte{
+		"flip": func(d []byte, targets []int) []byte {
+			for _, i := range targets {
+				_, to := span(i)
+				d[to-5] ^= 0x10 // the payload's end
 			}
-		}
-		if want := len(blocks) - firstDict; noDict != want {
-			t.Errorf("%s: %d blocks damaged for want of the dictionary (%v); want %d", what, noDict, damage, want)
+			return d
+		},
+		"zero": func(d []byte, targets []int) []byte {
+			from, _ := span(targets[0])
+			_, to := span(targets[len(targets)-1])
+			clear(d[from:to])
+			return d
+		},
+		"cut": func(d []byte, targets []int) []byte {
+			from, _ := span(targets[0])
+			_, to := span(targets[len(targets)-1])
+			return append(d[:from+10], d[to-10:]...)
+		},
+	}
+	secondCopy := l.all[l.copies[1]].off
+	cases := []struct {
+		name    string
+		targets []int // positions in all; a contiguous run
+		// streamLost: codec 2 blocks before the second copy are lost to a
+		// streaming Reader too.
+		streamLost bool
+	}{}
+	for _, i := range l.first {
+		cases = append(cases, struct {
+			name       string
+			targets    []int
+			streamLost bool
+		}{fmt.Sprintf("block %d", i), []int{i}, false})
+	}
+	cases = append(cases,
+		struct {
+			name       string
+			targets    []int
+			streamLost bool
+		}{"first copy", []int{l.copies[0]}, false},
+		struct {
+			name       string
+			targets    []int
+			streamLost bool
+		}{"second copy", []int{l.copies[1]}, false},
+		struct {
+			name       string
+			targets    []int
+			streamLost bool
+		}{"last first block and first copy", []int{l.first[len(l.first)-1], l.copies[0]}, true},
+		struct {
+			name       string
+			targets    []int
+			streamLost bool
+		}{"every first block and first copy", append(slices.Clone(l.first), l.copies[0]), true},
+	)
+	// Every source but the copy Close wrote: flipped bits only (the
+	// targets are not contiguous).
+	if last := l.copies[len(l.copies)-1]; l.all[last+1].hdr.typ != blockIndex {
+		t.Fatalf("last dictionary block is block %d, not the one before the index", last)
+	}
+	allButLast := append(slices.Clone(l.first), l.copies[:len(l.copies)-1]...)
+	{
+		t.Run("every source but the last copy/flip", func(t *testing.T) {
+			d := kinds["flip"](bytes.Clone(data), allButLast)
+			wantAll := l.keep(want, func(i int) bool { return slices.Contains(allButLast, i) })
+			got, damage, err := drain(t, open(t, d).Records())
+			if err != nil || !sameRecords(got, wantAll) {
+				t.Errorf("File.Records: %d records, %v, %v; want %d", len(got), err, damage, len(wantAll))
+			}
+			checkRecover(t, d, wantAll, true)
+		})
+	}
+	for _, c := range cases {
+		for kind, fn := range kinds {
+			t.Run(c.name+"/"+kind, func(t *testing.T) {
+				d := fn(bytes.Clone(data), c.targets)
+				hit := func(i int) bool { return slices.Contains(c.targets, i) }
+				wantAll := l.keep(want, hit)
+				wantStream := wantAll
+				if c.streamLost {
+					wantStream = l.keep(want, func(i int) bool {
+						return hit(i) || l.all[i].hdr.codec == codecZstdDict && l.all[i].off < secondCopy
+					})
+				}
+				got, damage, err := readStream(t, d, ReaderOptions{})
+				if err != nil || !sameRecords(got, wantStream) || len(damage) == 0 {
+					t.Errorf("Reader: %d records, %v, %v; want %d and damage", len(got), err, damage, len(wantStream))
+				}
+				if !c.streamLost {
+					for _, dm := range damage {
+						if errors.Is(dm, errNoDict) {
+							t.Errorf("Reader: %v; want no block without its dictionary", dm)
+						}
+					}
+				}
+				f := open(t, d)
+				got, damage, err = drain(t, f.Records())
+				if err != nil || !sameRecords(got, wantAll) {
+					t.Errorf("File.Records: %d records, %v, %v; want %d", len(got), err, damage, len(wantAll))
+				}
+				if len(got) != len(want) { // a data block was hit: it is named
+					if len(damage)+len(f.Problems()) == 0 {
+						t.Errorf("File: %d of %d records and no damage reported", len(got), len(want))
+					}
+				}
+				for _, dm := range damage {
+					if errors.Is(dm, errNoDict) {
+						t.Errorf("File.Records: %v; want no block without its dictionary", dm)
+					}
+				}
+				// The last exchange alone (random access, first reading a
+				// codec 2 block).
+				xs := f.Index().Exchanges
+				last := xs[len(xs)-1].Request.Exchange
+				_, damage, err = drain(t, f.ExchangeRecords(last))
+				for _, dm := range damage {
+					if err != nil || errors.Is(dm, errNoDict) {
+						t.Errorf("ExchangeRecords(%d): %v, %v; want no block without its dictionary", last, err, dm)
+					}
+				}
+				checkRecover(t, d, wantAll, true)
+			})
 		}
 	}
-	got, damage, err := readStream(t, d, ReaderOptions{})
-	check("Reader", got, damage, err)
-	f := open(t, d)
-	got, damage, err = drain(t, f.Records())
-	check("File.Records", got, damage, err)
-
-	checkRecover(t, d, wantRecs, true)
 
 	// A codec 2 block naming a dictionary the file does not hold.
-	d = bytes.Clone(data)
-	off := blocks[firstDict].Offset
-	h, err := parseHeader(d[off : off+dictHeaderSize])
-	if err != nil {
-		t.Fatal(err)
+	d := bytes.Clone(data)
+	b := l.all[l.data[len(l.data)-3]]
+	if b.hdr.codec != codecZstdDict {
+		t.Fatalf("block at %d has codec %d; want 2", b.off, b.hdr.codec)
 	}
+	h := b.hdr
 	h.dictCRC ^= 1
-	h.put(d[off:])
-	got, damage, err = readStream(t, d, ReaderOptions{})
-	if err != nil || len(damage) != 1 || !errors.Is(damage[0], errNoDict) || len(got) != len(want)-blocks[firstDict].Records {
-		t.Errorf("wrong dictionary CRC: %d records, %v, %v; want %d and one block damaged", len(got), err, damage, len(want)-blocks[firstDict].Records)
+	h.put(d[b.off:])
+	got, damage, err := readStream(t, d, ReaderOptions{})
+	if err != nil || len(damage) != 1 || !errors.Is(damage[0], errNoDict) || len(got) != len(want)-h.records {
+		t.Errorf("wrong dictionary CRC: %d records, %v, %v; want %d and one block damaged", len(got), err, damage, len(want)-h.records)
+	}
+	got, damage, err = drain(t, open(t, d).Records())
+	if err != nil || len(damage) != 1 || !errors.Is(damage[0], errNoDict) || len(got) != len(want)-h.records {
+		t.Errorf("File, wrong dictionary CRC: %d records, %v, %v; want %d and one block damaged", len(got), err, damage, len(want)-h.records)
 	}
 }

@@ -24,9 +24,12 @@
 // the session dictionary (dict.go): once the session's records reach
 // WriterOptions.DictSize (1 MiB), every later block is compressed with
 // those first records as a zstd dictionary, and its header (56 bytes)
-// names the dictionary's length and CRC. Readers take the dictionary from
-// the first blocks themselves; if one of those is damaged, the blocks that
-// need it are damage too.
+// names the dictionary's length and CRC. The dictionary is also stored
+// whole in dictionary blocks (type 3): one right after the blocks it is
+// taken from, one per DictCopyEvery (128 MiB) of records, and one at Close
+// after 32 MiB. Readers take it from the first blocks or any intact copy
+// (File and Recover search the whole file for one), so damage to any one
+// block costs only that block's records.
 //
 // # Damage
 //
@@ -58,8 +61,9 @@
 // exchanges still open as values, and each finished one as its encoded
 // index entry, compressed (a few tens of bytes for a small exchange; see
 // spill.go), so a recording's memory follows what is open rather than its
-// history. The Reader holds one block, and the first blocks' records for
-// the session dictionary (at most MaxDictSize). A File holds its index, a
+// history. The Reader holds one block, and the first blocks' records and
+// the last dictionary block read for the session dictionary (at most
+// MaxDictSize each). A File holds its index, a
 // small cache of decompressed blocks (16 MiB at most) shared by its
 // exchange Scanners, and once a block needs it the session dictionary.
 // Writer, Reader and Scanner are not safe for concurrent use; a File is,

@@ -14,6 +14,7 @@ import (
 // several Scanners.
 type File struct {
 	r        io.ReaderAt
+	size     int64
 	closer   io.Closer // for Open
 	stop     bool
 	idx      *Index
@@ -56,7 +57,7 @@ func Open(name string, opts ReaderOptions) (*File, error) {
 // ErrNoIndex; the index is then rebuilt by reading every block, which
 // finds the damaged regions too).
 func OpenReaderAt(r io.ReaderAt, size int64, opts ReaderOptions) (*File, error) {
-	f := &File{r: r, stop: opts.StopOnDamage}
+	f := &File{r: r, size: size, stop: opts.StopOnDamage}
 	f.dict.f = f
 	if err := checkHeaderAt(r, size); err != nil {
 		var d *DamageError
@@ -116,6 +117,7 @@ func checkHeaderAt(r io.ReaderAt, size int64) error {
 // it found. It returns an error only if r or fn fails.
 func scan(r io.ReaderAt, size int64, fn func(block, []Record) error) (problems []error, err error) {
 	br := newBlockReader(io.NewSectionReader(r, fileHeaderSize, max(size-fileHeaderSize, 0)), fileHeaderSize, false)
+	br.dict.at, br.dict.size = r, size
 	var recs []Record
 	for {
 		blk, err := br.next()

@@ -143,6 +143,15 @@ func TestWriteFuzzSeeds(t *testing.T) {
 	dblocks, dindexOff := blockSpans(t, dict)
 	dflipped := bytes.Clone(dict)
 	dflipped[dblocks[0].Offset+blockHeaderSize+2] ^= 8
+	dl := layout(t, dict)
+	copyOff, copyEnd := dl.all[dl.copies[0]].off, dl.all[dl.copies[0]].off+dl.all[dl.copies[0]].hdr.size()
+	dcopy := bytes.Clone(dict)
+	dcopy[copyEnd-3] ^= 2
+	dboth := bytes.Clone(dict)
+	dboth[dblocks[1].Offset+blockHeaderSize+2] ^= 8
+	dboth[copyEnd-3] ^= 2
+	dzeroed := bytes.Clone(dict)
+	clear(dzeroed[fileHeaderSize:copyEnd])
 	writeSeeds(t, "FuzzReader", map[string][]any{
 		"whole":         {small},
 		"unclosed":      {small[:indexOff]},
@@ -152,6 +161,10 @@ func TestWriteFuzzSeeds(t *testing.T) {
 		"dict-unclosed": {dict[:dindexOff]},
 		"dict-cut":      {dict[:dblocks[len(dblocks)-2].Offset+40]},
 		"dict-flipped":  {dflipped},
+		"dict-copy":     {dcopy},
+		"dict-both":     {dboth},
+		"dict-zeroed":   {dzeroed},
+		"dict-uncopied": {append(bytes.Clone(dict[:copyOff]), dict[copyEnd:]...)},
 		"nometa":        {append(fileHeader(), craftBlock(blockData, 64, 0, 1, rec(TypeConnEnd, body(&ConnEnd{Conn: 2})))...)},
 	})
 	recs := map[string][]any{}
@@ -167,10 +180,14 @@ func TestWriteFuzzSeeds(t *testing.T) {
 			small[b.off+int64(b.hdr.hdrLen) : b.off+b.hdr.size()], raw[len(raw)-1].payload}
 	}
 	for _, b := range rawBlocks(t, dict) {
-		if b.hdr.codec == codecZstdDict {
+		if b.hdr.codec == codecZstdDict && crafted["dict-block"] == nil {
 			crafted["dict-block"] = []any{b.hdr.typ, byte(codecZstdDict), uint32(b.hdr.records), uint32(b.hdr.ulen),
 				dict[b.off+int64(b.hdr.hdrLen) : b.off+b.hdr.size()], []byte(nil)}
-			break
+		}
+		if b.hdr.typ == blockDict && crafted["dict-copy"] == nil {
+			// FuzzCraftedFile takes the dictionary's CRC from records.
+			crafted["dict-copy"] = []any{b.hdr.typ, b.hdr.codec, b.hdr.dictCRC, uint32(b.hdr.ulen),
+				dict[b.off+int64(b.hdr.hdrLen) : b.off+b.hdr.size()], []byte(nil)}
 		}
 	}
 	writeSeeds(t, "FuzzCraftedFile", crafted)
@@ -221,7 +238,11 @@ func FuzzCraftedFile(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, typ, codec byte, records, ulen uint32, payload, index []byte) {
 		h := blockHeader{typ: typ, codec: codec, records: int(records), clen: len(payload), ulen: int(ulen % (1 << 20)), payloadCRC: crc(payload)}
-		if codec == codecZstdDict {
+		switch {
+		case typ == blockDict:
+			// A copy of a dictionary of CRC records; no block uses it.
+			h.dictLen, h.dictCRC = h.ulen, records
+		case codec == codecZstdDict:
 			// A dictionary the file cannot hold (its only data block uses
 			// it): the block is damage, named.
 			h.dictLen, h.dictCRC = 1+int(ulen%MaxDictSize), records

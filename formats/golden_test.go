@@ -35,7 +35,8 @@ var goldenOptions = WriterOptions{BlockSize: 2500, Level: int(zstd.SpeedDefault)
 
 // goldenV2 is goldenRecords as format version 2 writes them with a small
 // session dictionary (goldenDictSize), so that most blocks use it (codec
-// 2). Like golden-v1.wt it is never rewritten.
+// 2), and one dictionary block. Version 2 has not shipped yet: -update
+// rewrites it, which only a change to version 2 may need.
 const goldenV2 = "testdata/golden-v2.wt"
 
 const goldenDictSize = 2000
@@ -47,6 +48,13 @@ func TestGoldenV2(t *testing.T) {
 	want := goldenRecords()
 	for i, r := range want {
 		want[i] = normalize(r)
+	}
+	opts := goldenOptions
+	opts.DictSize = goldenDictSize
+	if *update {
+		if err := os.WriteFile(goldenV2, encode(t, goldenRecords(), opts, false), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	golden, err := os.ReadFile(goldenV2)
 	if err != nil {
@@ -70,14 +78,22 @@ func TestGoldenV2(t *testing.T) {
 	}
 	codecs := map[uint8]int{}
 	goldenBlocks := rawBlocks(t, golden)
+	copies := 0
 	for _, b := range goldenBlocks {
 		codecs[b.hdr.codec]++
+		switch {
+		case b.hdr.typ == blockDict:
+			copies++
+			if b.hdr.dictLen != goldenDictSize || !bytes.Equal(b.payload, firstRecords(goldenBlocks, goldenDictSize)) {
+				t.Errorf("dictionary block %d: %d bytes; want the first %d bytes of records", b.hdr.seq, len(b.payload), goldenDictSize)
+			}
+		case b.hdr.codec == codecZstdDict && copies == 0:
+			t.Errorf("codec 2 block %d before the first dictionary block", b.hdr.seq)
+		}
 	}
-	if codecs[codecNone] == 0 || codecs[codecZstd] == 0 || codecs[codecZstdDict] < 2 {
-		t.Errorf("golden file has blocks by codec %v; want codecs 0, 1 and several of 2", codecs)
+	if codecs[codecNone] == 0 || codecs[codecZstd] == 0 || codecs[codecZstdDict] < 2 || copies != 1 {
+		t.Errorf("golden file has blocks by codec %v and %d dictionary blocks; want codecs 0, 1 and several of 2, and one dictionary block", codecs, copies)
 	}
-	opts := goldenOptions
-	opts.DictSize = goldenDictSize
 	curBlocks := rawBlocks(t, encode(t, goldenRecords(), opts, false))
 	if len(curBlocks) != len(goldenBlocks) {
 		t.Fatalf("writer writes %d blocks; golden file has %d", len(curBlocks), len(goldenBlocks))
@@ -89,6 +105,18 @@ func TestGoldenV2(t *testing.T) {
 			t.Errorf("block %d: writer writes header %+v and %d payload bytes; golden %+v and %d bytes", i, c.hdr, len(c.payload), g.hdr, len(g.payload))
 		}
 	}
+}
+
+// firstRecords returns the first n bytes of the records of the data
+// blocks of blocks.
+func firstRecords(blocks []block, n int) []byte {
+	var b []byte
+	for _, blk := range blocks {
+		if blk.hdr.typ == blockData {
+			b = append(b, blk.payload...)
+		}
+	}
+	return b[:min(n, len(b))]
 }
 
 // TestGolden pins format version 1: the current reader must read the

@@ -350,6 +350,21 @@ func (b *blockReader) next() (block, error) {
 			b.err = io.EOF
 			return block{}, b.err
 		case blockData:
+		case blockDict:
+			// A copy of the session dictionary: kept for the codec 2
+			// blocks whose dictionary the first blocks cannot give.
+			raw := b.w.fill(int(size))
+			if int64(len(raw)) < size {
+				return block{}, b.short(off)
+			}
+			content, err := dictBlockContent(&h, raw[h.hdrLen:])
+			if err != nil {
+				return block{}, b.damage(off, err, off+size, h.hdrLen)
+			}
+			b.dict.addCopy(content)
+			b.w.skip(size)
+			b.read(h.seq)
+			continue
 		default:
 			// A block type a later version added: skip it.
 			if b.w.skip(size) < size {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"runtime"
 	"sync"
 	"time"
@@ -39,7 +40,25 @@ type WriterOptions struct {
 	// means DefaultDictSize; negative disables it (every block stands
 	// alone, as in format version 1); at most MaxDictSize.
 	DictSize int
+	// DictCopyEvery is how many bytes of records lie between copies of
+	// the session dictionary (dictionary blocks, FORMAT.md §4.1): one is
+	// written right after the block that completes the dictionary, and
+	// another after the block that brings the records written since the
+	// last copy to this many bytes, so that damage to the first blocks
+	// and the first copy together still leaves one; Close writes a last
+	// one if the records since the last copy reach a quarter of it.
+	// Counted in records, not file bytes, so that the bytes written do not
+	// depend on the timing of background compression. 0 means
+	// DefaultDictCopyEvery; negative writes the first copy only.
+	DictCopyEvery int64
 }
+
+// DefaultDictCopyEvery is the DictCopyEvery a zero WriterOptions means.
+// A copy costs about what the first DictSize bytes of records cost
+// compressed: every 128 MiB of records (a copy at Close after 32 MiB)
+// that is at most about 1/32 of the records it follows, and on the 500 MB
+// watch soak of docs/BENCHMARKS.md 0.07% of the file per copy.
+const DefaultDictCopyEvery = 128 << 20
 
 // DefaultBlockSize is the BlockSize a zero WriterOptions means.
 const DefaultBlockSize = 256 << 10
@@ -69,6 +88,8 @@ type Writer struct {
 	dictSize  int          // 0: no session dictionary
 	dictBuf   []byte       // the session dictionary while it is collected
 	dict      *sessionDict // once complete
+	dictEvery int64        // file bytes between copies of the dictionary
+	sinceCopy int64        // record bytes written since the last copy
 
 	n      int64 // bytes written to w (guarded by mu while the goroutine runs)
 	err    error // sticky: the underlying writer failed (guarded by mu)
@@ -100,6 +121,7 @@ type Writer struct {
 	first, last int64 // smallest and largest record time
 
 	seq       uint32 // number of the next block
+	blocks    int    // data blocks cut so far: the index's number of the next
 	idx       *indexBuilder
 	raw, comp int64 // bytes before and after compression, for Size
 }
@@ -140,6 +162,14 @@ func NewWriter(w io.Writer, opts WriterOptions) (*Writer, error) {
 		wr.dictSize = DefaultDictSize
 	case opts.DictSize > 0:
 		wr.dictSize = min(opts.DictSize, MaxDictSize)
+	}
+	switch {
+	case opts.DictCopyEvery == 0:
+		wr.dictEvery = DefaultDictCopyEvery
+	case opts.DictCopyEvery > 0:
+		wr.dictEvery = opts.DictCopyEvery
+	default:
+		wr.dictEvery = math.MaxInt64 / 2
 	}
 	if wr.interval == 0 {
 		wr.interval = int64(DefaultBlockInterval)
@@ -212,7 +242,9 @@ func (w *Writer) output() {
 		} else if err != nil {
 			w.err = fmt.Errorf("formats: write block %d at offset %d: %w", j.h.seq, w.n, err)
 		} else {
-			w.done = append(w.done, BlockInfo{Offset: w.n, Size: int64(len(out)), Records: j.h.records, First: j.h.first, Last: j.h.last})
+			if j.h.typ == blockData {
+				w.done = append(w.done, BlockInfo{Offset: w.n, Size: int64(len(out)), Records: j.h.records, First: j.h.first, Last: j.h.last})
+			}
 			w.n += int64(len(out))
 			w.raw += int64(len(j.raw))
 			w.comp += int64(len(out))
@@ -292,7 +324,7 @@ func (w *Writer) Write(r Record) error {
 		}
 		w.pending = append(w.pending, rest...)
 	}
-	w.idx.add(r, int(w.seq))
+	w.idx.add(r, w.blocks)
 	w.records++
 	if timed {
 		if !w.timed {
@@ -349,11 +381,56 @@ func (w *Writer) writeBlock(raw []byte) error {
 		h.first, h.last = w.first, w.last
 	}
 	w.seq++
+	w.blocks++
 	w.records, w.timed, w.firstTimed, w.first, w.last = 0, false, 0, 0, 0
 	dict := w.dict
 	if err := w.collectDict(raw); err != nil {
 		return err
 	}
+	if err := w.queueBlock(h, dict, raw); err != nil {
+		return err
+	}
+	if w.dict == nil {
+		return nil
+	}
+	if dict == nil {
+		// This block completed the dictionary: a copy follows it, before
+		// the first block that uses it.
+		return w.writeDictCopy()
+	}
+	if w.sinceCopy += int64(len(raw)); w.sinceCopy >= w.dictEvery {
+		return w.writeDictCopy()
+	}
+	return nil
+}
+
+// writeDictCopy writes (or queues) a dictionary block holding the session
+// dictionary, and sets when the next is due.
+func (w *Writer) writeDictCopy() error {
+	out := appendDictBlock(nil, w.enc, w.dict, w.seq)
+	w.seq++
+	w.sinceCopy = 0
+	if w.work != nil {
+		j := &blockJob{h: blockHeader{typ: blockDict, seq: w.seq - 1}, out: out, done: make(chan struct{})}
+		close(j.done)
+		w.mu.Lock()
+		w.queued++
+		w.mu.Unlock()
+		w.order <- j
+		return nil
+	}
+	if _, err := w.w.Write(out); err != nil {
+		w.err = fmt.Errorf("formats: write block %d at offset %d: %w", w.seq-1, w.n, err)
+		return w.err
+	}
+	w.n += int64(len(out))
+	w.comp += int64(len(out))
+	return nil
+}
+
+// queueBlock writes the data block h holding raw (or queues it: the
+// goroutine then owns raw), compressed with dict if not nil.
+func (w *Writer) queueBlock(h blockHeader, dict *sessionDict, raw []byte) error {
 	if w.work != nil {
 		// The job takes the pending buffer; the Writer takes the job's
 		// previous one (a block written earlier) for the next block.
@@ -424,7 +501,15 @@ func (w *Writer) Close() error {
 	if w.closed {
 		return nil
 	}
-	err := w.Flush()
+	err := w.cut()
+	if err == nil && w.dict != nil && w.sinceCopy >= w.dictEvery/4 {
+		// A last copy, far from the first blocks, for the codec 2
+		// blocks since the last one (a seeking reader finds it).
+		err = w.writeDictCopy()
+	}
+	if err == nil {
+		err = w.Flush()
+	}
 	if w.work != nil {
 		close(w.work)
 		close(w.order)

@@ -8,10 +8,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/wtrace/wtrace/formats"
 )
 
 // syncBuffer is a log destination safe for the server's goroutines.
@@ -189,3 +192,82 @@ func TestDamagedBlock(t *testing.T) {
 }
 
 func i64(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestDamagedDictionarySource replays the real basic-json session written
+// with a small session dictionary (format version 2: most blocks of the
+// watch compressed with the first records as a dictionary) and one of the
+// blocks the dictionary is taken from damaged: the dictionary's copy in
+// the file stands in, so the watch's later blocks read and it is served
+// whole; only the exchanges of the damaged block lose anything.
+func TestDamagedDictionarySource(t *testing.T) {
+	f := openSession(t, corpusSession(t, "basic-json"))
+	id := exchangeByTarget(t, f, "GET", "watch=true")
+	all := sessionEvents(t, f, id)
+	var buf bytes.Buffer
+	w, err := formats.NewWriter(&buf, formats.WriterOptions{BlockSize: 1024, DictSize: 8 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r, err := range f.Records().All() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data := buf.Bytes()
+	path := filepath.Join(t.TempDir(), "dict.wt")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g := openSession(t, path)
+	x := g.Index().Exchanges[id]
+	if last := x.Blocks[len(x.Blocks)-1]; last < 12 {
+		t.Fatalf("the watch ends in block %d; want it to reach blocks that use the dictionary", last)
+	}
+	// A block among the first (8 KiB in 1 KiB blocks) that the watch does
+	// not touch.
+	k := -1
+	for i := 1; i < 6 && k < 0; i++ {
+		if !slices.Contains(x.Blocks, i) {
+			k = i
+		}
+	}
+	if k < 0 {
+		t.Fatalf("the watch touches every block of the dictionary: %v", x.Blocks)
+	}
+	blk := g.Index().Blocks[k]
+	data[blk.Offset+blk.Size-3] ^= 0x40
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	for _, l := range srv.Losses() {
+		if l.Exchange == id || l.Damage == nil || l.Damage.Block != k {
+			t.Errorf("loss %v; want only losses of block %d, none of the watch (exchange %d)", l, k, id)
+		}
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := rawGet(t, srv.URL, "/api/v1/namespaces/corpus-basic/configmaps?watch=true&resourceVersion=205")
+	cs, err := r.chunks()
+	if r.status != 200 || err != io.EOF {
+		t.Errorf("status %d, stream ended with %v; want 200, a clean end", r.status, err)
+	}
+	var want []string
+	for _, e := range all {
+		want = append(want, e.meta.ResourceVersion)
+	}
+	if got := watchEvents(t, bytes.Join(cs, nil)); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("%d events served; want all %d recorded", len(got), len(all))
+	}
+}
