@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/binary"
 	"io"
 	"os"
 	"path/filepath"
@@ -72,7 +71,7 @@ func buildSoak() (string, error) {
 		if err != nil {
 			return "", nil
 		}
-		pcaps = append(pcaps, nanoPcap(raw))
+		pcaps = append(pcaps, pcaptest.Nanosecond(raw))
 	}
 	mb := int64(500)
 	if v, err := strconv.ParseInt(os.Getenv("WTRACE_SOAK_MB"), 10, 64); err == nil && v > 0 {
@@ -92,21 +91,6 @@ func buildSoak() (string, error) {
 		return "", err
 	}
 	return f.Name(), nil
-}
-
-// nanoPcap returns a little-endian microsecond pcap with nanosecond
-// timestamps.
-func nanoPcap(raw []byte) []byte {
-	out := bytes.Clone(raw)
-	if binary.LittleEndian.Uint32(out) != 0xa1b2c3d4 {
-		return out
-	}
-	binary.LittleEndian.PutUint32(out, 0xa1b23c4d)
-	for b := out[24:]; len(b) >= 16; {
-		binary.LittleEndian.PutUint32(b[4:], binary.LittleEndian.Uint32(b[4:])*1000)
-		b = b[16+int(binary.LittleEndian.Uint32(b[8:])):]
-	}
-	return out
 }
 
 // BenchmarkRecordSoak records a long capture of watch traffic (see

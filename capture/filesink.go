@@ -468,40 +468,38 @@ func (fs *FileSink) rotate(reason Limit) {
 		fs.err = err
 		return
 	}
-	fs.turning = true
-	defer func() { fs.turning = false }()
+	// Copies of what is open, in the order it was announced: connections,
+	// then exchanges (request, response, ends).
+	var again []formats.Record
 	for _, id := range sortedKeys(fs.conns) {
 		c := fs.conns[id]
 		conn := c.conn
-		if fs.write(&conn) != nil {
-			return
-		}
+		again = append(again, &conn)
 		if c.tls != nil {
 			t := *c.tls
-			if fs.write(&t) != nil {
-				return
-			}
+			again = append(again, &t)
 		}
 	}
 	for _, id := range sortedKeys(fs.exchanges) {
 		x := fs.exchanges[id]
 		req := x.req
-		if fs.write(&req) != nil {
-			return
-		}
+		again = append(again, &req)
 		if x.resp != nil {
 			resp := *x.resp
-			if fs.write(&resp) != nil {
-				return
-			}
+			again = append(again, &resp)
 		}
 		for _, e := range x.ends {
 			if e != nil {
 				end := *e
-				if fs.write(&end) != nil {
-					return
-				}
+				again = append(again, &end)
 			}
+		}
+	}
+	fs.turning = true
+	defer func() { fs.turning = false }()
+	for _, r := range again {
+		if fs.write(r) != nil {
+			return
 		}
 	}
 	if fs.opts.OnRotate != nil {

@@ -2,10 +2,8 @@ package diff_test
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -24,6 +22,7 @@ import (
 	"github.com/wtrace/wtrace/diff/difftest"
 	"github.com/wtrace/wtrace/internal/ctrltest"
 	"github.com/wtrace/wtrace/internal/k8stest"
+	"github.com/wtrace/wtrace/internal/proxytest"
 	"github.com/wtrace/wtrace/internal/wttest"
 	"github.com/wtrace/wtrace/replay"
 	"github.com/wtrace/wtrace/replay/replaytest"
@@ -201,32 +200,8 @@ func recordController(t *testing.T, c *k8stest.Cluster) string {
 	for i := range 3 {
 		workload("POST", "/api/v1/namespaces/"+ctlNS+"/configmaps", fmt.Sprintf(`{"metadata":{"name":"cm-%d"},"data":{"k":"v"}}`, i), 201)
 	}
-	cl, err := proxy.LoadConfig(c.Kubeconfig, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	session := filepath.Join(t.TempDir(), "recorded.wt")
-	ctx, stop := context.WithCancelCause(context.Background())
-	defer stop(nil)
-	started := make(chan *proxy.Proxy, 1)
-	done := make(chan error, 1)
-	go func() {
-		_, err := proxy.Record(ctx, cl, ln, proxy.RecordOptions{Output: capture.FileSinkOptions{Path: session}, Tool: "wtrace test",
-			OnStart: func(p *proxy.Proxy, _ *capture.Tee) { started <- p }})
-		done <- err
-	}()
-	var px *proxy.Proxy
-	select {
-	case px = <-started:
-	case err := <-done:
-		t.Fatalf("proxy.Record: %v", err)
-	case <-time.After(time.Minute):
-		t.Fatal("the proxy did not start within a minute")
-	}
+	px := proxytest.Record(t, c.Kubeconfig, proxy.RecordOptions{Output: capture.FileSinkOptions{Path: session}})
 	ctl := startController(t, px.URL, ctrltest.Options{SeenValue: seen})
 	cs := kubernetes.NewForConfigOrDie(&rest.Config{Host: c.URL, BearerToken: k8stest.Token, TLSClientConfig: rest.TLSClientConfig{CAData: c.CAPEM}})
 	applied := func(name string) func() bool {
@@ -247,15 +222,7 @@ func recordController(t *testing.T, c *k8stest.Cluster) string {
 	}
 	t.Logf("recorded: %d reconciles, calls %v", ctl.Reconciles(), ctl.Calls())
 	ctl.Stop()
-	stop(errors.New("the test has its recording"))
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("proxy.Record: %v", err)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("proxy.Record did not return within a minute of the stop")
-	}
+	px.Stop()
 	return session
 }
 
@@ -318,18 +285,5 @@ func settled(t *testing.T, ctl *ctrltest.Controller) {
 		return ctl.Cached(ctlNS+"/cm-0") == nil && ctl.Cached(ctlNS+"/cm-0"+ctrltest.ChildSuffix) == nil &&
 			ctl.Cached(ctlNS+"/cm-3"+ctrltest.ChildSuffix) != nil
 	}, "the controller to see cm-0 and its child deleted (its cache: %v)", ctl.Keys())
-	count := func() int {
-		n := 0
-		for _, v := range ctl.Calls() {
-			n += v
-		}
-		return n
-	}
-	last, since := count(), time.Now()
-	wttest.WaitFor(t, 2*time.Minute, func() bool {
-		if n := count(); n != last {
-			last, since = n, time.Now()
-		}
-		return time.Since(since) > time.Second
-	}, "the controller to go quiet")
+	wttest.WaitStill(t, 2*time.Minute, time.Second, ctl.CallCount, "the controller to go quiet")
 }

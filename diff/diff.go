@@ -1,6 +1,7 @@
 package diff
 
 import (
+	"cmp"
 	"fmt"
 	"hash/maphash"
 	"slices"
@@ -167,27 +168,20 @@ func newComparer(opts Options) (*comparer, error) {
 	}
 	c := &comparer{opts: opts, rules: r, seed: maphash.MakeSeed(), groups: map[string]int{}, warned: map[string]bool{}}
 	c.hasher = newHasher(r, c.seed)
-	c.tolerance = opts.TimeTolerance
-	if c.tolerance == 0 {
-		c.tolerance = DefaultTimeTolerance
-	}
-	c.maxBody = opts.MaxBodySize
-	if c.maxBody <= 0 {
-		c.maxBody = DefaultMaxBodySize
-	}
-	c.maxList = opts.MaxDifferences
-	if c.maxList == 0 {
-		c.maxList = DefaultMaxDifferences
-	}
-	c.window = opts.Window
-	if c.window <= 0 {
-		c.window = DefaultWindow
-	}
-	c.windowBytes = opts.WindowBytes
-	if c.windowBytes <= 0 {
-		c.windowBytes = DefaultWindowBytes
-	}
+	c.tolerance = cmp.Or(opts.TimeTolerance, DefaultTimeTolerance)
+	c.maxBody = positiveOr(opts.MaxBodySize, DefaultMaxBodySize)
+	c.maxList = cmp.Or(opts.MaxDifferences, DefaultMaxDifferences)
+	c.window = positiveOr(opts.Window, DefaultWindow)
+	c.windowBytes = positiveOr(opts.WindowBytes, DefaultWindowBytes)
 	return c, nil
+}
+
+// positiveOr is v, or def if v is not positive.
+func positiveOr[T ~int | ~int64](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
 }
 
 func (c *comparer) wants(cat Category) bool {

@@ -2,9 +2,7 @@ package diff_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,6 +20,7 @@ import (
 	"github.com/wtrace/wtrace/capture/proxy"
 	"github.com/wtrace/wtrace/diff"
 	"github.com/wtrace/wtrace/diff/difftest"
+	"github.com/wtrace/wtrace/internal/proxytest"
 	"github.com/wtrace/wtrace/internal/wttest"
 	"github.com/wtrace/wtrace/replay"
 )
@@ -168,40 +167,10 @@ func recordReplay(t *testing.T, orig string, speed float64, ns string, events in
 	if err := os.WriteFile(kc, srv.Kubeconfig(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cl, err := proxy.LoadConfig(kc, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	path := filepath.Join(t.TempDir(), "run.wt")
-	ctx, stop := context.WithCancelCause(context.Background())
-	defer stop(nil)
-	started := make(chan *capture.Tee, 1)
-	var url string
-	done := make(chan error, 1)
-	go func() {
-		_, err := proxy.Record(ctx, cl, ln, proxy.RecordOptions{
-			Output: capture.FileSinkOptions{Path: path},
-			Tool:   "wtrace test",
-			OnStart: func(p *proxy.Proxy, tee *capture.Tee) {
-				url = p.URL
-				started <- tee
-			},
-		})
-		done <- err
-	}()
-	var tee *capture.Tee
-	select {
-	case tee = <-started:
-	case err := <-done:
-		t.Fatalf("proxy.Record: %v", err)
-	case <-time.After(time.Minute):
-		t.Fatal("the proxy did not start within a minute")
-	}
-	cs, err := kubernetes.NewForConfig(&rest.Config{Host: url})
+	px := proxytest.Record(t, kc, proxy.RecordOptions{Output: capture.FileSinkOptions{Path: path}})
+	tee := px.Tee
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: px.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,14 +184,6 @@ func recordReplay(t *testing.T, orig string, speed float64, ns string, events in
 		"the proxy to record %d events (it has %d)", events, tee.Stats().Events)
 	cancel()
 	factory.Shutdown()
-	stop(errors.New("the test has its events"))
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("proxy.Record: %v", err)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("proxy.Record did not return within a minute of the stop")
-	}
+	px.Stop()
 	return path
 }

@@ -9,12 +9,7 @@ import (
 // compareExchanges pairs the other exchanges (LISTs, GETs, discovery) by
 // request key, in order, and compares their statuses and response bodies.
 func (c *comparer) compareExchanges() error {
-	keys := append([]string(nil), c.a.oOrder...)
-	for _, k := range c.b.oOrder {
-		if _, ok := c.a.others[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
+	keys := union(c.a.oOrder, c.a.others, c.b.oOrder)
 	n := &c.rep.Summary.Exchanges
 	for _, k := range keys {
 		xa, xb := c.a.others[k], c.b.others[k]

@@ -29,6 +29,18 @@ type side struct {
 	oOrder  []string
 }
 
+// union is the keys of both sides in the order they are compared: a's in
+// its order (aOrder, the keys of a), then b's that a lacks, in b's order.
+func union[K comparable, V any](aOrder []K, a map[K]V, bOrder []K) []K {
+	keys := slices.Clone(aOrder)
+	for _, k := range bOrder {
+		if _, ok := a[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
 // exch is one exchange that is not a watch.
 type exch struct {
 	id     int64

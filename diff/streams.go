@@ -17,12 +17,7 @@ import (
 // compareStreams pairs the watch streams of each scope (resource, path
 // and selectors), in the order they began, and compares each pair.
 func (c *comparer) compareStreams() error {
-	keys := append([]string(nil), c.a.sOrder...)
-	for _, k := range c.b.sOrder {
-		if _, ok := c.a.streams[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
+	keys := union(c.a.sOrder, c.a.streams, c.b.sOrder)
 	n := &c.rep.Summary.Streams
 	for _, k := range keys {
 		ca, cb := c.a.streams[k], c.b.streams[k]

@@ -9,12 +9,7 @@ import (
 
 // compareWrites pairs the writes of each object, in order, by verb.
 func (c *comparer) compareWrites() error {
-	objs := append([]Object(nil), c.a.wOrder...)
-	for _, o := range c.b.wOrder {
-		if _, ok := c.a.writes[o]; !ok {
-			objs = append(objs, o)
-		}
-	}
+	objs := union(c.a.wOrder, c.a.writes, c.b.wOrder)
 	for _, o := range objs {
 		wa, wb := c.a.writes[o], c.b.writes[o]
 		if c.opts.CollapseRepeats {

@@ -169,15 +169,22 @@ func Merge(ctx context.Context, inputs []string, opts MergeOptions) (MergeResult
 			end.CaptureSHA256 = s.CaptureSHA256
 		}
 	}
+	res.Files, err = closeSink(sink, end, "merge", werr)
+	return res, err
+}
+
+// closeSink closes sink with end and returns the names of the files it
+// wrote and the error of the run: werr, the error that ended op, if any
+// (noted in end.Note), else the error of the close.
+func closeSink(sink *capture.FileSink, end capture.Ending, op string, werr error) ([]string, error) {
 	if werr != nil {
-		end.Note = "merge failed: " + werr.Error()
+		end.Note = op + " failed: " + werr.Error()
 	}
 	cerr := sink.Close(end)
-	res.Files = sink.Names()
 	if werr != nil {
-		return res, werr
+		return sink.Names(), werr
 	}
-	return res, cerr
+	return sink.Names(), cerr
 }
 
 // part is one input file.

@@ -37,27 +37,6 @@ func corpusPcaps(t testing.TB) map[string]string {
 	return out
 }
 
-// recordTo records a capture with the given output options.
-func recordTo(t *testing.T, pcap string, out capture.FileSinkOptions) capture.Result {
-	t.Helper()
-	keys, err := wttest.KeyLogFor(pcap)
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := os.Open(pcap)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	res, err := capture.RecordPcap(context.Background(), in, capture.PcapOptions{
-		Options: capture.Options{KeyLog: keys}, Tool: "wtrace test", Name: pcap, Output: out,
-	})
-	if err != nil {
-		t.Fatalf("recording %s: %v", pcap, err)
-	}
-	return res
-}
-
 // recordRotated records a capture once into two FileSinks, as one Tee
 // feeds a recording's sink: an unrotated session and one rotated every
 // maxSize bytes. It returns the session and the parts.
@@ -111,20 +90,10 @@ func (s both) Write(r formats.Record) error {
 	return s[1].Write(r)
 }
 
-func openFile(t *testing.T, path string) *formats.File {
-	t.Helper()
-	f, err := formats.Open(path, formats.ReaderOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	return f
-}
-
 // eventLines is what `wtrace events` prints for a session.
 func eventLines(t *testing.T, path string) []string {
 	t.Helper()
-	f := openFile(t, path)
+	f := wttest.OpenSession(t, path)
 	var b bytes.Buffer
 	enc := formats.NewEventEncoder(&b, true)
 	for ev, err := range f.Events() {
@@ -141,7 +110,7 @@ func eventLines(t *testing.T, path string) []string {
 // summary.
 func described(t *testing.T, path string) string {
 	t.Helper()
-	s := export.SessionOf(openFile(t, path).Index())
+	s := export.SessionOf(wttest.OpenSession(t, path).Index())
 	for i := range s.Exchanges {
 		s.Exchanges[i].Blocks = nil
 	}
@@ -203,7 +172,7 @@ func TestMergeRotated(t *testing.T) {
 			if w, g := described(t, whole), described(t, merged); w != g {
 				t.Errorf("the merged session's index differs from the unrotated recording's:\n%s", firstDiff(w, g))
 			}
-			m := openFile(t, merged).Index().Meta
+			m := wttest.OpenSession(t, merged).Index().Meta
 			if m.Labels["part"] != "" || m.Labels["previous"] != "" || !strings.Contains(m.Labels["merged"], "rot-0001.wt") {
 				t.Errorf("merged labels %v", m.Labels)
 			}
@@ -260,8 +229,8 @@ func TestMergeCompatRotated(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("merged events differ from the parts' (%d and %d lines)", len(got), len(want))
 	}
-	f := openFile(t, merged)
-	p1, p2 := openFile(t, parts[0]).Index(), openFile(t, parts[1]).Index()
+	f := wttest.OpenSession(t, merged)
+	p1, p2 := wttest.OpenSession(t, parts[0]).Index(), wttest.OpenSession(t, parts[1]).Index()
 	ids := map[int64]bool{}
 	for _, x := range append(slices.Clone(p1.Exchanges), p2.Exchanges...) {
 		ids[x.Request.Exchange] = true
@@ -292,7 +261,9 @@ func TestMergeRecordings(t *testing.T) {
 			var ins []string
 			for i, name := range pair {
 				p := filepath.Join(dir, name+string(rune('a'+i))+".wt")
-				recordTo(t, pcaps[name], capture.FileSinkOptions{Path: p})
+				if _, err := wttest.RecordPcap(pcaps[name], p, capture.Options{}); err != nil {
+					t.Fatalf("recording %s: %v", pcaps[name], err)
+				}
 				ins = append(ins, p)
 			}
 			merged := filepath.Join(dir, "merged.wt")
@@ -303,7 +274,7 @@ func TestMergeRecordings(t *testing.T) {
 			if len(res.Recordings) != 2 || !res.Renumbered {
 				t.Fatalf("result %+v; want two recordings, renumbered", res)
 			}
-			a, b, m := openFile(t, ins[0]).Index(), openFile(t, ins[1]).Index(), openFile(t, merged).Index()
+			a, b, m := wttest.OpenSession(t, ins[0]).Index(), wttest.OpenSession(t, ins[1]).Index(), wttest.OpenSession(t, merged).Index()
 			if len(m.Conns) != len(a.Conns)+len(b.Conns) || len(m.Exchanges) != len(a.Exchanges)+len(b.Exchanges) || len(m.Anomalies) != len(a.Anomalies)+len(b.Anomalies) {
 				t.Errorf("merged %d conns, %d exchanges, %d anomalies; want %d, %d, %d", len(m.Conns), len(m.Exchanges), len(m.Anomalies),
 					len(a.Conns)+len(b.Conns), len(a.Exchanges)+len(b.Exchanges), len(a.Anomalies)+len(b.Anomalies))
@@ -430,7 +401,7 @@ func TestMergeDamage(t *testing.T) {
 	if len(mres.Damage) == 0 {
 		t.Errorf("no damage reported")
 	}
-	if f := openFile(t, merged); !f.Clean() || f.Index().Summary.Events == 0 {
+	if f := wttest.OpenSession(t, merged); !f.Clean() || f.Index().Summary.Events == 0 {
 		t.Errorf("merged file clean %v, %+v", f.Clean(), f.Index().Summary)
 	}
 }

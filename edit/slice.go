@@ -146,16 +146,8 @@ func Slice(ctx context.Context, in string, opts SliceOptions) (SliceResult, erro
 	if werr == nil {
 		werr = s.finish()
 	}
-	end := capture.Ending{}
-	if werr != nil {
-		end.Note = "slice failed: " + werr.Error()
-	}
-	cerr := sink.Close(end)
-	res.Files = sink.Names()
-	if werr != nil {
-		return res, werr
-	}
-	return res, cerr
+	res.Files, err = closeSink(sink, capture.Ending{}, "slice", werr)
+	return res, err
 }
 
 // exPlan is what Slice does with one exchange of the input.
@@ -600,9 +592,9 @@ func (s *slicer) startCut(p *exPlan) error {
 	return s.writeFrame(p, id, at, nil, bm, nil)
 }
 
-// worldList is the LIST of cut watch p's scope in the world at p.rv, in
-// the watch's format, filtered by namespace.
-func (s *slicer) worldList(p *exPlan) (body []byte, ctype string, err error) {
+// listQuery is the query of the LIST of cut watch p's scope in the world
+// at p.rv: its selectors, that exact resourceVersion.
+func (p *exPlan) listQuery() url.Values {
 	q := url.Values{}
 	for _, k := range []string{"labelSelector", "fieldSelector"} {
 		if v := p.query.Get(k); v != "" {
@@ -611,6 +603,13 @@ func (s *slicer) worldList(p *exPlan) (body []byte, ctype string, err error) {
 	}
 	q.Set("resourceVersion", strconv.FormatUint(p.rv, 10))
 	q.Set("resourceVersionMatch", "Exact")
+	return q
+}
+
+// worldList is the LIST of cut watch p's scope in the world at p.rv, in
+// the watch's format, filtered by namespace.
+func (s *slicer) worldList(p *exPlan) (body []byte, ctype string, err error) {
+	q := p.listQuery()
 	accept := codec.MediaJSON
 	if p.format == frame.Protobuf {
 		accept = codec.MediaProtobuf
@@ -641,14 +640,7 @@ func (s *slicer) synthList(p *exPlan, conn uint64, body []byte, ctype string) er
 	s.synth++
 	s.res.Synthesized++
 	id := s.exID(-1 - s.synth)
-	q := url.Values{}
-	for _, k := range []string{"labelSelector", "fieldSelector"} {
-		if v := p.query.Get(k); v != "" {
-			q.Set(k, v)
-		}
-	}
-	q.Set("resourceVersion", strconv.FormatUint(p.rv, 10))
-	q.Set("resourceVersionMatch", "Exact")
+	q := p.listQuery()
 	path, _, _ := strings.Cut(x.Request.Target, "?")
 	req := formats.Request{Exchange: id, Conn: conn, Stream: s.synthStream(p), Time: at, Method: http.MethodGet,
 		Target: path + "?" + q.Encode(), Proto: x.Request.Proto, Header: x.Request.Header}

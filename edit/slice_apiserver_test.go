@@ -4,10 +4,8 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -31,6 +29,7 @@ import (
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
 	"github.com/wtrace/wtrace/internal/k8stest"
+	"github.com/wtrace/wtrace/internal/proxytest"
 	"github.com/wtrace/wtrace/internal/wttest"
 	"github.com/wtrace/wtrace/replay"
 )
@@ -125,16 +124,6 @@ func replayed(t *testing.T, f *formats.File, watchList bool) store {
 	return inf.settle(t)
 }
 
-func openSession(t *testing.T, path string) *formats.File {
-	t.Helper()
-	f, err := formats.Open(path, formats.ReaderOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	return f
-}
-
 // longRecording records, through the recording proxy in front of a real
 // kube-apiserver, three phases of changes to ConfigMaps of namespaces "a"
 // and "b" while a streaming-list informer of every namespace and a LIST +
@@ -176,29 +165,8 @@ func longRecording(t *testing.T) (session string, t1, t2 int64, at1, at2, end st
 		}
 	}
 
-	cl, err := proxy.LoadConfig(c.Kubeconfig, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	session = filepath.Join(t.TempDir(), "long.wt")
-	ctx, stop := context.WithCancelCause(context.Background())
-	started := make(chan *proxy.Proxy, 1)
-	done := make(chan error, 1)
-	go func() {
-		_, err := proxy.Record(ctx, cl, ln, proxy.RecordOptions{Output: capture.FileSinkOptions{Path: session}, Tool: "test",
-			OnStart: func(p *proxy.Proxy, _ *capture.Tee) { started <- p }})
-		done <- err
-	}()
-	var px *proxy.Proxy
-	select {
-	case px = <-started:
-	case err := <-done:
-		t.Fatalf("proxy.Record: %v", err)
-	}
+	px := proxytest.Record(t, c.Kubeconfig, proxy.RecordOptions{Output: capture.FileSinkOptions{Path: session}})
 
 	// The streaming list of every namespace.
 	clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.WatchListClient, true)
@@ -246,10 +214,7 @@ func longRecording(t *testing.T) (session string, t1, t2 int64, at1, at2, end st
 	phase(2)
 	end = caughtUp()
 	raw.close()
-	stop(errors.New("stopped by the test"))
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	px.Stop()
 	return session, t1, t2, at1, at2, end
 }
 
@@ -357,7 +322,7 @@ func TestSliceOfALongRecording(t *testing.T) {
 	if at1.String() == at2.String() || at2.String() == end.String() {
 		t.Fatal("the phases changed nothing")
 	}
-	whole := openSession(t, session)
+	whole := wttest.OpenSession(t, session)
 	full := replayed(t, whole, false)
 	if full.String() != end.String() {
 		t.Fatalf("the whole session replayed:\n%s\nthe world at the end:\n%s", full, end)
@@ -367,13 +332,13 @@ func TestSliceOfALongRecording(t *testing.T) {
 	nsA := slice(t, session, edit.SliceOptions{From: t1, Namespaces: []string{"a"}})
 	for _, watchList := range []bool{false, true} {
 		t.Run(fmt.Sprintf("WatchList=%v", watchList), func(t *testing.T) {
-			if got := replayed(t, openSession(t, tail), watchList); got.String() != full.String() {
+			if got := replayed(t, wttest.OpenSession(t, tail), watchList); got.String() != full.String() {
 				t.Errorf("the slice from the end of phase 1 replayed:\n%s\nthe whole session replayed:\n%s", got, full)
 			}
-			if got := replayed(t, openSession(t, middle), watchList); got.String() != at2.String() {
+			if got := replayed(t, wttest.OpenSession(t, middle), watchList); got.String() != at2.String() {
 				t.Errorf("the slice of phase 2 replayed:\n%s\nthe world at the end of phase 2:\n%s", got, at2)
 			}
-			if got := replayed(t, openSession(t, nsA), watchList); got.String() != full.only("a").String() {
+			if got := replayed(t, wttest.OpenSession(t, nsA), watchList); got.String() != full.only("a").String() {
 				t.Errorf("the slice of namespace a replayed:\n%s\nwant:\n%s", got, full.only("a"))
 			}
 		})
@@ -394,7 +359,7 @@ func TestSliceOfALongRecording(t *testing.T) {
 // LIST items, request targets) is of namespace ns.
 func checkOnlyNamespace(t *testing.T, path, ns string) {
 	t.Helper()
-	f := openSession(t, path)
+	f := wttest.OpenSession(t, path)
 	var events, items int
 	for _, x := range f.Index().Exchanges {
 		if strings.Contains(x.Request.Target, "/namespaces/") && !strings.Contains(x.Request.Target, "/namespaces/"+ns+"/") {

@@ -46,18 +46,8 @@ func recordCorpus(t *testing.T, scenario, dir string) string {
 	if pcap == "" {
 		t.Skipf("no corpus capture %s", scenario)
 	}
-	keys, err := wttest.KeyLogFor(pcap)
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := os.Open(pcap)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
 	out := filepath.Join(dir, scenario+".wt")
-	if _, err := capture.RecordPcap(context.Background(), in, capture.PcapOptions{Options: capture.Options{KeyLog: keys},
-		Tool: "wtrace test", Name: pcap, Output: capture.FileSinkOptions{Path: out}}); err != nil {
+	if _, err := wttest.RecordPcap(pcap, out, capture.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	return out
@@ -178,7 +168,7 @@ func TestSliceCorpus(t *testing.T) {
 	for _, scenario := range []string{"basic-json", "multi-watch", "protobuf", "tls-h2", "gone-410"} {
 		t.Run(scenario, func(t *testing.T) {
 			session := recordCorpus(t, scenario, dir)
-			whole := openSession(t, session)
+			whole := wttest.OpenSession(t, session)
 			scopes := watchScopes(whole)
 			if len(scopes) == 0 {
 				t.Fatal("no watches")
@@ -196,7 +186,7 @@ func TestSliceCorpus(t *testing.T) {
 						t.Fatalf("slice from %s: %+v; want a watch cut", time.Unix(0, from).UTC(), res)
 					}
 					wttest.CheckNoSecrets(t, out)
-					got := dynamicStore(t, openSession(t, out), sc)
+					got := dynamicStore(t, wttest.OpenSession(t, out), sc)
 					if got.String() != want.String() {
 						t.Errorf("the slice from %s replayed:\n%s\nthe whole session replayed:\n%s", time.Unix(0, from).UTC(), got, want)
 					}
@@ -208,7 +198,7 @@ func TestSliceCorpus(t *testing.T) {
 					if seek := dynamicStore(t, sk.File, sc); seek.String() != got.String() {
 						t.Errorf("replay --from %s:\n%s\nthe slice replayed:\n%s", time.Unix(0, from).UTC(), seek, got)
 					}
-					wantEvents, gotEvents := eventsAfter(t, whole, from), eventsAfter(t, openSession(t, out), from)
+					wantEvents, gotEvents := eventsAfter(t, whole, from), eventsAfter(t, wttest.OpenSession(t, out), from)
 					for k, evs := range wantEvents {
 						if strings.Join(evs, ",") != strings.Join(gotEvents[k], ",") {
 							t.Errorf("the events after the cut of %s: %d in the slice, %d in the session, or not the same", k, len(gotEvents[k]), len(evs))
@@ -251,7 +241,7 @@ func eventsAfter(t *testing.T, f *formats.File, from int64) map[string][]string 
 func TestSliceFilters(t *testing.T) {
 	dir := t.TempDir()
 	session := recordCorpus(t, "multi-watch", dir)
-	whole := openSession(t, session)
+	whole := wttest.OpenSession(t, session)
 	var secrets []int64
 	for _, x := range whole.Index().Exchanges {
 		if strings.Contains(x.Request.Target, "/secrets") {
@@ -276,7 +266,7 @@ func TestSliceFilters(t *testing.T) {
 			if _, err := edit.Slice(context.Background(), session, c.opts); err != nil {
 				t.Fatal(err)
 			}
-			f := openSession(t, out)
+			f := wttest.OpenSession(t, out)
 			var ids []int64
 			for _, x := range f.Index().Exchanges {
 				ids = append(ids, x.Request.Exchange)

@@ -4,6 +4,8 @@ import (
 	"io"
 	"os"
 	"testing"
+
+	"github.com/wtrace/wtrace/internal/wttest"
 )
 
 // BenchmarkExport exports corpus sessions in each format to io.Discard;
@@ -24,7 +26,7 @@ func BenchmarkExport(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		f := open(b, path)
+		f := wttest.OpenSession(b, path)
 		for _, format := range []struct {
 			name string
 			fn   func(io.Writer) (Result, error)

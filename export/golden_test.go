@@ -96,7 +96,7 @@ func commonPrefix(a, b []byte) int {
 func TestSchemaGolden(t *testing.T) {
 	for _, name := range goldenSessions {
 		t.Run(name, func(t *testing.T) {
-			f := open(t, compatSession(t, name))
+			f := wttest.OpenSession(t, compatSession(t, name))
 			var b bytes.Buffer
 			enc := json.NewEncoder(&b)
 			enc.SetEscapeHTML(false)
@@ -117,7 +117,7 @@ func TestSchemaGolden(t *testing.T) {
 
 // TestHARGolden pins the HAR export of a proxy recording.
 func TestHARGolden(t *testing.T) {
-	f := open(t, compatSession(t, "proxy"))
+	f := wttest.OpenSession(t, compatSession(t, "proxy"))
 	var b bytes.Buffer
 	if _, err := HAR(&b, f, HAROptions{Version: "test"}); err != nil {
 		t.Fatal(err)

@@ -81,7 +81,7 @@ func harText(t *testing.T, text, encoding string) []byte {
 func TestHAR(t *testing.T) {
 	for _, sc := range scenarios(t) {
 		t.Run(sc.name, func(t *testing.T) {
-			f := open(t, record(t, sc, true))
+			f := wttest.OpenSession(t, record(t, sc, true))
 			path, _ := exportFile(t, "s.har", func(w io.Writer) (Result, error) { return HAR(w, f, HAROptions{}) })
 			h := readHAR(t, path)
 			idx := f.Index()
@@ -159,7 +159,7 @@ func TestExportSecrets(t *testing.T) {
 	for _, sc := range scenarios(t) {
 		t.Run(sc.name, func(t *testing.T) {
 			wt := record(t, sc, false)
-			f := open(t, wt)
+			f := wttest.OpenSession(t, wt)
 			path, _ := exportFile(t, "s.har", func(w io.Writer) (Result, error) { return HAR(w, f, HAROptions{}) })
 			raw, _ := os.ReadFile(path)
 			check(t, "the HAR", raw)

@@ -92,16 +92,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func open(t testing.TB, path string) *formats.File {
-	t.Helper()
-	f, err := formats.Open(path, formats.ReaderOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	return f
-}
-
 // body is what a session holds of one direction of an exchange's body.
 type body struct {
 	stored []byte // as stored: Body pieces, or the events' Pre+Data and the End's Tail

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/internal/wttest"
 )
 
 // TestJSONL: every line of the JSONL export of every corpus session
@@ -21,7 +22,7 @@ import (
 func TestJSONL(t *testing.T) {
 	for _, sc := range scenarios(t) {
 		t.Run(sc.name, func(t *testing.T) {
-			f := open(t, record(t, sc, true))
+			f := wttest.OpenSession(t, record(t, sc, true))
 			path, _ := exportFile(t, "s.jsonl", func(w io.Writer) (Result, error) { return JSONL(w, f, JSONLOptions{Data: true}) })
 			raw, err := os.ReadFile(path)
 			if err != nil {

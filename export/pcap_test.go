@@ -133,7 +133,7 @@ func TestPcapTshark(t *testing.T) {
 	for _, sc := range scenarios(t) {
 		t.Run(sc.name, func(t *testing.T) {
 			wt := record(t, sc, true)
-			f := open(t, wt)
+			f := wttest.OpenSession(t, wt)
 			pcap, _ := exportFile(t, "s.pcap", func(w io.Writer) (Result, error) { return Pcap(w, f, PcapOptions{}) })
 			da, h2 := decodeAs(f)
 			want := bodies(t, f, formats.ServerToClient)
@@ -393,10 +393,10 @@ func TestPcapRoundTrip(t *testing.T) {
 	for _, sc := range scenarios(t) {
 		t.Run(sc.name, func(t *testing.T) {
 			wt := record(t, sc, true)
-			f := open(t, wt)
+			f := wttest.OpenSession(t, wt)
 			pcap, _ := exportFile(t, "s.pcap", func(w io.Writer) (Result, error) { return Pcap(w, f, PcapOptions{}) })
 			again := recordPcap(t, pcap, true)
-			g := open(t, again)
+			g := wttest.OpenSession(t, again)
 			compareSessions(t, f, g)
 		})
 	}
@@ -473,7 +473,7 @@ func TestPcapSecrets(t *testing.T) {
 		t.Run(sc.name, func(t *testing.T) {
 			wt := record(t, sc, false)
 			wttest.CheckNoSecrets(t, wt)
-			f := open(t, wt)
+			f := wttest.OpenSession(t, wt)
 			pcap, _ := exportFile(t, "s.pcap", func(w io.Writer) (Result, error) { return Pcap(w, f, PcapOptions{}) })
 			again := recordPcap(t, pcap, true)
 			wttest.CheckNoSecrets(t, again)

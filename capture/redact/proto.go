@@ -167,19 +167,11 @@ func (p *protoWalker) object(kind string, raw []byte, off, depth int) {
 	case protoKindSecret:
 		ok = p.secret(raw, off)
 	case "SecretList":
-		ok = forFields(raw, 0, func(n protowire.Number, s, e int) {
-			if n == fListItems && !p.secret(raw[s:e], off+s) {
-				p.unparsed(off+s, off+e, "a Secret that does not parse")
-			}
-		})
+		ok = p.items(raw, off, p.secret, "a Secret that does not parse")
 	case protoKindPOM:
 		ok = p.pom(raw, off)
 	case "PartialObjectMetadataList":
-		ok = forFields(raw, 0, func(n protowire.Number, s, e int) {
-			if n == fListItems && !p.pom(raw[s:e], off+s) {
-				p.unparsed(off+s, off+e, "a PartialObjectMetadata that does not parse")
-			}
-		})
+		ok = p.items(raw, off, p.pom, "a PartialObjectMetadata that does not parse")
 	case protoKindToken:
 		ok = p.token(raw, off, fTokenStatus, fTokenStatusToken, whyToken, kind)
 	case protoKindReview:
@@ -187,11 +179,8 @@ func (p *protoWalker) object(kind string, raw []byte, off, depth int) {
 	case protoKindRevision:
 		ok = p.revision(raw, off, depth)
 	case "ControllerRevisionList":
-		ok = forFields(raw, 0, func(n protowire.Number, s, e int) {
-			if n == fListItems && !p.revision(raw[s:e], off+s, depth) {
-				p.unparsed(off+s, off+e, "a ControllerRevision that does not parse")
-			}
-		})
+		ok = p.items(raw, off, func(m []byte, off int) bool { return p.revision(m, off, depth) },
+			"a ControllerRevision that does not parse")
 	case protoKindList:
 		ok = forFields(raw, 0, func(n protowire.Number, s, e int) {
 			if n == fListItems {
@@ -344,12 +333,26 @@ func (p *protoWalker) secret(m []byte, off int) bool {
 			}
 		}
 	})
-	obj := objectName(protoKindSecret, ns, name)
+	p.add(spans, objectName(protoKindSecret, ns, name))
+	return ok
+}
+
+// items redacts each item of the typed list raw, at off in the body,
+// with item; an item that does not parse is reported as unparsed.
+func (p *protoWalker) items(raw []byte, off int, item func(m []byte, off int) bool, unparsed string) bool {
+	return forFields(raw, 0, func(n protowire.Number, s, e int) {
+		if n == fListItems && !item(raw[s:e], off+s) {
+			p.unparsed(off+s, off+e, unparsed)
+		}
+	})
+}
+
+// add adds spans, found in the object named obj.
+func (p *protoWalker) add(spans []pspan, obj string) {
 	for i := range spans {
 		spans[i].object = obj
 	}
 	p.spans = append(p.spans, spans...)
-	return ok
 }
 
 // pom redacts a PartialObjectMetadata's last-applied annotation when it is
@@ -371,11 +374,7 @@ func (p *protoWalker) pom(m []byte, off int) bool {
 			spans = append(spans, pspan{start: off + s, end: off + e, unparsed: "metadata that does not parse"})
 		}
 	})
-	obj := objectName(protoKindPOM, ns, name)
-	for i := range spans {
-		spans[i].object = obj
-	}
-	p.spans = append(p.spans, spans...)
+	p.add(spans, objectName(protoKindPOM, ns, name))
 	return ok
 }
 
@@ -398,11 +397,7 @@ func (p *protoWalker) token(m []byte, off int, mf, tf protowire.Number, y why, k
 			}
 		}
 	})
-	obj := objectName(kind, ns, name)
-	for i := range spans {
-		spans[i].object = obj
-	}
-	p.spans = append(p.spans, spans...)
+	p.add(spans, objectName(kind, ns, name))
 	return ok
 }
 

@@ -268,6 +268,13 @@ func TestSecretPath(t *testing.T) {
 		"/api/v1/watch/namespaces/demo/secrets":           true,
 		"/api/v1/namespaces/demo/configmaps?name=secrets": false,
 		"/api/v1/namespaces/secrets-team/configmaps":      false,
+		// Other spellings: escapes, case, ";" parameters; a path that does
+		// not decode counts as a Secret's (fail closed).
+		"/api/v1/namespaces/demo/%73ecrets":     true,
+		"/api/v1/namespaces/demo/SECRETS/x":     true,
+		"/api/v1/namespaces/demo/secrets;x=1/y": true,
+		"/api/v1/namespaces/demo/%zz":           true,
+		"/api/v1/namespaces/demo/configmaps":    false,
 	} {
 		if got := SecretPath(target); got != want {
 			t.Errorf("SecretPath(%q) = %v; want %v", target, got, want)

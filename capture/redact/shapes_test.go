@@ -395,20 +395,6 @@ func TestHeaders(t *testing.T) {
 	}
 }
 
-func TestSecretPathDecoded(t *testing.T) {
-	for target, want := range map[string]bool{
-		"/api/v1/namespaces/demo/%73ecrets":     true,
-		"/api/v1/namespaces/demo/SECRETS/x":     true,
-		"/api/v1/namespaces/demo/secrets;x=1/y": true,
-		"/api/v1/namespaces/demo/%zz":           true,
-		"/api/v1/namespaces/demo/configmaps":    false,
-	} {
-		if got := SecretPath(target); got != want {
-			t.Errorf("SecretPath(%q) = %v; want %v", target, got, want)
-		}
-	}
-}
-
 func clip(b []byte) string {
 	if len(b) > 600 {
 		return fmt.Sprintf("%q…", b[:600])

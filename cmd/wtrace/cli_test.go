@@ -25,6 +25,15 @@ func wtrace(t *testing.T, args ...string) (string, string, int) {
 
 func corpus(name string) string { return filepath.Join("..", "..", "testdata", "corpus", name) }
 
+// recordScenario records the corpus capture of scenario into the session
+// file out with `wtrace record --pcap`.
+func recordScenario(t *testing.T, scenario, out string) {
+	t.Helper()
+	if _, stderr, code := wtrace(t, "record", "--pcap", filepath.Join(corpus(scenario), "capture.pcap"), "-o", out); code != 0 {
+		t.Fatalf("wtrace record --pcap %s: exit %d: %s", scenario, code, stderr)
+	}
+}
+
 type line struct {
 	Conn, Request, Type, Kind, Namespace, Name, ResourceVersion, SHA256, Time, Format string
 	Exchange, Seq                                                                     int
@@ -231,9 +240,7 @@ func TestHostileInput(t *testing.T) {
 
 	t.Run("session cut and bit-flipped", func(t *testing.T) {
 		wt := filepath.Join(dir, "whole.wt")
-		if _, stderr, code := wtrace(t, "record", "--pcap", filepath.Join(corpus("multi-watch"), "capture.pcap"), "-o", wt); code != 0 {
-			t.Fatal(stderr)
-		}
+		recordScenario(t, "multi-watch", wt)
 		whole, _ := os.ReadFile(wt)
 		all, _, _ := wtrace(t, "events", wt)
 		n := len(parseEvents(t, all))
@@ -264,9 +271,7 @@ func TestHostileInput(t *testing.T) {
 // inspect, with where the streams ended and how.
 func TestInspectGone(t *testing.T) {
 	wt := filepath.Join(t.TempDir(), "gone.wt")
-	if _, stderr, code := wtrace(t, "record", "--pcap", filepath.Join(corpus("gone-410"), "capture.pcap"), "-o", wt); code != 0 {
-		t.Fatal(stderr)
-	}
+	recordScenario(t, "gone-410", wt)
 	out, _, code := wtrace(t, "inspect", wt)
 	for _, want := range []string{
 		"ERROR 410 Expired: The resourceVersion for the provided watch is too old.",

@@ -14,9 +14,7 @@ func TestDiffCLI(t *testing.T) {
 	dir := t.TempDir()
 	rec := func(scenario, name string) string {
 		out := filepath.Join(dir, name)
-		if _, stderr, code := wtrace(t, "record", "--pcap", filepath.Join(corpus(scenario), "capture.pcap"), "-o", out); code != 0 {
-			t.Fatalf("record %s: exit %d: %s", scenario, code, stderr)
-		}
+		recordScenario(t, scenario, out)
 		return out
 	}
 	a, a2, g := rec("basic-json", "a.wt"), rec("basic-json", "a2.wt"), rec("gone-410", "g.wt")

@@ -14,9 +14,7 @@ import (
 func TestExportCLI(t *testing.T) {
 	dir := t.TempDir()
 	wt := filepath.Join(dir, "s.wt")
-	if _, stderr, code := wtrace(t, "record", "--pcap", filepath.Join(corpus("basic-json"), "capture.pcap"), "-o", wt); code != 0 {
-		t.Fatalf("record: exit %d: %s", code, stderr)
-	}
+	recordScenario(t, "basic-json", wt)
 
 	out, stderr, code := wtrace(t, "export", "--format", "jsonl", wt)
 	if code != 0 || stderr != "" {

@@ -46,6 +46,7 @@ var layerOf = map[string]struct {
 	"internal/pcaptest":     {0, true},
 	"diff/difftest":         {4, true},
 	"replay/replaytest":     {6, true},
+	"internal/proxytest":    {6, true},
 	"internal/wttest":       {5, true},
 	"internal/k8stest":      {0, true},
 	"internal/ctrltest":     {0, true},

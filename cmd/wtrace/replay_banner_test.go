@@ -18,9 +18,7 @@ import (
 func TestReplayBannerDamage(t *testing.T) {
 	dir := t.TempDir()
 	wt := filepath.Join(dir, "s.wt")
-	if _, stderr, code := wtrace(t, "record", "--pcap", filepath.Join(corpus("basic-json"), "capture.pcap"), "-o", wt); code != 0 {
-		t.Fatal(stderr)
-	}
+	recordScenario(t, "basic-json", wt)
 	data, err := os.ReadFile(wt)
 	if err != nil {
 		t.Fatal(err)

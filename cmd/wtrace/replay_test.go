@@ -18,9 +18,7 @@ import (
 func TestReplayOut(t *testing.T) {
 	dir := t.TempDir()
 	session := filepath.Join(dir, "s.wt")
-	if _, stderr, code := wtrace(t, "record", "--pcap", filepath.Join(corpus("basic-json"), "capture.pcap"), "-o", session); code != 0 {
-		t.Fatalf("record: exit %d: %s", code, stderr)
-	}
+	recordScenario(t, "basic-json", session)
 	run := filepath.Join(dir, "run.wt")
 	c := startChild(t, "replay", session, "--listen", "127.0.0.1:0", "--speed", "0", "--writes", "apply", "--out", run)
 	base := waitMatch(t, c.errw.lines, `^Listening on (http://127\.0\.0\.1:\d+)`, c.errw.String)[1]

@@ -38,6 +38,7 @@ import (
 	"github.com/wtrace/wtrace/capture/proxy"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/internal/pcaptest"
+	"github.com/wtrace/wtrace/internal/proxytest"
 	"github.com/wtrace/wtrace/internal/wttest"
 	"github.com/wtrace/wtrace/replay"
 )
@@ -693,47 +694,13 @@ func TestSecretsNeverStored(t *testing.T) {
 
 	// Through the recording proxy.
 	kc := writeE2EKubeconfig(t, api.URL)
-	cl, err := proxy.LoadConfig(kc, "")
-	if err != nil {
-		t.Fatal(err)
-	}
 	proxyWT := filepath.Join(dir, "proxy.wt")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	started := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() {
-		// What `wtrace record --proxy` runs.
-		_, err := proxy.Record(ctx, cl, ln, proxy.RecordOptions{
-			Output:        capture.FileSinkOptions{Path: proxyWT},
-			Tool:          "test",
-			ShutdownGrace: time.Second,
-			OnStart:       func(p *proxy.Proxy, _ *capture.Tee) { started <- p.URL },
-		})
-		done <- err
-	}()
-	var pxURL string
-	select {
-	case pxURL = <-started:
-	case err := <-done:
-		t.Fatalf("proxy.Record: %v", err)
-	case <-time.After(time.Minute):
-		t.Fatal("the proxy did not start within a minute")
-	}
+	// What `wtrace record --proxy` runs.
+	px := proxytest.Record(t, kc, proxy.RecordOptions{Output: capture.FileSinkOptions{Path: proxyWT}, ShutdownGrace: time.Second})
+	pxURL := px.URL
 	driveShapes(t, pxURL)
 	driveInformers(t, pxURL)
-	stop()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("proxy.Record: %v", err)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("proxy.Record did not return within a minute of the stop")
-	}
+	px.Stop()
 
 	// Through a tap, then pcaps of what it saw.
 	tp := newTap(t, strings.TrimPrefix(api.URL, "http://"))

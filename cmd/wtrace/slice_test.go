@@ -19,9 +19,7 @@ import (
 func TestSliceCLI(t *testing.T) {
 	dir := t.TempDir()
 	session := filepath.Join(dir, "s.wt")
-	if _, stderr, code := wtrace(t, "record", "--pcap", filepath.Join(corpus("basic-json"), "capture.pcap"), "-o", session); code != 0 {
-		t.Fatalf("record: exit %d: %s", code, stderr)
-	}
+	recordScenario(t, "basic-json", session)
 	out := filepath.Join(dir, "slice.wt")
 	stdout, stderr, code := wtrace(t, "slice", session, "-o", out, "--from", "10s", "--to", "20s")
 	if code != 0 || stdout != "" || !strings.Contains(stderr, "1 watches cut") || !strings.Contains(stderr, "1 LISTs synthesized") {

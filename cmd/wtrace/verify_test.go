@@ -20,9 +20,7 @@ import (
 func TestVerifyRepairOrder(t *testing.T) {
 	dir := t.TempDir()
 	wt := filepath.Join(dir, "s.wt")
-	if _, stderr, code := wtrace(t, "record", "--pcap", filepath.Join(corpus("basic-json"), "capture.pcap"), "-o", wt); code != 0 {
-		t.Fatal(stderr)
-	}
+	recordScenario(t, "basic-json", wt)
 	whole, err := os.ReadFile(wt)
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +93,7 @@ func TestVerifySessionDict(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pcaps = append(pcaps, nanoPcap(raw))
+		pcaps = append(pcaps, pcaptest.Nanosecond(raw))
 	}
 	var buf bytes.Buffer
 	if _, err := pcaptest.Overlap(&buf, pcaps, 6<<20, 4, 8001); err != nil {
@@ -235,19 +233,4 @@ func TestVerifySessionDict(t *testing.T) {
 			}
 		}
 	}
-}
-
-// nanoPcap returns a little-endian microsecond pcap with nanosecond
-// timestamps, as pcaptest.Overlap takes them.
-func nanoPcap(raw []byte) []byte {
-	out := bytes.Clone(raw)
-	if binary.LittleEndian.Uint32(out) != 0xa1b2c3d4 {
-		return out
-	}
-	binary.LittleEndian.PutUint32(out, 0xa1b23c4d)
-	for b := out[24:]; len(b) >= 16; {
-		binary.LittleEndian.PutUint32(b[4:], binary.LittleEndian.Uint32(b[4:])*1000)
-		b = b[16+int(binary.LittleEndian.Uint32(b[8:])):]
-	}
-	return out
 }

@@ -184,6 +184,15 @@ func (c *Controller) Calls() map[string]int {
 	return out
 }
 
+// CallCount is the number of calls made so far, every verb and answer.
+func (c *Controller) CallCount() int {
+	n := 0
+	for _, v := range c.Calls() {
+		n += v
+	}
+	return n
+}
+
 // Writes is the number of write calls made (every verb but get).
 func (c *Controller) Writes() int {
 	n := 0

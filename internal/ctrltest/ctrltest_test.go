@@ -13,6 +13,7 @@ import (
 
 	"github.com/wtrace/wtrace/internal/ctrltest"
 	"github.com/wtrace/wtrace/internal/k8stest"
+	"github.com/wtrace/wtrace/internal/wttest"
 )
 
 // TestAgainstAPIServer runs the controller against a real kube-apiserver:
@@ -47,7 +48,7 @@ func TestAgainstAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ctl.Stop()
-	waitFor(t, "children applied", func() bool {
+	wttest.WaitFor(t, time.Minute, func() bool {
 		for i := range 5 {
 			ch, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, fmt.Sprintf("cm-%d%s", i, ctrltest.ChildSuffix), metav1.GetOptions{})
 			if err != nil || ch.Labels[ctrltest.AppliedLabel] != "yes" {
@@ -55,31 +56,20 @@ func TestAgainstAPIServer(t *testing.T) {
 			}
 		}
 		return true
-	})
+	}, "children applied")
 	if err := cs.CoreV1().ConfigMaps(ns).Delete(ctx, "cm-0", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the child of a deleted parent deleted", func() bool {
+	wttest.WaitFor(t, time.Minute, func() bool {
 		_, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "cm-0"+ctrltest.ChildSuffix, metav1.GetOptions{})
 		return err != nil
-	})
-	waitFor(t, "the status in the cache", func() bool {
+	}, "the child of a deleted parent deleted")
+	wttest.WaitFor(t, time.Minute, func() bool {
 		d := ctl.CachedDeployment(ns + "/" + ctl.DeploymentName())
 		return d != nil && d.Status.Replicas == 1
-	})
+	}, "the status in the cache")
 	if f := ctl.Failures(); len(f) > 0 {
 		t.Fatalf("failed calls: %v", f)
 	}
 	t.Logf("calls: %v", ctl.Calls())
-}
-
-func waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within a minute", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }

@@ -1,6 +1,7 @@
 package pcaptest
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -114,4 +115,20 @@ func Overlap(w io.Writer, pcaps [][]byte, limit int64, overlap int, serverPort u
 		}
 		written += 16 + int64(len(buf))
 	}
+}
+
+// Nanosecond returns a copy of the classic little-endian microsecond pcap
+// raw with nanosecond timestamps, as Overlap takes them; any other pcap is
+// returned as it is (copied).
+func Nanosecond(raw []byte) []byte {
+	out := bytes.Clone(raw)
+	if binary.LittleEndian.Uint32(out) != 0xa1b2c3d4 {
+		return out
+	}
+	binary.LittleEndian.PutUint32(out, 0xa1b23c4d)
+	for b := out[24:]; len(b) >= 16; {
+		binary.LittleEndian.PutUint32(b[4:], binary.LittleEndian.Uint32(b[4:])*1000)
+		b = b[16+int(binary.LittleEndian.Uint32(b[8:])):]
+	}
+	return out
 }

@@ -19,3 +19,17 @@ func WaitFor(t testing.TB, d time.Duration, cond func() bool, format string, arg
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// WaitStill polls n every few milliseconds until its value has not changed
+// for still, and fails t (naming what it waited for) if that does not
+// happen within d: "the controller goes quiet", n counting its calls.
+func WaitStill(t testing.TB, d, still time.Duration, n func() int, format string, args ...any) {
+	t.Helper()
+	last, since := n(), time.Now()
+	WaitFor(t, d, func() bool {
+		if v := n(); v != last {
+			last, since = v, time.Now()
+		}
+		return time.Since(since) > still
+	}, format, args...)
+}

@@ -2,9 +2,7 @@ package record_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"path/filepath"
 	"sort"
@@ -21,6 +19,7 @@ import (
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/internal/ctrltest"
 	"github.com/wtrace/wtrace/internal/k8stest"
+	"github.com/wtrace/wtrace/internal/proxytest"
 	"github.com/wtrace/wtrace/internal/wttest"
 	"github.com/wtrace/wtrace/replay"
 	"github.com/wtrace/wtrace/replay/record"
@@ -71,20 +70,7 @@ func sessionWrites(t *testing.T, path string) []string {
 // quietController waits until the controller makes no call for a second.
 func quietController(t *testing.T, ctl *ctrltest.Controller) {
 	t.Helper()
-	count := func() int {
-		n := 0
-		for _, v := range ctl.Calls() {
-			n += v
-		}
-		return n
-	}
-	last, since := count(), time.Now()
-	wttest.WaitFor(t, 2*time.Minute, func() bool {
-		if n := count(); n != last {
-			last, since = n, time.Now()
-		}
-		return time.Since(since) > time.Second
-	}, "the controller to go quiet")
+	wttest.WaitStill(t, 2*time.Minute, time.Second, ctl.CallCount, "the controller to go quiet")
 }
 
 // TestProxyRecordingReplayed: a session recorded through the recording
@@ -110,29 +96,8 @@ func TestProxyRecordingReplayed(t *testing.T) {
 
 	// Record: the controller runs through the proxy while the workload
 	// (straight to the apiserver) changes its world.
-	cl, err := proxy.LoadConfig(c.Kubeconfig, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	session := filepath.Join(t.TempDir(), "session.wt")
-	ctx, stop := context.WithCancelCause(context.Background())
-	started := make(chan *proxy.Proxy, 1)
-	done := make(chan error, 1)
-	go func() {
-		_, err := proxy.Record(ctx, cl, ln, proxy.RecordOptions{Output: capture.FileSinkOptions{Path: session}, Tool: "test",
-			OnStart: func(p *proxy.Proxy, _ *capture.Tee) { started <- p }})
-		done <- err
-	}()
-	var px *proxy.Proxy
-	select {
-	case px = <-started:
-	case err := <-done:
-		t.Fatalf("proxy.Record: %v", err)
-	}
+	px := proxytest.Record(t, c.Kubeconfig, proxy.RecordOptions{Output: capture.FileSinkOptions{Path: session}})
 	run := func(host string, timeout time.Duration) *ctrltest.Controller {
 		t.Helper()
 		cctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -167,10 +132,7 @@ func TestProxyRecordingReplayed(t *testing.T) {
 	}
 	recordedCalls := ctl.Calls()
 	ctl.Stop()
-	stop(errors.New("stopped by the test"))
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	px.Stop()
 	want := sessionWrites(t, session)
 	if len(want) < 10 {
 		t.Fatalf("the recording holds %d writes:\n%s", len(want), strings.Join(want, "\n"))

@@ -21,6 +21,7 @@ import (
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
 	"github.com/wtrace/wtrace/internal/k8stest"
+	"github.com/wtrace/wtrace/internal/wttest"
 	"github.com/wtrace/wtrace/replay/codec"
 	"github.com/wtrace/wtrace/replay/state"
 )
@@ -212,11 +213,7 @@ func TestAgainstAPIServer(t *testing.T) {
 		lists = append(lists, [2]string{p, string(b)})
 	}
 	path := writeListSession(t, lists)
-	f, err := formats.Open(path, formats.ReaderOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := wttest.OpenSession(t, path)
 	st, err := state.Load(f, state.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -569,11 +566,7 @@ func TestWatchAgainstAPIServer(t *testing.T) {
 	if err := json.Unmarshal(list, &lm); err != nil {
 		t.Fatal(err)
 	}
-	f, err := formats.Open(writeListSession(t, [][2]string{{ns + "/configmaps", string(list)}}), formats.ReaderOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := wttest.OpenSession(t, writeListSession(t, [][2]string{{ns + "/configmaps", string(list)}}))
 	st, err := state.Load(f, state.Options{})
 	if err != nil {
 		t.Fatal(err)

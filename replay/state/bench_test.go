@@ -6,7 +6,6 @@ import (
 	"net/url"
 	"testing"
 
-	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/internal/wttest"
 	"github.com/wtrace/wtrace/replay/state"
 )
@@ -15,11 +14,7 @@ import (
 // events) into a Store.
 func BenchmarkLoad(b *testing.B) {
 	path := wttest.RecordCorpus(b, "basic-json", false)
-	f, err := formats.Open(path, formats.ReaderOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
+	f := wttest.OpenSession(b, path)
 	var size int64
 	for _, x := range f.Index().Exchanges {
 		size += x.BodyBytes

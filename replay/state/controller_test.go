@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/wtrace/wtrace/internal/ctrltest"
+	"github.com/wtrace/wtrace/internal/wttest"
 	"github.com/wtrace/wtrace/replay/state"
 )
 
@@ -124,7 +125,7 @@ func TestControllerOnStore(t *testing.T) {
 			}
 			defer ctl.Stop()
 			cs := kubernetes.NewForConfigOrDie(cfg)
-			waitFor(t, "every parent reconciled", func() bool {
+			wttest.WaitFor(t, time.Minute, func() bool {
 				l, err := cs.CoreV1().ConfigMaps("corpus-basic").List(ctx, metav1.ListOptions{})
 				if err != nil {
 					return false
@@ -145,19 +146,19 @@ func TestControllerOnStore(t *testing.T) {
 					}
 				}
 				return parents > 0
-			})
-			waitFor(t, "its own status in its cache", func() bool {
+			}, "every parent reconciled")
+			wttest.WaitFor(t, time.Minute, func() bool {
 				d := ctl.CachedDeployment("corpus-basic/" + ctl.DeploymentName())
 				return d != nil && d.Status.Replicas == 1
-			})
-			waitFor(t, "its annotation in its cache", func() bool {
+			}, "its own status in its cache")
+			wttest.WaitFor(t, time.Minute, func() bool {
 				for _, k := range ctl.Keys() {
 					if cm := ctl.Cached(k); cm != nil && !strings.HasSuffix(cm.Name, ctrltest.ChildSuffix) && cm.Annotations[ctrltest.SeenAnnotation] != "" {
 						return true
 					}
 				}
 				return false
-			})
+			}, "its annotation in its cache")
 			if f := ctl.Failures(); len(f) > 0 {
 				t.Fatalf("failed calls: %v", f)
 			}
@@ -166,17 +167,6 @@ func TestControllerOnStore(t *testing.T) {
 			}
 			t.Logf("%d reconciles, calls %v", ctl.Reconciles(), ctl.Calls())
 		})
-	}
-}
-
-func waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within a minute", what)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -219,7 +209,7 @@ func TestInformersOnStore(t *testing.T) {
 				if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 					t.Fatalf("%s informer did not sync", name)
 				}
-				waitFor(t, name+" informer at the recording's end", func() bool {
+				wttest.WaitFor(t, time.Minute, func() bool {
 					keys := inf.GetStore().ListKeys()
 					if len(keys) != len(final) {
 						return false
@@ -230,7 +220,7 @@ func TestInformersOnStore(t *testing.T) {
 						}
 					}
 					return true
-				})
+				}, "%s informer at the recording's end", name)
 			}
 			// kubectl get -w: a Table watch from the start.
 			req, _ := http.NewRequest("GET", srv.URL+"/api/v1/namespaces/"+tc.ns+"/configmaps?watch=1&resourceVersion=0&timeoutSeconds=1", nil)

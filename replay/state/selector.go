@@ -153,29 +153,9 @@ func fieldSet(obj runtime.Object, m metav1Object, namespaced bool) fields.Set {
 	case *corev1.ReplicationController:
 		set["status.replicas"] = strconv.Itoa(int(o.Status.Replicas))
 	case *corev1.Event:
-		set["involvedObject.kind"] = o.InvolvedObject.Kind
-		set["involvedObject.namespace"] = o.InvolvedObject.Namespace
-		set["involvedObject.name"] = o.InvolvedObject.Name
-		set["involvedObject.uid"] = string(o.InvolvedObject.UID)
-		set["involvedObject.apiVersion"] = o.InvolvedObject.APIVersion
-		set["involvedObject.resourceVersion"] = o.InvolvedObject.ResourceVersion
-		set["involvedObject.fieldPath"] = o.InvolvedObject.FieldPath
-		set["reason"] = o.Reason
-		set["reportingComponent"] = o.ReportingController
-		set["source"] = o.Source.Component
-		set["type"] = o.Type
+		eventFields(set, &o.InvolvedObject, o.Reason, o.ReportingController, o.Source.Component, o.Type)
 	case *eventsv1.Event:
-		set["involvedObject.kind"] = o.Regarding.Kind
-		set["involvedObject.namespace"] = o.Regarding.Namespace
-		set["involvedObject.name"] = o.Regarding.Name
-		set["involvedObject.uid"] = string(o.Regarding.UID)
-		set["involvedObject.apiVersion"] = o.Regarding.APIVersion
-		set["involvedObject.resourceVersion"] = o.Regarding.ResourceVersion
-		set["involvedObject.fieldPath"] = o.Regarding.FieldPath
-		set["reason"] = o.Reason
-		set["reportingComponent"] = o.ReportingController
-		set["source"] = o.DeprecatedSource.Component
-		set["type"] = o.Type
+		eventFields(set, &o.Regarding, o.Reason, o.ReportingController, o.DeprecatedSource.Component, o.Type)
 	case *corev1.Namespace:
 		set["status.phase"] = string(o.Status.Phase)
 	case *corev1.Secret:
@@ -189,6 +169,22 @@ func fieldSet(obj runtime.Object, m metav1Object, namespaced bool) fields.Set {
 		set["spec.signerName"] = o.Spec.SignerName
 	}
 	return set
+}
+
+// eventFields sets the selectable fields of an Event, core/v1 or
+// events.k8s.io/v1 (whose Regarding is core's involvedObject).
+func eventFields(set fields.Set, ref *corev1.ObjectReference, reason, reporting, source, typ string) {
+	set["involvedObject.kind"] = ref.Kind
+	set["involvedObject.namespace"] = ref.Namespace
+	set["involvedObject.name"] = ref.Name
+	set["involvedObject.uid"] = string(ref.UID)
+	set["involvedObject.apiVersion"] = ref.APIVersion
+	set["involvedObject.resourceVersion"] = ref.ResourceVersion
+	set["involvedObject.fieldPath"] = ref.FieldPath
+	set["reason"] = reason
+	set["reportingComponent"] = reporting
+	set["source"] = source
+	set["type"] = typ
 }
 
 type metav1Object = interface {

@@ -36,11 +36,7 @@ type recordedEvent struct {
 func load(t testing.TB, scenario string) (*state.Store, *formats.File) {
 	t.Helper()
 	path := wttest.RecordCorpus(t, scenario, false)
-	f, err := formats.Open(path, formats.ReaderOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
+	f := wttest.OpenSession(t, path)
 	n := 0
 	st, err := state.Load(f, state.Options{
 		Now:    func() time.Time { return time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC) },
@@ -692,11 +688,7 @@ func TestStoreWatch(t *testing.T) {
 // beyond it is answered with a Status, not stored.
 func TestMaxBytes(t *testing.T) {
 	path := wttest.RecordCorpus(t, "basic-json", false)
-	f, err := formats.Open(path, formats.ReaderOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := wttest.OpenSession(t, path)
 	if _, err := state.Load(f, state.Options{MaxBytes: 10000}); err == nil || !strings.Contains(err.Error(), "memory limit") {
 		t.Fatalf("Load with a 10 kB limit: %v", err)
 	}

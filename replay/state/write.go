@@ -140,12 +140,7 @@ func (s *Store) create(r *Request, t Target, info Info) *Response {
 	if err != nil {
 		return s.errorResponse(r, err, HowCreate)
 	}
-	obj, err := codec.DecodeBody(mt, r.Body, info.GVK())
-	if err != nil {
-		return s.errorResponse(r, err, HowCreate)
-	}
-	convertStringData(obj)
-	m, err := meta.Accessor(obj)
+	obj, m, err := decodeObject(mt, r.Body, info.GVK())
 	if err != nil {
 		return s.errorResponse(r, err, HowCreate)
 	}
@@ -219,18 +214,25 @@ func (s *Store) createLocked(r *Request, info Info, h *history, obj runtime.Obje
 	obj = mgr.UpdateNoErrors(live, obj, p.manager)
 	fixManagedTimes(live, obj, now)
 	obj.GetObjectKind().SetGroupVersionKind(info.GVK())
-	if p.dryRun {
+	return s.commit(r, info, h, key, obj, Added, http.StatusCreated, p.dryRun, how)
+}
+
+// commit stores obj under key as an event of type ev and answers code
+// with it as stored; with dryRun it stores nothing and answers obj as it
+// is.
+func (s *Store) commit(r *Request, info Info, h *history, key Key, obj runtime.Object, ev EventType, code int, dryRun bool, how string) *Response {
+	if dryRun {
 		o, err := codec.Encode(obj, frame.JSON)
 		if err != nil {
 			return s.errorResponse(r, err, how)
 		}
-		return s.respond(r, info, http.StatusCreated, o, how, false)
+		return s.respond(r, info, code, o, how, false)
 	}
-	o, err := s.store(h, key, obj, Added)
+	o, err := s.store(h, key, obj, ev)
 	if err != nil {
 		return s.errorResponse(r, err, how)
 	}
-	return s.respond(r, info, http.StatusCreated, o, how, true)
+	return s.respond(r, info, code, o, how, true)
 }
 
 // prepareCreate does what the registry's strategies do to every new
@@ -341,12 +343,7 @@ func (s *Store) update(r *Request, t Target, info Info) *Response {
 	if t.Subresource == "scale" {
 		want = autoscalingv1.SchemeGroupVersion.WithKind("Scale")
 	}
-	obj, err := codec.DecodeBody(mt, r.Body, want)
-	if err != nil {
-		return s.errorResponse(r, err, HowUpdate)
-	}
-	convertStringData(obj)
-	m, err := meta.Accessor(obj)
+	obj, m, err := decodeObject(mt, r.Body, want)
 	if err != nil {
 		return s.errorResponse(r, err, HowUpdate)
 	}
@@ -399,6 +396,20 @@ func (s *Store) managed(info Info, old, obj runtime.Object, subresource string, 
 		return nil, err
 	}
 	return mgr.UpdateNoErrors(old, obj, p.manager), nil
+}
+
+// decodeObject decodes the body of a create or an update, of media type
+// mt, as an object of kind gvk, its Secret stringData converted
+// (convertStringData); m is its metadata.
+func decodeObject(mt string, body []byte, gvk schema.GroupVersionKind) (obj runtime.Object, m metav1.Object, err error) {
+	if obj, err = codec.DecodeBody(mt, body, gvk); err != nil {
+		return nil, nil, err
+	}
+	convertStringData(obj)
+	if m, err = meta.Accessor(obj); err != nil {
+		return nil, nil, err
+	}
+	return obj, m, nil
 }
 
 // convertStringData moves a Secret's stringData into its data, as the
@@ -592,18 +603,7 @@ func (s *Store) commitUpdate(r *Request, info Info, h *history, key Key, old, ob
 		}
 		return s.respond(r, info, http.StatusOK, resp, how, true)
 	}
-	if p.dryRun {
-		o, err := codec.Encode(obj, frame.JSON)
-		if err != nil {
-			return s.errorResponse(r, err, how)
-		}
-		return s.respond(r, info, http.StatusOK, o, how, false)
-	}
-	o, err := s.store(h, key, obj, Modified)
-	if err != nil {
-		return s.errorResponse(r, err, how)
-	}
-	return s.respond(r, info, http.StatusOK, o, how, true)
+	return s.commit(r, info, h, key, obj, Modified, http.StatusOK, p.dryRun, how)
 }
 
 // sameObject reports whether an update changes nothing that would be
@@ -933,16 +933,5 @@ func (s *Store) applyCreate(r *Request, t Target, info Info, h *history, p write
 		m.SetGeneration(1)
 	}
 	prepareCreate(obj, info, pol)
-	if p.dryRun {
-		o, err := codec.Encode(obj, frame.JSON)
-		if err != nil {
-			return s.errorResponse(r, err, HowApply)
-		}
-		return s.respond(r, info, http.StatusCreated, o, HowApply, false)
-	}
-	o, err := s.store(h, Key{t.Namespace, t.Name}, obj, Added)
-	if err != nil {
-		return s.errorResponse(r, err, HowApply)
-	}
-	return s.respond(r, info, http.StatusCreated, o, HowApply, true)
+	return s.commit(r, info, h, Key{t.Namespace, t.Name}, obj, Added, http.StatusCreated, p.dryRun, HowApply)
 }
