@@ -228,46 +228,10 @@ func (e *eventSource) next() (write, bool, error) {
 func (st *streamer) runFlow(src source, base, skip int64) bool {
 	fl := st.flow
 	store := st.s.store
-	var held write
-	have := false
-	next := func() (write, bool) {
-		if have {
-			have = false
-			return held, true
-		}
-		for {
-			w, ok, err := src.next()
-			if err != nil {
-				st.stopped = "reading session: " + err.Error()
-				st.s.log.Warn("replay: reading session", "err", err)
-				return w, false
-			}
-			if !ok {
-				return w, false
-			}
-			if w.lost != nil {
-				if w.off >= skip {
-					st.cross(w.lost)
-				}
-				continue
-			}
-			if skip > w.off {
-				n := skip - w.off
-				if n >= int64(len(w.data)) {
-					continue
-				}
-				// A write cut at the resume point: the events it marks
-				// may lie before it.
-				w.data, w.off, w.rv, w.rv0, w.evOff = w.data[n:], skip, 0, 0, 0
-			}
-			if len(w.data) > 0 {
-				return w, true
-			}
-		}
-	}
+	rd := st.reader(src, skip)
 	defer func() { fl.waiting = false }()
 	for {
-		w, ok := next()
+		w, ok := rd.next()
 		if !ok {
 			return st.stopped == ""
 		}
@@ -290,7 +254,7 @@ func (st *streamer) runFlow(src source, base, skip int64) bool {
 			if n := w.evOff - w.off; n > 0 && !st.send(w.data[:n]) {
 				return false
 			}
-			src, have, skip = st.s.eventSource(fl.x, w.evOff), false, 0
+			rd = st.reader(st.s.eventSource(fl.x, w.evOff), 0)
 			if fl.switched == "" {
 				fl.switched = "rv"
 			}
@@ -302,7 +266,7 @@ func (st *streamer) runFlow(src source, base, skip int64) bool {
 		last := w
 		now := st.s.clock.Now()
 		for size < maxBatch && fl.follow == nil {
-			w2, ok := next()
+			w2, ok := rd.next()
 			if !ok {
 				if st.stopped != "" {
 					return false
@@ -310,7 +274,7 @@ func (st *streamer) runFlow(src source, base, skip int64) bool {
 				break
 			}
 			if w2.event || st.deadline(w2.at, base).After(now) || w2.rv != 0 && store.ObserveN(w2.rv) != w2.rv {
-				held, have = w2, true
+				rd.unread(w2)
 				break
 			}
 			batch = append(batch, w2.data)

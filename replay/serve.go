@@ -341,43 +341,9 @@ func (st *streamer) sendBatch(batch [][]byte) bool {
 // are due together (a burst, or a client that fell behind) go out as one
 // batch. It returns false if the stream stopped early.
 func (st *streamer) run(src source, base, skip int64) bool {
-	var held write
-	have := false
-	next := func() (write, bool) {
-		if have {
-			have = false
-			return held, true
-		}
-		for {
-			w, ok, err := src.next()
-			if err != nil {
-				st.stopped = "reading session: " + err.Error()
-				st.s.log.Warn("replay: reading session", "err", err)
-				return w, false
-			}
-			if !ok {
-				return w, false
-			}
-			if w.lost != nil {
-				if w.off >= skip {
-					st.cross(w.lost)
-				}
-				continue
-			}
-			if skip > w.off {
-				n := skip - w.off
-				if n >= int64(len(w.data)) {
-					continue
-				}
-				w.data, w.off = w.data[n:], skip
-			}
-			if len(w.data) > 0 {
-				return w, true
-			}
-		}
-	}
+	rd := st.reader(src, skip)
 	for {
-		w, ok := next()
+		w, ok := rd.next()
 		if !ok {
 			return st.stopped == ""
 		}
@@ -389,7 +355,7 @@ func (st *streamer) run(src source, base, skip int64) bool {
 		size := len(w.data)
 		now := st.s.clock.Now()
 		for size < maxBatch {
-			w2, ok := next()
+			w2, ok := rd.next()
 			if !ok {
 				if st.stopped != "" {
 					return false
@@ -397,7 +363,7 @@ func (st *streamer) run(src source, base, skip int64) bool {
 				break
 			}
 			if st.deadline(w2.at, base).After(now) {
-				held, have = w2, true
+				rd.unread(w2)
 				break
 			}
 			batch = append(batch, w2.data)
@@ -652,3 +618,61 @@ func (r *sourceReader) Read(p []byte) (int, error) {
 }
 
 var errClosed = errors.New("replay: server closed")
+
+// writeReader reads a stream's writes from body offset skip on, for run
+// and runFlow: lost data at or after skip is reported on the stream
+// (st.cross) and passed over, writes before skip are dropped, and a write
+// that straddles skip is cut there (its resourceVersion marks cleared:
+// the events they name may lie before the cut). One write can be pushed
+// back (unread) to be read again.
+type writeReader struct {
+	st   *streamer
+	src  source
+	skip int64
+	held write
+	have bool
+}
+
+func (st *streamer) reader(src source, skip int64) *writeReader {
+	return &writeReader{st: st, src: src, skip: skip}
+}
+
+// next returns the next write with data; false at the end of the source
+// or when reading it failed (st.stopped says why).
+func (r *writeReader) next() (write, bool) {
+	if r.have {
+		r.have = false
+		return r.held, true
+	}
+	st, skip := r.st, r.skip
+	for {
+		w, ok, err := r.src.next()
+		if err != nil {
+			st.stopped = "reading session: " + err.Error()
+			st.s.log.Warn("replay: reading session", "err", err)
+			return w, false
+		}
+		if !ok {
+			return w, false
+		}
+		if w.lost != nil {
+			if w.off >= skip {
+				st.cross(w.lost)
+			}
+			continue
+		}
+		if skip > w.off {
+			n := skip - w.off
+			if n >= int64(len(w.data)) {
+				continue
+			}
+			w.data, w.off, w.rv, w.rv0, w.evOff = w.data[n:], skip, 0, 0, 0
+		}
+		if len(w.data) > 0 {
+			return w, true
+		}
+	}
+}
+
+// unread makes w the next write next returns.
+func (r *writeReader) unread(w write) { r.held, r.have = w, true }
