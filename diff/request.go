@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/internal/apipath"
 )
 
 // maxTargetLen bounds a request-target diff parses: Kubernetes clients
@@ -126,7 +127,7 @@ func parseRequest(r *formats.Request) request {
 	if err != nil {
 		vals = url.Values{}
 	}
-	q.path, q.watch = stripWatchSegment(u.Path)
+	q.path, q.watch = apipath.StripWatchSegment(u.Path)
 	if b, err := strconv.ParseBool(vals.Get("watch")); err == nil && b {
 		q.watch = true
 	}
@@ -181,23 +182,6 @@ func keyOf(method, path string, watch bool, as string, vals url.Values) string {
 		b.WriteString(" (as " + as + ")")
 	}
 	return b.String()
-}
-
-// stripWatchSegment removes the legacy "watch" path segment
-// (/api/v1/watch/pods is a watch of /api/v1/pods).
-func stripWatchSegment(path string) (string, bool) {
-	segs := strings.Split(strings.TrimPrefix(path, "/"), "/")
-	i := -1
-	switch {
-	case len(segs) >= 3 && segs[0] == "api":
-		i = 2
-	case len(segs) >= 4 && segs[0] == "apis":
-		i = 3
-	}
-	if i < 0 || segs[i] != "watch" {
-		return path, false
-	}
-	return "/" + strings.Join(append(segs[:i:i], segs[i+1:]...), "/"), true
 }
 
 // namespaceSubresources are the subresources of a namespace, which

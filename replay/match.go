@@ -11,6 +11,7 @@ import (
 
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
+	"github.com/wtrace/wtrace/internal/apipath"
 	"github.com/wtrace/wtrace/replay/state"
 )
 
@@ -73,7 +74,7 @@ func parseTarget(method, target string) (query, error) {
 
 func newQuery(method, path string, vals url.Values) query {
 	q := query{method: strings.ToUpper(method)}
-	q.path, q.watch = stripWatchSegment(path)
+	q.path, q.watch = apipath.StripWatchSegment(path)
 	if v := vals.Get("watch"); v != "" {
 		if b, err := strconv.ParseBool(v); err == nil && b {
 			q.watch = true
@@ -136,23 +137,6 @@ func (q query) watchKey() string {
 		return q.key
 	}
 	return q.key + "\x00watch"
-}
-
-// stripWatchSegment removes the legacy "watch" path segment
-// (/api/v1/watch/namespaces/x/pods) and reports whether it was there.
-func stripWatchSegment(path string) (string, bool) {
-	segs := strings.Split(strings.TrimPrefix(path, "/"), "/")
-	i := -1
-	switch {
-	case len(segs) >= 3 && segs[0] == "api":
-		i = 2
-	case len(segs) >= 4 && segs[0] == "apis":
-		i = 3
-	}
-	if i < 0 || segs[i] != "watch" {
-		return path, false
-	}
-	return "/" + strings.Join(append(segs[:i:i], segs[i+1:]...), "/"), true
 }
 
 // recorded is one exchange of the session that can answer requests.

@@ -23,6 +23,7 @@ var layerOf = map[string]struct {
 	"internal/jsonscan":     {0, false},
 	"internal/cborscan":     {0, false},
 	"internal/selfsigned":   {0, false},
+	"internal/apipath":      {0, false},
 	"chunked":               {1, false},
 	"frame":                 {1, false},
 	"formats":               {2, false},

@@ -1,0 +1,24 @@
+package apipath
+
+import "testing"
+
+func TestStripWatchSegment(t *testing.T) {
+	for _, tc := range []struct {
+		in, want string
+		watch    bool
+	}{
+		{"/api/v1/watch/namespaces/x/pods", "/api/v1/namespaces/x/pods", true},
+		{"/api/v1/watch/pods", "/api/v1/pods", true},
+		{"/apis/apps/v1/watch/namespaces/x/deployments", "/apis/apps/v1/namespaces/x/deployments", true},
+		{"/api/v1/namespaces/x/pods", "/api/v1/namespaces/x/pods", false},
+		{"/api/v1/namespaces/watch/pods", "/api/v1/namespaces/watch/pods", false}, // a namespace named watch
+		{"/apis/apps/watch", "/apis/apps/watch", false},
+		{"/healthz", "/healthz", false},
+		{"", "", false},
+	} {
+		got, watch := StripWatchSegment(tc.in)
+		if got != tc.want || watch != tc.watch {
+			t.Errorf("StripWatchSegment(%q) = %q, %v; want %q, %v", tc.in, got, watch, tc.want, tc.watch)
+		}
+	}
+}
