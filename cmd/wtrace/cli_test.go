@@ -90,7 +90,7 @@ func TestRecordInspectEvents(t *testing.T) {
 		}
 	}
 	stdout, _, code = wtrace(t, "inspect", wt)
-	for _, want := range []string{"closed cleanly", "1 connections, 2 exchanges, 200 watch events", "GET /api/v1/namespaces/corpus-basic/configmaps", "200 events (ADDED 63 DELETED 49 MODIFIED 88)", "longest silence"} {
+	for _, want := range []string{"closed cleanly", "1 connection, 2 exchanges, 200 watch events", "GET /api/v1/namespaces/corpus-basic/configmaps", "200 events (ADDED 63 DELETED 49 MODIFIED 88)", "longest silence"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("inspect lacks %q:\n%s", want, stdout)
 		}

@@ -141,8 +141,9 @@ func printInspect(w io.Writer, path string, f *formats.File, idx *formats.Index,
 			types[k] += v
 		}
 	}
-	fmt.Fprintf(w, "  contents      %d connections, %d exchanges, %d watch events%s, %d anomalies\n\n",
-		len(idx.Conns), len(idx.Exchanges), events, typeCounts(types), len(idx.Anomalies))
+	fmt.Fprintf(w, "  contents      %s, %s, %s%s, %s\n\n",
+		count(int64(len(idx.Conns)), "connection", "connections"), count(int64(len(idx.Exchanges)), "exchange", "exchanges"),
+		count(int64(events), "watch event", "watch events"), typeCounts(types), count(int64(len(idx.Anomalies)), "anomaly", "anomalies"))
 
 	for _, c := range idx.Conns {
 		ended := "open at the end of the file"

@@ -299,8 +299,8 @@ func stopOnSignal(s streams, clear func()) (ctx context.Context, release func())
 // printRecordSummary prints the paragraph that ends every recording:
 // "Recorded WHAT SPAN: AMOUNT; counts[; anomalies, losses][; note]. files".
 func printRecordSummary(w io.Writer, what, span, amount string, res capture.Result, note string) {
-	fmt.Fprintf(w, "Recorded %s %s: %s; %d connections, %d exchanges, %d watch events",
-		what, span, amount, res.Conns, res.Exchanges, res.Events)
+	fmt.Fprintf(w, "Recorded %s %s: %s; %s, %s, %s",
+		what, span, amount, count(int64(res.Conns), "connection", "connections"), count(int64(res.Exchanges), "exchange", "exchanges"), count(int64(res.Events), "watch event", "watch events"))
 	if res.Anomalies > 0 {
 		fmt.Fprintf(w, ", %d anomalies (see 'wtrace inspect')", res.Anomalies)
 	}
@@ -343,6 +343,14 @@ func loadKeyLog(path string) (*tlsdec.KeyLog, error) {
 			"a key log has lines like: CLIENT_TRAFFIC_SECRET_0 <client random> <secret>")
 	}
 	return keys, nil
+}
+
+// count says n things: "1 connection", "2 connections" (one, many).
+func count(n int64, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 func humanBytes(n int64) string {
