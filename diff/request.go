@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"mime"
 	"net/url"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -15,22 +14,6 @@ import (
 // maxTargetLen bounds a request-target diff parses: Kubernetes clients
 // stay far below it; net/http's own header limit is 1 MiB.
 const maxTargetLen = 64 << 10
-
-// varying lists the query parameters that differ from run to run and take
-// no part in pairing exchanges: the same list the replay matcher ignores
-// (replay/match.go), so that what a replay answers as the same request
-// diff compares as the same request.
-var varying = map[string]bool{
-	"resourceVersion":      true,
-	"resourceVersionMatch": true,
-	"timeoutSeconds":       true,
-	"timeout":              true,
-	"limit":                true,
-	"continue":             true,
-	"allowWatchBookmarks":  true,
-	"sendInitialEvents":    true,
-	"watch":                true,
-}
 
 // class is what an exchange is to diff.
 type class uint8
@@ -150,30 +133,21 @@ func classify(q request, x *formats.ExchangeInfo) class {
 	return classOther
 }
 
-// keyOf builds the pairing key: parameters sorted by name, values sorted.
+// keyOf builds the pairing key from the request's stable parameters
+// (apipath.StableParams: the list replay's matcher uses, so what a replay
+// answers as the same request diff pairs as the same request).
 func keyOf(method, path string, watch bool, as string, vals url.Values) string {
 	var b strings.Builder
 	b.WriteString(method)
 	b.WriteByte(' ')
 	b.WriteString(path)
-	names := make([]string, 0, len(vals))
-	for k := range vals {
-		if !varying[k] {
-			names = append(names, k)
-		}
-	}
-	sort.Strings(names)
 	sep := byte('?')
-	for _, k := range names {
-		vs := append([]string(nil), vals[k]...)
-		sort.Strings(vs)
-		for _, v := range vs {
-			b.WriteByte(sep)
-			sep = '&'
-			b.WriteString(k)
-			b.WriteByte('=')
-			b.WriteString(v)
-		}
+	for _, p := range apipath.StableParams(vals) {
+		b.WriteByte(sep)
+		sep = '&'
+		b.WriteString(p.Name)
+		b.WriteByte('=')
+		b.WriteString(p.Value)
 	}
 	if watch {
 		b.WriteString(" (watch)")

@@ -24,22 +24,6 @@ const maxTargetLen = 64 << 10
 // larger values are treated as no timeout.
 const maxTimeoutSeconds = 365 * 24 * 3600
 
-// varying lists the query parameters that differ from run to run and do not
-// take part in matching (resourceVersion and continue still rank the
-// candidates; sendInitialEvents chooses between recorded and synthesized
-// streaming lists).
-var varying = map[string]bool{
-	"resourceVersion":      true,
-	"resourceVersionMatch": true,
-	"timeoutSeconds":       true,
-	"timeout":              true,
-	"limit":                true,
-	"continue":             true,
-	"allowWatchBookmarks":  true,
-	"sendInitialEvents":    true,
-	"watch":                true,
-}
-
 // query is a request reduced to what matching needs.
 type query struct {
 	method  string
@@ -96,28 +80,20 @@ func newQuery(method, path string, vals url.Values) query {
 	return q
 }
 
-// keyOf builds the matching key: parameters sorted by name, values sorted.
+// keyOf builds the matching key: the request's stable parameters
+// (apipath.StableParams; of those left out, resourceVersion and continue
+// still rank the candidates, and sendInitialEvents chooses between recorded
+// and synthesized streaming lists).
 func keyOf(method, path string, watch bool, vals url.Values) string {
 	var b strings.Builder
 	b.WriteString(method)
 	b.WriteByte(' ')
 	b.WriteString(path)
-	names := make([]string, 0, len(vals))
-	for k := range vals {
-		if !varying[k] {
-			names = append(names, k)
-		}
-	}
-	sort.Strings(names)
-	for _, k := range names {
-		vs := append([]string(nil), vals[k]...)
-		sort.Strings(vs)
-		for _, v := range vs {
-			b.WriteByte('\x00')
-			b.WriteString(k)
-			b.WriteByte('=')
-			b.WriteString(v)
-		}
+	for _, p := range apipath.StableParams(vals) {
+		b.WriteByte('\x00')
+		b.WriteString(p.Name)
+		b.WriteByte('=')
+		b.WriteString(p.Value)
 	}
 	if watch {
 		b.WriteString("\x00watch")

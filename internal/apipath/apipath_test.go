@@ -1,6 +1,10 @@
 package apipath
 
-import "testing"
+import (
+	"net/url"
+	"reflect"
+	"testing"
+)
 
 func TestStripWatchSegment(t *testing.T) {
 	for _, tc := range []struct {
@@ -20,5 +24,23 @@ func TestStripWatchSegment(t *testing.T) {
 		if got != tc.want || watch != tc.watch {
 			t.Errorf("StripWatchSegment(%q) = %q, %v; want %q, %v", tc.in, got, watch, tc.want, tc.watch)
 		}
+	}
+}
+
+func TestStableParams(t *testing.T) {
+	vals := url.Values{
+		"watch":           {"true"},
+		"resourceVersion": {"12"},
+		"labelSelector":   {"b=2", "a=1"},
+		"fieldSelector":   {"metadata.name=x"},
+		"timeoutSeconds":  {"30"},
+	}
+	got := StableParams(vals)
+	want := []Param{{"fieldSelector", "metadata.name=x"}, {"labelSelector", "a=1"}, {"labelSelector", "b=2"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("StableParams = %v; want %v", got, want)
+	}
+	if got := StableParams(url.Values{"limit": {"500"}}); len(got) != 0 {
+		t.Errorf("StableParams(limit only) = %v; want none", got)
 	}
 }
