@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/internal/pcaptest"
 	"github.com/wtrace/wtrace/internal/wttest"
 )
@@ -32,6 +33,23 @@ func recordScenario(t *testing.T, scenario, out string) {
 	if _, stderr, code := wtrace(t, "record", "--pcap", filepath.Join(corpus(scenario), "capture.pcap"), "-o", out); code != 0 {
 		t.Fatalf("wtrace record --pcap %s: exit %d: %s", scenario, code, stderr)
 	}
+}
+
+// recordBlocks records scenario into out and returns the file's bytes and
+// its blocks, for tests that damage a real session.
+func recordBlocks(t *testing.T, scenario, out string) ([]byte, []formats.BlockInfo) {
+	t.Helper()
+	recordScenario(t, scenario, out)
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := formats.Open(out, formats.ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	return data, f.Index().Blocks
 }
 
 type line struct {

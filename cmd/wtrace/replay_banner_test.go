@@ -18,23 +18,14 @@ import (
 func TestReplayBannerDamage(t *testing.T) {
 	dir := t.TempDir()
 	wt := filepath.Join(dir, "s.wt")
-	recordScenario(t, "basic-json", wt)
-	data, err := os.ReadFile(wt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := formats.Open(wt, formats.ReaderOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	blk := f.Index().Blocks[len(f.Index().Blocks)*2/3]
-	f.Close()
+	data, blocks := recordBlocks(t, "basic-json", wt)
+	blk := blocks[len(blocks)*2/3]
 	data[blk.Offset+blk.Size/2] ^= 0x40
 	damaged := filepath.Join(dir, "damaged.wt")
 	if err := os.WriteFile(damaged, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f, err = formats.Open(damaged, formats.ReaderOptions{})
+	f, err := formats.Open(damaged, formats.ReaderOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,17 +20,7 @@ import (
 func TestVerifyRepairOrder(t *testing.T) {
 	dir := t.TempDir()
 	wt := filepath.Join(dir, "s.wt")
-	recordScenario(t, "basic-json", wt)
-	whole, err := os.ReadFile(wt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := formats.Open(wt, formats.ReaderOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocks := f.Index().Blocks
-	f.Close()
+	whole, blocks := recordBlocks(t, "basic-json", wt)
 	if len(blocks) < 8 {
 		t.Fatalf("session has %d blocks; want several", len(blocks))
 	}
