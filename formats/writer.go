@@ -267,11 +267,27 @@ func (w *Writer) wait() error {
 	for w.queued > 0 {
 		w.idle.Wait()
 	}
+	w.indexWritten()
+	return w.err
+}
+
+// written adds the blocks the background goroutine has written since the
+// last call to the index, without waiting for those still queued.
+func (w *Writer) written() {
+	if w.work == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.indexWritten()
+}
+
+// indexWritten adds the written blocks to the index. w.mu is held.
+func (w *Writer) indexWritten() {
 	for _, b := range w.done {
 		w.idx.addBlock(b)
 	}
 	w.done = w.done[:0]
-	return w.err
 }
 
 func (w *Writer) sticky() error {
@@ -280,7 +296,10 @@ func (w *Writer) sticky() error {
 	return w.err
 }
 
-// Write adds r to the current block, cutting blocks by size and time. The
+// Write adds r to the current block, cutting blocks by size and time. A
+// cut block is compressed and written in the background (unless Inline)
+// while later records go on into the next; Flush waits until it is
+// written. Write blocks only when the queue of cut blocks is full. The
 // Writer copies what it keeps; r may be reused after Write returns. A record
 // that cannot be encoded (too large, not a known type, the first record not
 // a *Meta) is an error that leaves the Writer usable; an error of the
@@ -303,7 +322,10 @@ func (w *Writer) Write(r Record) error {
 	t, timed := recordTime(r)
 	// t-firstTimed as uint64 cannot overflow when t >= firstTimed.
 	if timed && w.timed && w.interval >= 0 && t >= w.firstTimed && uint64(t-w.firstTimed) >= uint64(w.interval) {
-		if err := w.Flush(); err != nil {
+		// Cut, not Flush: the block is written as soon as it is
+		// compressed, while records go on into the next one. Waiting
+		// here would run parsing and compression one after the other.
+		if err := w.cut(); err != nil {
 			return err
 		}
 	}
@@ -333,7 +355,7 @@ func (w *Writer) Write(r Record) error {
 		w.first, w.last = min(w.first, t), max(w.last, t)
 	}
 	if len(w.pending) >= w.blockSize {
-		return w.Flush()
+		return w.cut()
 	}
 	return nil
 }
@@ -360,6 +382,7 @@ func (w *Writer) cut() error {
 	if len(w.pending) == 0 {
 		return nil
 	}
+	w.written()
 	if err := w.writeBlock(w.pending); err != nil {
 		return err
 	}
@@ -441,6 +464,11 @@ func (w *Writer) queueBlock(h blockHeader, dict *sessionDict, raw []byte) error 
 			j = &blockJob{}
 		}
 		j.h, j.dict, j.done = h, dict, make(chan struct{})
+		if cap(j.raw) < w.blockSize {
+			// A new job, or one that carried a dictionary copy: size its
+			// buffer for a whole block once, not by doubling per block.
+			j.raw = make([]byte, 0, w.blockSize+w.blockSize/4)
+		}
 		j.raw, w.pending = raw, j.raw[:0]
 		w.mu.Lock()
 		w.queued++
