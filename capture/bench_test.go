@@ -58,12 +58,17 @@ func recordBytes(data []byte, out io.Writer) error {
 // BenchmarkRecordSoak: overlapping copies (20 at a time) of the corpus'
 // watch captures, one after the other, WTRACE_SOAK_MB megabytes (500 by
 // default), in a temporary file. "" when the corpus is missing.
+// WTRACE_SOAK_PCAP names a capture to use instead (docs/BENCHMARKS.md
+// builds one from a real 8-minute soak).
 var soakPcap = sync.OnceValues(buildSoak)
 
 // soakFile is the file soakPcap built, removed by TestMain.
 var soakFile string
 
 func buildSoak() (string, error) {
+	if p := os.Getenv("WTRACE_SOAK_PCAP"); p != "" {
+		return p, nil // the caller's own long capture, kept
+	}
 	root := filepath.Join("..", "..", "shared", "corpus")
 	var pcaps [][]byte
 	for _, name := range []string{"multi-watch", "basic-json", "protobuf", "gone-410"} {

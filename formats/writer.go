@@ -72,8 +72,9 @@ var errClosed = errors.New("formats: writer is closed")
 // written: a file whose writer was killed is readable up to its last flushed
 // block. Each block (and, at Close, the index and footer) goes to the
 // underlying writer in a single Write call, in order, from one goroutine.
-// Memory: the pending block, up to maxQueued blocks being compressed or
-// waiting to be written (each with its compressed form), and the index: the connections and exchanges still open
+// Memory: the pending block, up to maxQueued blocks (16 MiB of records
+// at most, when blocks are large) being compressed or waiting to be
+// written (each with its compressed form), and the index: the connections and exchanges still open
 // (at most maxOpenExchanges of the latter as values), the blocks and
 // anomalies, and for each finished connection or exchange its compressed
 // index entry (spill.go; a few tens of bytes for a small exchange). A
@@ -112,7 +113,10 @@ type Writer struct {
 	free    chan *blockJob
 	stopped sync.WaitGroup // the compressors and the output goroutine
 	queued  int
-	done    []BlockInfo // written blocks not yet added to the index
+	// maxQueue is how many blocks may be queued (maxQueued, fewer
+	// when blocks are large: maxQueuedBytes).
+	maxQueue int
+	done     []BlockInfo // written blocks not yet added to the index
 
 	// Statistics of the pending block.
 	records     int
@@ -181,6 +185,7 @@ func NewWriter(w io.Writer, opts WriterOptions) (*Writer, error) {
 	wr.idle = sync.NewCond(&wr.mu)
 	if !opts.Inline {
 		n := compressors()
+		wr.maxQueue = max(2, min(maxQueued, maxQueuedBytes/wr.blockSize))
 		wr.work = make(chan *blockJob, maxQueued)
 		wr.order = make(chan *blockJob, maxQueued)
 		wr.free = make(chan *blockJob, maxQueued+1)
@@ -197,6 +202,10 @@ func NewWriter(w io.Writer, opts WriterOptions) (*Writer, error) {
 // be written; Write blocks when they are all taken, so memory stays
 // bounded when the disk or the compressors are slower than the records.
 const maxQueued = 2 * maxEncoders
+
+// maxQueuedBytes bounds the records of the queued blocks when blocks are
+// large: at least two blocks may be queued, at most maxQueued.
+const maxQueuedBytes = 16 << 20
 
 // compressors is the number of compressing goroutines of a Writer: one per
 // processor, up to maxEncoders.
@@ -471,6 +480,9 @@ func (w *Writer) queueBlock(h blockHeader, dict *sessionDict, raw []byte) error 
 		}
 		j.raw, w.pending = raw, j.raw[:0]
 		w.mu.Lock()
+		for w.queued >= w.maxQueue {
+			w.idle.Wait()
+		}
 		w.queued++
 		w.mu.Unlock()
 		w.order <- j
