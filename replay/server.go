@@ -144,6 +144,7 @@ type Server struct {
 
 	ownMu sync.Mutex
 	owned map[*ownConn]struct{} // taken-over connections that wait in reads (see ownWait)
+	sc    *scheduler            // the parked streams (see scheduler)
 
 	mu        sync.Mutex // guards the fields below and m.cursors
 	closed    bool
@@ -212,6 +213,7 @@ func New(f *formats.File, opts Options) (*Server, error) {
 	}
 	s.disc = newDiscovery(f, s.m, s.store)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.sc = newScheduler(s)
 	return s, nil
 }
 
@@ -364,6 +366,7 @@ func (s *Server) Close() {
 	}
 	s.cancel()
 	s.interruptOwned()
+	s.sc.stop()
 	if srv != nil {
 		<-s.serveDone
 		s.conns.Wait()

@@ -1,0 +1,235 @@
+package replay
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wtrace/wtrace/internal/wttest"
+	"go.uber.org/goleak"
+)
+
+// quietTarget is a watch past every event of basic-json: answered with an
+// empty watch that stays open (after-last).
+const quietTarget = "/api/v1/namespaces/corpus-basic/configmaps?watch=true&resourceVersion=999999999"
+
+func needScheduler(t *testing.T) {
+	if !schedSupported {
+		t.Skip("streams park in the scheduler on Linux only")
+	}
+}
+
+// openFDs counts the process's open file descriptors.
+func openFDs(t *testing.T) int {
+	es, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(es)
+}
+
+// TestParkedWatchersHoldNoGoroutines: 1,000 idle watches over HTTP/1.1
+// wait in the scheduler without a goroutine each; the clients that leave
+// are noticed without a reader (their streams end, their descriptors are
+// closed); Close ends the others, without the terminating chunk.
+func TestParkedWatchersHoldNoGoroutines(t *testing.T) {
+	needScheduler(t)
+	if testing.Short() {
+		t.Skip("1,000 connections")
+	}
+	path := corpusSession(t, "basic-json")
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	srv, err := Open(path, Options{Speed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// A first watch starts the scheduler's goroutine.
+	first := rawGet(t, srv.URL, quietTarget)
+	wttest.WaitFor(t, time.Minute, func() bool { return srv.sc.parkedCount() == 1 }, "the first watch to park")
+	runtime.GC()
+	g0, fd0 := runtime.NumGoroutine(), openFDs(t)
+
+	const n = 1000
+	ws := make([]*rawResponse, n)
+	for i := range ws {
+		r, err := rawGetErr(srv.URL, quietTarget)
+		if err != nil {
+			t.Fatalf("watch %d: %v", i, err)
+		}
+		defer r.conn.Close()
+		if r.status != 200 || !r.chunked {
+			t.Fatalf("watch %d: status %d, chunked %v; want 200, chunked", i, r.status, r.chunked)
+		}
+		ws[i] = r
+	}
+	wttest.WaitFor(t, time.Minute, func() bool { return srv.sc.parkedCount() == n+1 }, "the %d watches to park", n)
+	// net/http's connection goroutines end once the streams took their
+	// connections over: what is left is slack (the runtime's, the test's).
+	const slack = 50
+	wttest.WaitFor(t, time.Minute, func() bool { return runtime.NumGoroutine() <= g0+slack },
+		"the goroutines to settle with %d parked watches (%d before them, slack %d)", n, g0, slack)
+	if got := srv.active.Load(); got != n+1 {
+		t.Fatalf("%d requests active; want %d", got, n+1)
+	}
+
+	// Half the clients leave: the sweep notices, the streams end, the
+	// server's descriptors are closed.
+	for _, r := range ws[:n/2] {
+		r.conn.Close()
+	}
+	wttest.WaitFor(t, time.Minute, func() bool { return srv.active.Load() == n/2+1 },
+		"the streams of the %d clients that left to end (within %v each)", n/2, 2*sweepEvery)
+	// The clients' descriptors are this process's too: those left open
+	// are the other half's, on both sides.
+	wttest.WaitFor(t, time.Minute, func() bool { return openFDs(t) <= fd0+2*(n-n/2)+slack },
+		"the server to close the connections of the clients that left (%d descriptors before the watches)", fd0)
+
+	// Close ends the parked rest, at once and without the terminating chunk.
+	srv.Close()
+	if got := srv.active.Load(); got != 0 {
+		t.Fatalf("%d requests active after Close", got)
+	}
+	for i, r := range append(ws[n/2:], first) {
+		if _, err := r.nextChunk(); err != io.ErrUnexpectedEOF {
+			t.Fatalf("watch %d after Close: %v; want the connection closed (io.ErrUnexpectedEOF)", i, err)
+		}
+	}
+	for _, q := range srv.Requests() {
+		if q.Done.IsZero() {
+			t.Fatalf("request %s: not done", q.Target)
+		}
+	}
+}
+
+// TestParkedDeparture: a client that closes an idle watch is noticed
+// without a reader: its stream ends and the server closes its descriptor
+// within 2×sweepEvery (polled here with a generous deadline).
+func TestParkedDeparture(t *testing.T) {
+	needScheduler(t)
+	path := corpusSession(t, "basic-json")
+	srv := newTestServer(t, path, Options{Speed: 1})
+	fd0 := openFDs(t)
+	w := rawGet(t, srv.URL, quietTarget)
+	wttest.WaitFor(t, time.Minute, func() bool { return srv.sc.parkedCount() == 1 }, "the watch to park")
+	if srv.active.Load() != 1 {
+		t.Fatalf("%d requests active; want 1", srv.active.Load())
+	}
+	w.conn.Close()
+	wttest.WaitFor(t, time.Minute, func() bool { return srv.active.Load() == 0 },
+		"the stream of the client that left to end (bound %v)", 2*sweepEvery)
+	if n := srv.sc.parkedCount(); n != 0 {
+		t.Fatalf("%d streams still parked", n)
+	}
+	wttest.WaitFor(t, time.Minute, func() bool { return openFDs(t) <= fd0 },
+		"the server to close its end of the connection (%d descriptors before)", fd0)
+	rs := srv.Requests()
+	if len(rs) != 1 || rs[0].Status != 200 || rs[0].Done.IsZero() {
+		t.Fatalf("request log %+v; want the watch, 200, done", rs)
+	}
+}
+
+// TestParkedTimeout: a parked idle watch with timeoutSeconds ends cleanly
+// (terminating chunk) when it passes, as the apiserver does.
+func TestParkedTimeout(t *testing.T) {
+	needScheduler(t)
+	path := corpusSession(t, "basic-json")
+	srv := newTestServer(t, path, Options{Speed: 1})
+	w := rawGet(t, srv.URL, quietTarget+"&timeoutSeconds=1")
+	cs, err := w.chunks()
+	if err != io.EOF || len(cs) != 0 {
+		t.Fatalf("got %d chunks, end %v; want none and the terminating chunk", len(cs), err)
+	}
+	if _, err := w.br.ReadByte(); err != io.EOF {
+		t.Fatalf("after the terminating chunk: %v; want the connection closed", err)
+	}
+	if srv.sc.stepped.Load()+srv.sc.handed.Load() == 0 {
+		t.Fatal("the watch never went through the scheduler")
+	}
+}
+
+// TestParkedSlowClient: a client that never reads must not delay the
+// others. Its writes fill its socket and go to a goroutine of their own
+// (no write timeout here: it stays blocked until Close), while the
+// scheduler keeps every other watcher's stream going, byte for byte.
+func TestParkedSlowClient(t *testing.T) {
+	needScheduler(t)
+	path := corpusSession(t, "basic-json")
+	f := openSession(t, path)
+	id := exchangeByTarget(t, f, "GET", "watch=true")
+	body := watchBody(t, f, id)
+	want := sha256.Sum256(bytes.Repeat(body, 3))
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	srv, err := Open(path, Options{Speed: 2000, Loop: true, WriteTimeout: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	const target = "/api/v1/namespaces/corpus-basic/configmaps?watch=true&resourceVersion=205"
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	stuck, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stuck.Close()
+	stuck.(*net.TCPConn).SetReadBuffer(4096)
+	fmt.Fprintf(stuck, "GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, addr)
+	// The stuck client's stream has written what its socket takes and
+	// waits, on a goroutine, for the client to read.
+	wttest.WaitFor(t, time.Minute, func() bool { return srv.sc.handed.Load() > 0 }, "the stuck client's write to go to a goroutine")
+
+	const clients = 20
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	for i := 0; i < clients; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := rawGetErr(srv.URL, target)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer r.conn.Close()
+			var got []byte
+			for len(got) < 3*len(body) {
+				c, err := r.nextChunk()
+				if err != nil {
+					errs <- fmt.Errorf("client %d: after %d bytes: %v", i, len(got), err)
+					return
+				}
+				got = append(got, c...)
+			}
+			if len(got) != 3*len(body) || sha256.Sum256(got) != want {
+				errs <- fmt.Errorf("client %d: %d bytes, not the recorded body three times (%d bytes)", i, len(got), 3*len(body))
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if srv.sc.stepped.Load() == 0 {
+		t.Error("the scheduler wrote nothing itself")
+	}
+	t.Logf("scheduler: %d streams carried on itself, %d handed to goroutines", srv.sc.stepped.Load(), srv.sc.handed.Load())
+	srv.Close()
+	if n := srv.active.Load(); n != 0 {
+		t.Fatalf("%d requests active after Close", n)
+	}
+}
