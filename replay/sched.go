@@ -13,7 +13,7 @@ import (
 // sweepEvery is how often the scheduler checks that the clients of its
 // parked streams are still there (see scheduler). A client that closes
 // its connection is noticed within twice this (one sweep to the next,
-// plus the sweep itself), or at the next write to it.
+// plus the sweep itself), or when a write to it fails.
 const sweepEvery = time.Second
 
 // scheduler carries the waiting watch streams of a server without a
@@ -146,9 +146,10 @@ func (sc *scheduler) loop() {
 			wait = min(wait, time.Duration(sc.h[0].due-now.UnixNano()))
 		}
 		sc.mu.Unlock()
-		for _, st := range gone {
+		for i, st := range gone {
 			st.cancel() // the client left
 			sc.end(st, "cancelled")
+			gone[i] = nil
 		}
 		for i, st := range due {
 			sc.fire(st)
