@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/wtrace/wtrace/capture/pcapfile"
 	"github.com/wtrace/wtrace/internal/pcaptest"
 )
@@ -55,24 +57,34 @@ func recordBytes(data []byte, out io.Writer) error {
 }
 
 // soakPcap builds, once per process, the long-watch capture of
-// BenchmarkRecordSoak: overlapping copies (20 at a time) of the corpus'
-// watch captures, one after the other, WTRACE_SOAK_MB megabytes (500 by
-// default), in a temporary file. "" when the corpus is missing.
+// BenchmarkRecordSoak: 21 overlapping copies of the real 8-minute soak of
+// testdata/soak (a new copy every 23 s, like 21 clusters' watches
+// recorded at once), WTRACE_SOAK_MB megabytes (500 by default), in a
+// temporary file. WTRACE_SOAK_PCAP names a capture to use instead.
 var soakPcap = sync.OnceValues(buildSoak)
 
 // soakFile is the file soakPcap built, removed by TestMain.
 var soakFile string
 
 func buildSoak() (string, error) {
-	root := filepath.Join("..", "..", "shared", "corpus")
-	var pcaps [][]byte
-	for _, name := range []string{"multi-watch", "basic-json", "protobuf", "gone-410"} {
-		raw, err := os.ReadFile(filepath.Join(root, name, "capture.pcap"))
-		if err != nil {
-			return "", nil
-		}
-		pcaps = append(pcaps, pcaptest.Nanosecond(raw))
+	if p := os.Getenv("WTRACE_SOAK_PCAP"); p != "" {
+		return p, nil // the caller's own long capture, kept
 	}
+	zf, err := os.Open(filepath.Join(longSoak, "capture.pcap.zst"))
+	if err != nil {
+		return "", err
+	}
+	defer zf.Close()
+	zr, err := zstd.NewReader(zf)
+	if err != nil {
+		return "", err
+	}
+	defer zr.Close()
+	raw, err := io.ReadAll(zr)
+	if err != nil {
+		return "", err
+	}
+	pcaps := [][]byte{pcaptest.Nanosecond(raw)}
 	mb := int64(500)
 	if v, err := strconv.ParseInt(os.Getenv("WTRACE_SOAK_MB"), 10, 64); err == nil && v > 0 {
 		mb = v
@@ -83,7 +95,7 @@ func buildSoak() (string, error) {
 	}
 	defer f.Close()
 	w := bufio.NewWriterSize(f, 1<<20)
-	if _, err := pcaptest.Overlap(w, pcaps, mb<<20, 20, 8001); err != nil {
+	if _, err := pcaptest.Overlap(w, pcaps, mb<<20, 21, 8001); err != nil {
 		return "", err
 	}
 	soakFile = f.Name()
@@ -107,9 +119,6 @@ func BenchmarkRecordSoak(b *testing.B) {
 	path, err := soakPcap()
 	if err != nil {
 		b.Fatal(err)
-	}
-	if path == "" {
-		b.Skip("shared corpus not found")
 	}
 	st, err := os.Stat(path)
 	if err != nil {

@@ -237,7 +237,14 @@ func (fs *FileSink) open() error {
 		fs.name = "-"
 	}
 	fs.out = &fileCounter{w: out}
-	w, err := formats.NewWriter(fs.out, fs.opts.Writer)
+	wopts := fs.opts.Writer
+	if fs.opts.MaxSize > 0 {
+		// MaxSize is checked against the bytes written after each record:
+		// blocks compressed in the background would be counted late, and
+		// a part would overshoot by the blocks still queued.
+		wopts.Inline = true
+	}
+	w, err := formats.NewWriter(fs.out, wopts)
 	if err != nil {
 		if fs.file != nil {
 			fs.file.Close()

@@ -427,9 +427,11 @@ func (s *Scanner) read(i int) (block, error) {
 
 // Limits of the decompressed-block cache a File's exchange Scanners share:
 // enough for the blocks a handful of concurrent replays of interleaved
-// exchanges are reading.
+// exchanges are reading: 64 one-second blocks of a live recording, or
+// 16 blocks of the 4 MiB a recording of a capture file cuts (a block
+// over a quarter of the cache is not kept).
 const (
-	cacheBytes  = 16 << 20
+	cacheBytes  = 64 << 20
 	cacheBlocks = 64
 )
 

@@ -72,8 +72,9 @@ var errClosed = errors.New("formats: writer is closed")
 // written: a file whose writer was killed is readable up to its last flushed
 // block. Each block (and, at Close, the index and footer) goes to the
 // underlying writer in a single Write call, in order, from one goroutine.
-// Memory: the pending block, up to maxQueued blocks being compressed or
-// waiting to be written (each with its compressed form), and the index: the connections and exchanges still open
+// Memory: the pending block, up to maxQueued blocks (16 MiB of records
+// at most, when blocks are large) being compressed or waiting to be
+// written (each with its compressed form), and the index: the connections and exchanges still open
 // (at most maxOpenExchanges of the latter as values), the blocks and
 // anomalies, and for each finished connection or exchange its compressed
 // index entry (spill.go; a few tens of bytes for a small exchange). A
@@ -112,7 +113,10 @@ type Writer struct {
 	free    chan *blockJob
 	stopped sync.WaitGroup // the compressors and the output goroutine
 	queued  int
-	done    []BlockInfo // written blocks not yet added to the index
+	// maxQueue is how many blocks may be queued (maxQueued, fewer
+	// when blocks are large: maxQueuedBytes).
+	maxQueue int
+	done     []BlockInfo // written blocks not yet added to the index
 
 	// Statistics of the pending block.
 	records     int
@@ -181,6 +185,7 @@ func NewWriter(w io.Writer, opts WriterOptions) (*Writer, error) {
 	wr.idle = sync.NewCond(&wr.mu)
 	if !opts.Inline {
 		n := compressors()
+		wr.maxQueue = max(2, min(maxQueued, maxQueuedBytes/wr.blockSize))
 		wr.work = make(chan *blockJob, maxQueued)
 		wr.order = make(chan *blockJob, maxQueued)
 		wr.free = make(chan *blockJob, maxQueued+1)
@@ -197,6 +202,10 @@ func NewWriter(w io.Writer, opts WriterOptions) (*Writer, error) {
 // be written; Write blocks when they are all taken, so memory stays
 // bounded when the disk or the compressors are slower than the records.
 const maxQueued = 2 * maxEncoders
+
+// maxQueuedBytes bounds the records of the queued blocks when blocks are
+// large: at least two blocks may be queued, at most maxQueued.
+const maxQueuedBytes = 16 << 20
 
 // compressors is the number of compressing goroutines of a Writer: one per
 // processor, up to maxEncoders.
@@ -267,11 +276,27 @@ func (w *Writer) wait() error {
 	for w.queued > 0 {
 		w.idle.Wait()
 	}
+	w.indexWritten()
+	return w.err
+}
+
+// written adds the blocks the background goroutine has written since the
+// last call to the index, without waiting for those still queued.
+func (w *Writer) written() {
+	if w.work == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.indexWritten()
+}
+
+// indexWritten adds the written blocks to the index. w.mu is held.
+func (w *Writer) indexWritten() {
 	for _, b := range w.done {
 		w.idx.addBlock(b)
 	}
 	w.done = w.done[:0]
-	return w.err
 }
 
 func (w *Writer) sticky() error {
@@ -280,7 +305,10 @@ func (w *Writer) sticky() error {
 	return w.err
 }
 
-// Write adds r to the current block, cutting blocks by size and time. The
+// Write adds r to the current block, cutting blocks by size and time. A
+// cut block is compressed and written in the background (unless Inline)
+// while later records go on into the next; Flush waits until it is
+// written. Write blocks only when the queue of cut blocks is full. The
 // Writer copies what it keeps; r may be reused after Write returns. A record
 // that cannot be encoded (too large, not a known type, the first record not
 // a *Meta) is an error that leaves the Writer usable; an error of the
@@ -303,7 +331,10 @@ func (w *Writer) Write(r Record) error {
 	t, timed := recordTime(r)
 	// t-firstTimed as uint64 cannot overflow when t >= firstTimed.
 	if timed && w.timed && w.interval >= 0 && t >= w.firstTimed && uint64(t-w.firstTimed) >= uint64(w.interval) {
-		if err := w.Flush(); err != nil {
+		// Cut, not Flush: the block is written as soon as it is
+		// compressed, while records go on into the next one. Waiting
+		// here would run parsing and compression one after the other.
+		if err := w.cut(); err != nil {
 			return err
 		}
 	}
@@ -333,7 +364,7 @@ func (w *Writer) Write(r Record) error {
 		w.first, w.last = min(w.first, t), max(w.last, t)
 	}
 	if len(w.pending) >= w.blockSize {
-		return w.Flush()
+		return w.cut()
 	}
 	return nil
 }
@@ -360,6 +391,7 @@ func (w *Writer) cut() error {
 	if len(w.pending) == 0 {
 		return nil
 	}
+	w.written()
 	if err := w.writeBlock(w.pending); err != nil {
 		return err
 	}
@@ -441,8 +473,16 @@ func (w *Writer) queueBlock(h blockHeader, dict *sessionDict, raw []byte) error 
 			j = &blockJob{}
 		}
 		j.h, j.dict, j.done = h, dict, make(chan struct{})
+		if cap(j.raw) < w.blockSize {
+			// A new job, or one that carried a dictionary copy: size its
+			// buffer for a whole block once, not by doubling per block.
+			j.raw = make([]byte, 0, w.blockSize+w.blockSize/4)
+		}
 		j.raw, w.pending = raw, j.raw[:0]
 		w.mu.Lock()
+		for w.queued >= w.maxQueue {
+			w.idle.Wait()
+		}
 		w.queued++
 		w.mu.Unlock()
 		w.order <- j

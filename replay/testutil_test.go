@@ -66,9 +66,12 @@ func corpusSession(t testing.TB, scenario string) string {
 }
 
 // recordPcap records a capture into a session file the way `wtrace record`
-// does, and checks that no secret of the inputs reached it.
+// does, in the blocks of a live recording (wttest.LiveBlocks): a corpus
+// capture then spans many blocks, so that reading an exchange across
+// blocks, damage to one of them and the session dictionary are served as
+// they would be from a long recording.
 func recordPcap(pcap, out string) error {
-	_, err := wttest.RecordPcap(pcap, out, capture.Options{})
+	_, err := wttest.RecordPcapBlocks(pcap, out, capture.Options{}, wttest.LiveBlocks)
 	return err
 }
 

@@ -27,19 +27,26 @@ func wtrace(t *testing.T, args ...string) (string, string, int) {
 func corpus(name string) string { return filepath.Join("..", "..", "testdata", "corpus", name) }
 
 // recordScenario records the corpus capture of scenario into the session
-// file out with `wtrace record --pcap`.
-func recordScenario(t *testing.T, scenario, out string) {
+// file out with `wtrace record --pcap` and the flags in more.
+func recordScenario(t *testing.T, scenario, out string, more ...string) {
 	t.Helper()
-	if _, stderr, code := wtrace(t, "record", "--pcap", filepath.Join(corpus(scenario), "capture.pcap"), "-o", out); code != 0 {
+	args := append([]string{"record", "--pcap", filepath.Join(corpus(scenario), "capture.pcap"), "-o", out}, more...)
+	if _, stderr, code := wtrace(t, args...); code != 0 {
 		t.Fatalf("wtrace record --pcap %s: exit %d: %s", scenario, code, stderr)
 	}
 }
 
-// recordBlocks records scenario into out and returns the file's bytes and
-// its blocks, for tests that damage a real session.
+// smallBlocks is the --block-size of sessions that tests damage: a
+// corpus capture fits one block of the default size, and damage costs a
+// block.
+const smallBlocks = "16KiB"
+
+// recordBlocks records scenario into out in blocks of smallBlocks and
+// returns the file's bytes and its blocks, for tests that damage a real
+// session.
 func recordBlocks(t *testing.T, scenario, out string) ([]byte, []formats.BlockInfo) {
 	t.Helper()
-	recordScenario(t, scenario, out)
+	recordScenario(t, scenario, out, "--block-size", smallBlocks)
 	data, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
@@ -258,7 +265,7 @@ func TestHostileInput(t *testing.T) {
 
 	t.Run("session cut and bit-flipped", func(t *testing.T) {
 		wt := filepath.Join(dir, "whole.wt")
-		recordScenario(t, "multi-watch", wt)
+		recordScenario(t, "multi-watch", wt, "--block-size", smallBlocks)
 		whole, _ := os.ReadFile(wt)
 		all, _, _ := wtrace(t, "events", wt)
 		n := len(parseEvents(t, all))

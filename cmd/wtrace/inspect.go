@@ -145,6 +145,7 @@ func printInspect(w io.Writer, path string, f *formats.File, idx *formats.Index,
 		count(int64(len(idx.Conns)), "connection", "connections"), count(int64(len(idx.Exchanges)), "exchange", "exchanges"),
 		count(int64(events), "watch event", "watch events"), typeCounts(types), count(int64(len(idx.Anomalies)), "anomaly", "anomalies"))
 
+	notes := allWatchNotes(f, idx)
 	for _, c := range idx.Conns {
 		ended := "open at the end of the file"
 		if c.End != nil {
@@ -178,7 +179,10 @@ func printInspect(w io.Writer, path string, f *formats.File, idx *formats.Index,
 				continue
 			}
 			printExchange(w, x)
-			if x.Frames > 0 {
+			switch n := notes[id]; {
+			case n != nil:
+				n.print(w)
+			case x.Frames > 0:
 				printWatch(w, f, x)
 			}
 		}
@@ -337,51 +341,105 @@ func describeRedaction(r formats.Redaction) string {
 	return fmt.Sprintf("%s, %d bytes", s, r.Bytes)
 }
 
-// printWatch reads a watch exchange's events: the Status of each ERROR
-// event (a 410 Gone is what an SRE looks for) and the longest silence of
-// the stream — from the response head to the first event, between events,
-// or from the last event to the end.
-func printWatch(w io.Writer, f *formats.File, x *formats.ExchangeInfo) {
-	format := frame.Unknown
-	var prev int64
+// watchNotes is what inspect says of a watch exchange's events: the
+// Status of each ERROR event (a 410 Gone is what an SRE looks for) and the
+// longest silence of the stream — from the response head to the first
+// event, between events, or from the last event to the end.
+type watchNotes struct {
+	x         *formats.ExchangeInfo
+	format    frame.Format
+	prev      int64
+	gap       int64
+	gapEnd    int64
+	gapBefore string
+	errors    []string
+}
+
+func newWatchNotes(x *formats.ExchangeInfo) *watchNotes {
+	n := &watchNotes{x: x, format: frame.Unknown, gapBefore: "the first event"}
 	if x.Response != nil {
-		format = x.Response.Events
-		prev = x.Response.Time
+		n.format = x.Response.Events
+		n.prev = x.Response.Time
 	}
-	var gap, gapEnd int64
-	gapBefore := "the first event"
-	// note records t if it ends the longest silence so far; what names
-	// what came then (called only in that case).
-	note := func(t int64, what func() string) {
-		if prev != 0 && t-prev > gap {
-			gap, gapEnd, gapBefore = t-prev, t, what()
-		}
-		prev = t
+	return n
+}
+
+// note records t if it ends the longest silence so far; what names what
+// came then (called only in that case).
+func (n *watchNotes) note(t int64, what func() string) {
+	if n.prev != 0 && t-n.prev > n.gap {
+		n.gap, n.gapEnd, n.gapBefore = t-n.prev, t, what()
 	}
+	n.prev = t
+}
+
+// frame takes the exchange's next event.
+func (n *watchNotes) frame(fr *formats.Frame) {
+	n.note(fr.Time, func() string { return eventName(n.format, fr) })
+	if n.x.FrameTypes["ERROR"] == 0 {
+		return
+	}
+	m, err := frame.Peek(n.format, fr.Data)
+	if err != nil || m.Type != "ERROR" {
+		return
+	}
+	n.errors = append(n.errors, fmt.Sprintf("        ! event %d at %s: ERROR %d %s: %s\n", fr.Seq, fmtTime(fr.Time), m.Code, m.Reason, m.Message))
+}
+
+// print ends the notes at the end of the stream and writes them.
+func (n *watchNotes) print(w io.Writer) {
+	for _, e := range n.errors {
+		io.WriteString(w, e)
+	}
+	if n.x.End != nil {
+		n.note(n.x.End.Time, func() string { return "the end of the stream" })
+	}
+	if n.gap > 0 {
+		fmt.Fprintf(w, "        longest silence %s, until %s at %s\n", fmtSpan(time.Duration(n.gap)), n.gapBefore, fmtTime(n.gapEnd))
+	}
+}
+
+// printWatch reads one watch exchange's events (up to damage) and prints
+// its notes.
+func printWatch(w io.Writer, f *formats.File, x *formats.ExchangeInfo) {
+	n := newWatchNotes(x)
 	for r, err := range f.ExchangeRecords(x.Request.Exchange).All() {
 		if err != nil {
 			return
 		}
-		fr, ok := r.(*formats.Frame)
-		if !ok {
-			continue
+		if fr, ok := r.(*formats.Frame); ok {
+			n.frame(fr)
 		}
-		note(fr.Time, func() string { return eventName(format, fr) })
-		if x.FrameTypes["ERROR"] == 0 {
-			continue
+	}
+	n.print(w)
+}
+
+// allWatchNotes reads the whole file once for the notes of every watch
+// exchange: reading each exchange on its own decompresses every block as
+// many times as exchanges run through it (minutes for a long recording of
+// many watches). nil if the file is damaged: then each exchange is read
+// on its own, up to the damage, as printWatch does.
+func allWatchNotes(f *formats.File, idx *formats.Index) map[int64]*watchNotes {
+	notes := map[int64]*watchNotes{}
+	for i := range idx.Exchanges {
+		if x := &idx.Exchanges[i]; x.Frames > 0 {
+			notes[x.Request.Exchange] = newWatchNotes(x)
 		}
-		m, err := frame.Peek(format, fr.Data)
-		if err != nil || m.Type != "ERROR" {
-			continue
+	}
+	if len(notes) == 0 {
+		return notes
+	}
+	for r, err := range f.Records().All() {
+		if err != nil {
+			return nil
 		}
-		fmt.Fprintf(w, "        ! event %d at %s: ERROR %d %s: %s\n", fr.Seq, fmtTime(fr.Time), m.Code, m.Reason, m.Message)
+		if fr, ok := r.(*formats.Frame); ok {
+			if n := notes[fr.Exchange]; n != nil {
+				n.frame(fr)
+			}
+		}
 	}
-	if x.End != nil {
-		note(x.End.Time, func() string { return "the end of the stream" })
-	}
-	if gap > 0 {
-		fmt.Fprintf(w, "        longest silence %s, until %s at %s\n", fmtSpan(time.Duration(gap)), gapBefore, fmtTime(gapEnd))
-	}
+	return notes
 }
 
 // eventName names an event for a reader: "event 3 (MODIFIED Table

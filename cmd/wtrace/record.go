@@ -32,6 +32,7 @@ type recordOptions struct {
 	maxConns    int
 	memLimit    string
 	compression string
+	blockSize   string
 
 	// Live sources (record_live.go).
 	iface       string
@@ -140,7 +141,8 @@ up to its last block).`,
 	f.StringVar(&o.keylog, "keylog", "", "--pcap, --iface: NSS key log `file` (SSLKEYLOGFILE) to decrypt TLS; with --iface, the file the clients are still writing (re-read as it grows)")
 	f.IntVar(&o.maxBuffered, "max-buffered", 256<<20, "`bytes` of out-of-order TCP data to hold, over all connections")
 	f.StringVar(&o.memLimit, "memory-limit", "192MiB", "soft `size` the Go garbage collector keeps the process under (0: none; GOMEMLIMIT wins)")
-	f.StringVar(&o.compression, "compression", "fastest", "zstd `level` of the session file: fastest, default (about 5% smaller for a quarter more CPU), better, best")
+	f.StringVar(&o.compression, "compression", "", "zstd `level` of the session file: fastest, default, better, best (default: default for --pcap, in 4 MiB blocks; fastest for live and proxy recordings, whose blocks are cut every second)")
+	f.StringVar(&o.blockSize, "block-size", "", "records per block of the session file before compression (`size`, 16KiB to 64MiB): larger compresses better, smaller loses less to damage and seeks faster (default: 4MiB for --pcap; 256KiB for live and proxy recordings, which also cut a block every second)")
 	f.IntVar(&o.maxConns, "max-conns", capture.DefaultMaxConns, "TCP connections open at once (`n`); past it, flows that never carried data make room first (oldest first), then half-closed, then idle connections")
 	return c
 }
@@ -228,9 +230,14 @@ func runRecord(s streams, o *recordOptions) error {
 }
 
 // output is where -o sends the session: a file, or stdout for "-", at
-// the --compression level.
+// the --compression level (none: the source's default, see
+// capture.PcapWriterOptions and formats.WriterOptions).
 func output(s streams, o *recordOptions) capture.FileSinkOptions {
 	w := formats.WriterOptions{Level: int(compressionLevels[o.compression])}
+	if o.blockSize != "" {
+		n, _ := parseSize(o.blockSize) // checked by validate
+		w.BlockSize = int(n)
+	}
 	if o.out == "-" {
 		return capture.FileSinkOptions{Out: s.out, Writer: w}
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/wtrace/wtrace/capture/live"
 	"github.com/wtrace/wtrace/capture/proxy"
 	"github.com/wtrace/wtrace/capture/tlsdec"
+	"github.com/wtrace/wtrace/formats"
 )
 
 // validate checks the flag combination: exactly one source, and only the
@@ -74,7 +75,12 @@ func (o *recordOptions) validate(c *cobra.Command) error {
 	if o.maxConns < 1 {
 		return usage("--max-conns %d: must be at least 1", o.maxConns)
 	}
-	if _, ok := compressionLevels[o.compression]; !ok {
+	if v := o.blockSize; v != "" {
+		if n, err := parseSize(v); err != nil || n < 16<<10 || n > formats.MaxBlockSize {
+			return usage("--block-size %s: a size from 16KiB to 64MiB (256KiB, 4MiB)", v)
+		}
+	}
+	if _, ok := compressionLevels[o.compression]; !ok && o.compression != "" {
 		return usage("--compression %s: one of fastest, default, better, best", o.compression)
 	}
 	if o.port < 0 || o.port > 65535 {

@@ -7,8 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/wtrace/wtrace/capture"
 	"github.com/wtrace/wtrace/capture/tlsdec"
+	"github.com/wtrace/wtrace/formats"
 )
 
 // KeyLogFor returns the key log next to a capture (keylog.txt in its
@@ -26,6 +29,19 @@ func KeyLogFor(pcap string) (*tlsdec.KeyLog, error) {
 // capture.RecordPcap, as `wtrace record --pcap` does, with the key log next
 // to the capture, if any (opts.KeyLog is set from it).
 func RecordPcap(pcap, out string, opts capture.Options) (capture.Result, error) {
+	return RecordPcapBlocks(pcap, out, opts, formats.WriterOptions{})
+}
+
+// LiveBlocks are the Writer options of a live or proxy recording: blocks
+// of 256 KiB, cut every second of capture time, the session dictionary.
+// A corpus capture recorded with them has many blocks, as it would have
+// had recorded live, instead of the one block of a capture file's
+// default (capture.PcapWriterOptions).
+var LiveBlocks = formats.WriterOptions{BlockSize: formats.DefaultBlockSize, BlockInterval: formats.DefaultBlockInterval, Level: int(zstd.SpeedFastest)}
+
+// RecordPcapBlocks is RecordPcap with the session file's Writer options
+// (zero fields: capture.PcapWriterOptions).
+func RecordPcapBlocks(pcap, out string, opts capture.Options, w formats.WriterOptions) (capture.Result, error) {
 	keys, err := KeyLogFor(pcap)
 	if err != nil {
 		return capture.Result{}, err
@@ -37,7 +53,7 @@ func RecordPcap(pcap, out string, opts capture.Options) (capture.Result, error) 
 	}
 	defer in.Close()
 	return capture.RecordPcap(context.Background(), in, capture.PcapOptions{
-		Options: opts, Tool: "wtrace test", Name: pcap, Output: capture.FileSinkOptions{Path: out},
+		Options: opts, Tool: "wtrace test", Name: pcap, Output: capture.FileSinkOptions{Path: out, Writer: w},
 	})
 }
 

@@ -19,7 +19,12 @@ import (
 // from the objects for other kinds (as for custom resources without a
 // structural schema).
 var (
-	builtinTypes = applyconfigurations.NewTypeConverter(codec.Scheme)
+	// builtinTypes parses client-go's schemas of every built-in kind
+	// (about 150 ms): once, on the first write that needs a field
+	// manager, not when a program that links this package starts.
+	builtinTypes = sync.OnceValue(func() managedfields.TypeConverter {
+		return applyconfigurations.NewTypeConverter(codec.Scheme)
+	})
 	deducedTypes = managedfields.NewDeducedTypeConverter()
 
 	managersMu sync.Mutex
@@ -50,7 +55,7 @@ func fieldManager(gvk schema.GroupVersionKind, subresource string) (*managedfiel
 		m, err = managedfields.NewDefaultFieldManager(deducedTypes, codec.Scheme, noDefaults{}, codec.Scheme,
 			gvk, gvk.GroupVersion(), subresource, nil)
 	case codec.Known(gvk):
-		m, err = managedfields.NewDefaultFieldManager(builtinTypes, codec.Scheme, noDefaults{}, codec.Scheme,
+		m, err = managedfields.NewDefaultFieldManager(builtinTypes(), codec.Scheme, noDefaults{}, codec.Scheme,
 			gvk, gvk.GroupVersion(), subresource, nil)
 	default:
 		m, err = managedfields.NewDefaultCRDFieldManager(deducedTypes, unstructuredConverter{}, noDefaults{},
