@@ -233,3 +233,68 @@ func TestParkedSlowClient(t *testing.T) {
 		t.Fatalf("%d requests active after Close", n)
 	}
 }
+
+// TestParkedTiming: on the scheduler's path (the real clock), a watch's
+// bytes are the recorded ones with their recorded chunk boundaries, no
+// chunk leaves before it is due (request arrival + recorded offset ÷
+// speed) and the stream does not end before its recorded end: with the
+// world (runFlow) and without it (run).
+func TestParkedTiming(t *testing.T) {
+	needScheduler(t)
+	path := corpusSession(t, "basic-json")
+	f := openSession(t, path)
+	id := exchangeByTarget(t, f, "GET", "watch=true")
+	info := f.Index().Exchanges[id]
+	start := info.Response.Time
+	chunks := sessionChunks(t, f, id)
+	body := watchBody(t, f, id)
+	// About 1.5 s of real time for the whole watch.
+	speed := max(1, float64(info.End.Time-start)/float64(1500*time.Millisecond))
+	scale := func(d int64) time.Duration { return time.Duration(float64(d) / speed) }
+	for _, mode := range []Writes{WritesAnswer, WritesRecorded} {
+		t.Run(string(mode), func(t *testing.T) {
+			srv := newTestServer(t, path, Options{Speed: speed, Writes: mode})
+			w := rawGet(t, srv.URL, "/api/v1/namespaces/corpus-basic/configmaps?watch=true&resourceVersion=205")
+			type got struct {
+				data []byte
+				at   time.Time
+			}
+			var gots []got
+			var err error
+			for {
+				var c []byte
+				if c, err = w.nextChunk(); err != nil {
+					break
+				}
+				gots = append(gots, got{c, time.Now()})
+			}
+			if err != io.EOF && err != io.ErrUnexpectedEOF {
+				t.Fatalf("after %d chunks: %v", len(gots), err)
+			}
+			wttest.WaitFor(t, time.Minute, func() bool { return len(srv.Requests()) == 1 }, "the watch to be logged")
+			req := srv.Requests()[0]
+			if len(gots) != len(chunks) {
+				t.Fatalf("%d chunks; want the %d recorded", len(gots), len(chunks))
+			}
+			var all []byte
+			for i, g := range gots {
+				if int64(len(g.data)) != chunks[i].Size {
+					t.Fatalf("chunk %d: %d bytes; want %d as recorded", i, len(g.data), chunks[i].Size)
+				}
+				if due := req.Arrival.Add(scale(chunks[i].Time - start)); g.at.Before(due) {
+					t.Fatalf("chunk %d arrived %v before it was due", i, due.Sub(g.at))
+				}
+				all = append(all, g.data...)
+			}
+			if !bytes.Equal(all, body) {
+				t.Fatalf("the body differs from the recorded one (%d bytes, want %d)", len(all), len(body))
+			}
+			if end := req.Arrival.Add(scale(info.End.Time - start)); req.Done.Before(end) {
+				t.Fatalf("the stream ended %v before its recorded end", end.Sub(req.Done))
+			}
+			if srv.sc.stepped.Load() == 0 {
+				t.Fatal("the scheduler wrote nothing itself")
+			}
+		})
+	}
+}
