@@ -32,10 +32,11 @@ const sweepEvery = time.Second
 // with the write timeout, so a slow client never delays the others),
 // reading the session file, the end of the stream.
 //
-// A parked stream has no reader: every sweepEvery the scheduler peeks at
-// each parked connection without blocking (ownConn.peer) and ends the
-// streams whose client left (read EOF or an error); a write error ends a
-// stream at once. Close ends every parked stream (stop).
+// A parked stream has no reader: every sweepEvery the scheduler reads
+// each parked connection without blocking (ownConn.peer), sweepBatch at a
+// time between due streams, and ends the streams whose client left (read
+// EOF or an error); a write error ends a stream at once. Close ends every
+// parked stream (stop).
 //
 // The heap is guarded by mu; a stream is touched by one goroutine at a
 // time: its own until it parks, the scheduler's while it is parked or
@@ -49,6 +50,7 @@ type scheduler struct {
 	wake    chan struct{}
 	done    chan struct{}
 	due     []*streamer // scratch of loop
+	snap    []*streamer // scratch of loop: the streams a sweep checks
 	gone    []*streamer // scratch of sweep
 	w       rawWriter   // the loop's writev state (see ownConn.tryWrite)
 	// stepped counts the streams the scheduler carried on itself, handed
@@ -119,12 +121,18 @@ func (sc *scheduler) push(st *streamer) bool {
 
 const maxDue = int64(^uint64(0) >> 1)
 
+// sweepBatch is how many parked connections a sweep checks between two
+// looks at the heap, so that a sweep over many streams does not delay the
+// ones that fall due meanwhile.
+const sweepBatch = 256
+
 // loop runs the due streams and the sweeps until stop.
 func (sc *scheduler) loop() {
 	defer close(sc.done)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	nextSweep := time.Now().Add(sweepEvery)
+	var sweep []*streamer // the parked streams a sweep has still to check
 	for {
 		sc.mu.Lock()
 		if sc.closed {
@@ -136,9 +144,8 @@ func (sc *scheduler) loop() {
 		for len(sc.h) > 0 && sc.h[0].due <= now.UnixNano() {
 			due = append(due, heap.Pop(&sc.h).(*streamer))
 		}
-		var gone []*streamer
-		if !now.Before(nextSweep) {
-			gone = sc.sweep()
+		if len(sweep) == 0 && !now.Before(nextSweep) {
+			sweep = append(sc.snap[:0], sc.h...)
 			nextSweep = now.Add(sweepEvery)
 		}
 		wait := nextSweep.Sub(now)
@@ -146,16 +153,20 @@ func (sc *scheduler) loop() {
 			wait = min(wait, time.Duration(sc.h[0].due-now.UnixNano()))
 		}
 		sc.mu.Unlock()
-		for i, st := range gone {
-			st.cancel() // the client left
-			sc.end(st, "cancelled")
-			gone[i] = nil
-		}
 		for i, st := range due {
 			sc.fire(st)
 			due[i] = nil
 		}
 		sc.due = due[:0]
+		if len(sweep) > 0 {
+			k := min(len(sweep), sweepBatch)
+			sc.sweep(sweep[:k])
+			clear(sweep[:k])
+			if sweep = sweep[k:]; len(sweep) == 0 {
+				sc.snap = sc.snap[:0]
+			}
+			continue
+		}
 		if len(due) > 0 {
 			continue // time passed while writing
 		}
@@ -167,20 +178,36 @@ func (sc *scheduler) loop() {
 	}
 }
 
-// sweep removes from the heap the streams whose client left (see
-// ownConn.peer), with mu held.
-func (sc *scheduler) sweep() []*streamer {
+// sweep checks the connections of sts, streams that were parked when the
+// sweep began (see ownConn.peer), and ends those still parked whose client
+// left. A stream that left the heap since (due, or ended) is not the
+// sweep's any more: its check is dropped.
+func (sc *scheduler) sweep(sts []*streamer) {
 	gone := sc.gone[:0]
-	for _, st := range sc.h {
+	for _, st := range sts {
 		if !st.own.peer(&sc.w) {
 			gone = append(gone, st)
 		}
 	}
-	for _, st := range gone {
-		heap.Remove(&sc.h, st.hidx)
+	if len(gone) == 0 {
+		return
 	}
+	sc.mu.Lock()
+	n := 0
+	for _, st := range gone {
+		if st.hidx >= 0 && st.hidx < len(sc.h) && sc.h[st.hidx] == st {
+			heap.Remove(&sc.h, st.hidx)
+			gone[n] = st
+			n++
+		}
+	}
+	sc.mu.Unlock()
+	for _, st := range gone[:n] {
+		st.cancel() // the client left
+		sc.end(st, "cancelled")
+	}
+	clear(gone)
 	sc.gone = gone[:0]
-	return gone
 }
 
 // fire carries on due stream st: on the scheduler when it only has to
