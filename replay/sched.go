@@ -89,11 +89,12 @@ func (sc *scheduler) park(st *streamer) bool {
 	if st.ctx.Err() != nil {
 		return false
 	}
-	return sc.push(st)
+	return sc.push(st, true)
 }
 
-// push puts st in the heap by its parkAt (zero: never due).
-func (sc *scheduler) push(st *streamer) bool {
+// push puts st in the heap by its parkAt (zero: never due); wake: from
+// another goroutine than the loop, which is told when st is the first due.
+func (sc *scheduler) push(st *streamer, wake bool) bool {
 	st.due = maxDue
 	if !st.parkAt.IsZero() {
 		st.due = st.parkAt.UnixNano()
@@ -110,7 +111,7 @@ func (sc *scheduler) push(st *streamer) bool {
 	heap.Push(&sc.h, st)
 	first := st.hidx == 0
 	sc.mu.Unlock()
-	if first {
+	if first && wake {
 		select {
 		case sc.wake <- struct{}{}:
 		default:
@@ -145,7 +146,8 @@ func (sc *scheduler) loop() {
 			due = append(due, heap.Pop(&sc.h).(*streamer))
 		}
 		if len(sweep) == 0 && !now.Before(nextSweep) {
-			sweep = append(sc.snap[:0], sc.h...)
+			sc.snap = append(sc.snap[:0], sc.h...)
+			sweep = sc.snap
 			nextSweep = now.Add(sweepEvery)
 		}
 		wait := nextSweep.Sub(now)
@@ -225,7 +227,7 @@ func (sc *scheduler) fire(st *streamer) {
 		}
 		if st.parked && !st.needGo {
 			st.parked = false
-			if !sc.push(st) {
+			if !sc.push(st, false) {
 				sc.end(st, "cancelled") // the server closed
 			}
 			return
