@@ -134,6 +134,8 @@ func (st *streamer) takeOver(r *http.Request, hd *head) bool {
 	if oc.selfRead && st.handed && (st.tap == nil || st.tap.out == nil) && schedSupported {
 		if rc, err := oc.tcp.SyscallConn(); err == nil {
 			oc.park, oc.raw = true, rc
+			scs := st.s.scs
+			st.sc = scs[int(st.s.nsc.Add(1))%len(scs)]
 		}
 	}
 	// A cancelled request (the client left, Close) must not stay blocked
@@ -390,7 +392,7 @@ func (st *streamer) tryWrite(bufs net.Buffers, n int64) bool {
 	var w int64
 	if len(oc.pend) == 0 {
 		var err error
-		if w, err = st.s.sc.w.writev(oc.raw, bufs); err != nil {
+		if w, err = st.sc.w.writev(oc.raw, bufs); err != nil {
 			st.stopped = "write: " + err.Error()
 			return false
 		}

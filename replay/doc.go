@@ -269,9 +269,10 @@
 // for its next write holds no goroutine at all (without Follow, that is
 // Options.Writes other than WritesApply, and without Options.Out): it
 // parks in the server's scheduler, a heap of waiting streams by due time
-// with one goroutine, which writes each due stream's chunks itself with a
-// non-blocking writev and parks it again — as the floor of
-// BenchmarkLateness does, one loop for all watchers. Only what could block
+// with one goroutine (one such shard per GOMAXPROCS), which writes each
+// due stream's chunks itself with a non-blocking writev and parks it
+// again — as the floor of BenchmarkLateness does, one loop for many
+// watchers. Only what could block
 // goes to a goroutine of the stream's own, which parks it again or ends it:
 // a write the client does not take at once (finished with the write
 // timeout, so a slow client never delays the others), reading the session
@@ -307,8 +308,8 @@
 // # Concurrency
 //
 // A Server is safe for concurrent use. It starts goroutines (the listener,
-// net/http's per connection, the scheduler's, and one per stream that
-// must not park); Close stops them all.
+// net/http's per connection, the scheduler's shards, and one per stream
+// that must not park); Close stops them all.
 //
 // # Code
 //

@@ -147,7 +147,7 @@ func (s *Server) drive(st *streamer, f func()) {
 	f()
 	if st.parked {
 		st.parked = false
-		if s.sc.park(st) {
+		if st.sc.park(st) {
 			parked = true // st is the scheduler's: not to be touched here
 			return
 		}

@@ -24,13 +24,15 @@ const sweepEvery = time.Second
 // in a heap by the time it is due. One goroutine sleeps until the
 // earliest, and for each due stream runs the rest of its body (st.rest)
 // itself: the writes due now, from the exchange's plan in memory, each
-// batch in one non-blocking writev (ownConn.tryWrite), until the stream
+// batch in one non-blocking writev (streamer.tryWrite), until the stream
 // must wait again, when it goes back in the heap. What could block it
 // goes to a new goroutine (streamer.resume, through Server.drive), which
 // carries the stream on with the blocking path and parks it again or ends
 // it: a write the client does not take at once (the rest of it is written
 // with the write timeout, so a slow client never delays the others),
-// reading the session file, the end of the stream.
+// reading the session file, the end of the stream. A server has one
+// scheduler per GOMAXPROCS (shards, so that the writes use every core);
+// a stream gets one, round robin, when it takes its connection over.
 //
 // A parked stream has no reader: every sweepEvery the scheduler reads
 // each parked connection without blocking (ownConn.peer), sweepBatch at a
@@ -58,11 +60,17 @@ type scheduler struct {
 	stepped, handed atomic.Int64
 }
 
-// parkedCount returns how many streams are parked.
-func (sc *scheduler) parkedCount() int {
-	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	return len(sc.h)
+// schedStats returns how many streams are parked, and the sums of
+// stepped and handed, over the server's shards (for tests).
+func (s *Server) schedStats() (parked int, stepped, handed int64) {
+	for _, sc := range s.scs {
+		sc.mu.Lock()
+		parked += len(sc.h)
+		sc.mu.Unlock()
+		stepped += sc.stepped.Load()
+		handed += sc.handed.Load()
+	}
+	return parked, stepped, handed
 }
 
 func newScheduler(s *Server) *scheduler {

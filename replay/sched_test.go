@@ -57,7 +57,7 @@ func TestParkedWatchersHoldNoGoroutines(t *testing.T) {
 	}
 	// A first watch starts the scheduler's goroutine.
 	first := rawGet(t, srv.URL, quietTarget)
-	wttest.WaitFor(t, time.Minute, func() bool { return srv.sc.parkedCount() == 1 }, "the first watch to park")
+	wttest.WaitFor(t, time.Minute, func() bool { return parkedOf(srv) == 1 }, "the first watch to park")
 	runtime.GC()
 	g0, fd0 := runtime.NumGoroutine(), openFDs(t)
 
@@ -74,7 +74,7 @@ func TestParkedWatchersHoldNoGoroutines(t *testing.T) {
 		}
 		ws[i] = r
 	}
-	wttest.WaitFor(t, time.Minute, func() bool { return srv.sc.parkedCount() == n+1 }, "the %d watches to park", n)
+	wttest.WaitFor(t, time.Minute, func() bool { return parkedOf(srv) == n+1 }, "the %d watches to park", n)
 	// net/http's connection goroutines end once the streams took their
 	// connections over: what is left is slack (the runtime's, the test's).
 	const slack = 50
@@ -122,14 +122,14 @@ func TestParkedDeparture(t *testing.T) {
 	srv := newTestServer(t, path, Options{Speed: 1})
 	fd0 := openFDs(t)
 	w := rawGet(t, srv.URL, quietTarget)
-	wttest.WaitFor(t, time.Minute, func() bool { return srv.sc.parkedCount() == 1 }, "the watch to park")
+	wttest.WaitFor(t, time.Minute, func() bool { return parkedOf(srv) == 1 }, "the watch to park")
 	if srv.active.Load() != 1 {
 		t.Fatalf("%d requests active; want 1", srv.active.Load())
 	}
 	w.conn.Close()
 	wttest.WaitFor(t, time.Minute, func() bool { return srv.active.Load() == 0 },
 		"the stream of the client that left to end (bound %v)", 2*sweepEvery)
-	if n := srv.sc.parkedCount(); n != 0 {
+	if n := parkedOf(srv); n != 0 {
 		t.Fatalf("%d streams still parked", n)
 	}
 	wttest.WaitFor(t, time.Minute, func() bool { return openFDs(t) <= fd0 },
@@ -154,7 +154,7 @@ func TestParkedTimeout(t *testing.T) {
 	if _, err := w.br.ReadByte(); err != io.EOF {
 		t.Fatalf("after the terminating chunk: %v; want the connection closed", err)
 	}
-	if srv.sc.stepped.Load()+srv.sc.handed.Load() == 0 {
+	if steppedOf(srv)+handedOf(srv) == 0 {
 		t.Fatal("the watch never went through the scheduler")
 	}
 }
@@ -190,7 +190,7 @@ func TestParkedSlowClient(t *testing.T) {
 	fmt.Fprintf(stuck, "GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, addr)
 	// The stuck client's stream has written what its socket takes and
 	// waits, on a goroutine, for the client to read.
-	wttest.WaitFor(t, time.Minute, func() bool { return srv.sc.handed.Load() > 0 }, "the stuck client's write to go to a goroutine")
+	wttest.WaitFor(t, time.Minute, func() bool { return handedOf(srv) > 0 }, "the stuck client's write to go to a goroutine")
 
 	const clients = 20
 	var wg sync.WaitGroup
@@ -224,10 +224,10 @@ func TestParkedSlowClient(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	if srv.sc.stepped.Load() == 0 {
+	if steppedOf(srv) == 0 {
 		t.Error("the scheduler wrote nothing itself")
 	}
-	t.Logf("scheduler: %d streams carried on itself, %d handed to goroutines", srv.sc.stepped.Load(), srv.sc.handed.Load())
+	t.Logf("scheduler: %d streams carried on itself, %d handed to goroutines", steppedOf(srv), handedOf(srv))
 	srv.Close()
 	if n := srv.active.Load(); n != 0 {
 		t.Fatalf("%d requests active after Close", n)
@@ -292,9 +292,13 @@ func TestParkedTiming(t *testing.T) {
 			if end := req.Arrival.Add(scale(info.End.Time - start)); req.Done.Before(end) {
 				t.Fatalf("the stream ended %v before its recorded end", end.Sub(req.Done))
 			}
-			if srv.sc.stepped.Load() == 0 {
+			if steppedOf(srv) == 0 {
 				t.Fatal("the scheduler wrote nothing itself")
 			}
 		})
 	}
 }
+
+func parkedOf(s *Server) int    { n, _, _ := s.schedStats(); return n }
+func steppedOf(s *Server) int64 { _, n, _ := s.schedStats(); return n }
+func handedOf(s *Server) int64  { _, _, n := s.schedStats(); return n }

@@ -189,7 +189,8 @@ type streamer struct {
 	// due — itself (inSched), or on a new goroutine when that could block
 	// (needGo).
 	handed  bool
-	rt      *route // for the end of the stream (see answer)
+	sc      *scheduler // the shard the stream parks in
+	rt      *route     // for the end of the stream (see answer)
 	rest    func()
 	parked  bool
 	parkAt  time.Time // zero: no time (only the client leaving or Close)
