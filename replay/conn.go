@@ -135,7 +135,7 @@ func (st *streamer) takeOver(r *http.Request, hd *head) bool {
 		if rc, err := oc.tcp.SyscallConn(); err == nil {
 			oc.park, oc.raw = true, rc
 			scs := st.s.scs
-			st.sc = scs[int(st.s.nsc.Add(1))%len(scs)]
+			st.sc = scs[st.s.nsc.Add(1)%uint32(len(scs))]
 		}
 	}
 	// A cancelled request (the client left, Close) must not stay blocked
@@ -227,6 +227,14 @@ func (st *streamer) ownSend(batch [][]byte) bool {
 // copy and one TLS record otherwise), with the write deadline.
 func (st *streamer) ownWrite(bufs net.Buffers) bool {
 	oc := st.own
+	if st.inSched {
+		// Without blocking, so without a deadline (see scheduler.park).
+		var n int64
+		for _, b := range bufs {
+			n += int64(len(b))
+		}
+		return st.tryWrite(bufs, n)
+	}
 	if st.s.writeTimeout > 0 {
 		// Moving the deadline costs a runtime timer update: do it only
 		// when it has come within three quarters of the timeout.
@@ -245,9 +253,6 @@ func (st *streamer) ownWrite(bufs net.Buffers) bool {
 	}
 	if st.tap != nil && st.tap.out != nil {
 		st.tap.rawWrite(bufs) // before WriteTo consumes bufs
-	}
-	if st.inSched {
-		return st.tryWrite(bufs, n)
 	}
 	var err error
 	if oc.tcp != nil {

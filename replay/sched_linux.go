@@ -41,7 +41,9 @@ func (w *rawWriter) writev(rc syscall.RawConn, bufs [][]byte) (int64, error) {
 	w.iov = w.iov[:0]
 	for _, b := range bufs {
 		if len(b) > 0 {
-			w.iov = append(w.iov, syscall.Iovec{Base: &b[0], Len: uint64(len(b))})
+			v := syscall.Iovec{Base: &b[0]}
+			v.SetLen(len(b))
+			w.iov = append(w.iov, v)
 		}
 	}
 	w.n, w.errno = 0, 0
@@ -70,9 +72,9 @@ func (w *rawWriter) doWritev(fd uintptr) bool {
 		}
 		w.n += int64(r)
 		for r > 0 && len(iov) > 0 {
-			if uint64(r) < iov[0].Len {
+			if l := uintptr(iov[0].Len); r < l {
 				iov[0].Base = (*byte)(unsafe.Add(unsafe.Pointer(iov[0].Base), r))
-				iov[0].Len -= uint64(r)
+				iov[0].SetLen(int(l - r))
 				break
 			}
 			r -= uintptr(iov[0].Len)
@@ -101,15 +103,19 @@ func (oc *ownConn) peer(w *rawWriter) bool {
 	return true // a client that keeps sending: left for the next sweep
 }
 
-// doPeek reads what is waiting on the socket without blocking (recv with
-// MSG_DONTWAIT): 0 bytes is the client's FIN.
+// doPeek reads what is waiting on the socket without blocking (the
+// descriptor is non-blocking, as every one of the netpoller's): 0 bytes
+// is the client's FIN.
 func (w *rawWriter) doPeek(fd uintptr) bool {
 	for {
-		r, _, e := syscall.Syscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&w.peekBuf[0])), uintptr(len(w.peekBuf)), syscall.MSG_DONTWAIT, 0, 0)
-		if e == syscall.EINTR {
+		n, err := syscall.Read(int(fd), w.peekBuf[:])
+		if err == syscall.EINTR {
 			continue
 		}
-		w.peekN, w.errno = int(r), e
+		w.peekN, w.errno = max(n, 0), 0
+		if e, ok := err.(syscall.Errno); ok {
+			w.errno = e
+		}
 		return true
 	}
 }
