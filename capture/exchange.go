@@ -427,7 +427,10 @@ func (x *exchange) frame(ev frame.Event, t int64) {
 		// nothing handed out before (Redacted lengths) is overwritten.
 		rep := &x.s.rep
 		*rep = redact.Report{}
-		f.Data = x.s.secrets.Event(x.format, ev.Data, rep)
+		f.Data = x.s.secrets.EventTo(x.s.redacted[:0], x.format, ev.Data, rep)
+		if len(f.Data) > 0 && len(ev.Data) > 0 && &f.Data[0] != &ev.Data[0] && cap(f.Data) <= maxReusedRedaction {
+			x.s.redacted = f.Data[:0] // the Sink is done with it at the next event
+		}
 		if !rep.Empty() {
 			f.Redacted = rep.Lengths()
 			x.respRep.MergeAt(rep, ev.Offset+int64(len(ev.Pre)))
@@ -552,3 +555,7 @@ func headerValue(h []formats.Header, name string) string {
 	}
 	return ""
 }
+
+// maxReusedRedaction bounds the buffer of redacted events a session keeps
+// between events: a larger one (a huge Secret) is left to the collector.
+const maxReusedRedaction = 1 << 20

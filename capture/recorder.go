@@ -118,6 +118,7 @@ type session struct {
 	keyWait      *keyWaiter      // TLS connections waiting for secrets (nil: none wait)
 	frame        formats.Frame   // the record of each event, reused
 	rep          redact.Report   // the redaction report of each event, reused
+	redacted     []byte          // the redacted copy of each event, reused (up to maxReusedRedaction)
 }
 
 func newSession(sink Sink, keepSecrets bool) *session {

@@ -12,6 +12,14 @@ import (
 // of its length (CBOR, so the sequence stays self-delimiting); the length
 // prefix and the other events of the stream are untouched.
 func (s *Secrets) Event(f frame.Format, data []byte, rep *Report) []byte {
+	return s.EventTo(nil, f, data, rep)
+}
+
+// EventTo is Event with the redacted copy of a protobuf event built in
+// dst's storage (grown as needed), so that a caller that is done with
+// each result before the next call keeps reusing one buffer: pass the
+// last result back, truncated. dst must not overlap data.
+func (s *Secrets) EventTo(dst []byte, f frame.Format, data []byte, rep *Report) []byte {
 	switch f {
 	case frame.JSON:
 		if !mayHoldJSON(data) {
@@ -27,7 +35,7 @@ func (s *Secrets) Event(f frame.Format, data []byte, rep *Report) []byte {
 		}
 		p := protoWalker{s: s}
 		p.object(protoKindWatchEvnt, data, 0, 0)
-		out, _ := p.apply(s, data, rep)
+		out, _ := p.applyTo(dst, s, data, rep)
 		return out
 	case frame.CBOR:
 		out, _ := s.cborWhole(data, false, rep)

@@ -442,10 +442,15 @@ func forFields(b []byte, i int, fn func(num protowire.Number, vs, ve int)) bool 
 
 // apply replaces the walker's spans in b (copy on write) and reports them.
 func (p *protoWalker) apply(s *Secrets, b []byte, rep *Report) ([]byte, bool) {
+	return p.applyTo(nil, s, b, rep)
+}
+
+// applyTo is apply with the redacted copy built in dst's storage.
+func (p *protoWalker) applyTo(dst []byte, s *Secrets, b []byte, rep *Report) ([]byte, bool) {
 	if len(p.spans) == 0 && len(p.jsons) == 0 {
 		return b, false
 	}
-	out := bytes.Clone(b)
+	out := append(dst[:0], b...)
 	for _, j := range p.jsons {
 		copy(out[j.off:], j.out)
 		rep.Merge(&j.rep)
