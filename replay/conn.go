@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/wtrace/wtrace/formats"
@@ -41,7 +42,15 @@ type ownConn struct {
 	out        net.Buffers // being written (consumed by WriteTo)
 	hex        []byte      // chunk-size lines of the batch being sent
 	buf        []byte      // the batch copied together (TLS)
-	deadline   time.Time
+	deadline   time.Time   // the write deadline set (zero: none)
+	// readDeadline: ownWait left a read deadline set.
+	readDeadline bool
+	// park: the stream parks in the server's scheduler where it would
+	// wait (see scheduler), which writes to raw without blocking; pend
+	// holds what such a write left unwritten, for a goroutine to write.
+	park bool
+	raw  syscall.RawConn
+	pend []byte
 }
 
 // crlf ends a chunk's data.
@@ -120,6 +129,15 @@ func (st *streamer) takeOver(r *http.Request, hd *head) bool {
 	// the client leaving too; otherwise a goroutine reads it.
 	_, real := st.s.clock.(realClock)
 	oc.selfRead = real && oc.tcp != nil && (st.flow == nil || st.flow.follow == nil)
+	// Such a stream, on a goroutine of its own and without an Out, parks
+	// in the scheduler while it waits, where the platform allows.
+	if oc.selfRead && st.handed && (st.tap == nil || st.tap.out == nil) && schedSupported {
+		if rc, err := oc.tcp.SyscallConn(); err == nil {
+			oc.park, oc.raw = true, rc
+			scs := st.s.scs
+			st.sc = scs[st.s.nsc.Add(1)%uint32(len(scs))]
+		}
+	}
 	// A cancelled request (the client left, Close) must not stay blocked
 	// in a write to a client that does not read, nor in ownWait: Close
 	// interrupts the connections in s.owned; a reader goroutine, the
@@ -209,6 +227,14 @@ func (st *streamer) ownSend(batch [][]byte) bool {
 // copy and one TLS record otherwise), with the write deadline.
 func (st *streamer) ownWrite(bufs net.Buffers) bool {
 	oc := st.own
+	if st.inSched {
+		// Without blocking, so without a deadline (see scheduler.park).
+		var n int64
+		for _, b := range bufs {
+			n += int64(len(b))
+		}
+		return st.tryWrite(bufs, n)
+	}
 	if st.s.writeTimeout > 0 {
 		// Moving the deadline costs a runtime timer update: do it only
 		// when it has come within three quarters of the timeout.
@@ -348,6 +374,7 @@ func (st *streamer) ownWait(t time.Time) bool {
 			return st.ctx.Err() == nil
 		}
 		_ = oc.conn.SetReadDeadline(t)
+		oc.readDeadline = !t.IsZero()
 		// After setting the deadline: a cancellation from here on moves
 		// it to the past.
 		if st.ctx.Err() != nil {
@@ -359,4 +386,34 @@ func (st *streamer) ownWait(t time.Time) bool {
 			return false
 		}
 	}
+}
+
+// tryWrite is ownWrite on the scheduler (see scheduler): bufs, of n bytes,
+// written without blocking. What the client does not take at once goes to
+// pend, and the stream yields to a goroutine to write it (see
+// streamer.resume); bytes that follow go to pend too, in order.
+func (st *streamer) tryWrite(bufs net.Buffers, n int64) bool {
+	oc := st.own
+	var w int64
+	if len(oc.pend) == 0 {
+		var err error
+		if w, err = st.sc.w.writev(oc.raw, bufs); err != nil {
+			st.stopped = "write: " + err.Error()
+			return false
+		}
+	}
+	st.bytes += w
+	if w == n {
+		return true
+	}
+	for _, b := range bufs {
+		if w >= int64(len(b)) {
+			w -= int64(len(b))
+			continue
+		}
+		oc.pend = append(oc.pend, b[w:]...)
+		w = 0
+	}
+	st.needGo = true
+	return true
 }

@@ -250,8 +250,8 @@
 //
 // # Many clients, memory
 //
-// Each request is served by its own goroutine on its own timeline;
-// no lock is held while writing, and every write has a deadline
+// Each request is served on its own timeline; no lock is held while
+// writing, and every blocking write has a deadline
 // (Options.WriteTimeout) so a client that stops reading is dropped without
 // delaying anyone. Over HTTP/1.1 a watch stream takes its connection over
 // from net/http (Hijack) and writes the chunked framing itself, so that
@@ -263,12 +263,32 @@
 // Such an HTTP/1.1 watch runs on a goroutine of its own from the moment it
 // took its connection over, and ServeHTTP returns: net/http's goroutine,
 // buffers and request for the connection are freed while the watch goes
-// on. On the real clock it waits for its next write in a read of its
-// connection, with the read deadline as its timer (no timer, no reader
-// goroutine), so that an idle watcher holds one goroutine, its
-// connection and its state: about 7 KiB (docs/BENCHMARKS.md). A client
-// that disconnects releases everything at once (the read that waits
-// fails, or context cancellation). Exchanges are decoded into immutable timed writes once
+// on.
+//
+// On Linux, on the real clock, over plain TCP, a watch stream that waits
+// for its next write holds no goroutine at all (without Follow, that is
+// Options.Writes other than WritesApply, and without Options.Out): it
+// parks in the server's scheduler, a heap of waiting streams by due time
+// with one goroutine (one such shard per GOMAXPROCS), which writes each
+// due stream's chunks itself with a non-blocking writev and parks it
+// again — as the floor of BenchmarkLateness does, one loop for many
+// watchers. Only what could block
+// goes to a goroutine of the stream's own, which parks it again or ends it:
+// a write the client does not take at once (finished with the write
+// timeout, so a slow client never delays the others), reading the session
+// file (an exchange too large for the cache, a transcoded or rewritten
+// stream), a Loop pass, the end of the stream. An idle watcher holds its
+// connection and its state: about 2.6 KiB (docs/BENCHMARKS.md). A parked
+// stream has no reader: the scheduler checks every parked connection
+// without blocking once a second, so a client that disconnects is noticed
+// within 2 s (or by a write to it that fails), and everything it held is
+// released.
+// Elsewhere (a FakeClock, TLS, Follow, other platforms) the stream keeps
+// its goroutine and waits in a read of its connection with the read
+// deadline as its timer (plain TCP on the real clock), or on a timer with a
+// reader goroutine, and a client that disconnects is noticed at once.
+//
+// Exchanges are decoded into immutable timed writes once
 // and shared by all clients, in a cache bounded by Options.CacheBytes; an
 // exchange larger than a quarter of it is streamed from the file for each
 // client instead, so a long session is never held in memory whole.
@@ -288,7 +308,8 @@
 // # Concurrency
 //
 // A Server is safe for concurrent use. It starts goroutines (the listener,
-// and net/http's per connection); Close stops them all.
+// net/http's per connection, the scheduler's shards, and one per stream
+// that must not park); Close stops them all.
 //
 // # Code
 //
@@ -299,8 +320,9 @@
 // from watches, resuming, 410s), writes.go (the modes, writes matched
 // with recorded ones, 403s) and discovery.go. serve.go writes the chosen
 // answer with its timing (the streamer), through plan.go (timed writes
-// decoded from the session, cached) and conn.go (a hijacked HTTP/1.1
-// connection writing its own chunks); flow.go serves with the world:
+// decoded from the session, cached), conn.go (a hijacked HTTP/1.1
+// connection writing its own chunks) and sched.go (the scheduler of parked
+// streams; its system calls in sched_linux.go); flow.go serves with the world:
 // recorded streams whose resourceVersions move its point, rewritten,
 // transcoded or joined by the clients' writes, the world's own watches,
 // recorded bodies transcoded. out.go is the request log and Out.

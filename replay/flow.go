@@ -220,23 +220,34 @@ func (e *eventSource) next() (write, bool, error) {
 	return w, true, nil
 }
 
-// runFlow is run for a recorded watch served with the world (st.flow):
-// src's writes on the timeline of base, from body offset skip. Recorded
+// runFlow is runFrom for a recorded watch served with the world
+// (st.flow): the reader's writes on the timeline of base. Recorded
 // chunks go out as they are while their resourceVersions are served
 // unchanged; from the first event that must be rewritten, or from the
 // start when transcoding, event by event.
-func (st *streamer) runFlow(src source, base, skip int64) bool {
+//
+// It reads through *rdp, which it replaces when it goes event by event,
+// resumably: when the stream parks (see waitUntil) it returns false with
+// the next write unread.
+func (st *streamer) runFlow(rdp **writeReader, base int64) bool {
 	fl := st.flow
 	store := st.s.store
-	rd := st.reader(src, skip)
-	defer func() { fl.waiting = false }()
+	rd := *rdp
+	defer func() { fl.waiting = false; *rdp = rd }()
 	for {
+		if st.inSched && !rd.nonBlocking() {
+			st.yield()
+			return false
+		}
 		w, ok := rd.next()
 		if !ok {
 			return st.stopped == ""
 		}
 		fl.pending, fl.waiting = w, true
 		if !st.waitUntil(st.deadline(w.at, base)) {
+			if st.parked {
+				rd.unread(w)
+			}
 			return false
 		}
 		if fl.follow != nil && !st.deliver() {

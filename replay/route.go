@@ -107,13 +107,27 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // answerHanded is answer on a goroutine of its own (see ServeHTTP). A
 // panic before the hand-off goes on in ServeHTTP, as if answer had run
 // there; after it, the connection is the stream's own: it is logged and
-// the connection closed, as net/http does for a handler.
+// the connection closed, as net/http does for a handler. A stream that
+// parks (see sched) leaves this goroutine and is carried on by the
+// scheduler.
 func (s *Server) answerHanded(st *streamer, rt route, r *http.Request) {
-	defer s.handlers.Done()
-	defer s.active.Add(-1)
-	defer st.cancel()
+	st.handed, st.rt = true, &rt
+	s.drive(st, func() { rt.serve(st, r) })
+}
+
+// drive runs f, the body of handed stream st or its rest, on this
+// goroutine; then, unless the stream parked (the scheduler now owns it),
+// ends it as answer does, and releases its place among the handlers.
+func (s *Server) drive(st *streamer, f func()) {
+	parked := false
 	defer func() {
+		if parked {
+			return
+		}
 		v := recover()
+		defer s.handlers.Done()
+		defer s.active.Add(-1)
+		defer st.cancel()
 		if st.handoff != nil {
 			st.panicked = v
 			st.handoff()
@@ -130,13 +144,27 @@ func (s *Server) answerHanded(st *streamer, rt route, r *http.Request) {
 			_ = st.own.conn.Close()
 		}
 	}()
-	s.answer(st, &rt, r, st.target)
+	f()
+	if st.parked {
+		st.parked = false
+		if st.sc.park(st) {
+			parked = true // st is the scheduler's: not to be touched here
+			return
+		}
+		st.stopped = "cancelled" // the server closed
+	}
+	s.answerEnd(st, st.rt, st.target)
 }
 
 // answer serves route rt through streamer st, ends the stream and logs
 // the request.
 func (s *Server) answer(st *streamer, rt *route, r *http.Request, target string) {
 	rt.serve(st, r) // r is not used past this point (see takeOver)
+	s.answerEnd(st, rt, target)
+}
+
+// answerEnd ends the stream and logs the request.
+func (s *Server) answerEnd(st *streamer, rt *route, target string) {
 	st.done()
 	st.tap.finish(rt, st, st.stopped == "" || st.stopped == "timeout")
 	if s.log.Enabled(st.ctx, slog.LevelDebug) {

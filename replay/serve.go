@@ -180,6 +180,24 @@ type streamer struct {
 	// panicked is what a stream's goroutine recovered before the
 	// hand-off, for ServeHTTP to panic with.
 	panicked any
+
+	// The scheduler's path (see sched): a stream served on a goroutine of
+	// its own (handed) whose connection it owns and may park (see
+	// ownConn.park) runs the rest of its body (rest) resumably: where it
+	// would wait, it parks instead (parked, until parkAt), its goroutine
+	// unwinds and returns, and the scheduler runs rest again when it is
+	// due — itself (inSched), or on a new goroutine when that could block
+	// (needGo).
+	handed  bool
+	sc      *scheduler // the shard the stream parks in
+	rt      *route     // for the end of the stream (see answer)
+	rest    func()
+	parked  bool
+	parkAt  time.Time // zero: no time (only the client leaving or Close)
+	inSched bool
+	needGo  bool
+	hidx    int   // in the scheduler's heap
+	due     int64 // parkAt in the heap (Unix ns; maxDue: never)
 }
 
 func (s *Server) newStreamer(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, r *http.Request, q query, arrival time.Time) *streamer {
@@ -217,19 +235,31 @@ func (st *streamer) deadline(t, base int64) time.Time {
 	return st.arrival.Add(st.shift + st.s.scale(t-base))
 }
 
-// waitUntil waits for the clock to reach t. It returns false if the
-// client's timeoutSeconds passes first (stopped = "timeout") or the request
-// is cancelled (stopped = "cancelled").
+// waitUntil waits for the clock to reach t (zero: forever, for hold). It
+// returns false if the client's timeoutSeconds passes first (stopped =
+// "timeout") or the request is cancelled (stopped = "cancelled"). On the
+// scheduler's path (mayPark) it does not wait: it parks the stream
+// (parked set, stopped "") and returns false; the caller returns at once,
+// leaving its state such that calling st.rest again carries on.
 func (st *streamer) waitUntil(t time.Time) bool {
 	if st.flow != nil && st.flow.follow != nil {
 		return st.waitFollow(t)
 	}
 	limit := t
 	timeout := false
-	if !st.timeoutAt.IsZero() && !st.timeoutAt.After(t) {
+	if !st.timeoutAt.IsZero() && (t.IsZero() || !st.timeoutAt.After(t)) {
 		limit, timeout = st.timeoutAt, true
 	}
-	if st.own != nil && st.own.selfRead {
+	if st.mayPark() {
+		if st.ctx.Err() != nil {
+			st.stopped = "cancelled"
+			return false
+		}
+		if st.needGo || limit.IsZero() || limit.After(time.Now()) {
+			st.parked, st.parkAt = true, limit
+			return false
+		}
+	} else if st.own != nil && st.own.selfRead {
 		if !st.ownWait(limit) {
 			st.stopped = "cancelled"
 			return false
@@ -263,6 +293,13 @@ func (st *streamer) waitUntil(t time.Time) bool {
 func (st *streamer) hold() {
 	if st.flow != nil && st.flow.follow != nil {
 		st.holdFollow()
+		return
+	}
+	if st.mayPark() {
+		st.waitUntil(time.Time{}) // parks, or stops at timeoutAt
+		if !st.parked && st.stopped == "" {
+			st.stopped = "cancelled"
+		}
 		return
 	}
 	if st.timeoutAt.IsZero() {
@@ -341,13 +378,25 @@ func (st *streamer) sendBatch(batch [][]byte) bool {
 // are due together (a burst, or a client that fell behind) go out as one
 // batch. It returns false if the stream stopped early.
 func (st *streamer) run(src source, base, skip int64) bool {
-	rd := st.reader(src, skip)
+	return st.runFrom(st.reader(src, skip), base)
+}
+
+// runFrom is run with rd, resumably: when the stream parks (see
+// waitUntil) it returns false with the next write unread.
+func (st *streamer) runFrom(rd *writeReader, base int64) bool {
 	for {
+		if st.inSched && !rd.nonBlocking() {
+			st.yield()
+			return false
+		}
 		w, ok := rd.next()
 		if !ok {
 			return st.stopped == ""
 		}
 		if !st.waitUntil(st.deadline(w.at, base)) {
+			if st.parked {
+				rd.unread(w)
+			}
 			return false
 		}
 		batch := append(st.batch[:0], w.data)
@@ -672,6 +721,15 @@ func (r *writeReader) next() (write, bool) {
 			return w, true
 		}
 	}
+}
+
+// nonBlocking reports whether next returns without reading the file.
+func (r *writeReader) nonBlocking() bool {
+	if r.have {
+		return true
+	}
+	_, ok := r.src.(*planSource)
+	return ok
 }
 
 // unread makes w the next write next returns.

@@ -510,7 +510,8 @@ func TestFlowAllocs(t *testing.T) {
 	src := &planSource{p: p}
 	run := func() {
 		src.i = 0
-		if !st.runFlow(src, x.respTime(), 0) {
+		rd := st.reader(src, 0)
+		if !st.runFlow(&rd, x.respTime()) {
 			t.Fatal(st.stopped)
 		}
 	}

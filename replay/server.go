@@ -10,6 +10,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -144,6 +145,8 @@ type Server struct {
 
 	ownMu sync.Mutex
 	owned map[*ownConn]struct{} // taken-over connections that wait in reads (see ownWait)
+	scs   []*scheduler          // the parked streams (see scheduler), one shard per P
+	nsc   atomic.Uint32         // picks a stream's shard
 
 	mu        sync.Mutex // guards the fields below and m.cursors
 	closed    bool
@@ -212,6 +215,10 @@ func New(f *formats.File, opts Options) (*Server, error) {
 	}
 	s.disc = newDiscovery(f, s.m, s.store)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.scs = make([]*scheduler, max(1, runtime.GOMAXPROCS(0)))
+	for i := range s.scs {
+		s.scs[i] = newScheduler(s)
+	}
 	return s, nil
 }
 
@@ -364,6 +371,9 @@ func (s *Server) Close() {
 	}
 	s.cancel()
 	s.interruptOwned()
+	for _, sc := range s.scs {
+		sc.stop()
+	}
 	if srv != nil {
 		<-s.serveDone
 		s.conns.Wait()

@@ -201,7 +201,7 @@ func (s *Server) serveSynthWatchList(st *streamer, r *http.Request, q query, lst
 		st.flow = nil
 	}
 	if watch == nil {
-		st.hold()
+		st.runRest(st.hold)
 		return nil, nil
 	}
 	s.continueWatch(st, watch, 0, watch.respTime())
@@ -235,38 +235,88 @@ func watchContentType(f frame.Format) string {
 }
 
 // continueWatch sends a watch exchange's body after the head was sent (by
-// a synthesized prefix), from body offset skip on the timeline of base.
+// a synthesized prefix), from body offset skip on the timeline of base,
+// resumably (see runRest): the caller returns at once after it.
 func (s *Server) continueWatch(st *streamer, x *recorded, skip, base int64) {
+	c := &watchCont{st: st, x: x, skip: skip, base: base}
+	st.runRest(c.step)
+}
+
+// watchCont is where the body of a watch stream is (see continueWatch):
+// a pass over the recorded exchange (several with Loop), then its end.
+type watchCont struct {
+	st         *streamer
+	x          *recorded
+	skip, base int64
+	rd         *writeReader
+	phase      int
+}
+
+const (
+	wcOpen   = iota // open the next pass
+	wcRun           // send the pass
+	wcFinish        // end the stream as recorded
+	wcDone
+)
+
+// step carries the stream on from where it is, until it parks or its body
+// is done. On the scheduler (inSched) it goes no further than sending
+// from memory: past that it yields to a goroutine.
+func (c *watchCont) step() {
+	st, s, x := c.st, c.st.s, c.x
 	for {
-		var src source
-		if st.flow != nil && st.flow.w != nil {
-			src = s.eventSource(x, skip) // transcoded: event by event
-		} else {
-			var err error
-			if src, err = s.openSource(x); err != nil {
-				st.stopped = "reading session: " + err.Error()
-				return
+		if st.inSched && c.phase != wcRun {
+			if c.phase != wcDone {
+				st.yield()
 			}
-		}
-		ok := false
-		if st.flow != nil {
-			ok = st.runFlow(src, base, skip)
-		} else {
-			ok = st.run(src, base, skip)
-		}
-		if !ok {
 			return
 		}
-		if !s.opts.Loop {
-			break
+		switch c.phase {
+		case wcOpen:
+			var src source
+			if st.flow != nil && st.flow.w != nil {
+				src = s.eventSource(x, c.skip) // transcoded: event by event
+			} else {
+				var err error
+				if src, err = s.openSource(x); err != nil {
+					st.stopped = "reading session: " + err.Error()
+					c.phase = wcDone
+					return
+				}
+			}
+			c.rd, c.phase = st.reader(src, c.skip), wcRun
+		case wcRun:
+			ok := false
+			if st.flow != nil {
+				ok = st.runFlow(&c.rd, c.base)
+			} else {
+				ok = st.runFrom(c.rd, c.base)
+			}
+			if st.parked {
+				return
+			}
+			switch {
+			case !ok:
+				c.phase = wcDone
+			case !s.opts.Loop:
+				c.phase = wcFinish
+			default:
+				st.shift += s.scale(x.endTime() - c.base)
+				if s.speed != 0 && x.endTime() <= x.respTime() {
+					st.shift += time.Millisecond
+				}
+				c.base, c.skip, c.phase = x.respTime(), 0, wcOpen
+			}
+		case wcFinish:
+			st.finish(endOf(x), x.endTime(), c.base)
+			if !st.parked {
+				c.phase = wcDone
+			}
+			return
+		default:
+			return
 		}
-		st.shift += s.scale(x.endTime() - base)
-		if s.speed != 0 && x.endTime() <= x.respTime() {
-			st.shift += time.Millisecond
-		}
-		base, skip = x.respTime(), 0
 	}
-	st.finish(endOf(x), x.endTime(), base)
 }
 
 // synthFromWatch is a LIST built from a recorded streaming list's initial
@@ -516,6 +566,6 @@ func (s *Server) serveEmptyWatch(st *streamer, x *recorded) {
 		hd = s.watchHead(x, st.flow)
 	}
 	if st.begin(hd) {
-		st.hold()
+		st.runRest(st.hold)
 	}
 }
