@@ -49,29 +49,15 @@ func TestManyClients(t *testing.T) {
 	id := exchangeByTarget(t, f, "GET", "watch=true")
 	body := watchBody(t, f, id)
 	want := sha256.Sum256(body)
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	ignore := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, ignore) }) // after the server's Close
 
 	// Loop keeps every stream going, so the client that does not read
 	// fills its socket buffers and blocks the server's writes to it.
-	srv, err := Open(path, Options{Speed: 0, Loop: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
+	srv := newTestServer(t, path, Options{Speed: 0, Loop: true})
 	const target = "/api/v1/namespaces/corpus-basic/configmaps?watch=true&resourceVersion=205"
 
-	// The client that never reads, with a small receive buffer.
-	addr := srv.URL[len("http://"):]
-	stuck, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stuck.Close()
-	stuck.(*net.TCPConn).SetReadBuffer(4096)
-	fmt.Fprintf(stuck, "GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, addr)
+	stuckClient(t, srv, target) // the client that never reads
 
 	const clients = 999
 	start := time.Now()

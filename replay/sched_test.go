@@ -5,10 +5,8 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -170,24 +168,11 @@ func TestParkedSlowClient(t *testing.T) {
 	id := exchangeByTarget(t, f, "GET", "watch=true")
 	body := watchBody(t, f, id)
 	want := sha256.Sum256(bytes.Repeat(body, 3))
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	srv, err := Open(path, Options{Speed: 2000, Loop: true, WriteTimeout: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
+	ignore := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, ignore) }) // after the server's Close
+	srv := newTestServer(t, path, Options{Speed: 2000, Loop: true, WriteTimeout: -1})
 	const target = "/api/v1/namespaces/corpus-basic/configmaps?watch=true&resourceVersion=205"
-	addr := strings.TrimPrefix(srv.URL, "http://")
-	stuck, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stuck.Close()
-	stuck.(*net.TCPConn).SetReadBuffer(4096)
-	fmt.Fprintf(stuck, "GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, addr)
+	stuckClient(t, srv, target)
 	// The stuck client's stream has written what its socket takes and
 	// waits, on a goroutine, for the client to read.
 	wttest.WaitFor(t, time.Minute, func() bool { return handedOf(srv) > 0 }, "the stuck client's write to go to a goroutine")
@@ -241,10 +226,7 @@ func TestParkedSlowClient(t *testing.T) {
 // world (runFlow) and without it (run).
 func TestParkedTiming(t *testing.T) {
 	needScheduler(t)
-	path := corpusSession(t, "basic-json")
-	f := openSession(t, path)
-	id := exchangeByTarget(t, f, "GET", "watch=true")
-	info := f.Index().Exchanges[id]
+	path, f, id, info := basicWatch(t)
 	start := info.Response.Time
 	chunks := sessionChunks(t, f, id)
 	body := watchBody(t, f, id)

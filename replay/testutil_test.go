@@ -3,11 +3,14 @@ package replay
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -260,4 +263,30 @@ func requestFor(method, target, accept string) *http.Request {
 		r.Header.Set("Accept", accept)
 	}
 	return r
+}
+
+// stuckClient opens a watch of target on srv whose client never reads,
+// with a small receive buffer, so that the server's writes to it block
+// once its socket buffers are full. It is closed at the end of the test.
+func stuckClient(t testing.TB, srv *Server, target string) net.Conn {
+	t.Helper()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.(*net.TCPConn).SetReadBuffer(4096)
+	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, addr)
+	return c
+}
+
+// basicWatch returns the recorded session of basic-json, opened for the
+// test, and the id and index entry of its watch.
+func basicWatch(t testing.TB) (path string, f *formats.File, id int64, info formats.ExchangeInfo) {
+	t.Helper()
+	path = corpusSession(t, "basic-json")
+	f = openSession(t, path)
+	id = exchangeByTarget(t, f, "GET", "watch=true")
+	return path, f, id, f.Index().Exchanges[id]
 }

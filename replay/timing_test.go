@@ -39,10 +39,7 @@ func sessionChunks(t testing.TB, f *formats.File, id int64) []formats.Chunk {
 // speed, and that every event arrives, byte for byte, once the clock
 // reaches request arrival + (event time − response start) / speed.
 func TestVirtualTime(t *testing.T) {
-	path := corpusSession(t, "basic-json")
-	f := openSession(t, path)
-	id := exchangeByTarget(t, f, "GET", "watch=true")
-	info := f.Index().Exchanges[id]
+	path, f, id, info := basicWatch(t)
 	start := info.Response.Time
 	evs := sessionEvents(t, f, id)
 	chunks := sessionChunks(t, f, id)
@@ -174,10 +171,7 @@ func TestLoop(t *testing.T) {
 // timeoutSeconds=12 after 6 s, with exactly the events recorded in its
 // first 12 s.
 func TestTimeoutScaled(t *testing.T) {
-	path := corpusSession(t, "basic-json")
-	f := openSession(t, path)
-	id := exchangeByTarget(t, f, "GET", "watch=true")
-	info := f.Index().Exchanges[id]
+	path, f, id, info := basicWatch(t)
 	start := info.Response.Time
 	evs := sessionEvents(t, f, id)
 	if d := time.Duration(info.End.Time - start); info.End.Status != formats.EndComplete || d < 30*time.Second || d > 31*time.Second {
