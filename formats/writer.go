@@ -445,9 +445,7 @@ func (w *Writer) writeDictCopy() error {
 	if w.work != nil {
 		j := &blockJob{h: blockHeader{typ: blockDict, seq: w.seq - 1}, out: out, done: make(chan struct{})}
 		close(j.done)
-		w.mu.Lock()
-		w.queued++
-		w.mu.Unlock()
+		w.reserve()
 		w.order <- j
 		return nil
 	}
@@ -458,6 +456,17 @@ func (w *Writer) writeDictCopy() error {
 	w.n += int64(len(out))
 	w.comp += int64(len(out))
 	return nil
+}
+
+// reserve takes a place in the queue of blocks to write, waiting while
+// maxQueue blocks are queued.
+func (w *Writer) reserve() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for w.queued >= w.maxQueue {
+		w.idle.Wait()
+	}
+	w.queued++
 }
 
 // queueBlock writes the data block h holding raw (or queues it: the
@@ -479,12 +488,7 @@ func (w *Writer) queueBlock(h blockHeader, dict *sessionDict, raw []byte) error 
 			j.raw = make([]byte, 0, w.blockSize+w.blockSize/4)
 		}
 		j.raw, w.pending = raw, j.raw[:0]
-		w.mu.Lock()
-		for w.queued >= w.maxQueue {
-			w.idle.Wait()
-		}
-		w.queued++
-		w.mu.Unlock()
+		w.reserve()
 		w.order <- j
 		w.work <- j
 		return nil
