@@ -40,6 +40,9 @@ func (m *memSink) Write(r formats.Record) error {
 	case *formats.Response:
 		c := *v
 		r = &c
+	case *formats.Chunk:
+		c := *v
+		r = &c
 	case *formats.Request:
 		c := *v
 		r = &c

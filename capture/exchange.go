@@ -269,19 +269,26 @@ func (x *exchange) emitResponse() {
 
 // chunk records a transfer chunk (an HTTP/1.1 chunk or an HTTP/2 DATA frame).
 func (x *exchange) chunk(c chunked.Chunk) {
-	r := &formats.Chunk{Exchange: x.id, Time: c.Time, Offset: c.Offset, Size: c.Size, Ext: c.Ext}
-	if rs := x.responseStream(); rs != nil && rs.chunk(r) {
+	rec := formats.Chunk{Exchange: x.id, Time: c.Time, Offset: c.Offset, Size: c.Size, Ext: c.Ext}
+	if rs := x.responseStream(); rs != nil && rs.holdsChunks() {
 		// A content-encoded body is held until it is known to be stored
 		// as sent (then so are its chunks) or re-encoded (then the wire's
 		// chunk boundaries do not fit it).
+		held := rec // allocated only here: rec itself stays on the stack
+		rs.chunk(&held)
 		return
 	}
 	if !x.emitted {
 		if len(x.pending) < 4096 {
-			x.pending = append(x.pending, r)
+			held := rec
+			x.pending = append(x.pending, &held)
 		}
 		return
 	}
+	// Written now: one Chunk record serves every such chunk, as the Frame
+	// record does every event (a Sink keeps nothing of it past Write).
+	r := &x.s.chunk
+	*r = rec
 	x.s.emit(r)
 }
 

@@ -159,6 +159,7 @@ type FileSink struct {
 	conns        map[uint64]*sinkConn
 	exchanges    map[int64]*sinkExchange
 	finishedSize int64
+	sizeEvery    int // records since size was last updated
 
 	size  atomic.Int64
 	mu    sync.Mutex
@@ -387,9 +388,17 @@ func (fs *FileSink) write(r formats.Record) error {
 	case *formats.TLS:
 		fs.seen(r.Time)
 	}
-	fs.size.Store(fs.finishedSize + fs.w.Size())
+	if fs.sizeEvery++; fs.sizeEvery >= sizeEvery {
+		// Size takes the Writer's lock: not for every record.
+		fs.sizeEvery = 0
+		fs.size.Store(fs.finishedSize + fs.w.Size())
+	}
 	return nil
 }
+
+// sizeEvery is how many records pass between updates of what Size
+// reports (a few KiB of a recording; exact once the file is closed).
+const sizeEvery = 64
 
 func (fs *FileSink) seen(t int64) {
 	if t > fs.sum.Time {
@@ -566,6 +575,7 @@ func (fs *FileSink) flush() error {
 		fs.err = err
 		return err
 	}
+	fs.size.Store(fs.finishedSize + fs.w.Size())
 	now := fs.clock()
 	if fs.file != nil && fs.opts.SyncInterval > 0 && now.Sub(fs.synced) >= fs.opts.SyncInterval {
 		fs.synced = now

@@ -117,6 +117,7 @@ type session struct {
 	secrets      *redact.Secrets // nil: keep Secret values
 	keyWait      *keyWaiter      // TLS connections waiting for secrets (nil: none wait)
 	frame        formats.Frame   // the record of each event, reused
+	chunk        formats.Chunk   // the record of each chunk written at once, reused
 	rep          redact.Report   // the redaction report of each event, reused
 	redacted     []byte          // the redacted copy of each event, reused (up to maxReusedRedaction)
 }

@@ -282,16 +282,18 @@ func (r *redactStream) finishEncoder() {
 	}
 }
 
-// chunk takes a chunk record of this (response) body. It reports whether
-// the stream keeps it (held, or dropped); false means write it now.
-func (r *redactStream) chunk(c formats.Record) bool {
-	if r.enc == "" || r.opt.Midstream || r.releasing {
-		return false
-	}
+// holdsChunks reports whether the stream takes the chunk records of this
+// (response) body (chunk); false means write them now.
+func (r *redactStream) holdsChunks() bool {
+	return r.enc != "" && !r.opt.Midstream && !r.releasing
+}
+
+// chunk takes a chunk record of this (response) body, when holdsChunks: it
+// keeps it (held) or drops it.
+func (r *redactStream) chunk(c formats.Record) {
 	if !r.reenc && !r.broken && len(r.chunks) < 1<<16 {
 		r.chunks = append(r.chunks, c)
 	}
-	return true
 }
 
 // gap: n body bytes were lost.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"slices"
 	"sort"
 
@@ -661,6 +662,9 @@ func recordTime(r Record) (t int64, ok bool) {
 // appendRecord appends r framed as a record (type, length, body) to dst,
 // using scratch for the body; it returns dst and the scratch buffer.
 func appendRecord(dst, scratch []byte, r Record) ([]byte, []byte, error) {
+	if est := bodySizeHint(r); est > 0 {
+		return appendRecordInPlace(dst, r, est), scratch, nil
+	}
 	body, err := appendBody(scratch[:0], r)
 	if err != nil {
 		return dst, body, err
@@ -672,6 +676,48 @@ func appendRecord(dst, scratch []byte, r Record) ([]byte, []byte, error) {
 	dst = binary.AppendUvarint(dst, uint64(len(body)))
 	return append(dst, body...), body, nil
 }
+
+// bodySizeHint is about the size of r's body when r is a record whose
+// bytes dominate a session (Frame, Body) and cannot fail to encode, else 0:
+// appendRecord then encodes it in place instead of through scratch.
+func bodySizeHint(r Record) int {
+	const fields = 48 // the other fields, roughly
+	switch r := r.(type) {
+	case *Frame:
+		if r == nil || len(r.Redacted) > 1<<10 {
+			break
+		}
+		if n := len(r.Pre) + len(r.Data) + 10*len(r.Redacted); n <= MaxRecordSize-fields {
+			return n + fields
+		}
+	}
+	return 0
+}
+
+// appendRecordInPlace appends r framed as a record to dst, encoding its
+// body in place after a length of the size est needs; if the body's length
+// needs another size (est was off across a varint boundary), the body is
+// moved once.
+func appendRecordInPlace(dst []byte, r Record, est int) []byte {
+	start := len(dst)
+	k := uvarintLen(uint64(est))
+	dst = append(dst, byte(r.Type()))
+	dst = append(dst, make([]byte, k)...)
+	at := len(dst)
+	dst, _ = appendBody(dst, r) // bodySizeHint admits only records that encode
+	n := len(dst) - at
+	if kk := uvarintLen(uint64(n)); kk != k {
+		body := bytes.Clone(dst[at:])
+		dst = append(dst[:start+1], make([]byte, kk)...)
+		dst = append(dst, body...)
+		k = kk
+	}
+	binary.PutUvarint(dst[start+1:start+1+k], uint64(n))
+	return dst
+}
+
+// uvarintLen is the length of v as a uvarint.
+func uvarintLen(v uint64) int { return (bits.Len64(v|1) + 6) / 7 }
 
 // recordFilter selects records by exchange; nil selects every record.
 type recordFilter map[int64]bool

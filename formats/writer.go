@@ -9,6 +9,7 @@ import (
 	"math"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -92,8 +93,9 @@ type Writer struct {
 	dictEvery int64        // file bytes between copies of the dictionary
 	sinceCopy int64        // record bytes written since the last copy
 
-	n      int64 // bytes written to w (guarded by mu while the goroutine runs)
-	err    error // sticky: the underlying writer failed (guarded by mu)
+	n      int64       // bytes written to w (guarded by mu while the goroutine runs)
+	err    error       // sticky: the underlying writer failed (guarded by mu)
+	failed atomic.Bool // err is set by the output goroutine: Write checks it without mu
 	closed bool
 	meta   bool // the first record (a Meta) was written
 
@@ -250,6 +252,7 @@ func (w *Writer) output() {
 			// Nothing after a failed write is written.
 		} else if err != nil {
 			w.err = fmt.Errorf("formats: write block %d at offset %d: %w", j.h.seq, w.n, err)
+			w.failed.Store(true)
 		} else {
 			if j.h.typ == blockData {
 				w.done = append(w.done, BlockInfo{Offset: w.n, Size: int64(len(out)), Records: j.h.records, First: j.h.first, Last: j.h.last})
@@ -300,6 +303,9 @@ func (w *Writer) indexWritten() {
 }
 
 func (w *Writer) sticky() error {
+	if w.work != nil && !w.failed.Load() {
+		return nil // the common case, without taking mu for every record
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.err
