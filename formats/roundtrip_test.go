@@ -2,6 +2,7 @@ package formats
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -369,5 +370,35 @@ func TestWriterConcurrentBlocks(t *testing.T) {
 			t.Errorf("writer failing after %d writes: %d writes left; want every write before the failure made", after, fw.after)
 		}
 		w.Close()
+	}
+}
+
+// TestAppendRecordInPlace checks that a Frame encoded in place (its length
+// guessed before its body is written) is framed exactly as through a
+// scratch body, around every varint boundary of the length, where the
+// guess is off and the body is moved.
+func TestAppendRecordInPlace(t *testing.T) {
+	for _, n := range []int{0, 1, 60, 70, 79, 80, 81, 100, 127, 128, 16_300, 16_330, 16_340, 16_383, 16_384, 2_097_100, 2_097_151, 2_097_152} {
+		for _, red := range [][]int{nil, {3, 5}} {
+			f := &Frame{Exchange: 7, Seq: 1 << 40, Time: 1795000000000000000, Offset: 1 << 33, Pre: []byte("\n"), Data: bytes.Repeat([]byte{'x'}, n), Redacted: red}
+			body, err := appendBody(nil, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := binary.AppendUvarint([]byte{byte(TypeFrame)}, uint64(len(body)))
+			want = append(want, body...)
+			prefix := []byte("previous records")
+			got, _, err := appendRecord(bytes.Clone(prefix), nil, f)
+			if err != nil {
+				t.Fatalf("data %d: %v", n, err)
+			}
+			if !bytes.Equal(got[:len(prefix)], prefix) || !bytes.Equal(got[len(prefix):], want) {
+				t.Fatalf("data %d, redacted %v: record of %d bytes differs from the scratch encoding (%d bytes)", n, red, len(got)-len(prefix), len(want))
+			}
+			recs, _, err := decodeRecords(got[len(prefix):], nil, nil, false)
+			if err != nil || len(recs) != 1 || !bytes.Equal(recs[0].(*Frame).Data, f.Data) {
+				t.Fatalf("data %d: decoded %d records, %v", n, len(recs), err)
+			}
+		}
 	}
 }
