@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"io"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -309,5 +310,34 @@ func TestInspectGone(t *testing.T) {
 	}
 	if code != 0 {
 		t.Errorf("exit %d", code)
+	}
+}
+
+// TestIsTerminal: progress goes only to terminals; /dev/null is a character
+// device but not a terminal.
+func TestIsTerminal(t *testing.T) {
+	devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devnull.Close()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	defer pw.Close()
+	file, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	for _, tc := range []struct {
+		name string
+		w    io.Writer
+	}{{"dev-null", devnull}, {"pipe", pw}, {"file", file}, {"buffer", &bytes.Buffer{}}} {
+		if isTerminal(tc.w) {
+			t.Errorf("%s: isTerminal = true", tc.name)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3";
@@ -33,13 +34,10 @@ type streams struct {
 }
 
 // isTerminal reports whether w is a terminal (progress is shown only there).
+// A character device is not enough: /dev/null is one.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // usageError is a mistake in how the command was called: exit status 2.
