@@ -237,7 +237,7 @@ func (fs *FileSink) open() error {
 	} else {
 		fs.name = "-"
 	}
-	fs.out = &fileCounter{w: out}
+	fs.out = &fileCounter{w: out, file: fs.file}
 	wopts := fs.opts.Writer
 	if fs.opts.MaxSize > 0 {
 		// MaxSize is checked against the bytes written after each record:
@@ -340,15 +340,28 @@ func (fs *FileSink) writeRecord(r formats.Record) error {
 	return fs.err
 }
 
-// fileCounter counts the bytes written through it.
+// fileCounter counts the bytes written through it. Writing to a file, it
+// starts the writeback of every writebackEvery bytes as they are written
+// (startWriteback), so that the fsync of Close finds little left to write
+// and returns soon after the last block.
 type fileCounter struct {
-	w io.Writer
-	n int64
+	w         io.Writer
+	file      *os.File // nil: not a file
+	n         int64
+	writeback int64 // bytes whose writeback has been started
 }
+
+// writebackEvery is how many bytes a FileSink writes between starts of
+// their writeback.
+const writebackEvery = 4 << 20
 
 func (c *fileCounter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n += int64(n)
+	if c.file != nil && c.n-c.writeback >= writebackEvery {
+		startWriteback(c.file, c.writeback, c.n-c.writeback)
+		c.writeback = c.n
+	}
 	return n, err
 }
 
