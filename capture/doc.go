@@ -5,8 +5,10 @@
 //
 // A Recorder takes packets in capture order (Recorder.Packet; RecordPcap
 // reads them from a file with capture/pcapfile). Each packet is decoded
-// (Ethernet, Linux cooked v1/v2, BSD loopback, raw IP; IPv4 and IPv6) with
-// gopacket's layers and its TCP segment handed to the Recorder's own
+// (Ethernet, Linux cooked v1/v2, BSD loopback, raw IP; IPv4 and IPv6) by
+// decode.go, which accepts and refuses what gopacket's layers do (a fuzz
+// target holds it to them; gopacket builds the tests' packets) without
+// their package init, and its TCP segment handed to the Recorder's own
 // reassembly (tcp.go), driven by capture time. Every byte keeps the
 // capture time of the packet that completed it: a segment delivered in
 // order carries its own packet's time, and so do the out-of-order
