@@ -430,10 +430,11 @@ func (x *exchange) frame(ev frame.Event, t int64) {
 	f := &x.s.frame
 	*f = formats.Frame{Exchange: x.id, Seq: x.seq, Time: t, Offset: ev.Offset, Pre: ev.Pre, Data: ev.Data}
 	if x.s.secrets != nil {
-		// One Report serves every event too; zeroed, not truncated, so
-		// nothing handed out before (Redacted lengths) is overwritten.
+		// One Report serves every event too, its storage reused: the
+		// Sink was done with the last event's Redacted lengths when its
+		// Write returned.
 		rep := &x.s.rep
-		*rep = redact.Report{}
+		rep.Reset()
 		f.Data = x.s.secrets.EventTo(x.s.redacted[:0], x.format, ev.Data, rep)
 		if len(f.Data) > 0 && len(ev.Data) > 0 && &f.Data[0] != &ev.Data[0] && cap(f.Data) <= maxReusedRedaction {
 			x.s.redacted = f.Data[:0] // the Sink is done with it at the next event

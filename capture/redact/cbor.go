@@ -333,7 +333,8 @@ func (w *cborWalker) apply(s *Secrets, b []byte, rep *Report) ([]byte, bool) {
 				val = append(val, b[c[0]:c[1]]...)
 			}
 		}
-		t := s.tag(val)
+		var buf [tagLen]byte
+		t := s.tag(&buf, val)
 		for _, c := range chunks {
 			v := out[c[0]:c[1]]
 			for i := range v {

@@ -33,9 +33,10 @@ func (s *Secrets) EventTo(dst []byte, f frame.Format, data []byte, rep *Report) 
 		if !mayHoldProto(data) {
 			return data
 		}
-		p := protoWalker{s: s}
+		p := pooledProtoWalker(s)
 		p.object(protoKindWatchEvnt, data, 0, 0)
 		out, _ := p.applyTo(dst, s, data, rep)
+		p.recycle()
 		return out
 	case frame.CBOR:
 		out, _ := s.cborWhole(data, false, rep)

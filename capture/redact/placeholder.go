@@ -39,14 +39,18 @@ func NewSecrets() *Secrets {
 const unparsedFill = "-redacted"
 
 // fill writes pattern, repeated, over b.
-func fill(b []byte, pattern string) {
+func fill[P string | []byte](b []byte, pattern P) {
 	for i := range b {
 		b[i] = pattern[i%len(pattern)]
 	}
 }
 
-// tag is the placeholder pattern of value v.
-func (s *Secrets) tag(v []byte) string {
+// tagLen is the length of a placeholder pattern: "redacted-" and 16 hex
+// digits.
+const tagLen = len("redacted-") + 16
+
+// tag writes the placeholder pattern of value v into buf and returns it.
+func (s *Secrets) tag(buf *[tagLen]byte, v []byte) []byte {
 	mac, _ := s.macs.Get().(hash.Hash)
 	if mac == nil {
 		mac = hmac.New(sha256.New, s.key[:])
@@ -54,7 +58,7 @@ func (s *Secrets) tag(v []byte) string {
 	mac.Reset()
 	mac.Write(v)
 	var sum [sha256.Size]byte
-	t := "redacted-" + hex.EncodeToString(mac.Sum(sum[:0])[:8])
+	t := hex.AppendEncode(append(buf[:0], "redacted-"...), mac.Sum(sum[:0])[:8])
 	s.macs.Put(mac)
 	return t
 }
@@ -64,7 +68,8 @@ func (s *Secrets) tag(v []byte) string {
 // length when that keeps its encoded length; else (not canonical base64)
 // by 'A's, which are valid base64 of every length that is a multiple of 4.
 func (s *Secrets) replace(v []byte, b64 bool) {
-	t := s.tag(v)
+	var buf [tagLen]byte
+	t := s.tag(&buf, v)
 	if b64 {
 		n := base64.StdEncoding.DecodedLen(len(v))
 		if dec, err := base64.StdEncoding.DecodeString(string(v)); err == nil {

@@ -3,6 +3,7 @@ package redact
 import (
 	"bytes"
 	"fmt"
+	"sync"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -73,6 +74,33 @@ type protoWalker struct {
 	s     *Secrets
 	spans []pspan
 	jsons []jsonPatch // redactions of JSON nested in protobuf
+}
+
+// protoWalkers holds walkers for reuse: their spans keep their storage
+// from one event to the next.
+var protoWalkers sync.Pool
+
+// pooledProtoWalker returns a walker from the pool (or a new one) for s.
+func pooledProtoWalker(s *Secrets) *protoWalker {
+	p, _ := protoWalkers.Get().(*protoWalker)
+	if p == nil {
+		p = &protoWalker{}
+	}
+	p.s = s
+	return p
+}
+
+// maxPooledSpans bounds the spans a recycled walker keeps.
+const maxPooledSpans = 1024
+
+// recycle resets p and returns it to the pool; p must not be used after.
+func (p *protoWalker) recycle() {
+	if cap(p.spans) > maxPooledSpans {
+		return
+	}
+	clear(p.spans)
+	*p = protoWalker{spans: p.spans[:0]}
+	protoWalkers.Put(p)
 }
 
 // jsonPatch is a JSON document nested at off whose redacted form is out.
@@ -272,13 +300,13 @@ func (p *protoWalker) unparsed(s, e int, why string) {
 
 // meta reads an ObjectMeta's name and namespace and calls ann for each
 // annotation (its value's span).
-func meta(m []byte, ann func(key []byte, s, e int)) (name, ns string, ok bool) {
+func meta(m []byte, ann func(key []byte, s, e int)) (name, ns []byte, ok bool) {
 	ok = forFields(m, 0, func(n protowire.Number, s, e int) {
 		switch n {
 		case fObjectMetaName:
-			name = string(m[s:e])
+			name = m[s:e]
 		case fObjectMetaNS:
-			ns = string(m[s:e])
+			ns = m[s:e]
 		case fObjectMetaAnnot:
 			var k []byte
 			vs, ve := -1, -1
@@ -300,19 +328,19 @@ func meta(m []byte, ann func(key []byte, s, e int)) (name, ns string, ok bool) {
 
 // secret adds the spans of a Secret message's values.
 func (p *protoWalker) secret(m []byte, off int) bool {
-	var name, ns string
-	var spans []pspan
+	var name, ns []byte
+	first := len(p.spans)
 	ok := forFields(m, 0, func(n protowire.Number, s, e int) {
 		switch n {
 		case fMetadata:
 			var mok bool
 			name, ns, mok = meta(m[s:e], func(k []byte, vs, ve int) {
 				if string(k) == lastApplied {
-					spans = append(spans, pspan{start: off + s + vs, end: off + s + ve, why: whyLastApplied})
+					p.spans = append(p.spans, pspan{start: off + s + vs, end: off + s + ve, why: whyLastApplied})
 				}
 			})
 			if !mok {
-				spans = append(spans, pspan{start: off + s, end: off + e, unparsed: "Secret metadata that does not parse"})
+				p.spans = append(p.spans, pspan{start: off + s, end: off + e, unparsed: "Secret metadata that does not parse"})
 			}
 		case fSecretData, fSecretStringData:
 			y := whyData
@@ -325,15 +353,15 @@ func (p *protoWalker) secret(m []byte, off int) bool {
 				case fMapKey:
 					k = string(m[s2:e2])
 				case fMapValue:
-					spans = append(spans, pspan{start: off + s2, end: off + e2, why: y, field: k})
+					p.spans = append(p.spans, pspan{start: off + s2, end: off + e2, why: y, field: k})
 				}
 			})
 			if !mok {
-				spans = append(spans, pspan{start: off + s, end: off + e, unparsed: "a Secret data entry that does not parse"})
+				p.spans = append(p.spans, pspan{start: off + s, end: off + e, unparsed: "a Secret data entry that does not parse"})
 			}
 		}
 	})
-	p.add(spans, objectName(protoKindSecret, ns, name))
+	p.named(first, protoKindSecret, ns, name)
 	return ok
 }
 
@@ -347,19 +375,23 @@ func (p *protoWalker) items(raw []byte, off int, item func(m []byte, off int) bo
 	})
 }
 
-// add adds spans, found in the object named obj.
-func (p *protoWalker) add(spans []pspan, obj string) {
-	for i := range spans {
-		spans[i].object = obj
+// named names the object of the spans added since p.spans held first (the
+// name is built only when there are some).
+func (p *protoWalker) named(first int, kind string, ns, name []byte) {
+	if len(p.spans) == first {
+		return
 	}
-	p.spans = append(p.spans, spans...)
+	obj := objectNameBytes(kind, ns, name)
+	for i := first; i < len(p.spans); i++ {
+		p.spans[i].object = obj
+	}
 }
 
 // pom redacts a PartialObjectMetadata's last-applied annotation when it is
 // a Secret's.
 func (p *protoWalker) pom(m []byte, off int) bool {
-	var spans []pspan
-	var name, ns string
+	var name, ns []byte
+	first := len(p.spans)
 	ok := forFields(m, 0, func(n protowire.Number, s, e int) {
 		if n != fMetadata {
 			return
@@ -367,22 +399,22 @@ func (p *protoWalker) pom(m []byte, off int) bool {
 		var mok bool
 		name, ns, mok = meta(m[s:e], func(k []byte, vs, ve int) {
 			if string(k) == lastApplied && objectHoldsSecret(m[s+vs:s+ve]) {
-				spans = append(spans, pspan{start: off + s + vs, end: off + s + ve, why: whyLastApplied})
+				p.spans = append(p.spans, pspan{start: off + s + vs, end: off + s + ve, why: whyLastApplied})
 			}
 		})
 		if !mok {
-			spans = append(spans, pspan{start: off + s, end: off + e, unparsed: "metadata that does not parse"})
+			p.spans = append(p.spans, pspan{start: off + s, end: off + e, unparsed: "metadata that does not parse"})
 		}
 	})
-	p.add(spans, objectName(protoKindPOM, ns, name))
+	p.named(first, protoKindPOM, ns, name)
 	return ok
 }
 
 // token redacts the string field tf of the message field mf (a
 // TokenRequest's status.token, a TokenReview's spec.token).
 func (p *protoWalker) token(m []byte, off int, mf, tf protowire.Number, y why, kind string) bool {
-	var spans []pspan
-	var name, ns string
+	var name, ns []byte
+	first := len(p.spans)
 	ok := forFields(m, 0, func(n protowire.Number, s, e int) {
 		switch n {
 		case fMetadata:
@@ -390,14 +422,14 @@ func (p *protoWalker) token(m []byte, off int, mf, tf protowire.Number, y why, k
 		case mf:
 			if !forFields(m[:e], s, func(n protowire.Number, s2, e2 int) {
 				if n == tf {
-					spans = append(spans, pspan{start: off + s2, end: off + e2, why: y})
+					p.spans = append(p.spans, pspan{start: off + s2, end: off + e2, why: y})
 				}
 			}) {
-				spans = append(spans, pspan{start: off + s, end: off + e, unparsed: kind + " that does not parse"})
+				p.spans = append(p.spans, pspan{start: off + s, end: off + e, unparsed: kind + " that does not parse"})
 			}
 		}
 	})
-	p.add(spans, objectName(kind, ns, name))
+	p.named(first, kind, ns, name)
 	return ok
 }
 

@@ -1,7 +1,6 @@
 package redact
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/wtrace/wtrace/formats"
@@ -132,7 +131,7 @@ func (r *Report) add(reason formats.RedactReason, object, field string, n, bytes
 	l := &r.lines[i]
 	l.Count += n
 	l.Bytes += bytes
-	if field == "" || strings.Contains(", "+l.Fields+", ", ", "+field+", ") {
+	if field == "" || listed(l.Fields, field) {
 		return
 	}
 	switch {
@@ -145,6 +144,31 @@ func (r *Report) add(reason formats.RedactReason, object, field string, n, bytes
 		l.Fields += ", …"
 	}
 	r.nfields[i]++
+}
+
+// listed reports whether field is one of the ", "-separated fields: it is
+// strings.Contains(", "+fields+", ", ", "+field+", ") without building
+// either string.
+func listed(fields, field string) bool {
+	for i := 0; i+len(field) <= len(fields); {
+		k := strings.Index(fields[i:], field)
+		if k < 0 {
+			return false
+		}
+		at, end := i+k, i+k+len(field)
+		if (at == 0 || at >= 2 && fields[at-2:at] == ", ") && (end == len(fields) || strings.HasPrefix(fields[end:], ", ")) {
+			return true
+		}
+		i = at + 1
+	}
+	return false
+}
+
+// Reset empties r for reuse, keeping its storage: what Lengths and
+// Redactions returned before is overwritten by what is added after.
+func (r *Report) Reset() {
+	clear(r.lines)
+	*r = Report{lines: r.lines[:0], nfields: r.nfields[:0], failures: r.failures[:0], lens: r.lens[:0]}
 }
 
 // fail records a region replaced because it could not be parsed.
@@ -191,7 +215,22 @@ func objectName(kind, ns, name string) string {
 	case name == "":
 		return kind
 	case ns == "":
-		return fmt.Sprintf("%s %s", kind, name)
+		return kind + " " + name
 	}
-	return fmt.Sprintf("%s %s/%s", kind, ns, name)
+	return kind + " " + ns + "/" + name
+}
+
+// objectNameBytes is objectName of a namespace and name that are bytes,
+// built without converting them first.
+func objectNameBytes(kind string, ns, name []byte) string {
+	if kind == "" {
+		kind = "object"
+	}
+	switch {
+	case len(name) == 0:
+		return kind
+	case len(ns) == 0:
+		return kind + " " + string(name)
+	}
+	return kind + " " + string(ns) + "/" + string(name)
 }
