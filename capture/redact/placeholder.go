@@ -23,7 +23,7 @@ import (
 // are not.
 type Secrets struct {
 	key  [32]byte
-	macs sync.Pool // hash.Hash: HMAC-SHA256 keyed with key
+	macs sync.Pool // *tagger: HMAC-SHA256 keyed with key
 }
 
 // NewSecrets returns a Secrets with a fresh random key.
@@ -49,17 +49,23 @@ func fill[P string | []byte](b []byte, pattern P) {
 // digits.
 const tagLen = len("redacted-") + 16
 
+// tagger is a keyed MAC with its output buffer, reused through
+// Secrets.macs (a buffer handed to the hash.Hash interface would escape).
+type tagger struct {
+	mac hash.Hash
+	sum [sha256.Size]byte
+}
+
 // tag writes the placeholder pattern of value v into buf and returns it.
 func (s *Secrets) tag(buf *[tagLen]byte, v []byte) []byte {
-	mac, _ := s.macs.Get().(hash.Hash)
-	if mac == nil {
-		mac = hmac.New(sha256.New, s.key[:])
+	tg, _ := s.macs.Get().(*tagger)
+	if tg == nil {
+		tg = &tagger{mac: hmac.New(sha256.New, s.key[:])}
 	}
-	mac.Reset()
-	mac.Write(v)
-	var sum [sha256.Size]byte
-	t := hex.AppendEncode(append(buf[:0], "redacted-"...), mac.Sum(sum[:0])[:8])
-	s.macs.Put(mac)
+	tg.mac.Reset()
+	tg.mac.Write(v)
+	t := hex.AppendEncode(append(buf[:0], "redacted-"...), tg.mac.Sum(tg.sum[:0])[:8])
+	s.macs.Put(tg)
 	return t
 }
 

@@ -79,7 +79,7 @@ func (r *Report) MergeAt(o *Report, off int64) {
 		return
 	}
 	for _, l := range o.lines {
-		for _, f := range strings.Split(l.Fields, ", ") {
+		for f := range strings.SplitSeq(l.Fields, ", ") {
 			r.add(l.Reason, l.Object, f, l.Count, l.Bytes)
 			l.Count, l.Bytes = 0, 0
 		}
