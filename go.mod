@@ -3,6 +3,7 @@ module github.com/wtrace/wtrace
 go 1.26.8
 
 require (
+	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/google/gopacket v1.1.19
 	github.com/google/uuid v1.6.0
 	github.com/json-iterator/go v1.1.12

@@ -4,13 +4,17 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"hash"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/wtrace/wtrace/capture/pcapfile"
@@ -181,4 +185,27 @@ func TestMain(m *testing.M) {
 		os.Remove(soakFile)
 	}
 	os.Exit(code)
+}
+
+// BenchmarkCaptureDigest hashes a capture in the 1 MiB chunks readAhead
+// reads: the XXH64 every recording of a capture file computes for its
+// identity, against the SHA-256 it computed before (--capture-sha256).
+func BenchmarkCaptureDigest(b *testing.B) {
+	chunk := make([]byte, readAheadChunk)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range chunk {
+		chunk[i] = byte(rng.Uint32())
+	}
+	for _, bc := range []struct {
+		name string
+		h    hash.Hash
+	}{{"xxh64", xxhash.New()}, {"sha256", sha256.New()}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(chunk)))
+			b.ReportAllocs()
+			for b.Loop() {
+				bc.h.Write(chunk)
+			}
+		})
+	}
 }

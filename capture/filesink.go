@@ -54,9 +54,10 @@ type Ending struct {
 	// by the user", "max-duration reached") or what went wrong; "" when
 	// the source ended (the end of a capture file).
 	Note string
-	// CaptureSHA256 is the hex SHA-256 of the capture file, when it was
-	// read to its end.
-	CaptureSHA256 string
+	// CaptureXXH64 and CaptureSHA256 are the hex XXH64 and SHA-256 of the
+	// capture file, when it was read to its end (the SHA-256 only when
+	// asked for).
+	CaptureXXH64, CaptureSHA256 string
 }
 
 // FileSinkOptions configure a FileSink. Path (or Out) is required; the
@@ -549,7 +550,7 @@ func sortedKeys[K uint64 | int64, V any](m map[K]V) []K {
 // and closes its file.
 func (fs *FileSink) finish(end Ending) error {
 	sum := fs.sum
-	sum.Note, sum.CaptureSHA256 = end.Note, end.CaptureSHA256
+	sum.Note, sum.CaptureSHA256, sum.CaptureXXH64 = end.Note, end.CaptureSHA256, end.CaptureXXH64
 	if fs.opts.Totals != nil {
 		t := fs.opts.Totals()
 		sum.Packets, sum.Bytes = t.Packets-fs.base.Packets, t.Bytes-fs.base.Bytes

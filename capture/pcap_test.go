@@ -26,6 +26,9 @@ func TestRecordPcap(t *testing.T) {
 		t.Skip(err)
 	}
 	sum := sha256.Sum256(pcap)
+	// What xxhsum (XXH64, its default) prints for this file: the
+	// Summary's capture identity must be that tool's.
+	const xxhsum = "3672aefa3346a6e3"
 	stopped, stop := context.WithCancelCause(context.Background())
 	stop(errors.New("stopped by the test"))
 	for _, tc := range []struct {
@@ -34,19 +37,22 @@ func TestRecordPcap(t *testing.T) {
 		ctx      context.Context
 		keep     bool
 		wantNote string
+		sha      bool // CaptureSHA256
+		wantXXH  string
 		wantSHA  string
 		events   int64
 	}{
-		{"whole", pcap, context.Background(), false, "", hex.EncodeToString(sum[:]), 200},
-		{"keep-secrets", pcap, context.Background(), true, "", hex.EncodeToString(sum[:]), 200},
-		{"cut", pcap[:len(pcap)/2], context.Background(), false, "capture file damaged: ", "", -1},
-		{"stopped", pcap, stopped, false, "stopped by the test before the end of the capture", "", 0},
+		{"whole", pcap, context.Background(), false, "", false, xxhsum, "", 200},
+		{"sha256", pcap, context.Background(), false, "", true, xxhsum, hex.EncodeToString(sum[:]), 200},
+		{"keep-secrets", pcap, context.Background(), true, "", false, xxhsum, "", 200},
+		{"cut", pcap[:len(pcap)/2], context.Background(), false, "capture file damaged: ", true, "", "", -1},
+		{"stopped", pcap, stopped, false, "stopped by the test before the end of the capture", false, "", "", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "s.wt")
 			res, err := capture.RecordPcap(tc.ctx, bytes.NewReader(tc.in), capture.PcapOptions{
 				Options: capture.Options{KeepSecrets: tc.keep}, Tool: "wtrace test", Name: "dir/capture.pcap",
-				Output: capture.FileSinkOptions{Path: path},
+				Output: capture.FileSinkOptions{Path: path}, CaptureSHA256: tc.sha,
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -76,7 +82,8 @@ func TestRecordPcap(t *testing.T) {
 			if !f.Clean() || s == nil {
 				t.Fatalf("not closed cleanly: %v", f.Problems())
 			}
-			if !strings.HasPrefix(s.Note, tc.wantNote) || tc.wantNote == "" && s.Note != "" || s.CaptureSHA256 != tc.wantSHA ||
+			if !strings.HasPrefix(s.Note, tc.wantNote) || tc.wantNote == "" && s.Note != "" || s.CaptureSHA256 != tc.wantSHA || s.CaptureXXH64 != tc.wantXXH ||
+				res.SHA256 != tc.wantSHA || res.XXH64 != tc.wantXXH ||
 				s.Packets != res.Packets || s.Bytes != res.Read || s.Time != res.Last ||
 				s.Conns != res.Conns || s.Exchanges != res.Exchanges || s.Events != res.Events || s.Anomalies != res.Anomalies {
 				t.Errorf("Summary = %+v; result %+v", s, res)

@@ -41,9 +41,10 @@ type Result struct {
 	// Read is the number of bytes read from a capture file (as given,
 	// before decompression).
 	Read int64
-	// SHA256 is the hex SHA-256 of the capture file, if it was read to
-	// its end.
-	SHA256 string
+	// XXH64 is the hex XXH64 of the capture file (what xxhsum prints),
+	// if it was read to its end; SHA256 its hex SHA-256, if asked for
+	// (PcapOptions.CaptureSHA256).
+	XXH64, SHA256 string
 	// ReadErr is set when the capture file is damaged or cut: every packet
 	// before the damage was recorded, nothing after it.
 	ReadErr error

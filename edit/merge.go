@@ -166,7 +166,7 @@ func Merge(ctx context.Context, inputs []string, opts MergeOptions) (MergeResult
 	end := capture.Ending{Note: mergedNote(chains)}
 	if len(chains) == 1 {
 		if s := chains[0][len(chains[0])-1].summary; s != nil {
-			end.CaptureSHA256 = s.CaptureSHA256
+			end.CaptureSHA256, end.CaptureXXH64 = s.CaptureSHA256, s.CaptureXXH64
 		}
 	}
 	res.Files, err = closeSink(sink, end, "merge", werr)

@@ -64,6 +64,7 @@ type Summary struct {
 	Anomalies     int64  `json:"anomalies"`
 	CaptureSHA256 string `json:"captureSHA256,omitempty"`
 	Note          string `json:"note,omitempty"`
+	CaptureXXH64  string `json:"captureXXH64,omitempty"`
 }
 
 // Block locates one data block of the file.
@@ -327,6 +328,7 @@ func NewSummary(s *formats.Summary) *Summary {
 		Anomalies:     s.Anomalies,
 		CaptureSHA256: s.CaptureSHA256,
 		Note:          s.Note,
+		CaptureXXH64:  s.CaptureXXH64,
 	}
 }
 

@@ -260,6 +260,7 @@ func appendBody(dst []byte, r Record) ([]byte, error) {
 		e.varint(r.Anomalies)
 		e.str(r.CaptureSHA256)
 		e.str(r.Note)
+		e.str(r.CaptureXXH64)
 		return e.b, nil
 	default:
 		return dst, fmt.Errorf("formats: cannot encode record type %T", r)
@@ -604,6 +605,9 @@ func decodeRecord(t Type, b []byte, owned bool) (Record, error) {
 			Anomalies:     d.varint("anomalies"),
 			CaptureSHA256: d.str("capture sha256"),
 			Note:          d.str("note"),
+		}
+		if d.more() { // absent in files written before wtrace 0.4
+			r.(*Summary).CaptureXXH64 = d.str("capture xxh64")
 		}
 	default:
 		return nil, fmt.Errorf("%w: unknown record type %d", errCorrupt, t)

@@ -204,16 +204,19 @@ func rawBlocks(t testing.TB, data []byte) []block {
 }
 
 // The golden files earlier writers wrote: golden-v1.wt as wtrace 0.1
-// wrote it, before End records carried Redactions, golden-v1.wt and
-// golden-v2.wt as wtrace 0.2 wrote them, before they carried LastExt.
-// Every later reader must read them the same.
+// wrote it, before End records carried Redactions; golden-v1.wt and
+// golden-v2.wt as wtrace 0.2 wrote them, before they carried LastExt, and
+// as wtrace 0.3 wrote them, before Summary records carried the capture's
+// XXH64. Every later reader must read them the same.
 var goldenOlds = []struct {
 	file string
-	old  func(e *End) // what that writer did not write
+	old  func(e *End, s *Summary) // what that writer did not write
 }{
-	{"testdata/golden-v1-0.1.wt", func(e *End) { e.Redactions, e.LastExt = nil, "" }},
-	{"testdata/golden-v1-0.2.wt", func(e *End) { e.LastExt = "" }},
-	{"testdata/golden-v2-0.2.wt", func(e *End) { e.LastExt = "" }},
+	{"testdata/golden-v1-0.1.wt", func(e *End, s *Summary) { e.Redactions, e.LastExt, s.CaptureXXH64 = nil, "", "" }},
+	{"testdata/golden-v1-0.2.wt", func(e *End, s *Summary) { e.LastExt, s.CaptureXXH64 = "", "" }},
+	{"testdata/golden-v2-0.2.wt", func(e *End, s *Summary) { e.LastExt, s.CaptureXXH64 = "", "" }},
+	{"testdata/golden-v1-0.3.wt", func(e *End, s *Summary) { s.CaptureXXH64 = "" }},
+	{"testdata/golden-v2-0.3.wt", func(e *End, s *Summary) { s.CaptureXXH64 = "" }},
 }
 
 // TestGoldenOld reads the files earlier writers wrote: the same records,
@@ -224,12 +227,17 @@ func TestGoldenOld(t *testing.T) {
 	}
 }
 
-func testGoldenOld(t *testing.T, goldenOld string, old func(*End)) {
+func testGoldenOld(t *testing.T, goldenOld string, old func(*End, *Summary)) {
 	want := goldenRecords()
 	for i, r := range want {
-		if e, ok := r.(*End); ok {
-			c := *e
-			old(&c)
+		switch x := r.(type) {
+		case *End:
+			c := *x
+			old(&c, &Summary{})
+			r = &c
+		case *Summary:
+			c := *x
+			old(&End{}, &c)
 			r = &c
 		}
 		want[i] = normalize(r)

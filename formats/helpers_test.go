@@ -55,7 +55,7 @@ func fullRecords() []Record {
 		&Anomaly{Conn: 7, Exchange: 3, Dir: ServerToClient, Time: t0 + 9, Kind: AnomalyGap, Offset: 4096, Bytes: 1448, Message: "gap of 1448 bytes"},
 		&Anomaly{Exchange: NoExchange, Kind: 255},
 		&Summary{Time: t0 + 10, Packets: 416, Bytes: 279000, Conns: 1, Exchanges: 2, Events: 200, Anomalies: 1,
-			CaptureSHA256: "ffee", Note: "done"},
+			CaptureSHA256: "ffee", Note: "done", CaptureXXH64: "3672aefa3346a6e3"},
 		&Summary{Time: math.MaxInt64, Packets: math.MaxInt64},
 	}
 }

@@ -434,8 +434,12 @@ type Summary struct {
 	Exchanges     int64
 	Events        int64
 	Anomalies     int64
-	CaptureSHA256 string // hex, when computed while reading
+	CaptureSHA256 string // hex, when asked for and computed while reading
 	Note          string
+	// CaptureXXH64 is the hex XXH64 of the capture file (16 digits, what
+	// xxhsum prints), when computed while reading. Absent (empty) in
+	// files written before wtrace 0.4.
+	CaptureXXH64 string
 }
 
 func (*Meta) Type() Type     { return TypeMeta }

@@ -129,6 +129,40 @@ func TestRecordInspectEvents(t *testing.T) {
 	}
 }
 
+// TestRecordCaptureDigest: a session names its capture by the XXH64 that
+// xxhsum prints for it, and by its SHA-256 too (what sha256sum prints)
+// only with --capture-sha256; inspect shows them, and inspect --json.
+func TestRecordCaptureDigest(t *testing.T) {
+	const (
+		xxh = "3672aefa3346a6e3" // xxhsum testdata/corpus/basic-json/capture.pcap
+		sha = "3e8f8be975ecc81504669db56c705ab03e21795cd420959825023c4c54f147ef"
+	)
+	for _, tc := range []struct {
+		flags   []string
+		wantSHA string
+	}{{nil, ""}, {[]string{"--capture-sha256"}, sha}} {
+		wt := filepath.Join(t.TempDir(), "s.wt")
+		args := append([]string{"record", "--pcap", filepath.Join(corpus("basic-json"), "capture.pcap"), "-o", wt}, tc.flags...)
+		if _, stderr, code := wtrace(t, args...); code != 0 {
+			t.Fatalf("%v: exit %d, stderr %q", args, code, stderr)
+		}
+		text, _, _ := wtrace(t, "inspect", wt)
+		if !strings.Contains(text, "capture xxh64 "+xxh) || strings.Contains(text, "capture sha256") != (tc.wantSHA != "") {
+			t.Errorf("%v: inspect says\n%s", tc.flags, text)
+		}
+		js, _, _ := wtrace(t, "inspect", "--json", wt)
+		var doc struct {
+			Summary struct {
+				CaptureXXH64  string `json:"captureXXH64"`
+				CaptureSHA256 string `json:"captureSHA256"`
+			} `json:"summary"`
+		}
+		if err := json.Unmarshal([]byte(js), &doc); err != nil || doc.Summary.CaptureXXH64 != xxh || doc.Summary.CaptureSHA256 != tc.wantSHA {
+			t.Errorf("%v: inspect --json summary %+v, %v; want xxh64 %s, sha256 %q", tc.flags, doc.Summary, err, xxh, tc.wantSHA)
+		}
+	}
+}
+
 func TestUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"record"},

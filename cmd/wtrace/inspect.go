@@ -120,6 +120,9 @@ func printInspect(w io.Writer, path string, f *formats.File, idx *formats.Index,
 		default:
 			fmt.Fprintf(w, "  file          closed cleanly; %d packets (%s) read", sum.Packets, humanBytes(sum.Bytes))
 		}
+		if sum.CaptureXXH64 != "" {
+			fmt.Fprintf(w, ", capture xxh64 %s", sum.CaptureXXH64)
+		}
 		if sum.CaptureSHA256 != "" {
 			fmt.Fprintf(w, ", capture sha256 %.16s…", sum.CaptureSHA256)
 		}

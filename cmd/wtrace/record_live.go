@@ -55,6 +55,9 @@ func (o *recordOptions) validate(c *cobra.Command) error {
 	if name := changed("host", "pcap-out"); name != "" && o.iface == "" {
 		return usage("--%s goes with --iface", name)
 	}
+	if o.captureSHA256 && o.pcap == "" {
+		return usage("--capture-sha256 goes with --pcap (live and proxy recordings have no capture file)")
+	}
 	if name := changed("listen", "kubeconfig", "context", "tls"); name != "" && !o.proxy {
 		return usage("--%s goes with --proxy", name)
 	}

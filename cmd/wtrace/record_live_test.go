@@ -68,6 +68,7 @@ func TestRecordUsage(t *testing.T) {
 		{[]string{"record", "--proxy"}, "-o OUT.wt is required"},
 		{[]string{"record", "--pcap", "x.pcap", "--host", "1.2.3.4", "-o", "x.wt"}, "--host goes with --iface"},
 		{[]string{"record", "--proxy", "--pcap-out", "x.pcap", "-o", "x.wt"}, "--pcap-out goes with --iface"},
+		{[]string{"record", "--proxy", "--capture-sha256", "-o", "x.wt"}, "--capture-sha256 goes with --pcap"},
 		{[]string{"record", "--iface", "lo", "--listen", ":1", "-o", "x.wt"}, "--listen goes with --proxy"},
 		{[]string{"record", "--iface", "lo", "--kubeconfig", "kc", "-o", "x.wt"}, "--kubeconfig goes with --proxy"},
 		{[]string{"record", "--proxy", "--port", "8001", "-o", "x.wt"}, "--port does not apply to --proxy"},
