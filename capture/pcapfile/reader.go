@@ -283,14 +283,13 @@ func (r *Reader) Next() (Packet, error) {
 
 func (r *Reader) nextPcap() (Packet, error) {
 	off := r.off
-	h := r.hdr[:16]
-	n, err := io.ReadFull(r.br, h)
-	r.off += int64(n)
+	h, err := r.br.Peek(16)
 	if err != nil {
-		if err == io.EOF {
+		if err == io.EOF && len(h) == 0 {
 			r.err = io.EOF
 			return Packet{}, io.EOF
 		}
+		r.off += int64(len(h))
 		return Packet{}, r.fail(off, fmt.Errorf("packet record header: %w", io.ErrUnexpectedEOF))
 	}
 	sec := int64(r.order.Uint32(h[0:4]))
@@ -303,11 +302,10 @@ func (r *Reader) nextPcap() (Packet, error) {
 	if !r.nanos {
 		frac *= 1000
 	}
-	data, err := r.grow(int(incl))
+	r.br.Discard(16) // peeked: cannot fail
+	r.off += 16
+	data, err := r.packetData(int64(incl), int(incl))
 	if err != nil {
-		return Packet{}, r.fail(off, err)
-	}
-	if err := r.readFull(data); err != nil {
 		return Packet{}, r.fail(off, fmt.Errorf("packet data: %w", io.ErrUnexpectedEOF))
 	}
 	length := int(orig)
@@ -315,6 +313,27 @@ func (r *Reader) nextPcap() (Packet, error) {
 		length = len(data)
 	}
 	return Packet{Data: data, Time: sec*1e9 + frac, Length: length, LinkType: r.linkType}, nil
+}
+
+// packetData consumes the next n bytes of the stream and returns the first
+// keep of them (keep ≤ n, keep ≤ MaxPacketSize): in place in the read
+// buffer when all n fit it, without a copy, else copied to r.buf. Either
+// way they are valid until the next call to Next.
+func (r *Reader) packetData(n int64, keep int) ([]byte, error) {
+	if n <= int64(r.br.Size()) {
+		b, err := r.br.Peek(int(n))
+		d, _ := r.br.Discard(len(b)) // peeked: cannot fail
+		r.off += int64(d)
+		if err != nil {
+			return nil, err
+		}
+		return b[:keep], nil
+	}
+	data, _ := r.grow(keep)
+	if err := r.readFull(data); err != nil {
+		return nil, err
+	}
+	return data, r.discard(n - int64(keep))
 }
 
 func (r *Reader) grow(n int) ([]byte, error) {
@@ -460,12 +479,9 @@ func (r *Reader) nextNG() (Packet, error) {
 			if padded > n-20 {
 				return Packet{}, r.fail(off, fmt.Errorf("packet length %d does not fit its block (%d bytes)", capLen, n))
 			}
-			data, _ := r.grow(int(capLen))
-			if err := r.readFull(data); err != nil {
-				return Packet{}, r.fail(off, io.ErrUnexpectedEOF)
-			}
-			// padding, options, trailing length
-			if err := r.discard(int64(n-20-capLen) + 4); err != nil {
+			// The data, then padding, options and the trailing length.
+			data, err := r.packetData(int64(n-20)+4, int(capLen))
+			if err != nil {
 				return Packet{}, r.fail(off, io.ErrUnexpectedEOF)
 			}
 			ifd := &r.ifaces[ifc]

@@ -326,7 +326,10 @@ func FuzzReader(f *testing.F) {
 func BenchmarkReader(b *testing.B) {
 	ps := samplePackets()
 	for i := range ps {
-		ps[i].data = bytes.Repeat([]byte{1}, 1500)
+		ps[i].data, ps[i].orig = bytes.Repeat([]byte{1}, 1500), 1500
+	}
+	for len(ps) < 4096 { // several read buffers' worth
+		ps = append(ps, ps...)
 	}
 	file := writePcap(b, ps, true)
 	b.SetBytes(int64(len(file)))
