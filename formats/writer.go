@@ -186,6 +186,10 @@ func NewWriter(w io.Writer, opts WriterOptions) (*Writer, error) {
 	wr.n = fileHeaderSize
 	wr.idle = sync.NewCond(&wr.mu)
 	if !opts.Inline {
+		// The first block's buffer, sized for a whole block like every
+		// job's (not grown by doubling: 2 blocks' worth copied and
+		// dropped on a capture file's 4 MiB blocks).
+		wr.pending = make([]byte, 0, wr.blockSize+wr.blockSize/4)
 		n := compressors()
 		wr.maxQueue = max(2, min(maxQueued, maxQueuedBytes/wr.blockSize))
 		wr.work = make(chan *blockJob, maxQueued)
