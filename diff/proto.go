@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1beta1 "k8s.io/apimachinery/pkg/apis/meta/v1beta1"
@@ -29,23 +30,25 @@ const protoMagic = "k8s\x00"
 // errUnknownKind: a protobuf object of a kind the scheme does not know.
 var errUnknownKind = errors.New("kind not known to client-go's scheme")
 
-var scheme = runtime.NewScheme()
-
-func init() {
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(metav1.AddMetaToScheme(scheme))
-	utilruntime.Must(metav1beta1.AddMetaToScheme(scheme))
-	metav1.AddToGroupVersion(scheme, metav1.SchemeGroupVersion)
-}
+// scheme is client-go's scheme with meta.k8s.io's kinds, built on first
+// use (at start it cost every wtrace command about 5 ms).
+var scheme = sync.OnceValue(func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(metav1.AddMetaToScheme(s))
+	utilruntime.Must(metav1beta1.AddMetaToScheme(s))
+	metav1.AddToGroupVersion(s, metav1.SchemeGroupVersion)
+	return s
+})
 
 // protoObjectJSON returns the JSON text of a protobuf object message (the
 // inside of the runtime.Unknown envelope) of kind apiVersion/kind.
 func protoObjectJSON(apiVersion, kind string, raw []byte) ([]byte, error) {
 	gvk := schema.FromAPIVersionAndKind(apiVersion, kind)
-	if !scheme.Recognizes(gvk) {
+	if !scheme().Recognizes(gvk) {
 		return nil, fmt.Errorf("%w: %s", errUnknownKind, gvk)
 	}
-	obj, err := scheme.New(gvk)
+	obj, err := scheme().New(gvk)
 	if err != nil {
 		return nil, err
 	}

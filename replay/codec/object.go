@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -24,24 +25,32 @@ import (
 	"github.com/wtrace/wtrace/internal/cborscan"
 )
 
-// Scheme knows every kind of k8s.io/api (client-go's scheme) and
-// meta.k8s.io's Table, PartialObjectMetadata and PartialObjectMetadataList
-// (v1 and v1beta1). It must not be modified.
-var Scheme = runtime.NewScheme()
+// Scheme returns the scheme that knows every kind of k8s.io/api
+// (client-go's scheme) and meta.k8s.io's Table, PartialObjectMetadata and
+// PartialObjectMetadataList (v1 and v1beta1). It must not be modified. It
+// is built on first use: built at start, it cost every wtrace command
+// (record, inspect) about 5 ms.
+var Scheme = sync.OnceValue(func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(metav1.AddMetaToScheme(s))
+	utilruntime.Must(metav1beta1.AddMetaToScheme(s))
+	metav1.AddToGroupVersion(s, metav1.SchemeGroupVersion)
+	return s
+})
 
-func init() {
-	utilruntime.Must(clientgoscheme.AddToScheme(Scheme))
-	utilruntime.Must(metav1.AddMetaToScheme(Scheme))
-	utilruntime.Must(metav1beta1.AddMetaToScheme(Scheme))
-	metav1.AddToGroupVersion(Scheme, metav1.SchemeGroupVersion)
-}
-
-var (
-	jsonSerializer  = json.NewSerializerWithOptions(json.DefaultMetaFactory, Scheme, Scheme, json.SerializerOptions{})
-	yamlSerializer  = json.NewSerializerWithOptions(json.DefaultMetaFactory, Scheme, Scheme, json.SerializerOptions{Yaml: true})
-	protoSerializer = protobuf.NewSerializer(Scheme, Scheme)
-	cborSerializer  = cbor.NewSerializer(Scheme, Scheme)
-)
+// schemeSerializers are Scheme's serializers, built with it.
+var schemeSerializers = sync.OnceValue(func() (ss struct {
+	json  *json.Serializer
+	proto *protobuf.Serializer
+	cbor  runtime.Serializer
+}) {
+	s := Scheme()
+	ss.json = json.NewSerializerWithOptions(json.DefaultMetaFactory, s, s, json.SerializerOptions{})
+	ss.proto = protobuf.NewSerializer(s, s)
+	ss.cbor = cbor.NewSerializer(s, s)
+	return ss
+})
 
 // protoMagic starts every protobuf-encoded object
 // (k8s.io/apimachinery/pkg/runtime/serializer/protobuf).
@@ -70,7 +79,7 @@ func (o Object) GVK() schema.GroupVersionKind {
 }
 
 // Known reports whether the Scheme knows gvk (a built-in kind).
-func Known(gvk schema.GroupVersionKind) bool { return Scheme.Recognizes(gvk) }
+func Known(gvk schema.GroupVersionKind) bool { return Scheme().Recognizes(gvk) }
 
 // Decode returns o as a typed object for a built-in kind, or as a
 // *unstructured.Unstructured for JSON of any other kind. The result owns
@@ -80,11 +89,11 @@ func Decode(o Object) (runtime.Object, error) {
 	switch o.Format {
 	case frame.JSON:
 		if Known(gvk) {
-			into, err := Scheme.New(gvk)
+			into, err := Scheme().New(gvk)
 			if err != nil {
 				return nil, err
 			}
-			obj, _, err := jsonSerializer.Decode(o.Raw, &gvk, into)
+			obj, _, err := schemeSerializers().json.Decode(o.Raw, &gvk, into)
 			if err != nil {
 				return nil, fmt.Errorf("codec: decoding %s: %w", gvk.Kind, err)
 			}
@@ -100,7 +109,7 @@ func Decode(o Object) (runtime.Object, error) {
 		if !Known(gvk) {
 			return nil, fmt.Errorf("%w: %s", ErrUnknownKind, gvk)
 		}
-		into, err := Scheme.New(gvk)
+		into, err := Scheme().New(gvk)
 		if err != nil {
 			return nil, err
 		}
@@ -117,7 +126,7 @@ func Decode(o Object) (runtime.Object, error) {
 		var into runtime.Object = &unstructured.Unstructured{}
 		if Known(gvk) {
 			var err error
-			if into, err = Scheme.New(gvk); err != nil {
+			if into, err = Scheme().New(gvk); err != nil {
 				return nil, err
 			}
 		}
@@ -125,7 +134,7 @@ func Decode(o Object) (runtime.Object, error) {
 		if o.Kind != "" {
 			raw = append([]byte(cborscan.SelfDescribed), withTypeMeta(o)...)
 		}
-		obj, _, err := cborSerializer.Decode(raw, &gvk, into)
+		obj, _, err := schemeSerializers().cbor.Decode(raw, &gvk, into)
 		if err != nil {
 			return nil, fmt.Errorf("codec: decoding %s from cbor: %w", gvk.Kind, err)
 		}
@@ -153,7 +162,7 @@ func withTypeMeta(o Object) []byte {
 func Encode(obj runtime.Object, f frame.Format) (Object, error) {
 	gvk := obj.GetObjectKind().GroupVersionKind()
 	if gvk.Kind == "" {
-		kinds, _, err := Scheme.ObjectKinds(obj)
+		kinds, _, err := Scheme().ObjectKinds(obj)
 		if err != nil || len(kinds) == 0 {
 			return Object{}, fmt.Errorf("codec: object %T has no kind", obj)
 		}
@@ -175,7 +184,7 @@ func Encode(obj runtime.Object, f frame.Format) (Object, error) {
 			return Object{}, fmt.Errorf("%w: %s", ErrUnknownKind, gvk)
 		}
 		var b bytes.Buffer
-		if err := protoSerializer.Encode(obj, &b); err != nil {
+		if err := schemeSerializers().proto.Encode(obj, &b); err != nil {
 			return Object{}, fmt.Errorf("codec: encoding %s as protobuf: %w", kind, err)
 		}
 		u, err := unwrapProto(b.Bytes())
@@ -186,7 +195,7 @@ func Encode(obj runtime.Object, f frame.Format) (Object, error) {
 		return o, nil
 	case frame.CBOR:
 		var b bytes.Buffer
-		if err := cborSerializer.Encode(obj, &b); err != nil {
+		if err := schemeSerializers().cbor.Encode(obj, &b); err != nil {
 			return Object{}, fmt.Errorf("codec: encoding %s as cbor: %w", kind, err)
 		}
 		o.Raw = b.Bytes()
@@ -317,7 +326,7 @@ func DecodeBody(mediaType string, body []byte, gvk schema.GroupVersionKind) (run
 	}
 	got := o.GVK()
 	if got.Kind != gvk.Kind && Known(got) {
-		from, _ := Scheme.New(got)
+		from, _ := Scheme().New(got)
 		return nil, badRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: converting (%s) to (%s): unknown conversion",
 			got.Kind, got.Version, gvk.Kind, strings.TrimPrefix(reflect.TypeOf(from).String(), "*"), strings.TrimPrefix(internalType(gvk, false), "*")))
 	}
@@ -358,7 +367,7 @@ func encodeJSON(obj runtime.Object) ([]byte, error) {
 		return j, nil
 	}
 	var b bytes.Buffer
-	if err := jsonSerializer.Encode(obj, &b); err != nil {
+	if err := schemeSerializers().json.Encode(obj, &b); err != nil {
 		return nil, err
 	}
 	return nullTimestamps(obj, b.Bytes()), nil

@@ -275,7 +275,7 @@ func NewList(apiVersion, kind string, lm ListMeta, items []Object) (runtime.Obje
 	}
 	listGVK := gvk.GroupVersion().WithKind(kind + "List")
 	if Known(listGVK) {
-		l, err := Scheme.New(listGVK)
+		l, err := Scheme().New(listGVK)
 		if err != nil {
 			return nil, err
 		}
@@ -433,7 +433,7 @@ func (w *Writer) ListBlueprint(gvk schema.GroupVersionKind) (string, error) {
 	var l runtime.Object
 	if Known(listGVK) {
 		var err error
-		if l, err = Scheme.New(listGVK); err != nil {
+		if l, err = Scheme().New(listGVK); err != nil {
 			return "", err
 		}
 	} else {
@@ -473,7 +473,7 @@ func EndBookmark(f frame.Format, gvk schema.GroupVersionKind, rv string) ([]byte
 	}
 	var obj runtime.Object
 	if Known(gvk) {
-		if obj, err = Scheme.New(gvk); err != nil {
+		if obj, err = Scheme().New(gvk); err != nil {
 			return nil, err
 		}
 	} else {

@@ -23,7 +23,7 @@ var (
 	// (about 150 ms): once, on the first write that needs a field
 	// manager, not when a program that links this package starts.
 	builtinTypes = sync.OnceValue(func() managedfields.TypeConverter {
-		return applyconfigurations.NewTypeConverter(codec.Scheme)
+		return applyconfigurations.NewTypeConverter(codec.Scheme())
 	})
 	deducedTypes = managedfields.NewDeducedTypeConverter()
 
@@ -52,10 +52,10 @@ func fieldManager(gvk schema.GroupVersionKind, subresource string) (*managedfiel
 	case gvk == scaleGVK:
 		// client-go's schemas have no Scale; its one field is a scalar,
 		// which a deduced schema tracks the same way.
-		m, err = managedfields.NewDefaultFieldManager(deducedTypes, codec.Scheme, noDefaults{}, codec.Scheme,
+		m, err = managedfields.NewDefaultFieldManager(deducedTypes, codec.Scheme(), noDefaults{}, codec.Scheme(),
 			gvk, gvk.GroupVersion(), subresource, nil)
 	case codec.Known(gvk):
-		m, err = managedfields.NewDefaultFieldManager(builtinTypes(), codec.Scheme, noDefaults{}, codec.Scheme,
+		m, err = managedfields.NewDefaultFieldManager(builtinTypes(), codec.Scheme(), noDefaults{}, codec.Scheme(),
 			gvk, gvk.GroupVersion(), subresource, nil)
 	default:
 		m, err = managedfields.NewDefaultCRDFieldManager(deducedTypes, unstructuredConverter{}, noDefaults{},
@@ -101,7 +101,7 @@ func (unstructuredCreater) New(gvk schema.GroupVersionKind) (runtime.Object, err
 // newObject returns an empty object of a kind (typed or unstructured).
 func newObject(gvk schema.GroupVersionKind) runtime.Object {
 	if codec.Known(gvk) {
-		if o, err := codec.Scheme.New(gvk); err == nil {
+		if o, err := codec.Scheme().New(gvk); err == nil {
 			o.GetObjectKind().SetGroupVersionKind(gvk)
 			return o
 		}

@@ -86,7 +86,7 @@ func policyFor(info Info) policy {
 }
 
 func hasStatusField(gvk schema.GroupVersionKind) bool {
-	obj, err := codec.Scheme.New(gvk)
+	obj, err := codec.Scheme().New(gvk)
 	if err != nil {
 		return false
 	}

@@ -2,6 +2,7 @@ package state
 
 import (
 	"strings"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -136,9 +137,10 @@ func (i Info) GVK() schema.GroupVersionKind { return i.Resource.GroupVersion().W
 
 // builtinKinds maps the resources of every kind the codec's scheme knows
 // to their kinds, guessing plurals as the apiserver's REST mapper does.
-var builtinKinds = func() map[Resource]string {
+// Built on first use, with the scheme.
+var builtinKinds = sync.OnceValue(func() map[Resource]string {
 	m := map[Resource]string{}
-	for gvk := range codec.Scheme.AllKnownTypes() {
+	for gvk := range codec.Scheme().AllKnownTypes() {
 		if gvk.Version == "__internal" || strings.HasSuffix(gvk.Kind, "List") || strings.HasSuffix(gvk.Kind, "Options") {
 			continue
 		}
@@ -150,11 +152,11 @@ var builtinKinds = func() map[Resource]string {
 	// Plurals the guesser gets wrong.
 	m[Resource{Version: "v1", Resource: "endpoints"}] = "Endpoints"
 	return m
-}()
+})
 
 // builtinInfo returns what the scheme knows of a built-in resource.
 func builtinInfo(r Resource) (Info, bool) {
-	kind, ok := builtinKinds[r]
+	kind, ok := builtinKinds()[r]
 	if !ok {
 		return Info{}, false
 	}
