@@ -5,14 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	metav1beta1 "k8s.io/apimachinery/pkg/apis/meta/v1beta1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/wtrace/wtrace/internal/kscheme"
 )
 
 // Protobuf objects are compared as the JSON the apiserver would have sent
@@ -31,15 +28,8 @@ const protoMagic = "k8s\x00"
 var errUnknownKind = errors.New("kind not known to client-go's scheme")
 
 // scheme is client-go's scheme with meta.k8s.io's kinds, built on first
-// use (at start it cost every wtrace command about 5 ms).
-var scheme = sync.OnceValue(func() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(metav1.AddMetaToScheme(s))
-	utilruntime.Must(metav1beta1.AddMetaToScheme(s))
-	metav1.AddToGroupVersion(s, metav1.SchemeGroupVersion)
-	return s
-})
+// use.
+var scheme = kscheme.Scheme
 
 // protoObjectJSON returns the JSON text of a protobuf object message (the
 // inside of the runtime.Unknown envelope) of kind apiVersion/kind.

@@ -24,6 +24,7 @@ var layerOf = map[string]struct {
 	"internal/cborscan":     {0, false},
 	"internal/selfsigned":   {0, false},
 	"internal/apipath":      {0, false},
+	"internal/kscheme":      {0, false},
 	"chunked":               {1, false},
 	"frame":                 {1, false},
 	"formats":               {2, false},

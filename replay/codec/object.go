@@ -11,33 +11,23 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	metav1beta1 "k8s.io/apimachinery/pkg/apis/meta/v1beta1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/cbor"
 	"k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
 
 	"github.com/wtrace/wtrace/frame"
 	"github.com/wtrace/wtrace/internal/cborscan"
+	"github.com/wtrace/wtrace/internal/kscheme"
 )
 
 // Scheme returns the scheme that knows every kind of k8s.io/api
 // (client-go's scheme) and meta.k8s.io's Table, PartialObjectMetadata and
-// PartialObjectMetadataList (v1 and v1beta1). It must not be modified. It
-// is built on first use: built at start, it cost every wtrace command
-// (record, inspect) about 5 ms.
-var Scheme = sync.OnceValue(func() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(metav1.AddMetaToScheme(s))
-	utilruntime.Must(metav1beta1.AddMetaToScheme(s))
-	metav1.AddToGroupVersion(s, metav1.SchemeGroupVersion)
-	return s
-})
+// PartialObjectMetadataList (v1 and v1beta1), built on first use. It must
+// not be modified.
+func Scheme() *runtime.Scheme { return kscheme.Scheme() }
 
 // schemeSerializers are Scheme's serializers, built with it.
 var schemeSerializers = sync.OnceValue(func() (ss struct {
