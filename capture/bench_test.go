@@ -18,7 +18,8 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/wtrace/wtrace/capture/pcapfile"
-	"github.com/wtrace/wtrace/internal/pcaptest"
+	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/testkit/pcaptest"
 )
 
 // BenchmarkRecord measures the whole record path — pcap parsing, TCP
@@ -56,7 +57,7 @@ func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); retur
 
 // recordBytes records a capture as wtrace record --pcap does.
 func recordBytes(data []byte, out io.Writer) error {
-	_, err := RecordPcap(context.Background(), bytes.NewReader(data), PcapOptions{Tool: "bench", Name: "bench.pcap", Output: FileSinkOptions{Out: out}})
+	_, err := RecordPcap(context.Background(), bytes.NewReader(data), PcapOptions{Tool: "bench", Name: "bench.pcap", Output: formats.FileSinkOptions{Out: out}})
 	return err
 }
 
@@ -168,7 +169,7 @@ func BenchmarkRecordSoak(b *testing.B) {
 				b.Fatal(err)
 			}
 			cw := &countWriter{}
-			res, err := RecordPcap(context.Background(), f, PcapOptions{Tool: "bench", Name: "soak.pcap", Output: FileSinkOptions{Out: cw}})
+			res, err := RecordPcap(context.Background(), f, PcapOptions{Tool: "bench", Name: "soak.pcap", Output: formats.FileSinkOptions{Out: cw}})
 			f.Close()
 			if err != nil {
 				b.Fatal(err)

@@ -243,7 +243,7 @@ func compareTruth(t *testing.T, truth []truthEvent, got []event) {
 
 // TestCorpus records the copies of the corpus scenarios in testdata and
 // compares the events with what the real clients received. The last three
-// are the repository's own (internal/cmd/mkcorpus): kubectl get -w
+// are the repository's own (tools/mkcorpus): kubectl get -w
 // (Tables), metadata-only informers (PartialObjectMetadata, JSON and
 // protobuf), and a CBOR informer over TLS and HTTP/2.
 func TestCorpus(t *testing.T) {

@@ -59,9 +59,9 @@
 // # Sources and the session file
 //
 // Every recording has one owner of its session files, a FileSink: it
-// creates them, writes each one's first record (Meta, built by NewMeta) and
+// creates them, writes each one's first record (Meta, built by formats.NewMeta) and
 // last (Summary: the counts of the file's own records, the source's
-// Totals, how the recording ended), flushes, fsyncs, enforces --max-size
+// formats.Totals, how the recording ended), flushes, fsyncs, enforces --max-size
 // and --max-duration, and rotates into numbered files that each stand
 // alone. Sources write everything in between and never Meta or Summary:
 //
@@ -74,7 +74,7 @@
 // and Go users alike: RecordPcap (a capture file, pcap.go), live.Record (a
 // network interface, package capture/live) and proxy.Record (the recording
 // proxy, package capture/proxy). Each returns a Result; errors of the
-// session files are *OutputError. A Sink receives records that are valid
+// session files are *formats.OutputError. A Sink receives records that are valid
 // only during Write (see Sink).
 //
 // # Damage

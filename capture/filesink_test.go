@@ -11,7 +11,7 @@ import (
 
 	"github.com/wtrace/wtrace/capture"
 	"github.com/wtrace/wtrace/formats"
-	"github.com/wtrace/wtrace/internal/wttest"
+	"github.com/wtrace/wtrace/testkit/wttest"
 )
 
 func TestPartName(t *testing.T) {
@@ -25,7 +25,7 @@ func TestPartName(t *testing.T) {
 		{"session", 3, "session-0003"},
 		{"a.b.wt", 10000, "a.b-10000.wt"},
 	} {
-		if got := capture.PartName(tc.path, tc.n); got != tc.want {
+		if got := formats.PartName(tc.path, tc.n); got != tc.want {
 			t.Errorf("PartName(%q, %d) = %q; want %q", tc.path, tc.n, got, tc.want)
 		}
 	}
@@ -58,7 +58,7 @@ func TestFileSinkRotate(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "s.wt")
 			clk := &manualClock{t: time.Unix(1_800_000_000, 0)}
-			opts := capture.FileSinkOptions{
+			opts := formats.FileSinkOptions{
 				Path:   path,
 				Meta:   formats.Meta{Tool: "test", Source: "proxy", Labels: map[string]string{"who": "test"}},
 				Rotate: true,
@@ -72,7 +72,7 @@ func TestFileSinkRotate(t *testing.T) {
 			}
 			var rotations [][2]string
 			opts.OnRotate = func(a, b string) { rotations = append(rotations, [2]string{a, b}) }
-			fs, err := capture.NewFileSink(opts)
+			fs, err := formats.NewFileSink(opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -101,7 +101,7 @@ func TestFileSinkRotate(t *testing.T) {
 			if err := tee.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if err := fs.Close(capture.Ending{Note: "stopped"}); err != nil {
+			if err := fs.Close(formats.Ending{Note: "stopped"}); err != nil {
 				t.Fatal(err)
 			}
 			names := fs.Names()
@@ -116,7 +116,7 @@ func TestFileSinkRotate(t *testing.T) {
 			}
 			var all []string
 			for i, name := range names {
-				if want := capture.PartName(path, i+1); name != want {
+				if want := formats.PartName(path, i+1); name != want {
 					t.Errorf("part %d is %s; want %s", i+1, name, want)
 				}
 				recs, idx := readAll(t, name)
@@ -181,7 +181,7 @@ func TestFileSinkRotate(t *testing.T) {
 // recording goroutine safely: every call holds a lock.
 type syncSink struct {
 	mu sync.Mutex
-	fs *capture.FileSink
+	fs *formats.FileSink
 }
 
 func (s *syncSink) Write(r formats.Record) error {
@@ -210,11 +210,11 @@ func (s *syncSink) flush(t *testing.T, tee *capture.Tee, clk *manualClock) {
 // file goes on until Close.
 func TestFileSinkLimit(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "s.wt")
-	var reasons []capture.Limit
+	var reasons []formats.Limit
 	clk := &manualClock{t: time.Unix(1_800_000_000, 0)}
-	fs, err := capture.NewFileSink(capture.FileSinkOptions{
+	fs, err := formats.NewFileSink(formats.FileSinkOptions{
 		Path: path, Meta: formats.Meta{Tool: "test"}, MaxSize: 2 << 10, MaxDuration: time.Minute, Clock: clk.now,
-		OnLimit: func(r capture.Limit) { reasons = append(reasons, r) },
+		OnLimit: func(r formats.Limit) { reasons = append(reasons, r) },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -229,14 +229,14 @@ func TestFileSinkLimit(t *testing.T) {
 	}
 	clk.advance(time.Hour)
 	fs.Flush()
-	if err := fs.Write(&formats.Summary{}); err != capture.ErrSinkRecord {
+	if err := fs.Write(&formats.Summary{}); err != formats.ErrSinkRecord {
 		t.Errorf("Write(Summary) = %v; want ErrSinkRecord", err)
 	}
-	if err := fs.Close(capture.Ending{Note: "limit"}); err != nil {
+	if err := fs.Close(formats.Ending{Note: "limit"}); err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(reasons, []capture.Limit{capture.LimitSize}) {
-		t.Errorf("OnLimit calls %v; want one %v", reasons, capture.LimitSize)
+	if !reflect.DeepEqual(reasons, []formats.Limit{formats.LimitSize}) {
+		t.Errorf("OnLimit calls %v; want one %v", reasons, formats.LimitSize)
 	}
 	_, idx := readAll(t, path)
 	if idx.Summary == nil || idx.Summary.Conns != 100 || len(fs.Names()) != 1 {
@@ -245,13 +245,13 @@ func TestFileSinkLimit(t *testing.T) {
 }
 
 func TestFileSinkErrors(t *testing.T) {
-	if _, err := capture.NewFileSink(capture.FileSinkOptions{}); err == nil {
+	if _, err := formats.NewFileSink(formats.FileSinkOptions{}); err == nil {
 		t.Error("NewFileSink without Path or Out: no error")
 	}
-	if _, err := capture.NewFileSink(capture.FileSinkOptions{Out: os.Stdout, Rotate: true}); err == nil {
+	if _, err := formats.NewFileSink(formats.FileSinkOptions{Out: os.Stdout, Rotate: true}); err == nil {
 		t.Error("NewFileSink(Out, Rotate): no error")
 	}
-	if _, err := capture.NewFileSink(capture.FileSinkOptions{Path: filepath.Join(t.TempDir(), "no", "such", "dir.wt")}); err == nil {
+	if _, err := formats.NewFileSink(formats.FileSinkOptions{Path: filepath.Join(t.TempDir(), "no", "such", "dir.wt")}); err == nil {
 		t.Error("NewFileSink in a missing directory: no error")
 	}
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/wtrace/wtrace/capture/pcapfile"
 	"github.com/wtrace/wtrace/formats"
-	"github.com/wtrace/wtrace/internal/pcaptest"
+	"github.com/wtrace/wtrace/testkit/pcaptest"
 )
 
 // liveHeap returns the bytes of heap in use after a collection.
@@ -43,7 +43,7 @@ func TestMemoryFollowsOpenWork(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fs, err := NewFileSink(FileSinkOptions{Out: io.Discard, Meta: NewMeta("test", "pcap", "memory", true)})
+			fs, err := formats.NewFileSink(formats.FileSinkOptions{Out: io.Discard, Meta: formats.NewMeta("test", "pcap", "memory", true)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -68,7 +68,7 @@ func TestMemoryFollowsOpenWork(t *testing.T) {
 			if err := rec.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if err := fs.Close(Ending{}); err != nil {
+			if err := fs.Close(formats.Ending{}); err != nil {
 				t.Fatal(err)
 			}
 			per := (after - before) / n
@@ -93,7 +93,7 @@ func TestMemoryPipelined(t *testing.T) {
 	// No session dictionary: it is a cost per file (about 10 MB with its
 	// compressors, once the records reach 1 MiB), which would fall inside
 	// the measured stretch here and read as a cost per request.
-	fs, err := NewFileSink(FileSinkOptions{Out: io.Discard, Meta: NewMeta("test", "pcap", "memory", true),
+	fs, err := formats.NewFileSink(formats.FileSinkOptions{Out: io.Discard, Meta: formats.NewMeta("test", "pcap", "memory", true),
 		Writer: formats.WriterOptions{DictSize: -1}})
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +126,7 @@ func TestMemoryPipelined(t *testing.T) {
 	if err := rec.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := fs.Close(Ending{}); err != nil {
+	if err := fs.Close(formats.Ending{}); err != nil {
 		t.Fatal(err)
 	}
 	per := (after - before) / n

@@ -112,14 +112,14 @@ func (p *Pcap) Record(ctx context.Context, sink Sink, opts Options, progress fun
 	return res, nil
 }
 
-// totals are the capture's Totals for the FileSink's Summary: the bytes of
+// totals are the capture's formats.Totals for the formats.FileSink's Summary: the bytes of
 // the capture file as given.
-func (p *Pcap) totals() Totals {
+func (p *Pcap) totals() formats.Totals {
 	if p.rec == nil {
-		return Totals{Bytes: p.read}
+		return formats.Totals{Bytes: p.read}
 	}
 	st := p.rec.Stats()
-	return Totals{Packets: st.Packets, Bytes: p.read, Last: st.Last}
+	return formats.Totals{Packets: st.Packets, Bytes: p.read, Last: st.Last}
 }
 
 // PcapOptions configure RecordPcap. The zero value records every TCP
@@ -129,11 +129,11 @@ type PcapOptions struct {
 	// TLS key logs a pcapng file embeds (nil: only those are used).
 	Options
 	// Output is where the session goes: Path, or Out (a stream), and the
-	// Writer's options. RecordPcap sets its Meta and Totals; MaxSize,
+	// Writer's options. RecordPcap sets its Meta and formats.Totals; MaxSize,
 	// MaxDuration and Rotate are for live recordings and are refused.
 	// Writer options left zero get the defaults of a capture file (see
 	// PcapWriterOptions), not the formats.Writer's.
-	Output FileSinkOptions
+	Output formats.FileSinkOptions
 	// Tool names the recorder in Meta ("wtrace v0.3.0").
 	Tool string
 	// Name is the capture file's name ("stdin" for a stream): Meta's
@@ -152,12 +152,12 @@ type PcapOptions struct {
 // optionally gzip'd or zstd'd) into a session file, end to end: it checks
 // that in is a capture (an error wrapping pcapfile.ErrNotCapture comes
 // before anything is created), creates the session file with its Meta
-// (NewMeta, source pcap), records every packet (Pcap.Record), and closes
+// (formats.NewMeta, source pcap), records every packet (Pcap.Record), and closes
 // the file with its Summary: the counts, the bytes of the capture file,
 // its XXH64 (and SHA-256, if asked) when it was read to its end, and a
 // note when it was damaged
 // or ctx stopped the recording early. Errors of the session file are
-// *OutputError.
+// *formats.OutputError.
 func RecordPcap(ctx context.Context, in io.Reader, opts PcapOptions) (Result, error) {
 	out := opts.Output
 	if out.MaxSize != 0 || out.MaxDuration != 0 || out.Rotate {
@@ -177,15 +177,15 @@ func RecordPcap(ctx context.Context, in io.Reader, opts PcapOptions) (Result, er
 	defer pc.Close()
 	out.Writer = PcapWriterOptions(out.Writer)
 	base := filepath.Base(opts.Name)
-	out.Meta = NewMeta(opts.Tool, formats.SourcePcap, "pcap "+base, opts.KeepSecrets)
+	out.Meta = formats.NewMeta(opts.Tool, formats.SourcePcap, "pcap "+base, opts.KeepSecrets)
 	out.Meta.CaptureFile = base
 	out.Totals = pc.totals
-	fs, err := NewFileSink(out)
+	fs, err := formats.NewFileSink(out)
 	if err != nil {
 		return Result{}, err
 	}
 	res, err := pc.Record(ctx, fs, opts.Options, opts.Progress)
-	cerr := fs.Close(Ending{Note: res.Note, CaptureSHA256: res.SHA256, CaptureXXH64: res.XXH64})
+	cerr := fs.Close(formats.Ending{Note: res.Note, CaptureSHA256: res.SHA256, CaptureXXH64: res.XXH64})
 	res.Files, res.Size = fs.Names(), fs.Size()
 	if err == nil {
 		err = cerr

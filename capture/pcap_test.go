@@ -52,7 +52,7 @@ func TestRecordPcap(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "s.wt")
 			res, err := capture.RecordPcap(tc.ctx, bytes.NewReader(tc.in), capture.PcapOptions{
 				Options: capture.Options{KeepSecrets: tc.keep}, Tool: "wtrace test", Name: "dir/capture.pcap",
-				Output: capture.FileSinkOptions{Path: path}, CaptureSHA256: tc.sha,
+				Output: formats.FileSinkOptions{Path: path}, CaptureSHA256: tc.sha,
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -98,7 +98,7 @@ func TestRecordPcap(t *testing.T) {
 func TestRecordPcapErrors(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "s.wt")
-	_, err := capture.RecordPcap(context.Background(), strings.NewReader("not a capture at all"), capture.PcapOptions{Output: capture.FileSinkOptions{Path: path}})
+	_, err := capture.RecordPcap(context.Background(), strings.NewReader("not a capture at all"), capture.PcapOptions{Output: formats.FileSinkOptions{Path: path}})
 	if !errors.Is(err, pcapfile.ErrNotCapture) {
 		t.Errorf("RecordPcap(not a capture) = %v; want ErrNotCapture", err)
 	}
@@ -109,16 +109,16 @@ func TestRecordPcapErrors(t *testing.T) {
 	if err != nil {
 		t.Skip(err)
 	}
-	var oe *capture.OutputError
-	_, err = capture.RecordPcap(context.Background(), bytes.NewReader(pcap), capture.PcapOptions{Output: capture.FileSinkOptions{Path: filepath.Join(dir, "no", "such", "s.wt")}})
+	var oe *formats.OutputError
+	_, err = capture.RecordPcap(context.Background(), bytes.NewReader(pcap), capture.PcapOptions{Output: formats.FileSinkOptions{Path: filepath.Join(dir, "no", "such", "s.wt")}})
 	if !errors.As(err, &oe) || oe.Created {
 		t.Errorf("RecordPcap into a missing directory = %v; want an *OutputError, not created", err)
 	}
-	_, err = capture.RecordPcap(context.Background(), bytes.NewReader(pcap), capture.PcapOptions{Output: capture.FileSinkOptions{Out: failAfter{n: 1}}})
+	_, err = capture.RecordPcap(context.Background(), bytes.NewReader(pcap), capture.PcapOptions{Output: formats.FileSinkOptions{Out: failAfter{n: 1}}})
 	if !errors.As(err, &oe) || oe.Path != "-" {
 		t.Errorf("RecordPcap into a failing stream = %v; want an *OutputError for -", err)
 	}
-	_, err = capture.RecordPcap(context.Background(), bytes.NewReader(pcap), capture.PcapOptions{Output: capture.FileSinkOptions{Path: path, MaxDuration: time.Hour}})
+	_, err = capture.RecordPcap(context.Background(), bytes.NewReader(pcap), capture.PcapOptions{Output: formats.FileSinkOptions{Path: path, MaxDuration: time.Hour}})
 	if err == nil {
 		t.Error("RecordPcap with MaxDuration: no error")
 	}

@@ -12,14 +12,14 @@ import (
 	"github.com/wtrace/wtrace/formats"
 )
 
-// Sink receives the records of a session in order: a FileSink (which
+// Sink receives the records of a session in order: a formats.FileSink (which
 // writes session files, with their Meta and Summary), a formats.Writer, or
 // a test's collector.
 //
 // Ownership: a record handed to Write, and every slice it holds (Frame
 // data, headers, body bytes), is valid only during the call — it may alias
 // the source's packet or reassembly buffers, which are reused. A Sink
-// copies what it keeps (formats.Writer encodes the record; FileSink copies
+// copies what it keeps (formats.Writer encodes the record; formats.FileSink copies
 // the few records it remembers for rotation). An error from Write is
 // sticky for the source: it stops recording and reports it.
 type Sink interface {
@@ -161,7 +161,7 @@ type protoHandler interface {
 // with Packet, then call Close. A Recorder is not safe for concurrent use.
 //
 // It writes the records of connections and exchanges, not the session's
-// first (Meta) and last (Summary): those are the FileSink's, which owns the
+// first (Meta) and last (Summary): those are the formats.FileSink's, which owns the
 // session file for every source (RecordPcap, live.Record, proxy.Record).
 type Recorder struct {
 	s       *session

@@ -7,7 +7,7 @@ import (
 
 	"github.com/wtrace/wtrace/capture/pcapfile"
 	"github.com/wtrace/wtrace/formats"
-	"github.com/wtrace/wtrace/internal/pcaptest"
+	"github.com/wtrace/wtrace/testkit/pcaptest"
 )
 
 // FuzzTCP drives the reassembly with arbitrary segments — any sequence

@@ -12,7 +12,7 @@ import (
 
 	"github.com/wtrace/wtrace/capture/pcapfile"
 	"github.com/wtrace/wtrace/formats"
-	"github.com/wtrace/wtrace/internal/pcaptest"
+	"github.com/wtrace/wtrace/testkit/pcaptest"
 )
 
 // watchBody is a chunked JSON watch response of n events, one chunk each.

@@ -23,7 +23,7 @@ const (
 )
 
 // Flusher is a Sink that can push the records it holds to its file
-// (formats.Writer, FileSink). A live recording calls Flush at least every
+// (formats.Writer, formats.FileSink). A live recording calls Flush at least every
 // flush interval so that a crash loses little.
 type Flusher interface {
 	Flush() error
@@ -137,7 +137,7 @@ func putTeeBuf(b *[]byte) {
 
 // NewTee returns a Tee writing to sink and starts its recording goroutine.
 // Like a Recorder it writes neither the session's Meta nor its Summary:
-// the FileSink that owns the session file does (see proxy.Record). As with
+// the formats.FileSink that owns the session file does (see proxy.Record). As with
 // a Recorder, the records handed to sink share memory with the Tee's
 // buffers: they are valid only during Write (see Sink).
 func NewTee(sink Sink, opts TeeOptions) *Tee {
@@ -411,4 +411,49 @@ func (c *TeeConn) end(reason formats.ConnEndReason, st formats.EndStatus, t int6
 	}
 	c.t.s.emit(&formats.ConnEnd{Conn: c.id, Time: t, Reason: reason,
 		ClientBytes: c.bytes[formats.ClientToServer], ServerBytes: c.bytes[formats.ServerToClient]})
+}
+
+// TeeFiles is a Tee writing into session files: how every recording of
+// bytes handed over by a server (record --proxy, replay --out) is wired.
+// Close ends both, in the order that loses nothing.
+type TeeFiles struct {
+	*Tee
+	files *formats.FileSink
+}
+
+// NewTeeFiles creates the session files (out: Path or Out, Meta, the
+// Writer's options, limits) and a Tee (opts) writing into them. The files'
+// Totals are the Tee's: the bytes it was handed and the time of the last.
+// Errors of the files are *formats.OutputError.
+func NewTeeFiles(out formats.FileSinkOptions, opts TeeOptions) (*TeeFiles, error) {
+	tf := &TeeFiles{}
+	out.Totals = func() formats.Totals {
+		if tf.Tee == nil { // the first file is created before the Tee
+			return formats.Totals{}
+		}
+		st := tf.Tee.Stats()
+		return formats.Totals{Bytes: st.Bytes, Last: st.Last}
+	}
+	fs, err := formats.NewFileSink(out)
+	if err != nil {
+		return nil, err
+	}
+	tf.files = fs
+	tf.Tee = NewTee(fs, opts)
+	return tf, nil
+}
+
+// Close closes the Tee (what is still queued is recorded; exchanges still
+// open end as cut by the end of the recording), then the files, the last
+// Summary saying note. It returns what was recorded: the Tee's Stats,
+// note, the Files and their Size.
+func (tf *TeeFiles) Close(note string) (Result, error) {
+	teeErr := tf.Tee.Close()
+	res := Result{Stats: tf.Tee.Stats(), Note: note}
+	closeErr := tf.files.Close(formats.Ending{Note: note})
+	res.Files, res.Size = tf.files.Names(), tf.files.Size()
+	if teeErr != nil {
+		return res, teeErr
+	}
+	return res, closeErr
 }

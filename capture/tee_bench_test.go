@@ -30,7 +30,7 @@ func BenchmarkTee(b *testing.B) {
 				b.SetBytes(int64(len(resp)))
 				b.ReportAllocs()
 				for b.Loop() {
-					fs, err := capture.NewFileSink(capture.FileSinkOptions{Out: io.Discard, Meta: formats.Meta{Tool: "bench"}})
+					fs, err := formats.NewFileSink(formats.FileSinkOptions{Out: io.Discard, Meta: formats.Meta{Tool: "bench"}})
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -46,7 +46,7 @@ func BenchmarkTee(b *testing.B) {
 					if err := tee.Close(); err != nil {
 						b.Fatal(err)
 					}
-					if err := fs.Close(capture.Ending{}); err != nil {
+					if err := fs.Close(formats.Ending{}); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -41,7 +41,7 @@ func FuzzTee(f *testing.F) {
 		// Bounded inputs keep each run short: every rotation is a new file.
 		req, resp = req[:min(len(req), maxFuzzInput)], resp[:min(len(resp), maxFuzzInput)]
 		path := filepath.Join(fuzzDir(t), "s.wt")
-		fs, err := capture.NewFileSink(capture.FileSinkOptions{Path: path, Meta: formats.Meta{Tool: "fuzz"}, Rotate: true,
+		fs, err := formats.NewFileSink(formats.FileSinkOptions{Path: path, Meta: formats.Meta{Tool: "fuzz"}, Rotate: true,
 			MaxSize: int64(maxSize) + 1, Writer: formats.WriterOptions{BlockSize: 256}})
 		if err != nil {
 			t.Fatal(err)
@@ -61,7 +61,7 @@ func FuzzTee(f *testing.F) {
 		if err := tee.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if err := fs.Close(capture.Ending{}); err != nil {
+		if err := fs.Close(formats.Ending{}); err != nil {
 			t.Fatal(err)
 		}
 		for _, name := range fs.Names() {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/wtrace/wtrace/capture"
 	"github.com/wtrace/wtrace/formats"
-	"github.com/wtrace/wtrace/internal/wttest"
+	"github.com/wtrace/wtrace/testkit/wttest"
 )
 
 // teeToken and teeSecret are credentials the tee tests send; they must
@@ -439,7 +439,7 @@ func TestTeeUnknownProto(t *testing.T) {
 // file with redacted secrets, flushed by the ticker.
 func TestTeeFileSink(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tee.wt")
-	fs, err := capture.NewFileSink(capture.FileSinkOptions{Path: path, Meta: formats.Meta{Tool: "test", Source: "proxy", Redaction: "default"}})
+	fs, err := formats.NewFileSink(formats.FileSinkOptions{Path: path, Meta: formats.Meta{Tool: "test", Source: "proxy", Redaction: "default"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -467,7 +467,7 @@ func TestTeeFileSink(t *testing.T) {
 	if err := tee.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := fs.Close(capture.Ending{Note: "done"}); err != nil {
+	if err := fs.Close(formats.Ending{Note: "done"}); err != nil {
 		t.Fatal(err)
 	}
 	f, err := formats.Open(path, formats.ReaderOptions{})

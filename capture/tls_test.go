@@ -16,7 +16,7 @@ import (
 
 	"github.com/wtrace/wtrace/capture/tlsdec"
 	"github.com/wtrace/wtrace/formats"
-	"github.com/wtrace/wtrace/internal/pcaptest"
+	"github.com/wtrace/wtrace/testkit/pcaptest"
 )
 
 // wireLog records what a client's connection wrote and read, in order.

@@ -16,16 +16,16 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/wtrace/wtrace/capture"
 	"github.com/wtrace/wtrace/capture/proxy"
 	"github.com/wtrace/wtrace/diff"
 	"github.com/wtrace/wtrace/diff/difftest"
-	"github.com/wtrace/wtrace/internal/ctrltest"
-	"github.com/wtrace/wtrace/internal/k8stest"
-	"github.com/wtrace/wtrace/internal/proxytest"
-	"github.com/wtrace/wtrace/internal/wttest"
+	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/replay"
 	"github.com/wtrace/wtrace/replay/replaytest"
+	"github.com/wtrace/wtrace/testkit/ctrltest"
+	"github.com/wtrace/wtrace/testkit/k8stest"
+	"github.com/wtrace/wtrace/testkit/proxytest"
+	"github.com/wtrace/wtrace/testkit/wttest"
 )
 
 // ctlNS is the namespace of the controller scenario.
@@ -38,7 +38,7 @@ var writesOnly = diff.Options{Only: []diff.Category{diff.CategoryWrite}}
 // TestControllerRegression is the regression check of a controller: a
 // session recorded through the recording proxy (record --proxy) in front
 // of a real kube-apiserver while a real client-go controller ran
-// (internal/ctrltest: informers, a workqueue, writes of every verb),
+// (testkit/ctrltest: informers, a workqueue, writes of every verb),
 // replayed at its pace to a build of the controller, the run recorded
 // (replay.Options.Out, replaytest.Record) and diffed against the
 // recording:
@@ -201,7 +201,7 @@ func recordController(t *testing.T, c *k8stest.Cluster) string {
 		workload("POST", "/api/v1/namespaces/"+ctlNS+"/configmaps", fmt.Sprintf(`{"metadata":{"name":"cm-%d"},"data":{"k":"v"}}`, i), 201)
 	}
 	session := filepath.Join(t.TempDir(), "recorded.wt")
-	px := proxytest.Record(t, c.Kubeconfig, proxy.RecordOptions{Output: capture.FileSinkOptions{Path: session}})
+	px := proxytest.Record(t, c.Kubeconfig, proxy.RecordOptions{Output: formats.FileSinkOptions{Path: session}})
 	ctl := startController(t, px.URL, ctrltest.Options{SeenValue: seen})
 	cs := kubernetes.NewForConfigOrDie(&rest.Config{Host: c.URL, BearerToken: k8stest.Token, TLSClientConfig: rest.TLSClientConfig{CAData: c.CAPEM}})
 	applied := func(name string) func() bool {

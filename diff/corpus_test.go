@@ -11,7 +11,7 @@ import (
 	"github.com/wtrace/wtrace/diff"
 	"github.com/wtrace/wtrace/diff/difftest"
 	"github.com/wtrace/wtrace/formats"
-	"github.com/wtrace/wtrace/internal/wttest"
+	"github.com/wtrace/wtrace/testkit/wttest"
 )
 
 // TestCorpusSame: every real capture recorded twice gives two sessions

@@ -16,13 +16,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/wtrace/wtrace/capture"
 	"github.com/wtrace/wtrace/capture/proxy"
 	"github.com/wtrace/wtrace/diff"
 	"github.com/wtrace/wtrace/diff/difftest"
-	"github.com/wtrace/wtrace/internal/proxytest"
-	"github.com/wtrace/wtrace/internal/wttest"
+	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/replay"
+	"github.com/wtrace/wtrace/testkit/proxytest"
+	"github.com/wtrace/wtrace/testkit/wttest"
 )
 
 // TestReplayTiming: the basic-json session replayed at its own pace to a
@@ -168,7 +168,7 @@ func recordReplay(t *testing.T, orig string, speed float64, ns string, events in
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "run.wt")
-	px := proxytest.Record(t, kc, proxy.RecordOptions{Output: capture.FileSinkOptions{Path: path}})
+	px := proxytest.Record(t, kc, proxy.RecordOptions{Output: formats.FileSinkOptions{Path: path}})
 	tee := px.Tee
 	cs, err := kubernetes.NewForConfig(&rest.Config{Host: px.URL})
 	if err != nil {

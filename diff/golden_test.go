@@ -14,7 +14,7 @@ import (
 
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
-	"github.com/wtrace/wtrace/internal/wttest"
+	"github.com/wtrace/wtrace/testkit/wttest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files of testdata and the fuzz seed corpora of testdata/fuzz")

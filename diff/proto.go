@@ -17,7 +17,7 @@ import (
 // built-in kind, and meta.k8s.io's Table and PartialObjectMetadata), then
 // encoded with encoding/json as the apiserver's JSON serializer does. This
 // is the one place diff transcodes; it needs nothing but these two
-// functions, so it can move onto a shared transcoder (replay/codec's
+// functions, so it can move onto a shared transcoder (apiserver/codec's
 // Decode, when it lands) without touching the rest of the package.
 
 // protoMagic starts every protobuf-encoded object

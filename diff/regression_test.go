@@ -6,11 +6,11 @@ import (
 
 	"github.com/wtrace/wtrace/diff"
 	"github.com/wtrace/wtrace/diff/difftest"
-	"github.com/wtrace/wtrace/internal/ctrltest"
-	"github.com/wtrace/wtrace/internal/k8stest"
-	"github.com/wtrace/wtrace/internal/wttest"
 	"github.com/wtrace/wtrace/replay"
 	"github.com/wtrace/wtrace/replay/replaytest"
+	"github.com/wtrace/wtrace/testkit/ctrltest"
+	"github.com/wtrace/wtrace/testkit/k8stest"
+	"github.com/wtrace/wtrace/testkit/wttest"
 )
 
 // TestRegressionSuite is the README's "Regression suite", as written
@@ -18,7 +18,7 @@ import (
 // real kube-apiserver while the controller ran (testdata/controller.wt:
 // TestControllerRegression's recording; go test ./diff -update records
 // it again), replayed to the controller under test, fails the test when
-// a write changed. internal/ctrltest is the controller here; the README
+// a write changed. testkit/ctrltest is the controller here; the README
 // says where yours goes.
 func TestRegressionSuite(t *testing.T) {
 	const recorded = "testdata/controller.wt"

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/wtrace/wtrace/capture"
 	"github.com/wtrace/wtrace/formats"
 )
 
@@ -40,7 +39,7 @@ func BenchmarkMerge(b *testing.B) {
 				b.ReportAllocs()
 				out := filepath.Join(dir, "merged.wt")
 				for b.Loop() {
-					if _, err := Merge(context.Background(), c.inputs, MergeOptions{Output: capture.FileSinkOptions{Path: out}}); err != nil {
+					if _, err := Merge(context.Background(), c.inputs, MergeOptions{Output: formats.FileSinkOptions{Path: out}}); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -82,7 +81,7 @@ func BenchmarkSlice(b *testing.B) {
 				b.SetBytes(st.Size())
 				b.ReportAllocs()
 				opts := c.opts
-				opts.Output = capture.FileSinkOptions{Path: filepath.Join(dir, "slice.wt")}
+				opts.Output = formats.FileSinkOptions{Path: filepath.Join(dir, "slice.wt")}
 				for b.Loop() {
 					if _, err := Slice(context.Background(), in, opts); err != nil {
 						b.Fatal(err)

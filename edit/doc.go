@@ -6,11 +6,11 @@
 // replay that starts at a point of a session (wtrace replay --from).
 //
 // Edits stream: they read each input once, in file order, a block at a
-// time, and write through a capture.FileSink (the owner of session files:
+// time, and write through a formats.FileSink (the owner of session files:
 // Meta, Summary, flushing), so memory does not grow with the sessions'
 // size — only with their numbers of connections and exchanges, as their
 // indexes do. Slice adds, when it cuts watches, the world before its
-// start (package replay/state loaded up to that time: every version of
+// start (package apiserver/world loaded up to that time: every version of
 // every object the session shows until then, bounded by
 // SliceOptions.StateBytes), and one LIST body at a time when it filters
 // a LIST's items by namespace.

@@ -9,12 +9,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 
-	"github.com/wtrace/wtrace/capture"
 	"github.com/wtrace/wtrace/formats"
 )
 
@@ -23,7 +21,7 @@ type MergeOptions struct {
 	// Output is the merged session file (Path, or Out for a stream). Its
 	// Meta, if Meta.Tool is empty, is built from the inputs' (see Merge);
 	// Totals is set by Merge.
-	Output capture.FileSinkOptions
+	Output formats.FileSinkOptions
 	// Tool names the merging tool ("wtrace v0.3.0") in the merged Meta's
 	// "merged-by" label.
 	Tool string
@@ -54,7 +52,7 @@ type MergeResult struct {
 // Merge joins session files into one, streaming (memory: one block of each
 // recording being read, and the connection and exchange numbers of each).
 //
-// Parts of one rotated recording (capture.FileSink with Rotate: each
+// Parts of one rotated recording (formats.FileSink with Rotate: each
 // part's Meta labels "part" and "previous" name the part before it) are
 // joined in order into one session: the connections and exchanges a part
 // announces again at its start (copies of records of the part before it,
@@ -107,7 +105,7 @@ func Merge(ctx context.Context, inputs []string, opts MergeOptions) (MergeResult
 	if out.Meta.Tool == "" {
 		out.Meta = mergedMeta(chains, opts.Tool)
 	}
-	var totals capture.Totals
+	var totals formats.Totals
 	for _, p := range files {
 		if s := p.summary; s != nil {
 			totals.Packets += s.Packets
@@ -115,8 +113,8 @@ func Merge(ctx context.Context, inputs []string, opts MergeOptions) (MergeResult
 			totals.Last = max(totals.Last, s.Time)
 		}
 	}
-	out.Totals = func() capture.Totals { return totals }
-	sink, err := capture.NewFileSink(out)
+	out.Totals = func() formats.Totals { return totals }
+	sink, err := formats.NewFileSink(out)
 	if err != nil {
 		return res, err
 	}
@@ -163,7 +161,7 @@ func Merge(ctx context.Context, inputs []string, opts MergeOptions) (MergeResult
 			werr = s.err
 		}
 	}
-	end := capture.Ending{Note: mergedNote(chains)}
+	end := formats.Ending{Note: mergedNote(chains)}
 	if len(chains) == 1 {
 		if s := chains[0][len(chains[0])-1].summary; s != nil {
 			end.CaptureSHA256, end.CaptureXXH64 = s.CaptureSHA256, s.CaptureXXH64
@@ -176,7 +174,7 @@ func Merge(ctx context.Context, inputs []string, opts MergeOptions) (MergeResult
 // closeSink closes sink with end and returns the names of the files it
 // wrote and the error of the run: werr, the error that ended op, if any
 // (noted in end.Note), else the error of the close.
-func closeSink(sink *capture.FileSink, end capture.Ending, op string, werr error) ([]string, error) {
+func closeSink(sink *formats.FileSink, end formats.Ending, op string, werr error) ([]string, error) {
 	if werr != nil {
 		end.Note = op + " failed: " + werr.Error()
 	}
@@ -319,7 +317,7 @@ type stream struct {
 	res      *MergeResult
 
 	prefix bool // reading the records a part after the first announces again
-	state  openState
+	state  formats.OpenSet
 
 	next formats.Record
 	t    int64 // time of next (the time of the record before it when it has none)
@@ -391,14 +389,14 @@ func (s *stream) advance() bool {
 			continue
 		}
 		if s.prefix {
-			if s.state.announced(r) {
+			if s.state.Announced(r) {
 				s.res.Announced++
 				continue
 			}
 			s.prefix = false
 		}
 		if len(s.parts) > 1 {
-			s.state.track(r)
+			s.state.Track(r)
 		}
 		s.next = r
 		if t := recordTime(r); t != 0 {
@@ -433,119 +431,6 @@ func recordTime(r formats.Record) int64 {
 		return r.Time
 	}
 	return 0
-}
-
-// openState holds the last announcement of each connection and exchange
-// still open, as capture.FileSink keeps them to announce them again in
-// its next part.
-type openState struct {
-	conns map[uint64]*openConn
-	exs   map[int64]*openExchange
-}
-
-type openConn struct {
-	conn formats.Conn
-	tls  *formats.TLS
-}
-
-type openExchange struct {
-	req  formats.Request
-	resp *formats.Response
-	ends [2]*formats.End
-}
-
-// track notes what r announces or ends (FileSink.track's rules).
-func (o *openState) track(r formats.Record) {
-	if o.conns == nil {
-		o.conns, o.exs = map[uint64]*openConn{}, map[int64]*openExchange{}
-	}
-	switch r := r.(type) {
-	case *formats.Conn:
-		o.conns[r.ID] = &openConn{conn: *r}
-	case *formats.TLS:
-		if c := o.conns[r.Conn]; c != nil {
-			t := *r
-			c.tls = &t
-		}
-	case *formats.ConnEnd:
-		delete(o.conns, r.Conn)
-		for id, x := range o.exs {
-			if x.req.Conn == r.Conn {
-				delete(o.exs, id)
-			}
-		}
-	case *formats.Request:
-		o.exs[r.Exchange] = &openExchange{req: *r}
-	case *formats.Response:
-		if x := o.exs[r.Exchange]; x != nil {
-			resp := *r
-			x.resp = &resp
-		}
-	case *formats.End:
-		x := o.exs[r.Exchange]
-		if x == nil || r.Dir > formats.ServerToClient {
-			return
-		}
-		e := *r
-		e.Tail = nil
-		x.ends[r.Dir] = &e
-		if x.ends[formats.ServerToClient] != nil && (x.ends[formats.ClientToServer] != nil || x.req.Missing) {
-			delete(o.exs, r.Exchange)
-		}
-	}
-}
-
-// announced reports whether r, at the start of a part, is a copy of the
-// last announcement of something the part before left open.
-func (o *openState) announced(r formats.Record) bool {
-	switch r := r.(type) {
-	case *formats.Conn:
-		c := o.conns[r.ID]
-		return c != nil && c.conn == *r
-	case *formats.TLS:
-		c := o.conns[r.Conn]
-		return c != nil && c.tls != nil && *c.tls == *r
-	case *formats.Request:
-		x := o.exs[r.Exchange]
-		return x != nil && reflect.DeepEqual(emptyNil(x.req), emptyNil(*r))
-	case *formats.Response:
-		x := o.exs[r.Exchange]
-		return x != nil && x.resp != nil && reflect.DeepEqual(emptyNilResp(*x.resp), emptyNilResp(*r))
-	case *formats.End:
-		x := o.exs[r.Exchange]
-		if x == nil || r.Dir > formats.ServerToClient || x.ends[r.Dir] == nil || len(r.Tail) > 0 {
-			return false
-		}
-		return reflect.DeepEqual(emptyNilEnd(*x.ends[r.Dir]), emptyNilEnd(*r))
-	}
-	return false
-}
-
-// The reader gives back empty lists as nil; copies made while writing keep
-// them: compare them alike.
-func emptyNil(r formats.Request) formats.Request {
-	if len(r.Header) == 0 {
-		r.Header = nil
-	}
-	return r
-}
-
-func emptyNilResp(r formats.Response) formats.Response {
-	if len(r.Header) == 0 {
-		r.Header = nil
-	}
-	return r
-}
-
-func emptyNilEnd(e formats.End) formats.End {
-	e.Tail = nil
-	if len(e.Trailer) == 0 {
-		e.Trailer = nil
-	}
-	if len(e.Redactions) == 0 {
-		e.Redactions = nil
-	}
-	return e
 }
 
 // numbering gives the connections and exchanges of several recordings new

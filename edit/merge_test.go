@@ -13,7 +13,7 @@ import (
 	"github.com/wtrace/wtrace/capture"
 	"github.com/wtrace/wtrace/export"
 	"github.com/wtrace/wtrace/formats"
-	"github.com/wtrace/wtrace/internal/wttest"
+	"github.com/wtrace/wtrace/testkit/wttest"
 )
 
 // corpusPcaps returns the corpus captures of testdata/corpus and, when
@@ -56,13 +56,13 @@ func recordRotated(t testing.TB, pcap, dir string, maxSize int64) (string, []str
 		t.Fatal(err)
 	}
 	defer pc.Close()
-	meta := capture.NewMeta("wtrace test", formats.SourcePcap, "pcap "+filepath.Base(pcap), false)
+	meta := formats.NewMeta("wtrace test", formats.SourcePcap, "pcap "+filepath.Base(pcap), false)
 	whole := filepath.Join(dir, "whole.wt")
-	a, err := capture.NewFileSink(capture.FileSinkOptions{Path: whole, Meta: meta})
+	a, err := formats.NewFileSink(formats.FileSinkOptions{Path: whole, Meta: meta})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := capture.NewFileSink(capture.FileSinkOptions{Path: filepath.Join(dir, "rot.wt"), Meta: meta, MaxSize: maxSize, Rotate: true})
+	b, err := formats.NewFileSink(formats.FileSinkOptions{Path: filepath.Join(dir, "rot.wt"), Meta: meta, MaxSize: maxSize, Rotate: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func recordRotated(t testing.TB, pcap, dir string, maxSize int64) (string, []str
 	if err != nil {
 		t.Fatal(err)
 	}
-	end := capture.Ending{Note: res.Note, CaptureSHA256: res.SHA256}
+	end := formats.Ending{Note: res.Note, CaptureSHA256: res.SHA256}
 	if err := a.Close(end); err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func recordRotated(t testing.TB, pcap, dir string, maxSize int64) (string, []str
 }
 
 // both writes each record to two sinks.
-type both [2]*capture.FileSink
+type both [2]*formats.FileSink
 
 func (s both) Write(r formats.Record) error {
 	if err := s[0].Write(r); err != nil {
@@ -150,7 +150,7 @@ func TestMergeRotated(t *testing.T) {
 			parts := slices.Clone(files)
 			slices.Reverse(parts) // Merge puts them in order
 			merged := filepath.Join(dir, "merged.wt")
-			mres, err := Merge(context.Background(), parts, MergeOptions{Output: capture.FileSinkOptions{Path: merged}, Tool: "wtrace test"})
+			mres, err := Merge(context.Background(), parts, MergeOptions{Output: formats.FileSinkOptions{Path: merged}, Tool: "wtrace test"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -210,14 +210,14 @@ func TestMergeCompatRotated(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := filepath.Join(tmp, capture.PartName("rot.wt", i+1))
+		p := filepath.Join(tmp, formats.PartName("rot.wt", i+1))
 		if err := os.WriteFile(p, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		parts = append(parts, p)
 	}
 	merged := filepath.Join(tmp, "merged.wt")
-	res, err := Merge(context.Background(), parts, MergeOptions{Output: capture.FileSinkOptions{Path: merged}})
+	res, err := Merge(context.Background(), parts, MergeOptions{Output: formats.FileSinkOptions{Path: merged}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +267,7 @@ func TestMergeRecordings(t *testing.T) {
 				ins = append(ins, p)
 			}
 			merged := filepath.Join(dir, "merged.wt")
-			res, err := Merge(context.Background(), ins, MergeOptions{Output: capture.FileSinkOptions{Path: merged}})
+			res, err := Merge(context.Background(), ins, MergeOptions{Output: formats.FileSinkOptions{Path: merged}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -370,7 +370,7 @@ func TestMergeMissingPart(t *testing.T) {
 		t.Fatalf("%d parts", len(files))
 	}
 	ins := []string{files[0], files[2]}
-	mres, err := Merge(context.Background(), ins, MergeOptions{Output: capture.FileSinkOptions{Path: filepath.Join(dir, "m.wt")}})
+	mres, err := Merge(context.Background(), ins, MergeOptions{Output: formats.FileSinkOptions{Path: filepath.Join(dir, "m.wt")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -394,7 +394,7 @@ func TestMergeDamage(t *testing.T) {
 		t.Fatal(err)
 	}
 	merged := filepath.Join(dir, "m.wt")
-	mres, err := Merge(context.Background(), files, MergeOptions{Output: capture.FileSinkOptions{Path: merged}})
+	mres, err := Merge(context.Background(), files, MergeOptions{Output: formats.FileSinkOptions{Path: merged}})
 	if err != nil {
 		t.Fatal(err)
 	}

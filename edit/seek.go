@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/wtrace/wtrace/capture"
 	"github.com/wtrace/wtrace/formats"
 )
 
@@ -55,7 +54,7 @@ func Seek(ctx context.Context, in, dir string, opts SliceOptions) (*Seeked, erro
 		}
 		return nil, err
 	}
-	opts.Output = capture.FileSinkOptions{Out: tmp}
+	opts.Output = formats.FileSinkOptions{Out: tmp}
 	res, err := Slice(ctx, in, opts)
 	if err != nil {
 		return fail(err)

@@ -20,11 +20,10 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/wtrace/wtrace/capture"
+	"github.com/wtrace/wtrace/apiserver/codec"
+	"github.com/wtrace/wtrace/apiserver/world"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
-	"github.com/wtrace/wtrace/replay/codec"
-	"github.com/wtrace/wtrace/replay/state"
 )
 
 // SliceOptions configure Slice. The zero value of a filter keeps
@@ -33,7 +32,7 @@ type SliceOptions struct {
 	// Output is the slice's session file (Path, or Out for a stream). Its
 	// Meta, if Meta.Tool is empty, is the input's with the labels of the
 	// slice (see Slice).
-	Output capture.FileSinkOptions
+	Output formats.FileSinkOptions
 	// From and To bound the window, capture times in Unix ns (see
 	// ParseTime); 0 leaves that side open.
 	From, To int64
@@ -47,7 +46,7 @@ type SliceOptions struct {
 	// Tool names the slicing tool in the Meta's "sliced-by" label.
 	Tool string
 	// StateBytes bounds the object bytes held to rebuild the world at
-	// From (see state.Options.MaxBytes); 0 means state.DefaultMaxBytes.
+	// From (see world.Options.MaxBytes); 0 means world.DefaultMaxBytes.
 	StateBytes int64
 }
 
@@ -78,7 +77,7 @@ type SliceResult struct {
 // An exchange is kept when it began inside the window [From, To] and
 // passes the filters. A watch that began before From and was still open
 // at From is cut there: the slice starts it from the world as it was at
-// From, the world of replay/state loaded from what the session shows
+// From, the world of apiserver/world loaded from what the session shows
 // before From, at the resourceVersion of the watch's last event before
 // From (or the one it started from, without events):
 //
@@ -133,8 +132,8 @@ func Slice(ctx context.Context, in string, opts SliceOptions) (SliceResult, erro
 	if out.Meta.Tool == "" {
 		out.Meta = s.meta()
 	}
-	out.Totals = func() capture.Totals { return capture.Totals{Last: s.last} }
-	sink, err := capture.NewFileSink(out)
+	out.Totals = func() formats.Totals { return formats.Totals{Last: s.last} }
+	sink, err := formats.NewFileSink(out)
 	if err != nil {
 		return res, err
 	}
@@ -146,7 +145,7 @@ func Slice(ctx context.Context, in string, opts SliceOptions) (SliceResult, erro
 	if werr == nil {
 		werr = s.finish()
 	}
-	res.Files, err = closeSink(sink, capture.Ending{}, "slice", werr)
+	res.Files, err = closeSink(sink, formats.Ending{}, "slice", werr)
 	return res, err
 }
 
@@ -161,7 +160,7 @@ type exPlan struct {
 	format   frame.Format
 
 	// Cut watches.
-	target    state.Target
+	target    world.Target
 	query     url.Values
 	streaming bool
 	rv        uint64 // resourceVersion of the world it starts from
@@ -188,8 +187,8 @@ type slicer struct {
 	plans map[int64]*exPlan
 	conns map[uint64]*connPlan
 	cuts  []*exPlan
-	world *state.Store
-	sink  *capture.FileSink
+	world *world.Store
+	sink  *formats.FileSink
 	ids   *numbering
 	synth int64 // synthesized exchanges so far
 	last  int64 // time of the last record written
@@ -267,7 +266,7 @@ func (s *slicer) planExchange(x *formats.ExchangeInfo) *exPlan {
 	if err != nil {
 		return nil
 	}
-	t, ok := state.ParsePath(u.Path)
+	t, ok := world.ParsePath(u.Path)
 	if !ok {
 		if p.cut {
 			return nil
@@ -300,7 +299,7 @@ func (s *slicer) planExchange(x *formats.ExchangeInfo) *exPlan {
 	return p
 }
 
-func (s *slicer) resourceKept(r state.Resource) bool {
+func (s *slicer) resourceKept(r world.Resource) bool {
 	for _, want := range s.opts.Resources {
 		name, group, _ := strings.Cut(want, ".")
 		if name == r.Resource && (group == "" || group == r.Group) {
@@ -401,7 +400,7 @@ func (s *slicer) loadWorld() error {
 	if len(s.cuts) == 0 {
 		return nil
 	}
-	st, err := state.Load(s.f, state.Options{Until: s.opts.From, MaxBytes: s.opts.StateBytes})
+	st, err := world.Load(s.f, world.Options{Until: s.opts.From, MaxBytes: s.opts.StateBytes})
 	if err != nil {
 		return fmt.Errorf("edit: the world at the start of the slice: %w", err)
 	}
@@ -616,7 +615,7 @@ func (s *slicer) worldList(p *exPlan) (body []byte, ctype string, err error) {
 	}
 	t := p.target
 	t.Watch = false
-	resp, ok := s.world.Serve(&state.Request{Method: http.MethodGet, Path: t.Path(), Query: q, Header: http.Header{"Accept": {accept}}})
+	resp, ok := s.world.Serve(&world.Request{Method: http.MethodGet, Path: t.Path(), Query: q, Header: http.Header{"Accept": {accept}}})
 	if !ok {
 		return nil, "", errors.New("not a resource the world holds")
 	}

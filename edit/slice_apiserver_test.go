@@ -23,15 +23,14 @@ import (
 	"k8s.io/client-go/rest"
 	k8scache "k8s.io/client-go/tools/cache"
 
-	"github.com/wtrace/wtrace/capture"
 	"github.com/wtrace/wtrace/capture/proxy"
 	"github.com/wtrace/wtrace/edit"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
-	"github.com/wtrace/wtrace/internal/k8stest"
-	"github.com/wtrace/wtrace/internal/proxytest"
-	"github.com/wtrace/wtrace/internal/wttest"
 	"github.com/wtrace/wtrace/replay"
+	"github.com/wtrace/wtrace/testkit/k8stest"
+	"github.com/wtrace/wtrace/testkit/proxytest"
+	"github.com/wtrace/wtrace/testkit/wttest"
 )
 
 // store is what an informer holds: "namespace/name" → resourceVersion and
@@ -166,7 +165,7 @@ func longRecording(t *testing.T) (session string, t1, t2 int64, at1, at2, end st
 	}
 
 	session = filepath.Join(t.TempDir(), "long.wt")
-	px := proxytest.Record(t, c.Kubeconfig, proxy.RecordOptions{Output: capture.FileSinkOptions{Path: session}})
+	px := proxytest.Record(t, c.Kubeconfig, proxy.RecordOptions{Output: formats.FileSinkOptions{Path: session}})
 
 	// The streaming list of every namespace.
 	clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.WatchListClient, true)
@@ -292,7 +291,7 @@ func (w *watcher) close() {
 func slice(t *testing.T, in string, opts edit.SliceOptions) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "slice.wt")
-	opts.Output = capture.FileSinkOptions{Path: out}
+	opts.Output = formats.FileSinkOptions{Path: out}
 	res, err := edit.Slice(context.Background(), in, opts)
 	if err != nil {
 		t.Fatalf("Slice: %v", err)

@@ -20,13 +20,13 @@ import (
 	"k8s.io/client-go/rest"
 	k8scache "k8s.io/client-go/tools/cache"
 
+	"github.com/wtrace/wtrace/apiserver/world"
 	"github.com/wtrace/wtrace/capture"
 	"github.com/wtrace/wtrace/edit"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
-	"github.com/wtrace/wtrace/internal/wttest"
 	"github.com/wtrace/wtrace/replay"
-	"github.com/wtrace/wtrace/replay/state"
+	"github.com/wtrace/wtrace/testkit/wttest"
 )
 
 // recordCorpus records the corpus capture of scenario into dir.
@@ -60,7 +60,7 @@ func fileExists(p string) bool {
 
 // scope is what one watch of a session watches.
 type scope struct {
-	target         state.Target
+	target         world.Target
 	label, field   string
 	first, last    int64 // the span of its watches
 	streamingLists bool
@@ -81,7 +81,7 @@ func watchScopes(f *formats.File) []scope {
 		if err != nil {
 			continue
 		}
-		t, ok := state.ParsePath(u.Path)
+		t, ok := world.ParsePath(u.Path)
 		if !ok {
 			continue
 		}
@@ -178,7 +178,7 @@ func TestSliceCorpus(t *testing.T) {
 					want := dynamicStore(t, whole, sc)
 					from := sc.first + (sc.last-sc.first)/2
 					out := filepath.Join(t.TempDir(), "slice.wt")
-					res, err := edit.Slice(context.Background(), session, edit.SliceOptions{From: from, Output: capture.FileSinkOptions{Path: out}})
+					res, err := edit.Slice(context.Background(), session, edit.SliceOptions{From: from, Output: formats.FileSinkOptions{Path: out}})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -261,7 +261,7 @@ func TestSliceFilters(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "slice.wt")
-			c.opts.Output = capture.FileSinkOptions{Path: out}
+			c.opts.Output = formats.FileSinkOptions{Path: out}
 			c.opts.Tool = "wtrace test"
 			if _, err := edit.Slice(context.Background(), session, c.opts); err != nil {
 				t.Fatal(err)
@@ -283,7 +283,7 @@ func TestSliceFilters(t *testing.T) {
 		})
 	}
 	if _, err := edit.Slice(context.Background(), session, edit.SliceOptions{From: 2, To: 1,
-		Output: capture.FileSinkOptions{Path: filepath.Join(dir, "x.wt")}}); err == nil {
+		Output: formats.FileSinkOptions{Path: filepath.Join(dir, "x.wt")}}); err == nil {
 		t.Error("a window that ends before it starts: no error")
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/wtrace/wtrace/internal/wttest"
+	"github.com/wtrace/wtrace/testkit/wttest"
 )
 
 // BenchmarkExport exports corpus sessions in each format to io.Discard;

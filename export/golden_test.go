@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wtrace/wtrace/internal/wttest"
+	"github.com/wtrace/wtrace/testkit/wttest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/wtrace/wtrace/formats"
-	"github.com/wtrace/wtrace/internal/wttest"
+	"github.com/wtrace/wtrace/testkit/wttest"
 )
 
 // harLog is what the tests read of a HAR.

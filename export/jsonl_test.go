@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/wtrace/wtrace/formats"
-	"github.com/wtrace/wtrace/internal/wttest"
+	"github.com/wtrace/wtrace/testkit/wttest"
 )
 
 // TestJSONL: every line of the JSONL export of every corpus session

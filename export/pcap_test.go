@@ -19,7 +19,7 @@ import (
 	"testing"
 
 	"github.com/wtrace/wtrace/formats"
-	"github.com/wtrace/wtrace/internal/wttest"
+	"github.com/wtrace/wtrace/testkit/wttest"
 )
 
 // tshark runs tshark on a pcap and returns its standard output; it skips

@@ -425,7 +425,7 @@ type Anomaly struct {
 
 // Summary is the last record of a file, written just before Writer.Close
 // writes the index: what the recording saw in total (the recorder writes
-// it: capture.FileSink). A file without one was not closed cleanly.
+// it: formats.FileSink). A file without one was not closed cleanly.
 type Summary struct {
 	Time          int64 // capture time of the last packet
 	Packets       int64

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/wtrace/wtrace/formats"
-	"github.com/wtrace/wtrace/internal/pcaptest"
+	"github.com/wtrace/wtrace/testkit/pcaptest"
 )
 
 // reframed builds a capture of the basic-json watch (its recorded request

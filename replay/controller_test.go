@@ -15,10 +15,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/wtrace/wtrace/internal/ctrltest"
-	"github.com/wtrace/wtrace/internal/wttest"
 	"github.com/wtrace/wtrace/replay"
 	"github.com/wtrace/wtrace/replay/replaytest"
+	"github.com/wtrace/wtrace/testkit/ctrltest"
+	"github.com/wtrace/wtrace/testkit/wttest"
 )
 
 const basicNS = "corpus-basic"

@@ -7,9 +7,9 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/wtrace/wtrace/apiserver/world"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
-	"github.com/wtrace/wtrace/replay/state"
 )
 
 // maxDiscoveryBody bounds a LIST body read at start-up only to learn its
@@ -127,7 +127,7 @@ var (
 // names) and builds the legacy discovery documents for them. With a world
 // (store not nil) they list every verb, and the well-known built-in
 // resources too, which a client may create.
-func newDiscovery(f *formats.File, m *matcher, store *state.Store) *discovery {
+func newDiscovery(f *formats.File, m *matcher, store *world.Store) *discovery {
 	type gvr struct{ gv, name string }
 	found := map[gvr]*resource{}
 	var order []gvr
@@ -167,7 +167,7 @@ func newDiscovery(f *formats.File, m *matcher, store *state.Store) *discovery {
 			if !ok {
 				g, v = "", k.gv
 			}
-			info, ok := store.Info(state.Resource{Group: g, Version: v, Resource: k.name})
+			info, ok := store.Info(world.Resource{Group: g, Version: v, Resource: k.name})
 			if !ok {
 				continue
 			}

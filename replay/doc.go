@@ -64,7 +64,7 @@
 //
 // A watch captured from its middle (the capture began inside its
 // response: no request, often no response head) is matched by the
-// request its events show (state.MidstreamTarget): a GET of the
+// request its events show (world.MidstreamTarget): a GET of the
 // collection of their objects' kind — the plural the apiserver's REST
 // mapper guesses, ConfigMap → configmaps — in their namespace when every
 // event names the same one, else across all namespaces, with watch=true
@@ -101,7 +101,7 @@
 // # Writes and the world
 //
 // Unless Options.Writes is WritesRecorded, the Server loads the session's
-// world at New (package replay/state: every version of every object the
+// world at New (package apiserver/world: every version of every object the
 // recording shows, bounded by Options.StateBytes) and answers from it what
 // the recording cannot, as kube-apiserver v1.33 would at the world's
 // point — the newest recorded resourceVersion served to any client, plus
@@ -110,7 +110,7 @@
 //   - writes (POST, PUT, PATCH of every type, server-side apply, DELETE of
 //     one object or a collection, status and scale, dryRun): 201/200 with
 //     the object completed, 409 AlreadyExists or Conflict, 404, 422, the
-//     apiserver's Status bodies (see package replay/state for what is and
+//     apiserver's Status bodies (see package apiserver/world for what is and
 //     is not modelled). A write the session recorded — same method, path
 //     and parameters, and the same request body once resourceVersion,
 //     managedFields and timestamps are left out — gets the recorded answer
@@ -161,7 +161,7 @@
 //
 // # Encodings
 //
-// A client gets what its Accept header asks for (package replay/codec):
+// A client gets what its Accept header asks for (package apiserver/codec):
 // JSON or protobuf, Table (as=Table, kubectl), PartialObjectMetadata(List)
 // (metadata-only informers), for recorded answers too. A recorded body or
 // stream whose encoding the header names without a transformation goes

@@ -10,20 +10,20 @@ import (
 
 	"github.com/munnerz/goautoneg"
 
+	"github.com/wtrace/wtrace/apiserver/codec"
+	"github.com/wtrace/wtrace/apiserver/world"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
-	"github.com/wtrace/wtrace/replay/codec"
-	"github.com/wtrace/wtrace/replay/state"
 )
 
 // A replay that keeps the session's world (every mode but WritesRecorded)
 // serves a recorded watch through a flow: every event it sends moves the
-// world's point (state.Store.ObserveN); when the clients' writes shifted
+// world's point (world.Store.ObserveN); when the clients' writes shifted
 // the resourceVersions still to come, or the client asked for another
 // encoding, the rest of the stream goes out event by event, each
-// rewritten (state.Store.ServeEvent) and transcoded (codec.Writer); with
+// rewritten (world.Store.ServeEvent) and transcoded (codec.Writer); with
 // WritesApply the events the clients' writes cause are sent among the
-// recorded ones, in resourceVersion order (state.Store.Follow).
+// recorded ones, in resourceVersion order (world.Store.Follow).
 
 // flow is one recorded watch stream served with the world. It belongs to
 // the request's handler goroutine.
@@ -33,7 +33,7 @@ type flow struct {
 	format frame.Format  // the recorded stream's
 	w      *codec.Writer // transcodes every event (nil: the recorded encoding)
 	media  codec.Media   // what the client gets
-	follow *state.Watch  // WritesApply: the clients' writes in the stream's scope
+	follow *world.Watch  // WritesApply: the clients' writes in the stream's scope
 	// switched says why the stream went event by event ("" while it
 	// goes as recorded): "rv", or the transcoding.
 	switched string
@@ -468,7 +468,7 @@ func (s *Server) storeWatchRoute(r *http.Request, q query) route {
 	if wt == nil {
 		return s.notFound(q)
 	}
-	return route{how: state.HowWatch, status: http.StatusOK, serve: func(st *streamer, r *http.Request) {
+	return route{how: world.HowWatch, status: http.StatusOK, serve: func(st *streamer, r *http.Request) {
 		s.serveStoreWatch(st, wt)
 	}}
 }
@@ -478,7 +478,7 @@ func (s *Server) storeWatchRoute(r *http.Request, q query) route {
 // (scaled by Speed) and each client's write as it lands, in served
 // resourceVersion order, until the client's timeoutSeconds, the client
 // leaves, or Close.
-func (s *Server) serveStoreWatch(st *streamer, wt *state.Watch) {
+func (s *Server) serveStoreWatch(st *streamer, wt *world.Watch) {
 	if !st.begin(newHead(http.StatusOK, http.Header{"Content-Type": {wt.ContentType()}})) {
 		return
 	}
@@ -521,7 +521,7 @@ func (s *Server) serveStoreWatch(st *streamer, wt *state.Watch) {
 // recordedRoute answers with recorded opaque exchange x (a GET, a LIST, a
 // write's answer): byte for byte when the client accepts its encoding and
 // the resourceVersions it carries go out unchanged, else decoded, its
-// resourceVersions rewritten (state.Store.ServeList, ServeObject) and
+// resourceVersions rewritten (world.Store.ServeList, ServeObject) and
 // encoded as the client asks.
 func (s *Server) recordedRoute(r *http.Request, q query, x *recorded) route {
 	if s.store == nil || x.format != frame.Unknown {
@@ -561,10 +561,10 @@ func (s *Server) recordedRoute(r *http.Request, q query, x *recorded) route {
 }
 
 // statusResponse is a store-like response carrying err's Status.
-func (s *Server) statusResponse(q query, err error) *state.Response {
+func (s *Server) statusResponse(q query, err error) *world.Response {
 	st := codec.StatusOf(err)
 	m := codec.StatusMedia(q.accept)
-	return &state.Response{Code: int(st.Code), ContentType: m.ContentType(codec.TargetObject),
+	return &world.Response{Code: int(st.Code), ContentType: m.ContentType(codec.TargetObject),
 		Body: codec.StatusBody(m, st), How: howNotAcceptable}
 }
 

@@ -11,7 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/wtrace/wtrace/formats"
-	"github.com/wtrace/wtrace/internal/wttest"
+	"github.com/wtrace/wtrace/testkit/wttest"
 )
 
 // watchBody returns the recorded body of watch exchange id: every event

@@ -9,10 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wtrace/wtrace/apiserver/world"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
 	"github.com/wtrace/wtrace/internal/apipath"
-	"github.com/wtrace/wtrace/replay/state"
 )
 
 // maxTargetLen bounds a request-target the matcher parses (recorded or
@@ -178,7 +178,7 @@ func newMatcher(f *formats.File) *matcher {
 		method, target := info.Request.Method, info.Request.Target
 		if info.Request.Missing {
 			var ok bool
-			if target, ok = state.MidstreamTarget(f, info); !ok {
+			if target, ok = world.MidstreamTarget(f, info); !ok {
 				continue
 			}
 			method = "GET"

@@ -1,7 +1,7 @@
 package replay
 
 import (
-	"github.com/wtrace/wtrace/replay/state"
+	"github.com/wtrace/wtrace/apiserver/world"
 
 	"net/http"
 	"testing"
@@ -169,14 +169,14 @@ func TestMatching(t *testing.T) {
 			{"", cm + "?watch=true&resourceVersion=423&allowWatchBookmarks=true&timeoutSeconds=300", howRecorded, 6, 200},
 			{"", sec + "?limit=500&continue=bogus", howExpired, -1, 410},
 			{"", sec + "?watch=true&labelSelector=app%3Dtracked", howRecorded, 5, 200},
-			{"", sec + "?watch=true&labelSelector=app%3Dother", state.HowWatch, -1, 200},
-			{"", ns, state.HowList, -1, 200},
+			{"", sec + "?watch=true&labelSelector=app%3Dother", world.HowWatch, -1, 200},
+			{"", ns, world.HowList, -1, 200},
 			{"", svc + "?watch=true&resourceVersion=99999999", howAfterLast, 12, 200},
-			{"", svc + "?watch=true&resourceVersion=1", state.HowWatch, -1, 200}, // the store's 410 ERROR event
+			{"", svc + "?watch=true&resourceVersion=1", world.HowWatch, -1, 200}, // the store's 410 ERROR event
 			{"", svc + "?watch=true&resourceVersion=abc", howExpired, -1, 200},
-			{"POST", cm, state.HowCreate, -1, 400}, // no body
-			{"", "/api/v1/namespaces/corpus-multi/pods", state.HowList, -1, 200},
-			{"", "/api/v1/namespaces/corpus-multi/pods/nope", state.HowError, -1, 404},
+			{"POST", cm, world.HowCreate, -1, 400}, // no body
+			{"", "/api/v1/namespaces/corpus-multi/pods", world.HowList, -1, 200},
+			{"", "/api/v1/namespaces/corpus-multi/pods/nope", world.HowError, -1, 404},
 			{"", "/apis/apps/v1", howDiscovery, -1, 200},
 			{"", "/apis/example.com/v1/widgets", howNotFound, -1, 404},
 		})

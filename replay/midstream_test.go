@@ -10,9 +10,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/wtrace/wtrace/apiserver/world"
 	"github.com/wtrace/wtrace/capture/pcapfile"
 	"github.com/wtrace/wtrace/formats"
-	"github.com/wtrace/wtrace/replay/state"
 )
 
 // startLater writes the packets of capture in captured at time from or
@@ -111,7 +111,7 @@ func TestMidstream(t *testing.T) {
 			}
 			srv := newTestServer(t, c.path, Options{Speed: 0})
 			for id, evs := range xs {
-				if got, _ := state.MidstreamTarget(f, &f.Index().Exchanges[id]); got != "/api/v1/namespaces/"+c.ns+"/"+c.resource+"?watch=true" {
+				if got, _ := world.MidstreamTarget(f, &f.Index().Exchanges[id]); got != "/api/v1/namespaces/"+c.ns+"/"+c.resource+"?watch=true" {
 					t.Errorf("exchange %d: target %q", id, got)
 				}
 				if len(evs) < 3 {

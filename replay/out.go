@@ -21,7 +21,7 @@ import (
 // spoke (HTTP/2 streams are told apart by their connection).
 //
 // package replay/record connects it to a session file (capture.Tee and
-// capture.FileSink, as the recording proxy does): the bytes are parsed,
+// formats.FileSink, as the recording proxy does): the bytes are parsed,
 // split into events and redacted there, as any recording's.
 //
 // Conn and the OutConn's methods are called from the handler goroutine of

@@ -9,7 +9,7 @@ import (
 	"runtime/debug"
 	"strings"
 
-	"github.com/wtrace/wtrace/replay/state"
+	"github.com/wtrace/wtrace/apiserver/world"
 )
 
 // ServeHTTP answers one request from the session (see the package doc for
@@ -53,13 +53,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.log.Warn("replay: bad request", "method", r.Method, "target", truncate(target), "err", err)
 		rt = statusRoute(howError, http.StatusBadRequest, "BadRequest", err.Error())
 	case isWrite(r.Method) && r.Body != nil:
-		body, err = io.ReadAll(io.LimitReader(r.Body, state.MaxBodyBytes+1))
+		body, err = io.ReadAll(io.LimitReader(r.Body, world.MaxBodyBytes+1))
 		switch {
 		case err != nil:
 			rt = statusRoute(howError, http.StatusBadRequest, "BadRequest", "reading the request body: "+err.Error())
-		case len(body) > state.MaxBodyBytes:
+		case len(body) > world.MaxBodyBytes:
 			rt = statusRoute(howError, http.StatusRequestEntityTooLarge, "RequestEntityTooLarge",
-				fmt.Sprintf("the request body is larger than %d bytes", state.MaxBodyBytes))
+				fmt.Sprintf("the request body is larger than %d bytes", world.MaxBodyBytes))
 			body = nil
 		}
 	}
@@ -216,7 +216,7 @@ const (
 	howRejected = "rejected"
 	// No encoding the client accepts: 406.
 	howNotAcceptable = "not-acceptable"
-	// The store's answers (state.How*): "synth-get", "synth-list",
+	// The store's answers (world.How*): "synth-get", "synth-list",
 	// "synth-create", "synth-update", "synth-patch", "synth-apply",
 	// "synth-delete", "synth-delete-collection", "synth-watch",
 	// "synth-error".

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wtrace/wtrace/internal/wttest"
+	"github.com/wtrace/wtrace/testkit/wttest"
 	"go.uber.org/goleak"
 )
 

@@ -15,9 +15,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wtrace/wtrace/apiserver/world"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/internal/selfsigned"
-	"github.com/wtrace/wtrace/replay/state"
 )
 
 // DefaultListen is the address Start and StartTLS listen on when
@@ -99,7 +99,7 @@ type Options struct {
 	Writes Writes
 	// StateBytes bounds the memory of the session's world (every version
 	// of every object the session shows, and the clients' writes): New
-	// fails beyond it. 0 means state.DefaultMaxBytes (1 GiB). Not used
+	// fails beyond it. 0 means world.DefaultMaxBytes (1 GiB). Not used
 	// with WritesRecorded, which keeps no world.
 	StateBytes int64
 	// Out, if set, receives every request the clients make and every
@@ -137,7 +137,7 @@ type Server struct {
 	ctx          context.Context
 	cancel       context.CancelFunc
 	writes       Writes
-	store        *state.Store // the session's world; nil with WritesRecorded
+	store        *world.Store // the session's world; nil with WritesRecorded
 	maxRequests  int
 	seq          atomic.Int64 // numbers the requests in arrival order
 
@@ -207,7 +207,7 @@ func New(f *formats.File, opts Options) (*Server, error) {
 		return nil, err
 	}
 	if writes != WritesRecorded {
-		st, err := state.Load(f, state.Options{Now: s.clock.Now, MaxBytes: opts.StateBytes})
+		st, err := world.Load(f, world.Options{Now: s.clock.Now, MaxBytes: opts.StateBytes})
 		if err != nil {
 			return nil, fmt.Errorf("replay: loading the session's objects (--writes %s): %w", writes, err)
 		}

@@ -16,10 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
+	"github.com/wtrace/wtrace/apiserver/codec"
+	"github.com/wtrace/wtrace/apiserver/world"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
-	"github.com/wtrace/wtrace/replay/codec"
-	"github.com/wtrace/wtrace/replay/state"
 )
 
 // Writes says how a replay answers the requests that change the world
@@ -64,8 +64,8 @@ func isWrite(method string) bool {
 }
 
 // stateRequest is the store's view of a request.
-func stateRequest(r *http.Request, q query, body []byte) *state.Request {
-	return &state.Request{Method: q.method, Path: r.URL.Path, Query: r.URL.Query(), Header: r.Header, Body: body}
+func stateRequest(r *http.Request, q query, body []byte) *world.Request {
+	return &world.Request{Method: q.method, Path: r.URL.Path, Query: r.URL.Query(), Header: r.Header, Body: body}
 }
 
 // routeWrite decides how a write is answered (WritesAnswer, WritesApply,
@@ -84,7 +84,7 @@ func (s *Server) routeWrite(r *http.Request, q query, body []byte) route {
 }
 
 // storeRoute answers with a response of the store.
-func storeRoute(resp *state.Response) route {
+func storeRoute(resp *world.Response) route {
 	rt := route{how: resp.How, status: resp.Code, serve: func(st *streamer, r *http.Request) {
 		h := st.w.Header()
 		h.Set("Content-Type", resp.ContentType)
@@ -95,7 +95,7 @@ func storeRoute(resp *state.Response) route {
 			st.send(resp.Body)
 		}
 	}}
-	if resp.Transcoded && resp.How == state.HowGet {
+	if resp.Transcoded && resp.How == world.HowGet {
 		rt.transcoded = "yes"
 	}
 	return rt
@@ -106,7 +106,7 @@ func storeRoute(resp *state.Response) route {
 func (s *Server) rejectRoute(r *http.Request, q query) route {
 	gr := schema.GroupResource{}
 	name := ""
-	if t, ok := state.ParsePath(q.path); ok {
+	if t, ok := world.ParsePath(q.path); ok {
 		gr, name = t.Resource.GroupResource(), t.Name
 	}
 	err := apierrors.NewForbidden(gr, name, errors.New("wtrace replay is read-only (--writes reject)"))
@@ -124,7 +124,7 @@ func (s *Server) rejectRoute(r *http.Request, q query) route {
 
 // maxWriteBody bounds a recorded request body read to compare it with a
 // client's (the apiserver's own limit on request bodies).
-const maxWriteBody = state.MaxBodyBytes
+const maxWriteBody = world.MaxBodyBytes
 
 // matchWrite returns the recorded exchange that answers this write: one
 // with the same method, path and parameters (see the package doc) whose
@@ -165,7 +165,7 @@ func (s *Server) gvkOf(path string) schema.GroupVersionKind {
 	if s.store == nil {
 		return schema.GroupVersionKind{}
 	}
-	t, ok := state.ParsePath(path)
+	t, ok := world.ParsePath(path)
 	if !ok {
 		return schema.GroupVersionKind{}
 	}

@@ -11,7 +11,7 @@
 // other systems Open returns ErrUnsupported.
 //
 // Record records a Handle into session files end to end (`wtrace record
-// --iface`): a capture.FileSink with the session's Meta and Summary, a
+// --iface`): a formats.FileSink with the session's Meta and Summary, a
 // capture.Recorder, optionally a pcap file of the raw packets
 // (pcapfile.Writer), until its context is done or a limit is reached. Run
 // is its loop, for any Source: it reads packets, hands them to the

@@ -22,7 +22,7 @@ import (
 	"github.com/wtrace/wtrace/capture/live"
 	"github.com/wtrace/wtrace/capture/tlsdec"
 	"github.com/wtrace/wtrace/formats"
-	"github.com/wtrace/wtrace/internal/wttest"
+	"github.com/wtrace/wtrace/testkit/wttest"
 )
 
 // lateKeyLog is a client's SSLKEYLOGFILE written late: each line reaches
@@ -104,7 +104,7 @@ func TestLiveKeyLogLate(t *testing.T) {
 	done := make(chan result, 1)
 	go func() {
 		res, err := live.Record(ctx, h, live.RecordOptions{
-			Output:        capture.FileSinkOptions{Path: path},
+			Output:        formats.FileSinkOptions{Path: path},
 			Recorder:      capture.Options{Port: port, KeyLog: kf.KeyLog(), KeyLogSource: kf},
 			Tool:          "test",
 			FlushInterval: 10 * time.Millisecond,

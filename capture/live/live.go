@@ -164,7 +164,7 @@ type RecordOptions struct {
 	// Output is where the session goes: Path or Out, the Writer's options,
 	// MaxSize, MaxDuration, Rotate, OnRotate. Record sets its Meta, Totals
 	// and OnLimit: a limit reached without Rotate ends the recording.
-	Output capture.FileSinkOptions
+	Output formats.FileSinkOptions
 	// Recorder configures the Recorder: Port, buffering limits,
 	// KeepSecrets.
 	Recorder capture.Options
@@ -186,13 +186,13 @@ type RecordOptions struct {
 }
 
 // Record records a live capture from h into session files, end to end: it
-// creates the first file with its Meta (capture.NewMeta, source iface,
+// creates the first file with its Meta (formats.NewMeta, source iface,
 // the interface and its filter), feeds every packet to a Recorder (Run),
 // flushes every FlushInterval, and when ctx is done, a limit is reached
 // (without Rotate) or capturing fails, closes the Recorder (what is still
 // open ends as cut by the capture) and the files, the last Summary noting
 // why: context.Cause(ctx), "max-size reached", "capture failed: …".
-// Errors of the session files are *capture.OutputError; a capture that
+// Errors of the session files are *formats.OutputError; a capture that
 // fails is an error too, after the session was closed.
 func Record(ctx context.Context, h *Handle, opts RecordOptions) (capture.Result, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -203,7 +203,7 @@ func Record(ctx context.Context, h *Handle, opts RecordOptions) (capture.Result,
 	if filter != "tcp" {
 		desc += " (" + filter + ")"
 	}
-	out.Meta = capture.NewMeta(opts.Tool, formats.SourceIface, desc, opts.Recorder.KeepSecrets)
+	out.Meta = formats.NewMeta(opts.Tool, formats.SourceIface, desc, opts.Recorder.KeepSecrets)
 	out.Meta.Labels = map[string]string{"filter": filter}
 	if opts.PcapOut != nil && opts.PcapOutName != "" {
 		out.Meta.CaptureFile = filepath.Base(opts.PcapOutName)
@@ -212,14 +212,14 @@ func Record(ctx context.Context, h *Handle, opts RecordOptions) (capture.Result,
 	// to the FileSink (and so calls Totals and OnLimit).
 	var packets, bytes int64
 	var rec *capture.Recorder
-	out.Totals = func() capture.Totals {
-		t := capture.Totals{Packets: packets, Bytes: bytes}
+	out.Totals = func() formats.Totals {
+		t := formats.Totals{Packets: packets, Bytes: bytes}
 		if rec != nil {
 			t.Last = rec.Stats().Last
 		}
 		return t
 	}
-	out.OnLimit = func(l capture.Limit) { cancel(fmt.Errorf("%v reached", l)) }
+	out.OnLimit = func(l formats.Limit) { cancel(fmt.Errorf("%v reached", l)) }
 	var pw *pcapfile.Writer
 	if opts.PcapOut != nil {
 		var err error
@@ -227,7 +227,7 @@ func Record(ctx context.Context, h *Handle, opts RecordOptions) (capture.Result,
 			return capture.Result{}, fmt.Errorf("live: writing the packets: %w", err)
 		}
 	}
-	fs, err := capture.NewFileSink(out)
+	fs, err := formats.NewFileSink(out)
 	if err != nil {
 		return capture.Result{}, err
 	}
@@ -261,7 +261,7 @@ func Record(ctx context.Context, h *Handle, opts RecordOptions) (capture.Result,
 		},
 		OnTick: opts.OnTick,
 	})
-	var outErr *capture.OutputError
+	var outErr *formats.OutputError
 	switch {
 	case errors.As(runErr, &outErr):
 		cancel(fmt.Errorf("writing failed: %w", runErr))
@@ -273,7 +273,7 @@ func Record(ctx context.Context, h *Handle, opts RecordOptions) (capture.Result,
 	if kst, err := h.Stats(); err == nil {
 		res.Dropped = kst.Dropped
 	}
-	closeErr := fs.Close(capture.Ending{Note: res.Note})
+	closeErr := fs.Close(formats.Ending{Note: res.Note})
 	res.Files, res.Size = fs.Names(), fs.Size()
 	if err := flushPcap(); err != nil && runErr == nil {
 		runErr = err

@@ -27,7 +27,7 @@ import (
 	"github.com/wtrace/wtrace/capture/live"
 	"github.com/wtrace/wtrace/capture/pcapfile"
 	"github.com/wtrace/wtrace/formats"
-	"github.com/wtrace/wtrace/internal/wttest"
+	"github.com/wtrace/wtrace/testkit/wttest"
 )
 
 const (
@@ -102,7 +102,7 @@ func TestLiveLoopback(t *testing.T) {
 	done := make(chan result, 1)
 	go func() {
 		res, err := live.Record(ctx, h, live.RecordOptions{
-			Output:        capture.FileSinkOptions{Path: path},
+			Output:        formats.FileSinkOptions{Path: path},
 			Recorder:      capture.Options{Port: port},
 			Tool:          "test",
 			PcapOut:       pcapOut,

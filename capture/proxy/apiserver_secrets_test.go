@@ -23,9 +23,9 @@ import (
 	k8scache "k8s.io/client-go/tools/cache"
 
 	"github.com/wtrace/wtrace/formats"
-	"github.com/wtrace/wtrace/internal/k8stest"
-	"github.com/wtrace/wtrace/internal/wttest"
 	"github.com/wtrace/wtrace/replay"
+	"github.com/wtrace/wtrace/testkit/k8stest"
+	"github.com/wtrace/wtrace/testkit/wttest"
 )
 
 // TestRealAPIServerSecretShapes records, through the proxy, every shape in

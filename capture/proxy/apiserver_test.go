@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/wtrace/wtrace/formats"
-	"github.com/wtrace/wtrace/internal/k8stest"
-	"github.com/wtrace/wtrace/internal/wttest"
+	"github.com/wtrace/wtrace/testkit/k8stest"
+	"github.com/wtrace/wtrace/testkit/wttest"
 )
 
 // apiClient talks to the apiserver directly, as the workload.
@@ -33,7 +33,7 @@ func (a *apiClient) do(method, path string, body any) (int, []byte) {
 	return resp.StatusCode, rb
 }
 
-// startCluster runs etcd and kube-apiserver (internal/k8stest) and returns
+// startCluster runs etcd and kube-apiserver (testkit/k8stest) and returns
 // a kubeconfig for them and a client for the workload.
 func startCluster(t *testing.T) (kubeconfig string, api *apiClient) {
 	c := k8stest.Start(t)

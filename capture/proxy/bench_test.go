@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/wtrace/wtrace/capture"
+	"github.com/wtrace/wtrace/formats"
 )
 
 // BenchmarkProxyWatch measures a watch streamed through the proxy (HTTP/2
@@ -54,7 +55,7 @@ func BenchmarkProxyWatch(b *testing.B) {
 				ctx, cancel := context.WithCancel(context.Background())
 				started, done := make(chan struct{}), make(chan error, 1)
 				go func() {
-					_, err := Record(ctx, cl, ln, RecordOptions{Output: capture.FileSinkOptions{Out: io.Discard}, Tool: "bench",
+					_, err := Record(ctx, cl, ln, RecordOptions{Output: formats.FileSinkOptions{Out: io.Discard}, Tool: "bench",
 						OnStart: func(p *Proxy, t *capture.Tee) { url, tee = p.URL, t; close(started) }})
 					done <- err
 				}()

@@ -21,7 +21,7 @@
 // client's Authorization header does, and is redacted like any other.
 //
 // Record runs a whole recording (`wtrace record --proxy`): the proxy, a
-// capture.Tee and the capture.FileSink that owns the session files, until
+// capture.Tee and the formats.FileSink that owns the session files, until
 // its context is done, a limit is reached or writing fails. The package is
 // a recording source beside capture/live, free of CLI concerns: cmd/wtrace
 // wires it to flags and signals.

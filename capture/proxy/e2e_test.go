@@ -22,9 +22,9 @@ import (
 
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
-	"github.com/wtrace/wtrace/internal/wttest"
 	"github.com/wtrace/wtrace/replay"
 	"github.com/wtrace/wtrace/replay/replaytest"
+	"github.com/wtrace/wtrace/testkit/wttest"
 )
 
 // recordCorpus records ../../testdata/corpus/<scenario> into a session

@@ -15,8 +15,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/wtrace/wtrace/formats"
-	"github.com/wtrace/wtrace/internal/k8stest"
-	"github.com/wtrace/wtrace/internal/wttest"
+	"github.com/wtrace/wtrace/testkit/k8stest"
+	"github.com/wtrace/wtrace/testkit/wttest"
 )
 
 // clientH2 is a client of the TLS proxy that offers HTTP/2, as client-go

@@ -25,7 +25,7 @@ import (
 
 	"github.com/wtrace/wtrace/capture"
 	"github.com/wtrace/wtrace/formats"
-	"github.com/wtrace/wtrace/internal/wttest"
+	"github.com/wtrace/wtrace/testkit/wttest"
 )
 
 // Credentials the tests use; none may reach a session.
@@ -157,7 +157,7 @@ func startRecording(t *testing.T, kc string, tlsOn bool, grace time.Duration) *r
 	go func() {
 		res, err := Record(ctx, cl, ln, RecordOptions{
 			Proxy:         Options{TLS: tlsOn},
-			Output:        capture.FileSinkOptions{Path: r.path},
+			Output:        formats.FileSinkOptions{Path: r.path},
 			Tool:          "test",
 			ShutdownGrace: grace,
 			OnStart: func(p *Proxy, tee *capture.Tee) {

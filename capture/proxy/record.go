@@ -23,7 +23,7 @@ type RecordOptions struct {
 	// Output is where the session goes: Path or Out, the Writer's options,
 	// MaxSize, MaxDuration, Rotate, OnRotate. Record sets its Meta, Totals
 	// and OnLimit: a limit reached without Rotate ends the recording.
-	Output capture.FileSinkOptions
+	Output formats.FileSinkOptions
 	// Tee configures the Tee: KeepSecrets, FlushInterval, OnTick (progress).
 	Tee capture.TeeOptions
 	// Tool names the recorder in Meta ("wtrace v0.3.0").
@@ -40,14 +40,14 @@ type RecordOptions struct {
 // Record records what the apiserver of cl sends the proxy's clients into
 // session files, end to end. It creates the proxy (New: its errors come
 // before any file exists), creates the first session file with its Meta
-// (capture.NewMeta, source proxy, "proxy ADDR → SERVER (context NAME)",
+// (formats.NewMeta, source proxy, "proxy ADDR → SERVER (context NAME)",
 // labels context and server), and serves on ln, every client connection
 // recorded by a Tee writing to the files. When ctx is done, a limit is
 // reached (without Rotate) or writing fails, it shuts the proxy down
 // (ShutdownGrace), closes the Tee (connections still open end as cut by
 // the recording) and the files, the last Summary noting why:
 // context.Cause(ctx), "max-size reached", "writing failed: …". It closes
-// ln. Errors of the session files are *capture.OutputError.
+// ln. Errors of the session files are *formats.OutputError.
 func Record(ctx context.Context, cl *Cluster, ln net.Listener, opts RecordOptions) (capture.Result, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -59,28 +59,19 @@ func Record(ctx context.Context, cl *Cluster, ln net.Listener, opts RecordOption
 		return capture.Result{}, err
 	}
 	out := opts.Output
-	out.Meta = capture.NewMeta(opts.Tool, formats.SourceProxy,
+	out.Meta = formats.NewMeta(opts.Tool, formats.SourceProxy,
 		fmt.Sprintf("proxy %s → %s (context %s)", ln.Addr(), cl.Server, cl.Context), opts.Tee.KeepSecrets)
 	out.Meta.Labels = map[string]string{"context": cl.Context, "server": cl.Server}
-	var tee *capture.Tee // set before the Tee's goroutine calls Totals
-	out.Totals = func() capture.Totals {
-		if tee == nil { // the first file is created before the Tee
-			return capture.Totals{}
-		}
-		st := tee.Stats()
-		return capture.Totals{Bytes: st.Bytes, Last: st.Last}
-	}
-	out.OnLimit = func(l capture.Limit) { cancel(fmt.Errorf("%v reached", l)) }
-	fs, err := capture.NewFileSink(out)
+	out.OnLimit = func(l formats.Limit) { cancel(fmt.Errorf("%v reached", l)) }
+	tf, err := capture.NewTeeFiles(out, opts.Tee)
 	if err != nil {
 		ln.Close()
 		return capture.Result{}, err
 	}
-	tee = capture.NewTee(fs, opts.Tee)
+	tee := tf.Tee
 	p.opts.Tee = tee
 	if err := p.Serve(ln); err != nil {
-		tee.Close()
-		fs.Close(capture.Ending{Note: "proxy failed: " + err.Error()})
+		tf.Close("proxy failed: " + err.Error())
 		return capture.Result{}, err
 	}
 	if opts.OnStart != nil {
@@ -98,12 +89,5 @@ func Record(ctx context.Context, cl *Cluster, ln net.Listener, opts RecordOption
 	sctx, scancel := context.WithTimeout(context.Background(), grace)
 	p.Shutdown(sctx)
 	scancel()
-	teeErr := tee.Close()
-	res := capture.Result{Stats: tee.Stats(), Note: context.Cause(ctx).Error()}
-	closeErr := fs.Close(capture.Ending{Note: res.Note})
-	res.Files, res.Size = fs.Names(), fs.Size()
-	if teeErr != nil {
-		return res, teeErr
-	}
-	return res, closeErr
+	return tf.Close(context.Cause(ctx).Error())
 }

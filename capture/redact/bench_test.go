@@ -12,7 +12,7 @@ import (
 	"github.com/wtrace/wtrace/capture/redact"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
-	"github.com/wtrace/wtrace/internal/wttest"
+	"github.com/wtrace/wtrace/testkit/wttest"
 )
 
 // corpusParts are the events and opaque response bodies of a corpus

@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/wtrace/wtrace/formats"
-	"github.com/wtrace/wtrace/internal/pcaptest"
-	"github.com/wtrace/wtrace/internal/wttest"
+	"github.com/wtrace/wtrace/testkit/pcaptest"
+	"github.com/wtrace/wtrace/testkit/wttest"
 )
 
 // wtrace runs the CLI in-process and returns stdout, stderr and the exit

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wtrace/wtrace/internal/wttest"
+	"github.com/wtrace/wtrace/testkit/wttest"
 )
 
 // truthLine is what the tests read of a corpus truth.jsonl line.

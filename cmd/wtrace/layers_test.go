@@ -13,46 +13,75 @@ import (
 const module = "github.com/wtrace/wtrace"
 
 // layerOf is the picture of docs/ARCHITECTURE.md: each package of the
-// module and its layer. A package imports only packages of lower layers;
-// test-only packages are imported by tests alone. A new package goes here
-// and into docs/ARCHITECTURE.md.
+// module, its layer, and the modules outside the standard library it may
+// import. A package imports only packages of lower layers; test-only
+// packages are imported by tests alone. A new package, or a new
+// dependency of a package, goes here and into docs/ARCHITECTURE.md.
 var layerOf = map[string]struct {
 	layer    int
 	testOnly bool
+	modules  []string
 }{
-	"internal/jsonscan":     {0, false},
-	"internal/cborscan":     {0, false},
-	"internal/selfsigned":   {0, false},
-	"internal/apipath":      {0, false},
-	"internal/kscheme":      {0, false},
-	"chunked":               {1, false},
-	"frame":                 {1, false},
-	"formats":               {2, false},
-	"replay/codec":          {2, false},
-	"replay/state":          {3, false},
-	"capture/pcapfile":      {3, false},
-	"capture/tlsdec":        {3, false},
-	"diff":                  {3, false},
-	"capture/redact":        {3, false},
-	"capture":               {4, false},
-	"replay":                {4, false},
-	"export":                {4, false},
-	"capture/live":          {5, false},
-	"capture/proxy":         {5, false},
-	"edit":                  {5, false},
-	"replay/record":         {5, false},
-	"cmd/wtrace":            {6, false},
-	"internal/cmd/pcapcat":  {6, true},
-	"internal/cmd/pcapgen":  {6, true},
-	"internal/cmd/mkcorpus": {6, true},
-	"internal/pcaptest":     {0, true},
-	"diff/difftest":         {4, true},
-	"replay/replaytest":     {6, true},
-	"internal/proxytest":    {6, true},
-	"internal/wttest":       {5, true},
-	"internal/k8stest":      {0, true},
-	"internal/ctrltest":     {0, true},
+	"internal/jsonscan":   {0, false, nil},
+	"internal/cborscan":   {0, false, nil},
+	"internal/selfsigned": {0, false, nil},
+	"internal/apipath":    {0, false, nil},
+	"internal/kscheme":    {0, false, []string{modK8sAPIMachinery, modK8sClientGo}},
+	"chunked":             {1, false, nil},
+	"frame":               {1, false, []string{modJsonIter, modProtobuf}},
+	"formats":             {2, false, []string{modZstd, modXsys}},
+	"apiserver/codec":     {2, false, []string{modGoautoneg, modK8sAPI, modK8sAPIMachinery, modSigsYAML}},
+	"apiserver/world":     {3, false, []string{modUuid, modJsonPatch, modK8sAPI, modK8sAPIMachinery, modK8sClientGo, modSmd, modSigsYAML}},
+	"capture/pcapfile":    {3, false, []string{modZstd}},
+	"capture/tlsdec":      {3, false, []string{modXcrypto}},
+	"capture/redact":      {3, false, []string{modProtobuf}},
+	"diff":                {3, false, []string{modK8sAPIMachinery}},
+	"capture":             {4, false, []string{modXxhash, modZstd, modXnet}},
+	"replay":              {4, false, []string{modGoautoneg, modK8sAPIMachinery, modSigsYAML}},
+	"export":              {4, false, []string{modZstd, modXnet}},
+	"edit":                {4, false, []string{modK8sAPIMachinery}},
+	"capture/live":        {5, false, []string{modXnet, modXsys}},
+	"capture/proxy":       {5, false, []string{modXnet, modK8sClientGo}},
+	"replay/record":       {5, false, nil},
+	"cmd/wtrace":          {6, false, []string{modZstd, modCobra, modXterm, modK8sClientGo}},
+	"testkit/pcaptest":    {0, true, []string{modGopacket}},
+	"testkit/k8stest":     {0, true, nil},
+	"testkit/ctrltest":    {0, true, []string{modK8sAPI, modK8sAPIMachinery, modK8sClientGo, modK8sUtils}},
+	"diff/difftest":       {4, true, nil},
+	"testkit/wttest":      {5, true, []string{modZstd}},
+	"testkit/proxytest":   {6, true, nil},
+	"replay/replaytest":   {6, true, nil},
+	"tools/pcapcat":       {6, true, nil},
+	"tools/pcapgen":       {6, true, []string{modGopacket}},
+	"tools/mkcorpus":      {6, true, []string{modGopacket, modK8sAPIMachinery, modK8sClientGo}},
 }
+
+// The modules outside the standard library that packages import.
+const (
+	modCobra           = "github.com/spf13/cobra"
+	modGoautoneg       = "github.com/munnerz/goautoneg"
+	modGopacket        = "github.com/google/gopacket"
+	modJsonIter        = "github.com/json-iterator/go"
+	modJsonPatch       = "gopkg.in/evanphx/json-patch.v4"
+	modK8sAPI          = "k8s.io/api"
+	modK8sAPIMachinery = "k8s.io/apimachinery"
+	modK8sClientGo     = "k8s.io/client-go"
+	modK8sUtils        = "k8s.io/utils"
+	modProtobuf        = "google.golang.org/protobuf"
+	modSigsYAML        = "sigs.k8s.io/yaml"
+	modSmd             = "sigs.k8s.io/structured-merge-diff/v6"
+	modUuid            = "github.com/google/uuid"
+	modXcrypto         = "golang.org/x/crypto"
+	modXnet            = "golang.org/x/net"
+	modXsys            = "golang.org/x/sys"
+	modXterm           = "golang.org/x/term"
+	modXxhash          = "github.com/cespare/xxhash/v2"
+	modZstd            = "github.com/klauspost/compress"
+)
+
+// kubernetesFree are the packages that read the wire and the session file:
+// they never import a Kubernetes module, so that recording links none.
+var kubernetesFree = []string{"chunked", "frame", "formats", "capture", "capture/pcapfile", "capture/tlsdec", "capture/redact"}
 
 type listedPackage struct {
 	ImportPath string
@@ -103,6 +132,12 @@ func TestLayers(t *testing.T) {
 		}
 		for _, imp := range p.Imports {
 			if imp != module && !strings.HasPrefix(imp, module+"/") {
+				if !stdlib(imp) && !slices.ContainsFunc(me.modules, func(m string) bool { return imp == m || strings.HasPrefix(imp, m+"/") }) {
+					t.Errorf("%s imports %s, a module its row of the layer picture does not allow", name, imp)
+				}
+				if slices.Contains(kubernetesFree, name) && (strings.HasPrefix(imp, "k8s.io/") || strings.HasPrefix(imp, "sigs.k8s.io/")) {
+					t.Errorf("%s imports %s: the packages that read the wire and the session file never import Kubernetes", name, imp)
+				}
 				continue
 			}
 			dep := strings.TrimPrefix(imp, module+"/")
@@ -122,6 +157,13 @@ func TestLayers(t *testing.T) {
 			t.Errorf("the layer picture names %s, which go list does not know", name)
 		}
 	}
+}
+
+// stdlib reports whether import path p is in the standard library (its
+// first element has no dot).
+func stdlib(p string) bool {
+	first, _, _ := strings.Cut(p, "/")
+	return !strings.Contains(first, ".")
 }
 
 // TestBinaryWithoutTesting: package testing is not linked into wtrace.

@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/wtrace/wtrace/capture"
 	"github.com/wtrace/wtrace/edit"
+	"github.com/wtrace/wtrace/formats"
 )
 
 type mergeOptions struct {
@@ -66,15 +66,15 @@ func runMerge(s streams, inputs []string, o *mergeOptions) error {
 		}
 		f.Close()
 	}
-	out := capture.FileSinkOptions{Path: o.out}
+	out := formats.FileSinkOptions{Path: o.out}
 	if o.out == "-" {
-		out = capture.FileSinkOptions{Out: s.out}
+		out = formats.FileSinkOptions{Out: s.out}
 	}
 	ctx, release := stopOnSignal(s, func() {})
 	defer release()
 	res, err := edit.Merge(ctx, inputs, edit.MergeOptions{Output: out, Tool: "wtrace " + toolVersion()})
 	if err != nil {
-		var oe *capture.OutputError
+		var oe *formats.OutputError
 		if errors.As(err, &oe) {
 			return withHint(err, "check that the directory of -o exists and is writable")
 		}

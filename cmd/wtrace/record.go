@@ -236,16 +236,16 @@ func runRecord(s streams, o *recordOptions) error {
 // output is where -o sends the session: a file, or stdout for "-", at
 // the --compression level (none: the source's default, see
 // capture.PcapWriterOptions and formats.WriterOptions).
-func output(s streams, o *recordOptions) capture.FileSinkOptions {
+func output(s streams, o *recordOptions) formats.FileSinkOptions {
 	w := formats.WriterOptions{Level: int(compressionLevels[o.compression])}
 	if o.blockSize != "" {
 		n, _ := parseSize(o.blockSize) // checked by validate
 		w.BlockSize = int(n)
 	}
 	if o.out == "-" {
-		return capture.FileSinkOptions{Out: s.out, Writer: w}
+		return formats.FileSinkOptions{Out: s.out, Writer: w}
 	}
-	return capture.FileSinkOptions{Path: o.out, Writer: w}
+	return formats.FileSinkOptions{Path: o.out, Writer: w}
 }
 
 // compressionLevels are the values of --compression.
@@ -259,7 +259,7 @@ var compressionLevels = map[string]zstd.EncoderLevel{
 // recordError explains an error of a recording: one of the session file
 // (-o), or of the source, named src.
 func recordError(err error, o *recordOptions, src string) error {
-	var oe *capture.OutputError
+	var oe *formats.OutputError
 	switch {
 	case errors.As(err, &oe) && !oe.Created:
 		return withHint(oe.Err, "check that the directory of -o exists and is writable")

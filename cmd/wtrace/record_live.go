@@ -263,7 +263,7 @@ func runRecordIface(s streams, o *recordOptions) error {
 }
 
 // liveOutput is where -o sends a live recording, with its limits.
-func liveOutput(s streams, o *recordOptions) (capture.FileSinkOptions, error) {
+func liveOutput(s streams, o *recordOptions) (formats.FileSinkOptions, error) {
 	out := output(s, o)
 	if o.maxSize != "" {
 		n, err := parseSize(o.maxSize)
@@ -375,7 +375,7 @@ func runRecordProxy(s streams, o *recordOptions) error {
 	if certPath != "" {
 		os.Remove(certPath)
 	}
-	var oe *capture.OutputError
+	var oe *formats.OutputError
 	switch {
 	case errors.As(err, &oe):
 		return recordError(err, o, "--proxy")

@@ -26,9 +26,9 @@ import (
 
 	"github.com/wtrace/wtrace/capture/live"
 	"github.com/wtrace/wtrace/formats"
-	"github.com/wtrace/wtrace/internal/wttest"
 	"github.com/wtrace/wtrace/replay"
 	"github.com/wtrace/wtrace/replay/replaytest"
+	"github.com/wtrace/wtrace/testkit/wttest"
 )
 
 // Credentials the record tests use; none may reach a session.

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/wtrace/wtrace/internal/wttest"
+	"github.com/wtrace/wtrace/testkit/wttest"
 )
 
 // TestRecordPcapNoSecrets records every corpus capture with the CLI's

@@ -19,7 +19,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/wtrace/wtrace/capture"
 	"github.com/wtrace/wtrace/edit"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/replay"
@@ -217,14 +216,14 @@ func runReplay(ctx context.Context, s streams, sessionPath string, o *replayOpti
 	}
 	var rec *record.Recorder
 	if o.out != "" {
-		out := capture.FileSinkOptions{Path: o.out}
+		out := formats.FileSinkOptions{Path: o.out}
 		if o.out == "-" {
-			out = capture.FileSinkOptions{Out: s.out}
+			out = formats.FileSinkOptions{Out: s.out}
 		}
 		rec, err = record.New(record.Options{Output: out, Tool: "wtrace " + toolVersion(), KeepSecrets: o.keepSecrets,
 			Description: "replay of " + filepath.Base(sessionPath), Labels: map[string]string{"session": filepath.Base(sessionPath), "writes": o.writes}})
 		if err != nil {
-			var oe *capture.OutputError
+			var oe *formats.OutputError
 			if errors.As(err, &oe) && !oe.Created {
 				return withHint(oe.Err, "check that the directory of --out exists and is writable")
 			}

@@ -34,13 +34,12 @@ import (
 	"k8s.io/client-go/rest"
 	k8scache "k8s.io/client-go/tools/cache"
 
-	"github.com/wtrace/wtrace/capture"
 	"github.com/wtrace/wtrace/capture/proxy"
 	"github.com/wtrace/wtrace/formats"
-	"github.com/wtrace/wtrace/internal/pcaptest"
-	"github.com/wtrace/wtrace/internal/proxytest"
-	"github.com/wtrace/wtrace/internal/wttest"
 	"github.com/wtrace/wtrace/replay"
+	"github.com/wtrace/wtrace/testkit/pcaptest"
+	"github.com/wtrace/wtrace/testkit/proxytest"
+	"github.com/wtrace/wtrace/testkit/wttest"
 )
 
 // The planted values of the secrets suite: Secret values, tokens and
@@ -696,7 +695,7 @@ func TestSecretsNeverStored(t *testing.T) {
 	kc := writeE2EKubeconfig(t, api.URL)
 	proxyWT := filepath.Join(dir, "proxy.wt")
 	// What `wtrace record --proxy` runs.
-	px := proxytest.Record(t, kc, proxy.RecordOptions{Output: capture.FileSinkOptions{Path: proxyWT}, ShutdownGrace: time.Second})
+	px := proxytest.Record(t, kc, proxy.RecordOptions{Output: formats.FileSinkOptions{Path: proxyWT}, ShutdownGrace: time.Second})
 	pxURL := px.URL
 	driveShapes(t, pxURL)
 	driveInformers(t, pxURL)

@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/wtrace/wtrace/capture"
 	"github.com/wtrace/wtrace/edit"
 	"github.com/wtrace/wtrace/formats"
 )
@@ -103,16 +102,16 @@ func runSlice(s streams, in string, o *sliceOptions) error {
 	if err != nil {
 		return err
 	}
-	out := capture.FileSinkOptions{Path: o.out}
+	out := formats.FileSinkOptions{Path: o.out}
 	if o.out == "-" {
-		out = capture.FileSinkOptions{Out: s.out}
+		out = formats.FileSinkOptions{Out: s.out}
 	}
 	ctx, release := stopOnSignal(s, func() {})
 	defer release()
 	res, err := edit.Slice(ctx, in, edit.SliceOptions{Output: out, From: from, To: to, Namespaces: o.namespaces,
 		Resources: o.resources, Exchanges: o.exchanges, Tool: "wtrace " + toolVersion()})
 	if err != nil {
-		var oe *capture.OutputError
+		var oe *formats.OutputError
 		if errors.As(err, &oe) {
 			return withHint(err, "check that the directory of -o exists and is writable")
 		}

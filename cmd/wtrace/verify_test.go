@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/wtrace/wtrace/formats"
-	"github.com/wtrace/wtrace/internal/pcaptest"
+	"github.com/wtrace/wtrace/testkit/pcaptest"
 )
 
 // TestVerifyRepairOrder: a real session with a byte range written twice is

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/wtrace/wtrace/diff"
-	"github.com/wtrace/wtrace/internal/wttest"
+	"github.com/wtrace/wtrace/testkit/wttest"
 )
 
 // recorder is a testing.TB that keeps what a test would have reported.

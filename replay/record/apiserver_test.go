@@ -14,15 +14,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/wtrace/wtrace/capture"
 	"github.com/wtrace/wtrace/capture/proxy"
 	"github.com/wtrace/wtrace/formats"
-	"github.com/wtrace/wtrace/internal/ctrltest"
-	"github.com/wtrace/wtrace/internal/k8stest"
-	"github.com/wtrace/wtrace/internal/proxytest"
-	"github.com/wtrace/wtrace/internal/wttest"
 	"github.com/wtrace/wtrace/replay"
 	"github.com/wtrace/wtrace/replay/record"
+	"github.com/wtrace/wtrace/testkit/ctrltest"
+	"github.com/wtrace/wtrace/testkit/k8stest"
+	"github.com/wtrace/wtrace/testkit/proxytest"
+	"github.com/wtrace/wtrace/testkit/wttest"
 )
 
 // write is one write of a session: method, target and request body.
@@ -97,7 +96,7 @@ func TestProxyRecordingReplayed(t *testing.T) {
 	// Record: the controller runs through the proxy while the workload
 	// (straight to the apiserver) changes its world.
 	session := filepath.Join(t.TempDir(), "session.wt")
-	px := proxytest.Record(t, c.Kubeconfig, proxy.RecordOptions{Output: capture.FileSinkOptions{Path: session}})
+	px := proxytest.Record(t, c.Kubeconfig, proxy.RecordOptions{Output: formats.FileSinkOptions{Path: session}})
 	run := func(host string, timeout time.Duration) *ctrltest.Controller {
 		t.Helper()
 		cctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -141,7 +140,7 @@ func TestProxyRecordingReplayed(t *testing.T) {
 	// Replay it, at the recorded pace, to the same controller, recording
 	// the run.
 	runPath := filepath.Join(t.TempDir(), "run.wt")
-	rec, err := record.New(record.Options{Output: capture.FileSinkOptions{Path: runPath}})
+	rec, err := record.New(record.Options{Output: formats.FileSinkOptions{Path: runPath}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,7 @@
 // got, with the times of both (wtrace replay --out). The file is a normal
 // session (source "replay"): inspect, events, diff and replay read it.
 //
-//	rec, _ := record.New(record.Options{Output: capture.FileSinkOptions{Path: "run.wt"}})
+//	rec, _ := record.New(record.Options{Output: formats.FileSinkOptions{Path: "run.wt"}})
 //	srv, _ := replay.Open("session.wt", replay.Options{Out: rec})
 //	… clients …
 //	srv.Close()
@@ -13,7 +13,7 @@
 // the bytes of an HTTP/1.1 request and response, which a capture.Tee parses
 // as the recording proxy's (HTTP, watch events, redaction: credentials in
 // headers never reach the file, Secret values are replaced unless
-// KeepSecrets) and a capture.FileSink writes (Meta, Summary, limits). It
+// KeepSecrets) and a formats.FileSink writes (Meta, Summary, limits). It
 // sits above both replay and capture, which share a layer: neither imports
 // the other, and this package connects them.
 package record
@@ -32,7 +32,7 @@ import (
 type Options struct {
 	// Output is where the session goes: Path or Out, the Writer's
 	// options, MaxSize, MaxDuration, Rotate. New sets its Meta and Totals.
-	Output capture.FileSinkOptions
+	Output formats.FileSinkOptions
 	// Tool names the recorder in Meta ("wtrace v0.3.0"); "" means "wtrace".
 	Tool string
 	// Description says what was replayed ("replay of incident.wt"), for
@@ -54,8 +54,7 @@ type Options struct {
 // Recorder writes a replay's traffic to a session file. It is a
 // replay.Out, safe for concurrent use; Close ends the file.
 type Recorder struct {
-	fs  *capture.FileSink
-	tee *capture.Tee
+	tee *capture.TeeFiles
 
 	once sync.Once
 	res  capture.Result
@@ -65,30 +64,20 @@ type Recorder struct {
 var _ replay.Out = (*Recorder)(nil)
 
 // New creates the session file (its Meta: source "replay") and starts
-// recording into it. Errors of the file are *capture.OutputError.
+// recording into it. Errors of the file are *formats.OutputError.
 func New(opts Options) (*Recorder, error) {
 	tool := opts.Tool
 	if tool == "" {
 		tool = "wtrace"
 	}
 	out := opts.Output
-	out.Meta = capture.NewMeta(tool, formats.SourceReplay, opts.Description, opts.KeepSecrets)
+	out.Meta = formats.NewMeta(tool, formats.SourceReplay, opts.Description, opts.KeepSecrets)
 	out.Meta.Labels = opts.Labels
-	r := &Recorder{}
-	out.Totals = func() capture.Totals {
-		if r.tee == nil { // the file is created before the Tee
-			return capture.Totals{}
-		}
-		st := r.tee.Stats()
-		return capture.Totals{Bytes: st.Bytes, Last: st.Last}
-	}
-	fs, err := capture.NewFileSink(out)
+	tf, err := capture.NewTeeFiles(out, capture.TeeOptions{KeepSecrets: opts.KeepSecrets, Clock: opts.Clock, FlushInterval: opts.FlushInterval})
 	if err != nil {
 		return nil, err
 	}
-	r.fs = fs
-	r.tee = capture.NewTee(fs, capture.TeeOptions{KeepSecrets: opts.KeepSecrets, Clock: opts.Clock, FlushInterval: opts.FlushInterval})
-	return r, nil
+	return &Recorder{tee: tf}, nil
 }
 
 // Conn starts the record of one exchange (see replay.Out).
@@ -107,14 +96,7 @@ func (r *Recorder) Err() error { return r.tee.Err() }
 // calls return the same.
 func (r *Recorder) Close() (capture.Result, error) {
 	r.once.Do(func() {
-		teeErr := r.tee.Close()
-		r.res = capture.Result{Stats: r.tee.Stats()}
-		closeErr := r.fs.Close(capture.Ending{})
-		r.res.Files, r.res.Size = r.fs.Names(), r.fs.Size()
-		r.err = closeErr
-		if teeErr != nil {
-			r.err = teeErr
-		}
+		r.res, r.err = r.tee.Close("")
 	})
 	return r.res, r.err
 }

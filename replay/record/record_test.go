@@ -14,9 +14,9 @@ import (
 
 	"github.com/wtrace/wtrace/capture"
 	"github.com/wtrace/wtrace/formats"
-	"github.com/wtrace/wtrace/internal/wttest"
 	"github.com/wtrace/wtrace/replay"
 	"github.com/wtrace/wtrace/replay/record"
+	"github.com/wtrace/wtrace/testkit/wttest"
 )
 
 // corpus records testdata/corpus/<scenario>/capture.pcap into a session.
@@ -36,7 +36,7 @@ func corpus(t *testing.T, scenario string) string {
 func TestRecordRun(t *testing.T) {
 	session := corpus(t, "basic-json")
 	run := filepath.Join(t.TempDir(), "run.wt")
-	rec, err := record.New(record.Options{Output: capture.FileSinkOptions{Path: run}, Tool: "wtrace test",
+	rec, err := record.New(record.Options{Output: formats.FileSinkOptions{Path: run}, Tool: "wtrace test",
 		Description: "replay of basic-json", Labels: map[string]string{"session": "basic-json.wt"}})
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,7 @@ package replaytest
 import (
 	"testing"
 
-	"github.com/wtrace/wtrace/capture"
+	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/replay"
 	"github.com/wtrace/wtrace/replay/record"
 )
@@ -45,7 +45,7 @@ func NewServer(t testing.TB, path string, opts replay.Options) *replay.Server {
 //	rec.Close()
 func Record(t testing.TB, path string) *record.Recorder {
 	t.Helper()
-	rec, err := record.New(record.Options{Output: capture.FileSinkOptions{Path: path}, Tool: "wtrace replaytest"})
+	rec, err := record.New(record.Options{Output: formats.FileSinkOptions{Path: path}, Tool: "wtrace replaytest"})
 	if err != nil {
 		t.Fatalf("replaytest.Record(%q): %v", path, err)
 	}

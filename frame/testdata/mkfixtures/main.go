@@ -1,6 +1,6 @@
 // Command mkfixtures regenerates frame's test fixtures from the shared
 // capture corpus and the repository's own captures (testdata/corpus, made
-// by internal/cmd/mkcorpus). It needs tshark and the corpus; the fixtures
+// by tools/mkcorpus). It needs tshark and the corpus; the fixtures
 // it writes are committed, so tests need neither.
 //
 //	cd frame && go run ./testdata/mkfixtures -corpus ../../shared/corpus -own ../testdata/corpus -out testdata

@@ -1,0 +1,119 @@
+// Package world is a replayed session's view of the world: every object
+// the recording shows, at every resourceVersion, and what the replay's
+// clients wrote. It answers what the recording cannot — writes, reads the
+// clients make with other parameters, watches of other scopes — as
+// kube-apiserver v1.33 would.
+//
+//	st, _ := world.Load(f, world.Options{})   // one pass over the session
+//	resp, ok := st.Serve(&state.Request{Method: "PATCH", Path: p, Query: q, Header: h, Body: b})
+//	w, refused := st.Watch(req)               // a watch the store serves itself
+//
+// # The history
+//
+// Load reads every recorded LIST (all pages of a paginated one), GET,
+// watch event and answer to a write, JSON, protobuf or CBOR, into one history
+// per resource: each version of each object with its resourceVersion and
+// capture time, once per resourceVersion (keeping the other format too
+// when both were recorded). A complete LIST also shows deletions: an
+// object of its scope it leaves out is gone at its resourceVersion (a
+// label or field selector's scope is evaluated on the last version seen).
+// A DELETED event of a selector-scoped watch is taken as a deletion, as
+// nothing tells it from an object leaving the scope — unless another view
+// of the same resourceVersion (a watch without a selector, a LIST, a GET)
+// shows the object still there. A watch captured from its middle (no
+// request) counts as the watch its events show (MidstreamTarget). Load
+// with Options.Until reads only what the session shows before a capture
+// time: the world as it was then.
+//
+// The world's point is the newest recorded resourceVersion served to any
+// client (Observe, which the replay calls for every recorded event, LIST
+// and object it serves; it starts at the session's first LIST or watch).
+// Reads and writes happen there: a GET, a LIST, a write see the newest
+// version of each object at the point, the clients' earlier writes
+// included. Clients of one Server share one world, as clients of one
+// apiserver do. A recorded change after a client's write of the same
+// object is the world's truth and wins: the history orders them by
+// resourceVersion, and the recorded one comes later.
+//
+// # resourceVersions
+//
+// Every client sees resourceVersions only grow, and a watch resumes from
+// any one the replay served. A write gets the next number after everything
+// served so far. Recorded resourceVersions go out as recorded while there
+// is room for the writes between them — real clusters have it, since
+// etcd's revisions count every write of the cluster, not only the
+// recorded ones. When there is none (a recording of one busy resource),
+// every recorded resourceVersion above the point is served shifted up by
+// as much as needed: Observe returns the number to serve instead (no
+// client was served one above the point yet, and a number once served
+// never changes), Recorded maps a served number back. ObserveN and
+// ServedN are the numeric forms the replay calls for every recorded event
+// it sends: while the point is past the number and nothing below it was
+// shifted, they take no lock.
+//
+// # Writes
+//
+// Create (201; uid, creationTimestamp, generateName completed as the
+// apiserver does, generation 1 for the kinds that track it; 409
+// AlreadyExists), update (200, or 201 for the kinds that create on update;
+// 409 Conflict on a stale resourceVersion; 404; 422 without a
+// resourceVersion for the kinds that require one), JSON patch, JSON merge
+// patch, strategic merge patch (built-in kinds, with k8s.io/api's Go types
+// as the schema), server-side apply, delete (finalizers and a Pod's grace
+// period leave the object with its deletionTimestamp; a foreground or
+// orphan propagation policy adds the garbage collector's finalizer; the
+// last finalizer removed deletes it), delete-collection, the status and
+// scale subresources, dryRun=All (answered, not stored), preconditions. An
+// update that changes nothing keeps the resourceVersion. metadata.managedFields
+// is kept by apimachinery's field manager, the one the apiserver runs,
+// with client-go's schemas for built-in kinds and deduced ones for others;
+// server-side apply is that field manager's: applied fields land, owners
+// and conflicts (409 unless force) are tracked. Status bodies use
+// apimachinery's errors and the apiserver's wording; a test compares them
+// with a real kube-apiserver's.
+//
+// Not modelled: admission (a namespace that does not exist, quotas,
+// webhooks), defaulting and validation of kinds' specs (a created
+// Deployment gets no defaults), controllers (nothing is garbage-collected,
+// no Pod is scheduled), the status a kind's strategy sets on create beyond
+// Namespace (Active) and Pod (Pending), custom resources' schemas (they
+// are taken to have a status subresource and no unconditional updates, as
+// structural CRDs commonly are), field validation warnings.
+//
+// # Reads and watches
+//
+// Serve answers GET of an object (its status or scale too) and LIST with
+// any namespace, labelSelector (labels.Parse) and fieldSelector
+// (metadata.name, metadata.namespace and each built-in kind's selectable
+// fields, valued as the apiserver's GetAttrs; others refused with its
+// messages), at the point, or with resourceVersionMatch=Exact at the
+// resourceVersion asked for. LISTs are not paginated: limit is ignored and
+// every item comes in one answer, as a server may.
+//
+// Watch serves a watch from the history: from "" or "0" (ADDED events of
+// the current state), from a resourceVersion (the changes after it; an
+// older one than the session holds gets an ERROR event with a 410 Expired
+// Status), or a streaming list (ADDED events, then the initial-events-end
+// bookmark). Changes are filtered by the watch's scope as the apiserver's
+// watch cache does (an object entering a selector's scope is ADDED,
+// leaving it DELETED). Request.RecordedOnly leaves the clients' writes out
+// of a watch (a replay whose watchers see only the recording); Wrote says
+// whether clients wrote objects of a resource at all. The caller paces recorded changes by their capture
+// time and takes clients' writes at once (Store.Changed says when one
+// lands).
+//
+// # Encodings
+//
+// Every answer is encoded as the client's Accept header asks
+// (package codec): JSON, YAML, protobuf, Table, PartialObjectMetadata.
+// An object in the format recorded goes out as recorded (with a shifted
+// resourceVersion rewritten); Response.Transcoded says when it does not.
+//
+// # Memory and concurrency
+//
+// The store holds every version of every object the session shows (object
+// bytes, not decoded objects), bounded by Options.MaxBytes. A Store is safe
+// for concurrent use: one lock, held while a request reads or changes the
+// history, never while the caller writes to a client. A Watch is not; it
+// takes the lock for each step.
+package world

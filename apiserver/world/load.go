@@ -1,0 +1,497 @@
+package world
+
+import (
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/wtrace/wtrace/apiserver/codec"
+	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/frame"
+)
+
+// maxBody bounds one opaque body (a LIST, a GET) read to learn the
+// objects it holds: the apiserver's own responses stay far below it.
+const maxBody = 512 << 20
+
+// snapshot is what a recorded LIST showed: every object of its scope at
+// one resourceVersion (all pages of a paginated LIST together).
+type snapshot struct {
+	res      Resource
+	ns       string
+	selector string // labelSelector
+	fields   string // fieldSelector
+	rv       uint64
+	time     int64
+	keys     map[Key]bool
+}
+
+// loader builds a Store from a session.
+type loader struct {
+	f      *formats.File
+	s      *Store
+	seen   map[Resource]map[Key]map[uint64]*entry
+	rvs    []uint64
+	starts []startRV
+	snaps  []*snapshot
+	pages  map[string][]*page // LIST pages by path and selectors
+}
+
+type startRV struct {
+	time int64
+	rv   uint64
+}
+
+// page is one recorded LIST response.
+type page struct {
+	id            int64
+	time          int64
+	t             Target
+	selector      string
+	fields        string
+	cont, nextCnt string // the request's continue token; the response's
+	rv            uint64
+	keys          []Key
+}
+
+// Load reads every object of session f (recorded LIST and GET bodies,
+// watch events, answers to writes) into a new Store. Exchanges whose
+// bodies cannot be read are skipped; a session whose objects exceed
+// Options.MaxBytes fails with ErrTooLarge. The Store does not keep f.
+func Load(f *formats.File, opts Options) (*Store, error) {
+	s := &Store{opts: opts, now: opts.Now, res: map[Resource]*history{}, changed: make(chan struct{})}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	l := &loader{f: f, s: s, seen: map[Resource]map[Key]map[uint64]*entry{}, pages: map[string][]*page{}}
+	idx := f.Index()
+	for i := range idx.Exchanges {
+		if err := l.exchange(&idx.Exchanges[i]); err != nil {
+			if errors.Is(err, ErrTooLarge) {
+				return nil, err
+			}
+			continue // an exchange that cannot be read adds nothing
+		}
+	}
+	l.assemblePages()
+	l.finish()
+	return s, nil
+}
+
+func (l *loader) exchange(x *formats.ExchangeInfo) error {
+	if x.Response == nil {
+		return nil
+	}
+	if u := l.s.opts.Until; u != 0 && (x.Request.Time >= u || x.Response.Time >= u) {
+		return nil
+	}
+	method, target := x.Request.Method, x.Request.Target
+	if x.Request.Missing {
+		// Captured from its middle: the watch its events show.
+		var ok bool
+		if target, ok = MidstreamTarget(l.f, x); !ok {
+			return nil
+		}
+		method = http.MethodGet
+	} else if x.Response.Status < 200 || x.Response.Status > 299 {
+		return nil
+	}
+	u, err := url.ParseRequestURI(target)
+	if err != nil {
+		return err
+	}
+	t, ok := ParsePath(u.Path)
+	if !ok {
+		return nil
+	}
+	q := u.Query()
+	if n, ok := parseRV(q.Get("resourceVersion")); ok && n > 0 {
+		l.rvs = append(l.rvs, n)
+		if method == http.MethodGet && t.Collection() {
+			l.starts = append(l.starts, startRV{x.Response.Time, n})
+		}
+	}
+	if x.Response.Events != frame.Unknown {
+		if method != http.MethodGet || t.Subresource != "" {
+			return nil
+		}
+		return l.watch(x, t, q.Get("labelSelector") != "" || q.Get("fieldSelector") != "")
+	}
+	if t.Subresource != "" && t.Subresource != "status" {
+		return nil
+	}
+	switch method {
+	case http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch:
+	default:
+		return nil
+	}
+	if u := l.s.opts.Until; u != 0 && (x.End == nil || x.End.Time >= u) {
+		return nil
+	}
+	body, err := l.body(x)
+	if err != nil {
+		return err
+	}
+	f := bodyFormat(x.Response.Header)
+	if f == frame.Unknown {
+		return nil
+	}
+	if method == http.MethodGet && t.Collection() {
+		return l.list(x, t, q, f, body)
+	}
+	o, err := codec.FromBody(f, body)
+	if err != nil {
+		return err
+	}
+	if o.Kind == "Status" || o.Kind == "Table" || strings.HasPrefix(o.Kind, "PartialObjectMetadata") {
+		return nil
+	}
+	return l.object(t.Resource, o, Modified, x.Response.Time)
+}
+
+// bodyFormat is the format of an opaque body, from its Content-Type.
+func bodyFormat(h []formats.Header) frame.Format {
+	for _, hd := range h {
+		if strings.EqualFold(hd.Name, "Content-Type") {
+			mt, _, _ := strings.Cut(strings.ToLower(hd.Value), ";")
+			switch strings.TrimSpace(mt) {
+			case codec.MediaJSON:
+				return frame.JSON
+			case codec.MediaProtobuf:
+				return frame.Protobuf
+			case codec.MediaCBOR:
+				return frame.CBOR
+			}
+			return frame.Unknown
+		}
+	}
+	return frame.Unknown
+}
+
+// body reads an exchange's whole response body, decoded if gzip'd.
+func (l *loader) body(x *formats.ExchangeInfo) ([]byte, error) {
+	if x.BodyBytes > maxBody {
+		return nil, fmt.Errorf("state: exchange %d: %d bytes (limit %d)", x.Request.Exchange, x.BodyBytes, maxBody)
+	}
+	sc := l.f.ExchangeRecords(x.Request.Exchange)
+	var b []byte
+	for {
+		rec, err := sc.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if bd, ok := rec.(*formats.Body); ok && bd.Dir == formats.ServerToClient {
+			b = append(b, bd.Data...)
+		}
+	}
+	if x.End == nil || x.End.Status != formats.EndComplete {
+		return nil, fmt.Errorf("state: exchange %d: body incomplete", x.Request.Exchange)
+	}
+	if strings.EqualFold(x.Response.Encoding, "gzip") {
+		zr, err := gzip.NewReader(bytes.NewReader(b))
+		if err != nil {
+			return nil, err
+		}
+		d, err := io.ReadAll(io.LimitReader(zr, maxBody+1))
+		if err != nil {
+			return nil, err
+		}
+		if len(d) > maxBody {
+			return nil, fmt.Errorf("state: exchange %d decodes to more than %d bytes", x.Request.Exchange, maxBody)
+		}
+		b = d
+	} else if x.Response.Encoding != "" {
+		return nil, fmt.Errorf("state: exchange %d: content encoding %q", x.Request.Exchange, x.Response.Encoding)
+	}
+	return b, nil
+}
+
+func (l *loader) watch(x *formats.ExchangeInfo, t Target, scoped bool) error {
+	f := frame.Format(x.Response.Events)
+	if f != frame.JSON && f != frame.Protobuf && f != frame.CBOR {
+		return nil
+	}
+	sc := l.f.ExchangeRecords(x.Request.Exchange)
+	for {
+		rec, err := sc.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			var de *formats.DamageError
+			if errors.As(err, &de) {
+				continue
+			}
+			return err
+		}
+		fr, ok := rec.(*formats.Frame)
+		if !ok {
+			continue
+		}
+		if u := l.s.opts.Until; u != 0 && fr.Time >= u {
+			return nil
+		}
+		m, err := frame.Peek(f, fr.Data)
+		if err != nil {
+			continue
+		}
+		var typ EventType
+		switch m.Type {
+		case "ADDED":
+			typ = Added
+		case "MODIFIED":
+			typ = Modified
+		case "DELETED":
+			typ = Deleted
+		case "BOOKMARK":
+			if n, ok := parseRV(m.ResourceVersion); ok {
+				l.rvs = append(l.rvs, n)
+			}
+			continue
+		default:
+			continue
+		}
+		av, kind, raw, err := frame.EventObject(f, fr.Data)
+		if err != nil {
+			continue
+		}
+		o := codec.Object{Format: f, APIVersion: av, Kind: kind, Raw: raw}
+		if err := l.objectMeta(t.Resource, o, typ, fr.Time, m.Namespace, m.Name, m.ResourceVersion, scoped); err != nil {
+			return err
+		}
+	}
+}
+
+func (l *loader) list(x *formats.ExchangeInfo, t Target, q url.Values, f frame.Format, body []byte) error {
+	lst, err := frame.ListItems(f, body)
+	if err != nil {
+		return err
+	}
+	kind := strings.TrimSuffix(lst.Kind, "List")
+	if kind == "Table" || strings.HasPrefix(kind, "PartialObjectMetadata") || kind == lst.Kind {
+		return nil
+	}
+	rv, ok := parseRV(lst.ResourceVersion)
+	if !ok {
+		return nil
+	}
+	l.rvs = append(l.rvs, rv)
+	l.starts = append(l.starts, startRV{x.Response.Time, rv})
+	p := &page{id: x.Request.Exchange, time: x.Response.Time, t: t, selector: q.Get("labelSelector"),
+		fields: q.Get("fieldSelector"), cont: q.Get("continue"), nextCnt: lst.Continue, rv: rv}
+	for _, item := range lst.Items {
+		o := codec.Object{Format: f, APIVersion: lst.APIVersion, Kind: kind, Raw: item}
+		m, err := frame.Peek(f, frame.WatchEvent(f, "ADDED", o.APIVersion, o.Kind, o.Raw))
+		if err != nil {
+			return err
+		}
+		if err := l.objectMeta(t.Resource, o, Modified, x.Response.Time, m.Namespace, m.Name, m.ResourceVersion, false); err != nil {
+			return err
+		}
+		p.keys = append(p.keys, Key{m.Namespace, m.Name})
+	}
+	k := t.Path() + "?" + p.selector + "&" + p.fields
+	l.pages[k] = append(l.pages[k], p)
+	return nil
+}
+
+// object adds a whole object (a GET's or a write's answer).
+func (l *loader) object(r Resource, o codec.Object, typ EventType, t int64) error {
+	m, err := frame.Peek(o.Format, frame.WatchEvent(o.Format, "ADDED", o.APIVersion, o.Kind, o.Raw))
+	if err != nil {
+		return err
+	}
+	return l.objectMeta(r, o, typ, t, m.Namespace, m.Name, m.ResourceVersion, false)
+}
+
+// objectMeta adds one version of one object, once per resourceVersion
+// (keeping the other format too when the session holds both).
+//
+// scoped says that o comes from a watch with a label or field selector,
+// whose DELETED events may be the object leaving its scope: such a
+// deletion gives way to another source's version of the same
+// resourceVersion.
+func (l *loader) objectMeta(r Resource, o codec.Object, typ EventType, t int64, ns, name, rvs string, scoped bool) error {
+	rv, ok := parseRV(rvs)
+	if !ok || name == "" {
+		return nil
+	}
+	h := l.history(r, o)
+	k := Key{ns, name}
+	byKey := l.seen[r]
+	if byKey == nil {
+		byKey = map[Key]map[uint64]*entry{}
+		l.seen[r] = byKey
+	}
+	byRV := byKey[k]
+	if byRV == nil {
+		byRV = map[uint64]*entry{}
+		byKey[k] = byRV
+	}
+	if e := byRV[rv]; e != nil {
+		switch {
+		case typ == Deleted && scoped && e.typ != Deleted:
+			// A selector's watch saw it leave its scope; another view
+			// of the same version shows it is still there.
+		case typ == Deleted:
+			e.typ, e.inScope = Deleted, scoped
+		case e.typ == Deleted && e.inScope:
+			// It only left a selector's scope: it is still there.
+			e.typ, e.inScope = typ, false
+			if e.obj.Format == o.Format {
+				l.s.bytes += int64(len(o.Raw) - len(e.obj.Raw))
+				e.obj = o
+			}
+		}
+		if t < e.time {
+			e.time = t
+		}
+		if e.obj.Format != o.Format && e.alt.Raw == nil {
+			e.alt = o
+			l.s.bytes += int64(len(o.Raw))
+		}
+		return l.checkSize()
+	}
+	e := &entry{rv: rv, time: t, typ: typ, key: k, obj: o, size: int64(len(o.Raw)) + 128, inScope: typ == Deleted && scoped}
+	byRV[rv] = e
+	h.rec = append(h.rec, e)
+	h.objs[k] = append(h.objs[k], e)
+	l.rvs = append(l.rvs, rv)
+	l.s.bytes += e.size
+	return l.checkSize()
+}
+
+func (l *loader) checkSize() error {
+	if l.s.bytes > l.s.maxBytes() {
+		return fmt.Errorf("%w: more than %d bytes", ErrTooLarge, l.s.maxBytes())
+	}
+	return nil
+}
+
+// history returns r's history, learning its kind from o.
+func (l *loader) history(r Resource, o codec.Object) *history {
+	h := l.s.res[r]
+	if h == nil {
+		info, ok := builtinInfo(r)
+		if !ok {
+			info = Info{Resource: r, Namespaced: !clusterScoped[r.Resource]}
+		}
+		h = newHistory(info)
+		l.s.res[r] = h
+	}
+	if h.info.Kind == "" && o.Kind != "" {
+		h.info.Kind = o.Kind
+	}
+	return h
+}
+
+// assemblePages joins the pages of each paginated LIST into snapshots; a
+// LIST whose client did not fetch every page shows no complete scope.
+func (l *loader) assemblePages() {
+	for _, ps := range l.pages {
+		byToken := map[string]*page{}
+		for _, p := range ps {
+			if p.cont != "" {
+				byToken[p.cont] = p
+			}
+		}
+		for _, p := range ps {
+			if p.cont != "" {
+				continue
+			}
+			sn := &snapshot{res: p.t.Resource, ns: p.t.Namespace, selector: p.selector, fields: p.fields, rv: p.rv, time: p.time, keys: map[Key]bool{}}
+			complete := true
+			for cur, n := p, 0; ; n++ {
+				for _, k := range cur.keys {
+					sn.keys[k] = true
+				}
+				if cur.nextCnt == "" {
+					break
+				}
+				next := byToken[cur.nextCnt]
+				if next == nil || n > len(ps) {
+					complete = false
+					break
+				}
+				cur = next
+			}
+			if complete {
+				l.snaps = append(l.snaps, sn)
+			}
+		}
+	}
+	sort.Slice(l.snaps, func(i, j int) bool { return l.snaps[i].rv < l.snaps[j].rv })
+}
+
+// finish orders every history, infers deletions from what complete LISTs
+// no longer show, and starts the clock at the session's first snapshot.
+func (l *loader) finish() {
+	for _, h := range l.s.res {
+		sortEntries(h.rec)
+		for k := range h.objs {
+			sortEntries(h.objs[k])
+		}
+	}
+	for _, sn := range l.snaps {
+		h := l.s.res[sn.res]
+		if h == nil {
+			continue
+		}
+		sel, err := newSelector(sn.selector, sn.fields, h.info)
+		if err != nil {
+			continue
+		}
+		for k, es := range h.objs {
+			if sn.keys[k] || (sn.ns != "" && k.Namespace != sn.ns) {
+				continue
+			}
+			var last *entry
+			for _, e := range es {
+				if e.rv <= sn.rv {
+					last = e
+				}
+			}
+			if last == nil || last.typ == Deleted || last.rv == sn.rv {
+				continue
+			}
+			if ok, err := sel.matches(last.obj); err != nil || !ok {
+				continue
+			}
+			d := &entry{rv: sn.rv, time: sn.time, typ: Deleted, key: k, obj: last.obj, alt: last.alt,
+				size: 128, inScope: !sel.empty(), inferred: true}
+			h.rec = append(h.rec, d)
+			h.objs[k] = append(h.objs[k], d)
+			sortEntries(h.rec)
+			sortEntries(h.objs[k])
+		}
+	}
+	start := uint64(0)
+	sort.Slice(l.starts, func(i, j int) bool { return l.starts[i].time < l.starts[j].time })
+	if len(l.starts) > 0 {
+		start = l.starts[0].rv
+	} else if len(l.rvs) > 0 {
+		start = l.rvs[0]
+		for _, r := range l.rvs {
+			if r < start {
+				start = r
+			}
+		}
+	}
+	l.s.clk = newClock(l.rvs, start)
+	l.s.oldest = start
+	l.s.publish()
+}
+
+func sortEntries(es []*entry) {
+	sort.SliceStable(es, func(i, j int) bool { return es[i].rv < es[j].rv })
+}

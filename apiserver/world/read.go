@@ -1,0 +1,203 @@
+package world
+
+import (
+	"fmt"
+	"net/http"
+
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/wtrace/wtrace/apiserver/codec"
+	"github.com/wtrace/wtrace/frame"
+)
+
+func metaOf(obj runtime.Object) (metav1.Object, error) { return meta.Accessor(obj) }
+
+// get answers GET of one object (or its status or scale) at the world's
+// point.
+func (s *Store) get(r *Request, t Target, info Info) *Response {
+	pol := policyFor(info)
+	if t.Subresource == "status" && !pol.status || t.Subresource == "scale" && !pol.scale {
+		return s.errorResponse(r, notFoundPath(), HowError)
+	}
+	s.mu.Lock()
+	h, _ := s.hist(t.Resource)
+	e := s.current(h, Key{t.Namespace, t.Name})
+	var o codec.Object
+	var rewritten bool
+	var err error
+	if e != nil {
+		o, rewritten, err = s.servedObject(e, wantFormat(r, info))
+	}
+	s.mu.Unlock()
+	if e == nil {
+		return s.errorResponse(r, apierrors.NewNotFound(info.Resource.GroupResource(), t.Name), HowError)
+	}
+	if err != nil {
+		return s.errorResponse(r, err, HowError)
+	}
+	if t.Subresource == "scale" {
+		obj, err := codec.Decode(o)
+		if err != nil {
+			return s.errorResponse(r, err, HowError)
+		}
+		sc, err := scaleOf(obj)
+		if err != nil {
+			return s.errorResponse(r, err, HowError)
+		}
+		return s.respondObject(r, scaleInfo, http.StatusOK, sc, HowGet, false)
+	}
+	return s.respondRewritten(r, info, http.StatusOK, o, rewritten, HowGet, false)
+}
+
+// wantFormat guesses the format a client's Accept header prefers, to
+// pick the stored version of an object that needs no transcoding.
+func wantFormat(r *Request, info Info) frame.Format {
+	m, err := codec.Negotiate(r.Header.Get("Accept"), codec.TargetObject, info.GVK())
+	if err != nil {
+		return codec.JSON.Format
+	}
+	return m.Format
+}
+
+// list answers a LIST at the world's point (or, with
+// resourceVersionMatch=Exact, at the resourceVersion asked for).
+func (s *Store) list(r *Request, t Target, info Info) *Response {
+	w, err := s.writer(r, codec.TargetList, info)
+	if err != nil {
+		return s.errorResponse(r, err, HowError)
+	}
+	sel, err := newSelector(r.Query.Get("labelSelector"), r.Query.Get("fieldSelector"), info)
+	if err != nil {
+		return s.errorResponse(r, err, HowError)
+	}
+	s.mu.Lock()
+	at, err := s.readPoint(r.Query.Get("resourceVersion"), r.Query.Get("resourceVersionMatch"), "list")
+	if err != nil {
+		s.mu.Unlock()
+		return s.errorResponse(r, err, HowError)
+	}
+	items, err := s.collect(t, info, sel, at, w.Media.Format)
+	s.mu.Unlock()
+	if err != nil {
+		return s.errorResponse(r, err, HowError)
+	}
+	body, err := w.List(info.APIVersion(), info.Kind, codec.ListMeta{ResourceVersion: formatRV(at)}, items)
+	if err != nil {
+		return s.errorResponse(r, notAcceptableEncoding(err, w.Media), HowError)
+	}
+	return &Response{Code: http.StatusOK, ContentType: w.Media.ContentType(codec.TargetList), Body: body,
+		How: HowList, Transcoded: true}
+}
+
+// readPoint is the served resourceVersion a read with these parameters
+// sees: the world's point, or for an Exact match the one asked for.
+func (s *Store) readPoint(rv, match, what string) (uint64, error) {
+	if rv == "" || rv == "0" {
+		return s.clk.last, nil
+	}
+	n, ok := parseRV(rv)
+	if !ok {
+		return 0, apierrors.NewBadRequest(fmt.Sprintf("invalid resource version: %s", rv))
+	}
+	if n > s.clk.last {
+		return 0, apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %d, current: %d", n, s.clk.last), 1)
+	}
+	if match == string(metav1.ResourceVersionMatchExact) {
+		if n < s.oldest {
+			return 0, apierrors.NewResourceExpired(fmt.Sprintf("The resourceVersion for the provided %s is too old.", what))
+		}
+		return n, nil
+	}
+	return s.clk.last, nil
+}
+
+// collect returns the objects of t's scope matching sel at served
+// resourceVersion at, in etcd's key order (the lock is held).
+func (s *Store) collect(t Target, info Info, sel *selector, at uint64, f frame.Format) ([]codec.Object, error) {
+	return s.collectOf(t, info, sel, at, f, false)
+}
+
+// collectOf is collect, leaving the clients' writes out if recordedOnly.
+func (s *Store) collectOf(t Target, info Info, sel *selector, at uint64, f frame.Format, recordedOnly bool) ([]codec.Object, error) {
+	h, _ := s.hist(t.Resource)
+	if h == nil {
+		return nil, nil
+	}
+	var out []codec.Object
+	for _, k := range sortedKeys(h.objs) {
+		if t.Namespace != "" && k.Namespace != t.Namespace {
+			continue
+		}
+		e := s.latestOf(h, k, at, recordedOnly)
+		if e == nil || e.typ == Deleted {
+			continue
+		}
+		ok, err := sel.matches(e.obj)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		o, _, err := s.servedObject(e, f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+// scaleInfo is the resource of autoscaling/v1 Scale objects.
+var scaleInfo = Info{Resource: Resource{Group: "autoscaling", Version: "v1", Resource: "scales"}, Kind: "Scale", Namespaced: true}
+
+// scaleOf is the autoscaling/v1 Scale of a scalable object, as the
+// apiserver's scale subresources build it.
+func scaleOf(obj runtime.Object) (*autoscalingv1.Scale, error) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, err
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		uo, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+		if err != nil {
+			return nil, err
+		}
+		u = &unstructured.Unstructured{Object: uo}
+	}
+	spec, _, _ := unstructured.NestedInt64(u.Object, "spec", "replicas")
+	status, _, _ := unstructured.NestedInt64(u.Object, "status", "replicas")
+	sc := &autoscalingv1.Scale{
+		ObjectMeta: metav1.ObjectMeta{Name: m.GetName(), Namespace: m.GetNamespace(), UID: m.GetUID(),
+			ResourceVersion: m.GetResourceVersion(), CreationTimestamp: m.GetCreationTimestamp()},
+		Spec:   autoscalingv1.ScaleSpec{Replicas: int32(spec)},
+		Status: autoscalingv1.ScaleStatus{Replicas: int32(status)},
+	}
+	if sel, ok, _ := unstructured.NestedMap(u.Object, "spec", "selector"); ok {
+		if _, ok := sel["matchLabels"]; ok || sel["matchExpressions"] != nil {
+			var ls metav1.LabelSelector
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(sel, &ls); err == nil {
+				if s, err := metav1.LabelSelectorAsSelector(&ls); err == nil {
+					sc.Status.Selector = s.String()
+				}
+			}
+		} else {
+			// ReplicationController: a plain map of labels.
+			labels := map[string]string{}
+			for k, v := range sel {
+				if s, ok := v.(string); ok {
+					labels[k] = s
+				}
+			}
+			sc.Status.Selector = metav1.FormatLabelSelector(&metav1.LabelSelector{MatchLabels: labels})
+		}
+	}
+	sc.SetGroupVersionKind(autoscalingv1.SchemeGroupVersion.WithKind("Scale"))
+	return sc, nil
+}

@@ -1,0 +1,164 @@
+package world
+
+import (
+	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/wtrace/wtrace/apiserver/codec"
+)
+
+// Resource is an API resource: group, version and plural name ("" and
+// "v1" for the core group).
+type Resource = schema.GroupVersionResource
+
+// Target is what an API path names: a collection, or one object (Name),
+// maybe one of its subresources.
+type Target struct {
+	Resource    Resource
+	Namespace   string // "" for cluster-scoped resources and all-namespace collections
+	Name        string // "" for a collection
+	Subresource string // "status", "scale", … or ""
+	Watch       bool   // the legacy /watch/ path segment was present
+}
+
+// Collection reports whether t names a collection.
+func (t Target) Collection() bool { return t.Name == "" }
+
+// ParsePath reads an API path: /api/v1/namespaces/demo/configmaps[/name[/sub]],
+// /apis/apps/v1/deployments, /api/v1/namespaces[/name[/status]], with or
+// without the legacy "watch" segment. ok is false for anything else
+// (discovery, /version, non-resource paths).
+func ParsePath(path string) (t Target, ok bool) {
+	segs := strings.Split(strings.Trim(path, "/"), "/")
+	var rest []string
+	switch {
+	case len(segs) >= 3 && segs[0] == "api":
+		t.Resource.Version, rest = segs[1], segs[2:]
+	case len(segs) >= 4 && segs[0] == "apis":
+		t.Resource.Group, t.Resource.Version, rest = segs[1], segs[2], segs[3:]
+	default:
+		return t, false
+	}
+	if len(rest) > 0 && rest[0] == "watch" {
+		t.Watch, rest = true, rest[1:]
+	}
+	for _, s := range rest {
+		if s == "" {
+			return t, false
+		}
+	}
+	if len(rest) >= 3 && rest[0] == "namespaces" {
+		t.Namespace, rest = rest[1], rest[2:]
+	} else if len(rest) >= 2 && rest[0] == "namespaces" {
+		// /namespaces/{name}[/{sub}]: the namespace object itself.
+		t.Resource.Resource, t.Name = "namespaces", rest[1]
+		if len(rest) == 3 {
+			t.Subresource = rest[2]
+		}
+		return t, len(rest) <= 3
+	}
+	switch len(rest) {
+	case 1:
+		t.Resource.Resource = rest[0]
+	case 2:
+		t.Resource.Resource, t.Name = rest[0], rest[1]
+	case 3:
+		t.Resource.Resource, t.Name, t.Subresource = rest[0], rest[1], rest[2]
+	default:
+		return t, false
+	}
+	if t.Resource.Resource == "namespaces" && t.Namespace != "" {
+		return t, false
+	}
+	return t, t.Resource.Version != ""
+}
+
+// Path builds the API path of t (no legacy watch segment).
+func (t Target) Path() string {
+	var b strings.Builder
+	if t.Resource.Group == "" {
+		b.WriteString("/api/")
+	} else {
+		b.WriteString("/apis/")
+		b.WriteString(t.Resource.Group)
+		b.WriteByte('/')
+	}
+	b.WriteString(t.Resource.Version)
+	if t.Namespace != "" && t.Resource.Resource != "namespaces" {
+		b.WriteString("/namespaces/")
+		b.WriteString(t.Namespace)
+	}
+	b.WriteByte('/')
+	b.WriteString(t.Resource.Resource)
+	if t.Name != "" {
+		b.WriteByte('/')
+		b.WriteString(t.Name)
+		if t.Subresource != "" {
+			b.WriteByte('/')
+			b.WriteString(t.Subresource)
+		}
+	}
+	return b.String()
+}
+
+// clusterScoped lists the built-in resources that are not namespaced
+// (kube-apiserver v1.33).
+var clusterScoped = map[string]bool{
+	"namespaces": true, "nodes": true, "persistentvolumes": true, "componentstatuses": true,
+	"mutatingwebhookconfigurations": true, "validatingwebhookconfigurations": true,
+	"validatingadmissionpolicies": true, "validatingadmissionpolicybindings": true,
+	"mutatingadmissionpolicies": true, "mutatingadmissionpolicybindings": true,
+	"customresourcedefinitions": true, "apiservices": true, "tokenreviews": true,
+	"selfsubjectaccessreviews": true, "selfsubjectrulesreviews": true, "selfsubjectreviews": true,
+	"subjectaccessreviews": true, "certificatesigningrequests": true, "clustertrustbundles": true,
+	"flowschemas": true, "prioritylevelconfigurations": true, "ingressclasses": true,
+	"ipaddresses": true, "servicecidrs": true, "runtimeclasses": true, "clusterrolebindings": true,
+	"clusterroles": true, "priorityclasses": true, "csidrivers": true, "csinodes": true,
+	"storageclasses": true, "volumeattachments": true, "volumeattributesclasses": true,
+	"deviceclasses": true, "resourceslices": true, "devicetaintrules": true,
+	"storageversionmigrations": true, "storageversions": true,
+}
+
+// Info is what the store knows about a resource.
+type Info struct {
+	Resource   Resource
+	Kind       string // "ConfigMap"
+	Namespaced bool
+}
+
+// APIVersion is the apiVersion of the resource's objects.
+func (i Info) APIVersion() string { return i.Resource.GroupVersion().String() }
+
+// GVK is the group, version and kind of the resource's objects.
+func (i Info) GVK() schema.GroupVersionKind { return i.Resource.GroupVersion().WithKind(i.Kind) }
+
+// builtinKinds maps the resources of every kind the codec's scheme knows
+// to their kinds, guessing plurals as the apiserver's REST mapper does.
+// Built on first use, with the scheme.
+var builtinKinds = sync.OnceValue(func() map[Resource]string {
+	m := map[Resource]string{}
+	for gvk := range codec.Scheme().AllKnownTypes() {
+		if gvk.Version == "__internal" || strings.HasSuffix(gvk.Kind, "List") || strings.HasSuffix(gvk.Kind, "Options") {
+			continue
+		}
+		plural, _ := meta.UnsafeGuessKindToResource(gvk)
+		if _, ok := m[plural]; !ok {
+			m[plural] = gvk.Kind
+		}
+	}
+	// Plurals the guesser gets wrong.
+	m[Resource{Version: "v1", Resource: "endpoints"}] = "Endpoints"
+	return m
+})
+
+// builtinInfo returns what the scheme knows of a built-in resource.
+func builtinInfo(r Resource) (Info, bool) {
+	kind, ok := builtinKinds()[r]
+	if !ok {
+		return Info{}, false
+	}
+	return Info{Resource: r, Kind: kind, Namespaced: !clusterScoped[r.Resource]}, true
+}

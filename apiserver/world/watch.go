@@ -1,0 +1,371 @@
+package world
+
+import (
+	"fmt"
+	"net/url"
+	"sort"
+	"strconv"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/wtrace/wtrace/apiserver/codec"
+	"github.com/wtrace/wtrace/frame"
+)
+
+// Watch is a watch the store serves from its history: one whose
+// parameters (selectors, namespace, encoding) the session did not record,
+// or one resumed from a resourceVersion only the store knows. It walks the
+// history of one resource in served order from its start: recorded
+// changes (each with its capture time, for the caller to pace) and the
+// clients' writes (due at once), as the apiserver's watch cache would
+// send them for its scope. Not safe for concurrent use; the Store it
+// reads is.
+type Watch struct {
+	s       *Store
+	h       *history
+	info    Info
+	t       Target
+	sel     *selector
+	w       *codec.Writer
+	cursor  uint64 // served resourceVersion of the last change sent (or of the start)
+	origin  int64  // capture time of the start
+	init    [][]byte
+	expired bool
+	// writesOnly: a Follow watch, which skips the recorded changes (the
+	// replay sends the recording itself).
+	writesOnly bool
+	// recordedOnly: a watch that skips the clients' writes.
+	recordedOnly bool
+}
+
+// WatchEvent is the next change a Watch has for its client.
+type WatchEvent struct {
+	// Time is the capture time of a recorded change (Unix ns), 0 for a
+	// client's write (due now).
+	Time  int64
+	Synth bool
+	e     *entry
+	typ   EventType
+	prev  *entry // the version before, for a DELETED that is a scope exit
+}
+
+// Watch starts a watch for a request with watch=true (or the legacy
+// /watch/ path). It returns a Response instead when the request is refused
+// (a Status: unknown resource, bad selector, no acceptable encoding), and
+// nil, nil when the store does not serve the path.
+func (s *Store) Watch(r *Request) (*Watch, *Response) {
+	t, ok := ParsePath(r.Path)
+	if !ok || !t.Collection() || t.Subresource != "" {
+		return nil, nil
+	}
+	info, ok := s.Info(t.Resource)
+	if !ok {
+		return nil, nil
+	}
+	w, err := s.writer(r, codec.TargetWatch, info)
+	if err != nil {
+		return nil, s.errorResponse(r, err, HowWatch)
+	}
+	sel, err := newSelector(r.Query.Get("labelSelector"), r.Query.Get("fieldSelector"), info)
+	if err != nil {
+		return nil, s.errorResponse(r, err, HowWatch)
+	}
+	sie, _ := strconv.ParseBool(r.Query.Get("sendInitialEvents"))
+	bookmarks, _ := strconv.ParseBool(r.Query.Get("allowWatchBookmarks"))
+	rv := r.Query.Get("resourceVersion")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, _ := s.hist(t.Resource)
+	wt := &Watch{s: s, h: h, info: info, t: t, sel: sel, w: w, recordedOnly: r.RecordedOnly}
+	switch {
+	case rv == "" || rv == "0" || sie:
+		// A streaming list's resourceVersion is a lower bound
+		// (NotOlderThan): the current state is never older.
+		wt.cursor = s.clk.last
+		items, err := s.collectOf(t, info, sel, wt.cursor, w.Media.Format, wt.recordedOnly)
+		if err != nil {
+			return nil, s.errorResponse(r, err, HowWatch)
+		}
+		for _, o := range items {
+			ev, err := w.Event("ADDED", o)
+			if err != nil {
+				return nil, s.errorResponse(r, notAcceptableEncoding(err, w.Media), HowWatch)
+			}
+			wt.init = append(wt.init, w.Frame(ev))
+		}
+		if sie && bookmarks {
+			ev, err := wt.bookmark(formatRV(wt.cursor), true)
+			if err != nil {
+				return nil, s.errorResponse(r, err, HowWatch)
+			}
+			wt.init = append(wt.init, w.Frame(ev))
+		}
+	default:
+		n, ok := parseRV(rv)
+		if !ok {
+			return nil, s.errorResponse(r, apierrors.NewBadRequest(fmt.Sprintf("invalid resource version: %s", rv)), HowWatch)
+		}
+		if n < s.oldest {
+			wt.expired = true
+			st := apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", n, s.oldest)).ErrStatus
+			wt.init = [][]byte{w.Frame(codec.StatusEvent(w.Media.Format, &st))}
+			return wt, nil
+		}
+		wt.cursor = min(n, s.clk.last)
+	}
+	wt.origin = s.timeAt(h, wt.cursor)
+	return wt, nil
+}
+
+// ContentType is the Content-Type of the watch's response.
+func (wt *Watch) ContentType() string { return wt.w.Media.ContentType(codec.TargetWatch) }
+
+// Media is the watch's encoding.
+func (wt *Watch) Media() codec.Media { return wt.w.Media }
+
+// Transcoded reports whether the watch sent anything that is not recorded
+// bytes as recorded.
+func (wt *Watch) Transcoded() bool { return true }
+
+// Initial returns the framed events due at once: the ADDED events of the
+// current state (a watch from "" or "0", or a streaming list and its
+// initial-events-end bookmark), or the ERROR event of a watch from a
+// resourceVersion older than the session. The caller owns them.
+func (wt *Watch) Initial() [][]byte { return wt.init }
+
+// Expired reports whether the watch is one ERROR event and nothing else.
+func (wt *Watch) Expired() bool { return wt.expired }
+
+// Origin is the capture time of the watch's start: recorded changes are
+// due their capture time minus Origin after the watch began (scaled by
+// the replay's speed).
+func (wt *Watch) Origin() int64 { return wt.origin }
+
+// timeAt is the capture time of the history at served resourceVersion at:
+// the newest recorded change at or before it, else the first after it.
+func (s *Store) timeAt(h *history, at uint64) int64 {
+	i := sort.Search(len(h.rec), func(i int) bool { return s.clk.served(h.rec[i].rv) > at })
+	if i > 0 {
+		return h.rec[i-1].time
+	}
+	if len(h.rec) > 0 {
+		return h.rec[0].time
+	}
+	return 0
+}
+
+// Next returns the next change of the watch's scope after the last one
+// taken, in served order, and false when there is none yet (the caller
+// waits for its next one or for Store.Changed). A recorded change is
+// returned before its time: the caller paces it, then calls Take. Next
+// does not advance the watch.
+func (wt *Watch) Next() (WatchEvent, bool) {
+	if wt.expired {
+		return WatchEvent{}, false
+	}
+	s := wt.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := wt.h
+	ri := sort.Search(len(h.rec), func(i int) bool { return s.clk.served(h.rec[i].rv) > wt.cursor })
+	si := sort.Search(len(h.syn), func(i int) bool { return h.syn[i].rv > wt.cursor })
+	for ri < len(h.rec) || si < len(h.syn) {
+		var e *entry
+		if si < len(h.syn) && (ri >= len(h.rec) || h.syn[si].rv < s.clk.served(h.rec[ri].rv)) {
+			e = h.syn[si]
+			si++
+		} else {
+			e = h.rec[ri]
+			ri++
+		}
+		if wt.writesOnly && !e.synth || wt.recordedOnly && e.synth {
+			continue
+		}
+		if ev, ok := wt.change(e); ok {
+			return ev, true
+		}
+	}
+	return WatchEvent{}, false
+}
+
+// Follow returns a Watch of the clients' writes alone, for a recorded
+// watch the replay serves as recorded (--writes apply): the writes of its
+// scope (path and query: namespace, selectors) made after served
+// resourceVersion from, each as the event the apiserver would have sent
+// among the recorded ones, encoded in media (the recorded stream's
+// format). The caller moves it along the recording with Advance and takes
+// a write's event when the recording has reached it (NextBefore). nil for
+// a path the store does not serve.
+func (s *Store) Follow(path string, query url.Values, media codec.Media, from string) (*Watch, error) {
+	t, ok := ParsePath(path)
+	if !ok || !t.Collection() || t.Subresource != "" {
+		return nil, nil
+	}
+	info, ok := s.Info(t.Resource)
+	if !ok {
+		return nil, nil
+	}
+	sel, err := newSelector(query.Get("labelSelector"), query.Get("fieldSelector"), info)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, _ := s.hist(t.Resource)
+	wt := &Watch{s: s, h: h, info: info, t: t, sel: sel, w: codec.NewWriter(media, codec.TableOptions{}, s.now), writesOnly: true}
+	if n, ok := parseRV(from); ok {
+		wt.cursor = n
+	} else {
+		wt.cursor = s.clk.last
+	}
+	return wt, nil
+}
+
+// Advance moves the watch past served resourceVersion rv (a recorded event
+// the replay sent): writes before it are no longer due. An rv that is not
+// a number, or not past the watch's position, changes nothing.
+func (wt *Watch) Advance(rv string) {
+	if n, ok := parseRV(rv); ok && n > wt.cursor {
+		wt.cursor = n
+	}
+}
+
+// NextBefore is Next for a Follow watch: the next write of its scope whose
+// served resourceVersion is below limit (a served resourceVersion: the
+// recorded stream's next event), or with no limit when limit is "".
+func (wt *Watch) NextBefore(limit string) (WatchEvent, bool) {
+	ev, ok := wt.Next()
+	if !ok {
+		return ev, false
+	}
+	if n, isNum := parseRV(limit); isNum && ev.e.rv >= n {
+		return WatchEvent{}, false
+	}
+	return ev, true
+}
+
+// change turns one history entry into the event the watch's scope sees,
+// if any (the lock is held).
+func (wt *Watch) change(e *entry) (WatchEvent, bool) {
+	if wt.t.Namespace != "" && e.key.Namespace != wt.t.Namespace {
+		return WatchEvent{}, false
+	}
+	prev := wt.previous(e)
+	prevIn := prev != nil && prev.typ != Deleted && wt.matches(prev)
+	ev := WatchEvent{Time: e.time, Synth: e.synth, e: e}
+	if e.synth {
+		ev.Time = 0
+	}
+	switch {
+	case e.typ == Deleted:
+		if !prevIn && prev != nil {
+			return WatchEvent{}, false
+		}
+		if prev == nil && !wt.matches(e) {
+			return WatchEvent{}, false
+		}
+		ev.typ = Deleted
+	case wt.matches(e):
+		ev.typ = Modified
+		if !prevIn {
+			ev.typ = Added
+		}
+	case prevIn:
+		ev.typ, ev.prev = Deleted, prev
+	default:
+		return WatchEvent{}, false
+	}
+	return ev, true
+}
+
+// previous returns the version of e's object before e in served order.
+func (wt *Watch) previous(e *entry) *entry {
+	s := wt.s
+	var best *entry
+	for _, o := range wt.h.objs[e.key] {
+		if o == e || s.order(o) >= s.order(e) || wt.recordedOnly && o.synth {
+			continue
+		}
+		if best == nil || s.order(o) > s.order(best) {
+			best = o
+		}
+	}
+	return best
+}
+
+func (wt *Watch) matches(e *entry) bool {
+	ok, err := wt.sel.matches(e.obj)
+	return err == nil && ok
+}
+
+// Take encodes ev (returned by Next) as a framed event and advances the
+// watch past it. A recorded change moves the world's point to it
+// (Store.Observe), so it goes out with its served resourceVersion.
+func (wt *Watch) Take(ev WatchEvent) ([]byte, error) {
+	s := wt.s
+	s.mu.Lock()
+	var served uint64
+	if ev.e.synth {
+		served = ev.e.rv
+	} else {
+		served = s.clk.observe(ev.e.rv)
+		s.publish()
+	}
+	src := ev.e
+	if ev.prev != nil {
+		src = ev.prev
+	}
+	o, _, err := s.servedObject(src, wt.w.Media.Format)
+	if err == nil && (ev.prev != nil || !ev.e.synth && served != ev.e.rv) {
+		o, err = setRV(o, formatRV(served))
+	}
+	wt.cursor = served
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	b, err := wt.w.Event(ev.typ.String(), o)
+	if err != nil {
+		return nil, err
+	}
+	return wt.w.Frame(b), nil
+}
+
+// Bookmark returns a framed BOOKMARK event at the watch's position.
+func (wt *Watch) Bookmark() ([]byte, error) {
+	ev, err := wt.bookmark(formatRV(wt.cursor), false)
+	if err != nil {
+		return nil, err
+	}
+	return wt.w.Frame(ev), nil
+}
+
+// listBlueprintAnnotation is the annotation kube-apiserver v1.33 puts on a
+// streaming list's last bookmark (later versions dropped it).
+const listBlueprintAnnotation = "kubernetes.io/initial-events-list-blueprint"
+
+// bookmark builds a BOOKMARK event as the apiserver does: an object of the
+// resource's kind carrying only its resourceVersion (and the
+// initial-events-end annotation), transformed as the watch's encoding asks.
+func (wt *Watch) bookmark(rv string, end bool) ([]byte, error) {
+	m := wt.w.Media
+	if m.Plain() && !m.YAML && !end {
+		return frame.Bookmark(m.Format, wt.info.APIVersion(), wt.info.Kind, rv, false), nil
+	}
+	obj := newObject(wt.info.GVK())
+	om, err := metaOf(obj)
+	if err != nil {
+		return nil, err
+	}
+	om.SetResourceVersion(rv)
+	if end {
+		bp, err := wt.w.ListBlueprint(wt.info.GVK())
+		if err != nil {
+			return nil, err
+		}
+		om.SetAnnotations(map[string]string{metav1.InitialEventsAnnotationKey: "true",
+			listBlueprintAnnotation: bp})
+	}
+	return wt.w.RuntimeEvent("BOOKMARK", obj)
+}

@@ -1,9 +1,0 @@
-//go:build !linux
-
-package capture
-
-import "os"
-
-// startWriteback does nothing where sync_file_range(2) does not exist:
-// Close's fsync writes everything.
-func startWriteback(f *os.File, off, n int64) {}
