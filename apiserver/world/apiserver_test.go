@@ -179,7 +179,20 @@ var compareSteps = []compareStep{
 	{name: "delete protobuf options", method: "DELETE", path: ns + "/configmaps/pbody", contentType: pbAcc, accept: pbAcc, protobuf: true, body: `{"apiVersion":"meta.k8s.io/v1","kind":"DeleteOptions","preconditions":{"resourceVersion":"1"}}`},
 	{name: "create secret", method: "POST", path: ns + "/secrets", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s2"},"type":"Opaque","stringData":{"u":"v"}}`},
 	{name: "create pod protobuf answer", method: "POST", path: ns + "/configmaps", accept: pbAcc, contentType: jsonCT, body: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"pb"}}`},
+	// A namespace's life: spec.finalizers change through finalize alone,
+	// the first DELETE only starts its termination, finalize ends it.
+	{name: "namespace create", method: "POST", path: "/api/v1/namespaces", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"wcmp-life"}}`},
+	{name: "namespace update keeps finalizers", method: "PUT", path: nsLife, contentType: jsonCT, body: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"wcmp-life","labels":{"a":"b"}},"spec":{"finalizers":["x.io/y"]},"status":{"phase":"Terminating"}}`},
+	{name: "namespace status", method: "PUT", path: nsLife + "/status", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"wcmp-life"},"spec":{"finalizers":["x.io/y"]},"status":{"phase":"Active","conditions":[{"type":"NamespaceDeletionDiscoveryFailure","status":"False","reason":"ResourcesDiscovered","message":"ok","lastTransitionTime":"2026-11-27T12:00:00Z"}]}}`},
+	{name: "namespace status get", method: "GET", path: nsLife + "/status"},
+	{name: "namespace delete", method: "DELETE", path: nsLife},
+	{name: "namespace delete again", method: "DELETE", path: nsLife},
+	{name: "namespace finalize get", method: "GET", path: nsLife + "/finalize"},
+	{name: "namespace finalize", method: "PUT", path: nsLife + "/finalize", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"wcmp-life"},"spec":{"finalizers":[]}}`},
+	{name: "namespace gone", method: "GET", path: nsLife},
 }
+
+const nsLife = "/api/v1/namespaces/wcmp-life"
 
 // TestAgainstAPIServer sends every compareStep to a real kube-apiserver
 // and to a Store loaded from a session holding the apiserver's LISTs of the
