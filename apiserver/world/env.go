@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -232,6 +233,10 @@ type effect struct {
 	key  Key
 	rv   uint64 // 0: by time
 	time int64
+	// until, for a deletion, is when its answer came: every version of
+	// the object from time on is the deletion's, up to its removal (a Pod
+	// first gets its deletionTimestamp, then goes).
+	until int64
 }
 
 // recCreate is an object a client under test created in the recording.
@@ -310,10 +315,16 @@ func (b *envBuilder) observe(l *loader, x *formats.ExchangeInfo) {
 	}
 	key := Key{t.Namespace, t.Name}
 	e := effect{res: t.Resource, key: key, time: x.Request.Time}
-	if method != http.MethodDelete {
-		if rv, ok := answerRV(l, x); ok {
-			e.rv = rv
+	if method == http.MethodDelete && t.Subresource == "" {
+		e.until = x.Response.Time
+		if x.End != nil && x.End.Time > e.until {
+			e.until = x.End.Time
 		}
+		b.effects = append(b.effects, e)
+		return
+	}
+	if rv, ok := answerRV(l, x); ok {
+		e.rv = rv
 	}
 	b.effects = append(b.effects, e)
 }
@@ -421,8 +432,21 @@ func (b *envBuilder) split(s *Store, start uint64) *Environment {
 			continue
 		}
 		for _, v := range h.objs[e.key] {
-			if v.rv > start && v.time >= e.time && !behaviour[v] && !byRV[e.res][e.key][v.rv] {
+			if v.rv <= start || v.time < e.time || behaviour[v] || byRV[e.res][e.key][v.rv] {
+				continue
+			}
+			if e.until == 0 {
 				behaviour[v] = true
+				break
+			}
+			// A deletion: its versions until the object is gone, the
+			// last of them seen at most a second after its answer (a
+			// watch event may lag the answer).
+			if v.time > e.until+int64(time.Second) {
+				break
+			}
+			behaviour[v] = true
+			if v.typ == Deleted {
 				break
 			}
 		}

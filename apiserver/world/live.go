@@ -60,9 +60,9 @@ type Applied struct {
 	Outcome string
 	Reason  string // for AppliedDropped, and notes
 	// Key is the object changed in the run (a paired object's name
-	// differs from the recorded one); RV the resourceVersion it got.
-	Key Key
-	RV  string
+	// differs from the recorded one); Served the resourceVersion it got.
+	Key    Key
+	Served string
 }
 
 // Environment returns the environment of a Live store (nil otherwise).
@@ -144,7 +144,7 @@ func (s *Store) applyLocked(c Change) Applied {
 		if err != nil {
 			return drop("%v", err)
 		}
-		a.Outcome, a.RV = outcome(verbatim), formatRV(e.rv)
+		a.Outcome, a.Served = outcome(verbatim), formatRV(e.rv)
 		if !verbatim {
 			a.Outcome = AppliedRecorded // a deletion is a deletion
 		}
@@ -160,7 +160,7 @@ func (s *Store) applyLocked(c Change) Applied {
 		if err != nil {
 			return drop("%v", err)
 		}
-		a.Outcome, a.RV = outcome(!translated), formatRV(e.rv)
+		a.Outcome, a.Served = outcome(!translated), formatRV(e.rv)
 		if translated {
 			a.Reason = "owner references follow the run's objects"
 		}
@@ -172,14 +172,14 @@ func (s *Store) applyLocked(c Change) Applied {
 		if err != nil {
 			return drop("%v", err)
 		}
-		a.Outcome, a.RV = AppliedRecorded, formatRV(e.rv)
+		a.Outcome, a.Served = AppliedRecorded, formatRV(e.rv)
 		return a
 	}
 	rv, changed, err := s.rebaseLocked(h, a.Key, cur, c)
 	if err != nil {
 		return drop("%v", err)
 	}
-	a.Outcome, a.RV = AppliedRebased, rv
+	a.Outcome, a.Served = AppliedRebased, rv
 	if !changed {
 		a.Reason = "nothing left to change"
 	}

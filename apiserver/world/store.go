@@ -305,6 +305,14 @@ func (s *Store) Recorded(rv string) (string, bool) {
 	return formatRV(r), ok
 }
 
+// LastRV returns the newest resourceVersion served so far (recorded or
+// written), as a number.
+func (s *Store) LastRV() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.clk.last
+}
+
 // Point returns the world's point: the newest resourceVersion served to
 // any client (recorded or written).
 func (s *Store) Point() string {

@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -507,11 +508,15 @@ func (s *Store) decodeEntry(e *entry) (runtime.Object, error) {
 // kinds that track it); the status of the object for a PUT or PATCH of
 // the object itself, everything but the status for one of its status.
 func prepareUpdate(obj, old runtime.Object, pol policy, subresource string) (runtime.Object, error) {
-	if ns, ok := obj.(*corev1.Namespace); ok && subresource == "status" {
-		// The namespace status strategy keeps only the spec: the
-		// metadata is the request's, as for an update of the object.
-		ns.Spec = old.(*corev1.Namespace).Spec
+	if _, typed := obj.(*unstructured.Unstructured); subresource == "status" && !typed && hasSpec(obj) {
+		// The built-in kinds' status strategies: the object as sent, but
+		// for its spec (and what each kind's strategy keeps besides).
+		if err := statusUpdate(obj, old, pol.resource); err != nil {
+			return nil, err
+		}
 	} else if subresource == "status" {
+		// A custom resource's status strategy: the object as it was, with
+		// the status sent.
 		merged := old.DeepCopyObject()
 		if err := copyStatus(merged, obj); err != nil {
 			return nil, err
@@ -548,6 +553,54 @@ func prepareUpdate(obj, old runtime.Object, pol policy, subresource string) (run
 		}
 	}
 	return obj, nil
+}
+
+// hasSpec reports whether a typed object has a Spec field.
+func hasSpec(obj runtime.Object) bool {
+	v := reflect.ValueOf(obj)
+	for v.Kind() == reflect.Pointer {
+		v = v.Elem()
+	}
+	return v.Kind() == reflect.Struct && v.FieldByName("Spec").IsValid()
+}
+
+// statusKeepsMeta are the kinds whose status strategy keeps the object's
+// metadata as it was (metav1.ResetObjectMetaForStatus, or the whole
+// ObjectMeta), kube-apiserver v1.33.
+var statusKeepsMeta = map[string]bool{
+	"servicecidrs": true, "storageversionmigrations": true, "resourceclaims": true, "storageversions": true,
+	"volumeattachments": true, "validatingadmissionpolicies": true, "flowschemas": true,
+	"prioritylevelconfigurations": true,
+}
+
+// statusUpdate is what a built-in kind's status strategy (PrepareForUpdate)
+// does to the object of an update of its status: obj keeps what was sent
+// but for its spec, and what its kind keeps as it was (a Deployment's
+// labels, a Pod's owner references; all of the metadata for some).
+func statusUpdate(obj, old runtime.Object, resource string) error {
+	nv, ov := reflect.ValueOf(obj).Elem(), reflect.ValueOf(old).Elem()
+	nv.FieldByName("Spec").Set(ov.FieldByName("Spec"))
+	m, _ := meta.Accessor(obj)
+	om, _ := meta.Accessor(old)
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		o.Labels = om.GetLabels()
+	case *corev1.Pod:
+		o.OwnerReferences = om.GetOwnerReferences()
+		if o.Status.QOSClass == "" {
+			o.Status.QOSClass = old.(*corev1.Pod).Status.QOSClass
+		}
+	}
+	if statusKeepsMeta[resource] {
+		mf := m.GetManagedFields()
+		m.SetLabels(om.GetLabels())
+		m.SetAnnotations(om.GetAnnotations())
+		m.SetFinalizers(om.GetFinalizers())
+		m.SetOwnerReferences(om.GetOwnerReferences())
+		m.SetGeneration(om.GetGeneration())
+		m.SetManagedFields(mf)
+	}
+	return nil
 }
 
 // copyStatus sets dst's status to src's.

@@ -26,6 +26,7 @@ var layerOf = map[string]struct {
 	"internal/cborscan":   {0, false, nil},
 	"internal/selfsigned": {0, false, nil},
 	"internal/apipath":    {0, false, nil},
+	"internal/healthz":    {0, false, []string{modPrometheus}},
 	"internal/kscheme":    {0, false, []string{modK8sAPIMachinery, modK8sClientGo}},
 	"chunked":             {1, false, nil},
 	"frame":               {1, false, []string{modJsonIter, modProtobuf}},
@@ -37,11 +38,11 @@ var layerOf = map[string]struct {
 	"capture/redact":      {3, false, []string{modProtobuf}},
 	"diff":                {3, false, []string{modK8sAPIMachinery}},
 	"capture":             {4, false, []string{modXxhash, modZstd, modXnet}},
-	"replay":              {4, false, []string{modGoautoneg, modK8sAPIMachinery, modSigsYAML}},
+	"replay":              {4, false, []string{modGoautoneg, modK8sAPIMachinery, modSigsYAML, modPrometheus}},
 	"export":              {4, false, []string{modZstd, modXnet}},
 	"edit":                {4, false, []string{modK8sAPIMachinery}},
 	"capture/live":        {5, false, []string{modXnet, modXsys}},
-	"capture/proxy":       {5, false, []string{modXnet, modK8sClientGo}},
+	"capture/proxy":       {5, false, []string{modXnet, modK8sClientGo, modPrometheus}},
 	"replay/record":       {5, false, nil},
 	"cmd/wtrace":          {6, false, []string{modZstd, modCobra, modXterm, modK8sClientGo}},
 	"testkit/pcaptest":    {0, true, []string{modGopacket}},
@@ -68,6 +69,7 @@ const (
 	modK8sClientGo     = "k8s.io/client-go"
 	modK8sUtils        = "k8s.io/utils"
 	modProtobuf        = "google.golang.org/protobuf"
+	modPrometheus      = "github.com/prometheus/client_golang"
 	modSigsYAML        = "sigs.k8s.io/yaml"
 	modSmd             = "sigs.k8s.io/structured-merge-diff/v6"
 	modUuid            = "github.com/google/uuid"
