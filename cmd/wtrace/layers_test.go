@@ -51,6 +51,7 @@ var layerOf = map[string]struct {
 	"testkit/wttest":      {5, true, []string{modZstd}},
 	"testkit/proxytest":   {6, true, nil},
 	"replay/replaytest":   {6, true, nil},
+	"testkit/kcmtest":     {7, true, []string{modK8sAPI, modK8sAPIMachinery, modK8sClientGo}},
 	"tools/pcapcat":       {6, true, nil},
 	"tools/pcapgen":       {6, true, []string{modGopacket}},
 	"tools/mkcorpus":      {6, true, []string{modGopacket, modK8sAPIMachinery, modK8sClientGo}},
