@@ -68,7 +68,8 @@ const (
 	DeleteDeployment
 	// DeleteNamespace: kubectl delete namespace NAME (Background; then it
 	// waits until the namespace is gone, which only the namespace
-	// controller achieves: without it, until the step's deadline).
+	// controller achieves; it waits 5 s before it acts, so the step's
+	// Settle defaults to 10 s).
 	DeleteNamespace
 )
 
@@ -92,6 +93,8 @@ type Step struct {
 	// Image is CreateDeployment's --image and SetImage's new image (of the
 	// container named after the first image, as kubectl create names it).
 	Image string
+	// Settle, if not 0, is the step's Options.Settle.
+	Settle time.Duration
 	// Want, if not nil, is the Deployment's status.replicas once the
 	// controllers have converged after this step (for CreateDeployment and
 	// Scale it defaults to Replicas): a rolling update whose Pods never
@@ -221,7 +224,14 @@ func Play(ctx context.Context, cfg *rest.Config, opts Options) ([]Result, error)
 		if s.Want != nil {
 			want[s.Name] = expect{replicas: *s.Want}
 		}
-		ok, err := w.wait(ctx, opts, func() bool { return w.converged(want, gone) })
+		o := opts
+		switch {
+		case s.Settle != 0:
+			o.Settle = s.Settle
+		case s.Op == DeleteNamespace && o.Settle < 10*time.Second:
+			o.Settle = 10 * time.Second
+		}
+		ok, err := w.wait(ctx, o, func() bool { return w.converged(want, gone) })
 		if err != nil {
 			return res, err
 		}
