@@ -34,6 +34,10 @@ type Object struct {
 	Namespace   string `json:"namespace,omitempty"`
 	Name        string `json:"name,omitempty"`
 	Subresource string `json:"subresource,omitempty"`
+	// Event is, for a Kubernetes Event (core/v1 or events.k8s.io), what it
+	// says — type, reason, the object it is about, message, reporting
+	// component — which names it instead of its Name (see kevents.go).
+	Event string `json:"event,omitempty"`
 }
 
 // String is how the report names the object: "configmaps demo/cm-1",
@@ -47,6 +51,10 @@ func (o Object) String() string {
 	}
 	b.WriteByte(' ')
 	switch {
+	case o.Event != "" && o.Namespace != "":
+		b.WriteString(o.Namespace + ": " + o.Event)
+	case o.Event != "":
+		b.WriteString(o.Event)
 	case o.Namespace != "" && o.Name != "":
 		b.WriteString(o.Namespace + "/" + o.Name)
 	case o.Name != "":
