@@ -249,7 +249,6 @@ type comparer struct {
 	window      int
 	windowBytes int64
 	a, b        *side
-	stA, stB    map[Object]*objState // end states, when compared
 	rep         *Report
 	groups      map[string]int // subject → index in rep.Groups
 	listed      int

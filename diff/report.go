@@ -341,8 +341,7 @@ func (d *Difference) line(nameA, nameB string) string {
 	if d.Category == CategoryState {
 		b.Reset()
 		b.WriteString("end state")
-	}
-	if d.What != "" {
+	} else if d.What != "" {
 		b.WriteString(" " + d.What)
 	}
 	switch d.Kind {

@@ -4,7 +4,7 @@ package diff
 // aligned as a minimal edit script. Two writes are the same (no cost) when
 // their verb, request (path and stable parameters), status and normalized
 // body are; they may pair as one changed write (cost 1) when their verb
-// and request are; any other write is missing from B or extra in B (cost
+// is (they write the same object); any other write is missing from B or extra in B (cost
 // 1). So one write missing in B is one difference, and the writes after
 // it still pair with their like. A missing write and an extra one that
 // are the same are one reordered write.
@@ -22,7 +22,7 @@ type writeOp uint8
 
 const (
 	wMatch     writeOp = iota // the same write in both
-	wChanged                  // the same verb and request, another body or status
+	wChanged                  // the same verb, another request, body or status
 	wReordered                // the same write, in another place
 	wMissing                  // in A only
 	wExtra                    // in B only
@@ -39,7 +39,7 @@ func sameWrite(x, y *exch) bool {
 	return x.req.key == y.req.key && x.status == y.status && x.verb() == y.verb() && x.reqDoc.same(y.reqDoc)
 }
 
-func pairableWrite(x, y *exch) bool { return x.req.key == y.req.key && x.verb() == y.verb() }
+func pairableWrite(x, y *exch) bool { return x.verb() == y.verb() }
 
 // alignWrites aligns a and b (see above); limbo bounds how many missing
 // and extra writes are searched for reordered pairs.

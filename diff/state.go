@@ -139,7 +139,6 @@ func (o *objState) end() *EndState {
 func (c *comparer) compareState() {
 	ma, oa := c.a.states()
 	mb, ob := c.b.states()
-	c.stA, c.stB = ma, mb
 	n := &c.rep.Summary.State
 	c.rep.States = []ObjectState{}
 	for _, o := range union(oa, ma, ob) {
@@ -150,13 +149,13 @@ func (c *comparer) compareState() {
 			n.Missing++
 			if c.listing() {
 				c.add(os.Subject, &o, Difference{Category: CategoryState, Kind: KindMissing, What: string(x.state()), A: x.last.place(),
-					Detail: x.words()})
+					Detail: string(x.state()) + " in a: " + x.words()})
 			}
 		case x == nil:
 			n.Extra++
 			if c.listing() {
 				c.add(os.Subject, &o, Difference{Category: CategoryState, Kind: KindExtra, What: string(y.state()), B: y.last.place(),
-					Detail: y.words()})
+					Detail: string(y.state()) + " in b: " + y.words()})
 			}
 		default:
 			n.Compared++
@@ -217,16 +216,3 @@ func (o *objState) words() string {
 	return s
 }
 
-// stateOnlyIn reports whether the end state is compared and o's object
-// (whatever its subresource) was written in one session only: its end
-// state difference then names it, and its writes are counted, not listed.
-func (c *comparer) stateOnlyIn(o Object) bool {
-	if c.stA == nil || c.stB == nil {
-		return false
-	}
-	b := o
-	b.Subresource = ""
-	_, inA := c.stA[b]
-	_, inB := c.stB[b]
-	return inA != inB
-}

@@ -13,14 +13,11 @@ import (
 // name, subresource; an Event by its identity): the sequence of its
 // successful writes in A with B's, aligned as an edit script (an
 // inserted or a missing write is one difference, not a shift of every
-// later pair; a write with the same verb and request in both places but
-// another body or status is one changed write). Failed attempts (no
+// later pair; a write with the same verb in both places but another
+// request, body or status is one changed write: seqalign.go). Failed attempts (no
 // answer, 409, 429, 5xx: exch.failed) are left out and counted in
 // Counts.Attempts; where an object's successful writes differ, its first
-// listed difference says how its failed attempts differ too. When the
-// end state is compared, the writes of an object that exists in one
-// session only are counted but not listed: its end state difference names
-// it.
+// listed difference says how its failed attempts differ too.
 func (c *comparer) compareWrites() error {
 	objs := union(c.a.wOrder, c.a.writes, c.b.wOrder)
 	n := &c.rep.Summary.Writes
@@ -33,7 +30,6 @@ func (c *comparer) compareWrites() error {
 		} else {
 			sa, sb = c.unrepeated(sa), c.unrepeated(sb)
 		}
-		hidden := c.stateOnlyIn(o)
 		note := attemptsNote(fa, fb)
 		for _, st := range alignWrites(sa, sb, c.window) {
 			var a, b *exch
@@ -43,7 +39,7 @@ func (c *comparer) compareWrites() error {
 			if st.j >= 0 {
 				b = sb[st.j]
 			}
-			if c.writePair(o, st.op, a, b, hidden, note) {
+			if c.writePair(o, st.op, a, b, note) {
 				note = ""
 			}
 		}
@@ -148,10 +144,10 @@ func sliceSource[T any](s []T) func() (T, bool, error) {
 	}
 }
 
-// writePair counts (and lists, unless hidden) one step of an object's
-// write alignment; note, if not "", is added to the first difference
-// listed. It reports whether it listed one.
-func (c *comparer) writePair(o Object, op writeOp, a, b *exch, hidden bool, note string) bool {
+// writePair counts (and lists) one step of an object's write alignment;
+// note, if not "", is added to the first difference listed. It reports
+// whether it listed one.
+func (c *comparer) writePair(o Object, op writeOp, a, b *exch, note string) bool {
 	n := &c.rep.Summary.Writes
 	subject := o.String()
 	if !o.validObject() {
@@ -162,7 +158,7 @@ func (c *comparer) writePair(o Object, op writeOp, a, b *exch, hidden bool, note
 		obj = nil
 	}
 	list := func(d Difference) bool {
-		if hidden || !c.listing() {
+		if !c.listing() {
 			return false
 		}
 		d.Detail = joinNote(d.Detail, note)
@@ -189,7 +185,7 @@ func (c *comparer) writePair(o Object, op writeOp, a, b *exch, hidden bool, note
 	case wMatch:
 		return false
 	}
-	// wChanged: the same verb and request, another body or status.
+	// wChanged: the same verb, another request, body or status.
 	if a.status != b.status {
 		n.Status++
 		d := Difference{Category: CategoryWrite, Kind: KindStatus, What: a.verb(), A: a.place(), B: b.place(),
