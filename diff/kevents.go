@@ -37,15 +37,15 @@ func parseKEvent(doc []byte, n *names) kevent {
 		Metadata struct {
 			Name string `json:"name"`
 		} `json:"metadata"`
-		Involved *eventObj `json:"involvedObject"`
-		Regarding *eventObj `json:"regarding"`
-		Reason    string    `json:"reason"`
-		Message   string    `json:"message"`
-		Note      string    `json:"note"`
-		Type      string    `json:"type"`
-		Count     *int64    `json:"count"`
-		Deprecated *int64   `json:"deprecatedCount"`
-		Series    *struct {
+		Involved   *eventObj `json:"involvedObject"`
+		Regarding  *eventObj `json:"regarding"`
+		Reason     string    `json:"reason"`
+		Message    string    `json:"message"`
+		Note       string    `json:"note"`
+		Type       string    `json:"type"`
+		Count      *int64    `json:"count"`
+		Deprecated *int64    `json:"deprecatedCount"`
+		Series     *struct {
 			Count *int64 `json:"count"`
 		} `json:"series"`
 		Source struct {

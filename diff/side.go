@@ -65,7 +65,7 @@ type exch struct {
 	// A create with metadata.generateName: the generateName, the
 	// controlling owner (as sent), and the name the server gave.
 	genName, ownerKind, ownerName, server string
-	kev                                    *kevent // a write of an Event
+	kev                                   *kevent // a write of an Event
 }
 
 // failed reports whether a write is a failed attempt: no answer, or one

@@ -27,11 +27,11 @@ const (
 
 // ObjectState is one object's end state in both sessions (Report.States).
 type ObjectState struct {
-	Subject string     `json:"subject"`
-	Object  Object     `json:"object"`
-	A       *EndState  `json:"a,omitempty"` // nil: not written in A (successfully)
-	B       *EndState  `json:"b,omitempty"`
-	Same    bool       `json:"same"`
+	Subject string    `json:"subject"`
+	Object  Object    `json:"object"`
+	A       *EndState `json:"a,omitempty"` // nil: not written in A (successfully)
+	B       *EndState `json:"b,omitempty"`
+	Same    bool      `json:"same"`
 }
 
 // EndState is an object's end state in one session.
@@ -215,4 +215,3 @@ func (o *objState) words() string {
 	}
 	return s
 }
-
