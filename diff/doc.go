@@ -167,7 +167,12 @@
 // window, whatever the number of events; a document is decoded only when
 // its bytes differ, and its tree kept only to render a listed difference.
 // Bodies and events over Options.MaxBodySize are compared byte for byte.
-// The alignment is greedy (the nearest common event after a difference),
+// The blocks holding successful creates are read once more, first, for
+// the names the server generated (a table of O(creates)). An object's
+// writes are aligned in time and memory linear in their number where the
+// sessions agree, and O(n·m) over the part where they do not (at most
+// 4 Mi pairs; past that they pair by position). The event alignment is
+// greedy (the nearest common event after a difference),
 // not a minimal edit script: a stream that differs more than a window
 // apart is reported as what it holds missing and extra.
 //
