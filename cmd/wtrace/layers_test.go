@@ -35,7 +35,7 @@ var layerOf = map[string]struct {
 	"capture/pcapfile":    {3, false, []string{modZstd}},
 	"capture/tlsdec":      {3, false, []string{modXcrypto}},
 	"capture/redact":      {3, false, []string{modProtobuf}},
-	"diff":                {3, false, []string{modK8sAPIMachinery}},
+	"diff":                {3, false, nil},
 	"capture":             {4, false, []string{modXxhash, modZstd, modXnet}},
 	"replay":              {4, false, []string{modGoautoneg, modK8sAPIMachinery, modSigsYAML}},
 	"export":              {4, false, []string{modZstd, modXnet}},
