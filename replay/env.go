@@ -55,8 +55,8 @@ func (s *Server) causal() bool { return s.env != nil }
 
 // activity tracks what the clients are doing, for PaceQuiet and Settle.
 type activity struct {
-	inflight atomic.Int64 // requests in flight that are not watches
-	last     atomic.Int64 // UnixNano (the server's clock) of the last activity: a request begun or ended, a change applied
+	inflight atomic.Int64  // requests in flight that are not watches
+	last     atomic.Int64  // UnixNano (the server's clock) of the last activity: a request begun or ended, a change applied
 	wake     chan struct{} // a token when a request ends (buffered, one)
 }
 

@@ -136,6 +136,10 @@ var compareSteps = []compareStep{
 	{name: "list after delete collection", method: "GET", path: ns + "/configmaps"},
 	{name: "table pods", method: "GET", path: ns + "/pods", accept: tblAcc},
 	{name: "pod status patch keeps owners", method: "PATCH", path: ns + "/pods/pod/status", contentType: mergeCT, body: `{"metadata":{"annotations":{"a":"b"},"labels":{"l":"m"},"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"seed-c","uid":"00000000-0000-0000-0000-000000000001"}]},"status":{"phase":"Running"}}`},
+	{name: "create pod", method: "POST", path: ns + "/pods", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"Pod","metadata":{"generateName":"web-"},"spec":{"containers":[{"name":"c","image":"nginx:1.27","resources":{"limits":{"cpu":"100m"}}},{"name":"d","image":"busybox","ports":[{"containerPort":80}]}]}}`,
+		skip: []string{"metadata.name", "spec.volumes.[].name", "spec.containers.[].volumeMounts.[].name"}},
+	{name: "create pod without its service account", method: "POST", path: ns + "/pods", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"nosa"},"spec":{"serviceAccountName":"nope","containers":[{"name":"c","image":"nginx"}]}}`},
+	{name: "create pod, no token", method: "POST", path: ns + "/pods", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"notoken"},"spec":{"automountServiceAccountToken":false,"priorityClassName":"system-cluster-critical","tolerations":[{"operator":"Exists"}],"containers":[{"name":"c","image":"nginx@sha256:0000000000000000000000000000000000000000000000000000000000000000","resources":{"limits":{"cpu":"1","memory":"1Gi"}}}]}}`},
 	{name: "delete pod", method: "DELETE", path: ns + "/pods/pod"},
 	{name: "status of configmap", method: "GET", path: ns + "/configmaps/sa/status"},
 	{name: "scale", method: "GET", path: apps + "/deployments/dep/scale"},
@@ -220,7 +224,7 @@ func TestAgainstAPIServer(t *testing.T) {
 		t.Fatalf("seed widget: %d %s", resp.StatusCode, b)
 	}
 	var lists [][2]string
-	for _, p := range []string{ns + "/configmaps", ns + "/secrets", ns + "/pods", apps + "/deployments", crs} {
+	for _, p := range []string{ns + "/configmaps", ns + "/secrets", ns + "/pods", ns + "/serviceaccounts", apps + "/deployments", crs} {
 		resp, b := c.Do("GET", p, http.Header{"Accept": {jsonCT}}, nil)
 		if resp.StatusCode != 200 {
 			t.Fatalf("LIST %s: %d %s", p, resp.StatusCode, b)

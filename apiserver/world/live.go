@@ -452,4 +452,3 @@ func (s *Store) Pairs() map[Resource]map[Key]Key {
 // warmFieldManagers builds the field managers' schemas of the built-in
 // kinds (about 150 ms) ahead of the first write, off the store's lock.
 func warmFieldManagers() { _ = builtinTypes() }
-

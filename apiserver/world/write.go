@@ -15,8 +15,8 @@ import (
 
 	"github.com/google/uuid"
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
-	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -207,6 +207,7 @@ func (s *Store) createLocked(r *Request, info Info, h *history, obj runtime.Obje
 		m.SetGeneration(1)
 	}
 	defaultCreate(obj)
+	defaultObject(obj)
 	prepareCreate(obj, info, pol)
 	mgr, err := fieldManager(info.GVK(), "")
 	if err != nil {
@@ -214,6 +215,9 @@ func (s *Store) createLocked(r *Request, info Info, h *history, obj runtime.Obje
 	}
 	live := newObject(info.GVK())
 	obj = mgr.UpdateNoErrors(live, obj, p.manager)
+	if err := s.admit(obj); err != nil {
+		return s.errorResponse(r, err, how)
+	}
 	if o, ok := obj.(*corev1.Namespace); ok {
 		// The namespace strategy's PrepareForCreate: after the field
 		// manager, which does not count these fields as the client's.
@@ -270,7 +274,7 @@ func prepareCreate(obj runtime.Object, info Info, pol policy) {
 	case *corev1.Namespace:
 		return // after the field manager (createLocked)
 	case *corev1.Pod:
-		o.Status = corev1.PodStatus{Phase: corev1.PodPending}
+		o.Status = corev1.PodStatus{} // Pending after the field manager (admitPod)
 		return
 	case *unstructured.Unstructured:
 		if pol.status {
