@@ -312,7 +312,9 @@ func (l *loader) list(x *formats.ExchangeInfo, t Target, q url.Values, f frame.F
 	}
 	// The resource's kind, even when the list is empty (a custom
 	// resource the session shows no object of is still served).
-	l.history(t.Resource, codec.Object{Kind: kind})
+	if h := l.history(t.Resource, codec.Object{Kind: kind}); t.Namespace != "" {
+		h.info.Namespaced = true
+	}
 	rv, ok := parseRV(lst.ResourceVersion)
 	if !ok {
 		return nil
@@ -359,6 +361,9 @@ func (l *loader) objectMeta(r Resource, o codec.Object, typ EventType, t int64, 
 		return nil
 	}
 	h := l.history(r, o)
+	if ns != "" {
+		h.info.Namespaced = true
+	}
 	k := Key{ns, name}
 	byKey := l.seen[r]
 	if byKey == nil {
@@ -416,7 +421,9 @@ func (l *loader) history(r Resource, o codec.Object) *history {
 	if h == nil {
 		info, ok := builtinInfo(r)
 		if !ok {
-			info = Info{Resource: r, Namespaced: !clusterScoped[r.Resource]}
+			// A custom resource: namespaced once a path or an object of
+			// it shows a namespace (objectMeta, list).
+			info = Info{Resource: r}
 		}
 		h = newHistory(info)
 		l.s.res[r] = h

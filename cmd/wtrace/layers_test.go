@@ -26,11 +26,11 @@ var layerOf = map[string]struct {
 	"internal/cborscan":   {0, false, nil},
 	"internal/selfsigned": {0, false, nil},
 	"internal/apipath":    {0, false, nil},
-	"internal/healthz":    {0, false, []string{modPrometheus}},
 	"internal/kscheme":    {0, false, []string{modK8sAPIMachinery, modK8sClientGo}},
 	"chunked":             {1, false, nil},
 	"frame":               {1, false, []string{modJsonIter, modProtobuf}},
 	"formats":             {2, false, []string{modZstd, modXsys}},
+	"apiserver/openapi":   {2, false, []string{modZstd}},
 	"apiserver/codec":     {2, false, []string{modGoautoneg, modK8sAPI, modK8sAPIMachinery, modSigsYAML}},
 	"apiserver/world":     {3, false, []string{modUuid, modJsonPatch, modK8sAPI, modK8sAPIMachinery, modK8sClientGo, modSmd, modSigsYAML}},
 	"capture/pcapfile":    {3, false, []string{modZstd}},
@@ -38,11 +38,11 @@ var layerOf = map[string]struct {
 	"capture/redact":      {3, false, []string{modProtobuf}},
 	"diff":                {3, false, nil},
 	"capture":             {4, false, []string{modXxhash, modZstd, modXnet}},
-	"replay":              {4, false, []string{modGoautoneg, modK8sAPIMachinery, modSigsYAML, modPrometheus}},
+	"replay":              {4, false, []string{modGoautoneg, modK8sAPIMachinery, modSigsYAML}},
 	"export":              {4, false, []string{modZstd, modXnet}},
 	"edit":                {4, false, []string{modK8sAPIMachinery}},
 	"capture/live":        {5, false, []string{modXnet, modXsys}},
-	"capture/proxy":       {5, false, []string{modXnet, modK8sClientGo, modPrometheus}},
+	"capture/proxy":       {5, false, []string{modXnet, modK8sClientGo}},
 	"replay/record":       {5, false, nil},
 	"cmd/wtrace":          {6, false, []string{modZstd, modCobra, modXterm, modK8sClientGo}},
 	"testkit/pcaptest":    {0, true, []string{modGopacket}},
@@ -55,6 +55,7 @@ var layerOf = map[string]struct {
 	"testkit/kcmtest":     {7, true, []string{modK8sAPI, modK8sAPIMachinery, modK8sClientGo}},
 	"tools/pcapcat":       {6, true, nil},
 	"tools/pcapgen":       {6, true, []string{modGopacket}},
+	"tools/mkopenapi":     {6, true, []string{modZstd, modK8sClientGo}},
 	"tools/mkcorpus":      {6, true, []string{modGopacket, modK8sAPIMachinery, modK8sClientGo}},
 }
 
@@ -70,7 +71,6 @@ const (
 	modK8sClientGo     = "k8s.io/client-go"
 	modK8sUtils        = "k8s.io/utils"
 	modProtobuf        = "google.golang.org/protobuf"
-	modPrometheus      = "github.com/prometheus/client_golang"
 	modSigsYAML        = "sigs.k8s.io/yaml"
 	modSmd             = "sigs.k8s.io/structured-merge-diff/v6"
 	modUuid            = "github.com/google/uuid"
