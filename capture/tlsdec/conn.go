@@ -604,7 +604,8 @@ func (c *Conn) releaseBufs(h *half) {
 // follows are delivered as usual, and a note says where the direction
 // resynchronised, how many bytes were skipped (counted in Lost and
 // ResyncSkipped) and how many records were lost (LostRecords). If nothing
-// authenticates within about 72 KiB after the gap, or the trial
+// authenticates within about 72 KiB after the gap (a bound for gaps, not
+// for records damaged in place: see the package documentation), or the trial
 // decryptions exceed 32 MiB of work for the gap or the direction's credit
 // (earned by the bytes fed), the direction is given up with a note, as
 // before its application keys (DirInfo.Stopped). A gap while
