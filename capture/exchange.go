@@ -3,13 +3,13 @@ package capture
 import (
 	"fmt"
 	"mime"
-	"net/url"
 	"strings"
 
 	"github.com/wtrace/wtrace/capture/redact"
 	"github.com/wtrace/wtrace/chunked"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
+	"github.com/wtrace/wtrace/internal/apipath"
 )
 
 const (
@@ -119,7 +119,7 @@ func (s *session) newExchange(conn uint64, req formats.Request) *exchange {
 	req.Conn = conn
 	if !req.Missing {
 		x.watchKnown = true
-		x.watch = isWatchTarget(req.Target)
+		x.watch = apipath.IsWatch(req.Method, req.Target)
 		x.secret = s.secrets != nil && redact.SecretPath(req.Target)
 		if ct, enc := headerValue(req.Header, "Content-Type"), headerValue(req.Header, "Content-Encoding"); ct != "" || enc != "" {
 			a := x.more()
@@ -162,27 +162,6 @@ func (x *exchange) park() parkedExchange {
 func (p *parkedExchange) resume() *exchange {
 	return &exchange{s: p.s, id: p.id, conn: p.conn, method: p.method, reqOff: p.reqOff, t: p.t,
 		watch: p.watch, watchKnown: p.watchKnown, secret: p.secret, reqEnded: true}
-}
-
-// isWatchTarget reports whether a request-target asks for a watch: the
-// watch query parameter ("true", "1") or the legacy /watch/ path prefix.
-func isWatchTarget(target string) bool {
-	path, query, _ := strings.Cut(target, "?")
-	if strings.HasPrefix(path, "/api/v1/watch/") || strings.Contains(path, "/watch/") && strings.HasPrefix(path, "/apis/") {
-		return true
-	}
-	if query == "" {
-		return false
-	}
-	q, err := url.ParseQuery(query)
-	if err != nil {
-		return strings.Contains(query, "watch=true") || strings.Contains(query, "watch=1")
-	}
-	switch strings.ToLower(q.Get("watch")) {
-	case "true", "1":
-		return true
-	}
-	return false
 }
 
 // requestBody records a piece of the request body.
