@@ -78,7 +78,8 @@ type exchange struct {
 // exchangeAux is what only some exchanges need: kept apart, since an
 // open watch's exchange may live for hours and its size counts.
 type exchangeAux struct {
-	reqCT, reqEnc string        // the request's Content-Type and Content-Encoding
+	reqCT, reqEnc string        // the request's Content-Type and Content-Encoding (and transfer codings)
+	respTE        string        // the response's transfer codings besides chunked
 	lastExt       string        // the response's last-chunk extensions (HTTP/1.1 chunked)
 	req, resp     redact.Report // what redaction replaced in each direction
 }
@@ -97,6 +98,34 @@ func (x *exchange) rep(dir formats.Direction) *redact.Report {
 		return &x.more().req
 	}
 	return &x.more().resp
+}
+
+// transferCoding notes the transfer codings besides chunked of direction
+// dir's body ("gzip"), before its head is handled (the response's) or its
+// body arrives (the request's). They apply after any content coding:
+// redaction and event splitting read the body through both, a content
+// coding first — and what cannot be decoded so is replaced (fail closed),
+// a body stored gzip'd by its transfer coding is never stored unjudged.
+func (x *exchange) transferCoding(dir formats.Direction, coding string) {
+	a := x.more()
+	if dir == formats.ClientToServer {
+		a.reqEnc = stackCodings(a.reqEnc, coding)
+	} else {
+		a.respTE = coding
+	}
+}
+
+// stackCodings returns the coding of a body content-coded ce, then
+// transfer-coded te: one of them alone, or both listed (which no decoder
+// here takes: the body is then replaced, fail closed).
+func stackCodings(ce, te string) string {
+	if ce == "" || strings.EqualFold(strings.TrimSpace(ce), "identity") {
+		return te
+	}
+	if te == "" {
+		return ce
+	}
+	return ce + ", " + te
 }
 
 // setLastExt notes the response's last-chunk extensions.
@@ -229,6 +258,9 @@ func (x *exchange) response(r formats.Response) {
 	r.Exchange = x.id
 	ct := headerValue(r.Header, "Content-Type")
 	enc := headerValue(r.Header, "Content-Encoding")
+	if x.aux != nil && x.aux.respTE != "" {
+		enc = stackCodings(enc, x.aux.respTE)
+	}
 	r.Encoding = enc
 	x.respCT, x.respEnc = strings.Clone(ct), strings.Clone(enc)
 	x.resp, x.hasResp, x.respMid = &r, true, r.Midstream

@@ -31,7 +31,10 @@ type h1Msg struct {
 	reason  string
 	header  []formats.Header
 
-	chunked   bool // Transfer-Encoding's final coding is chunked
+	chunked bool // Transfer-Encoding's final coding is chunked
+	// teCoding: the transfer codings besides chunked (and identity), in
+	// the order applied ("gzip"); "" if none.
+	teCoding  string
 	hasTE     bool
 	length    int64 // Content-Length, -1 if absent
 	badLength bool  // Content-Length present but invalid or conflicting
@@ -126,9 +129,16 @@ func parseHead(b []byte, request bool) (*h1Msg, error) {
 		value = strings.Trim(value, " \t")
 		switch strings.ToLower(name) {
 		case "transfer-encoding":
+			// Repeated fields are one list (RFC 9110 §5.3); the last coding
+			// frames the body (RFC 9112 §6.3).
 			m.hasTE = true
-			codings := strings.Split(value, ",")
-			m.chunked = strings.EqualFold(strings.TrimSpace(codings[len(codings)-1]), "chunked")
+			for c := range strings.SplitSeq(value, ",") {
+				c = strings.ToLower(strings.TrimSpace(c))
+				m.chunked = c == "chunked"
+				if c != "chunked" && c != "identity" && c != "" {
+					m.teCoding = joinCoding(m.teCoding, c)
+				}
+			}
 		case "content-length":
 			lengths = append(lengths, value)
 		case "upgrade":
@@ -151,6 +161,14 @@ func parseHead(b []byte, request bool) (*h1Msg, error) {
 		m.length = -1
 	}
 	return m, nil
+}
+
+// joinCoding appends coding c to the list of codings a.
+func joinCoding(a, c string) string {
+	if a == "" {
+		return c
+	}
+	return a + ", " + c
 }
 
 func splitLines(b []byte) []string {
@@ -512,6 +530,9 @@ func (d *h1Dir) request(m *h1Msg, t int64) {
 	}
 	c.queue = append(c.queue, queued{x: x})
 	d.x = x
+	if m.teCoding != "" {
+		x.transferCoding(formats.ClientToServer, m.teCoding)
+	}
 	switch {
 	case m.hasTE && m.chunked:
 		d.startChunked()
@@ -548,6 +569,9 @@ func (d *h1Dir) response(m *h1Msg, t int64) {
 		x = c.s.newExchange(c.id, formats.Request{Time: t, Missing: true})
 	}
 	d.x = x
+	if m.teCoding != "" {
+		x.transferCoding(formats.ServerToClient, m.teCoding)
+	}
 	r := formats.Response{Time: t, Proto: m.proto, Status: m.status, Reason: m.reason, Header: m.header}
 	noBody := x.method == "HEAD" || m.status == 204 || m.status == 304 || m.status < 200
 	switch {

@@ -33,6 +33,12 @@ type BodyOptions struct {
 	// Midstream: the body's beginning was not captured. Its bytes cannot
 	// be parsed, so all of them are replaced.
 	Midstream bool
+	// SecretPath: the body answers (or is sent to) a request whose path
+	// addresses Secrets (SecretPath). A body of such an exchange is judged
+	// whatever its Content-Type says: JSON served as text is read as JSON,
+	// and a text or untyped body that is not JSON (YAML, say) is held whole
+	// and replaced if it may hold a Secret, as a YAML body is.
+	SecretPath bool
 }
 
 type bmode uint8
@@ -165,11 +171,16 @@ func (b *Body) decide(final bool) bool {
 		return false
 	}
 	text := strings.HasPrefix(b.mt, "text/")
+	secretPath := b.o.AssumeSecret || b.o.SecretPath
 	switch {
+	case b.form():
+		// No Kubernetes API takes a form (kube-apiserver answers 415),
+		// and a form is how credentials are posted: held whole, judged.
+		b.mode = mWhole
 	case bytes.HasPrefix(b.sniff, protoMagic):
 		b.mode = mProto
 		b.pb = &protoBody{s: b.s, rep: b.rep}
-	case i < len(b.sniff) && (b.sniff[i] == '{' || b.sniff[i] == '[') && (!text || b.o.AssumeSecret):
+	case i < len(b.sniff) && (b.sniff[i] == '{' || b.sniff[i] == '[') && (!text || secretPath):
 		b.mode = mJSON
 		b.jw = newJSONWalker(b.s, b.rep, b.o.AssumeSecret)
 	case i == len(b.sniff) && final && !b.o.AssumeSecret:
@@ -179,7 +190,7 @@ func (b *Body) decide(final bool) bool {
 		// reads whatever follows (and fails closed on what is not JSON).
 		b.mode = mJSON
 		b.jw = newJSONWalker(b.s, b.rep, b.o.AssumeSecret)
-	case b.structured():
+	case b.structured(), b.o.SecretPath && (text || b.mt == ""):
 		b.mode = mWhole
 	case b.o.AssumeSecret:
 		b.mode = mReplace
@@ -276,6 +287,12 @@ func (b *Body) Close(complete bool, emit func([]byte)) {
 	}
 }
 
+// form reports a form-encoded body (application/x-www-form-urlencoded,
+// multipart/form-data).
+func (b *Body) form() bool {
+	return b.mt == "application/x-www-form-urlencoded" || b.mt == "multipart/form-data"
+}
+
 // cbor reports a CBOR body (application/cbor, or a +cbor suffix).
 func (b *Body) cbor() bool {
 	return b.mt == "application/cbor" || strings.HasSuffix(b.mt, "+cbor")
@@ -287,6 +304,8 @@ func (b *Body) what() string {
 		return "YAML"
 	case strings.Contains(b.mt, "cbor"):
 		return "CBOR"
+	case b.form():
+		return "form-encoded"
 	case b.mt == "":
 		return "untyped"
 	}
@@ -294,21 +313,50 @@ func (b *Body) what() string {
 }
 
 // mayHold reports whether a body the package cannot parse may hold a
-// credential: it mentions a secret or a token in any case, or (YAML,
-// CBOR) holds an escape or an indefinite-length string that could hide
-// one.
+// credential: it mentions a secret or a token in any case, or holds what
+// could hide such a word from that check. CBOR: an escape or an
+// indefinite-length string. A form, always: a form is how passwords are
+// posted, under any field name, and no Kubernetes API takes one (the
+// apiserver answers 415), so nothing is lost. YAML, text and untyped
+// bodies, as a YAML decoder reads them: a backslash (an escape in a
+// double-quoted scalar: "\x53ecret"), a tag ("!!binary U2VjcmV0" is
+// "Secret", as a key or a value; any tag may resolve to a string), or
+// bytes that are not plain UTF-8 text (a NUL or a byte-order mark: UTF-16
+// spells a word with NULs between its letters).
 func (b *Body) mayHold(h []byte) bool {
 	l := bytes.ToLower(h)
 	if bytes.Contains(l, []byte("secret")) || bytes.Contains(l, []byte("token")) {
 		return true
 	}
 	switch {
-	case strings.HasSuffix(b.mt, "yaml"):
-		return bytes.IndexByte(h, '\\') >= 0
 	case strings.Contains(b.mt, "cbor"):
 		return bytes.IndexByte(h, 0x7f) >= 0 || bytes.IndexByte(h, 0x5f) >= 0
+	case b.form():
+		return true
 	}
-	return false
+	return bytes.IndexByte(h, '\\') >= 0 || yamlTag(h) || bytes.IndexByte(h, 0) >= 0 ||
+		bytes.HasPrefix(h, []byte{0xef, 0xbb, 0xbf}) || bytes.HasPrefix(h, []byte{0xfe, 0xff}) || bytes.HasPrefix(h, []byte{0xff, 0xfe})
+}
+
+// yamlTag reports whether h holds a YAML tag: a '!' that begins a node
+// (YAML 1.1 §6.9.1, "c-tag"), at the start of a line or after a space, a
+// tab or a flow indicator.
+func yamlTag(h []byte) bool {
+	for i := 0; ; {
+		k := bytes.IndexByte(h[i:], '!')
+		if k < 0 {
+			return false
+		}
+		j := i + k
+		if j == 0 {
+			return true
+		}
+		switch h[j-1] {
+		case ' ', '\t', '\n', '\r', '[', '{', ',', '-', ':', '?':
+			return true
+		}
+		i = j + 1
+	}
 }
 
 // protoBody is the protobuf path of a Body. The envelope's kind comes

@@ -94,12 +94,14 @@ func decide(w why, kind string) decision {
 			return dRedact
 		}
 	case whyLastApplied:
-		switch kind {
-		case "Secret":
+		// The annotation copies the object as applied: a Secret's is one;
+		// any other's is judged by what it holds (a custom resource may
+		// embed a Secret, a PartialObjectMetadata or a kindless object
+		// may be a Secret's view).
+		if kind == "Secret" {
 			return dRedact
-		case "", "PartialObjectMetadata":
-			return dContent
 		}
+		return dContent
 	case whyToken:
 		if kind == "TokenRequest" {
 			return dRedact
@@ -216,15 +218,16 @@ type jframe struct {
 	ktext string // current member name (clipped)
 
 	// As an owner (objects only).
-	kind    string
-	hasKind bool
-	item    bool // an element of the items of the object at owner
-	assume  bool // the root of a body sent to a Secret endpoint: a Secret if it has no kind
-	name    string
-	ns      string
-	cands   []cand // waiting for kind
-	icands  []cand // waiting for kind, forwarded by kindless items
-	done    []done // redacted, reported when the object ends (its name is known then)
+	kind         string
+	hasKind      bool
+	itemsDecided bool // values of its kindless items were decided by its kind
+	item         bool // an element of the items of the object at owner
+	assume       bool // the root of a body sent to a Secret endpoint: a Secret if it has no kind
+	name         string
+	ns           string
+	cands        []cand // waiting for kind
+	icands       []cand // waiting for kind, forwarded by kindless items
+	done         []done // redacted, reported when the object ends (its name is known then)
 }
 
 type done struct {
@@ -995,19 +998,14 @@ func dataField(p *jframe) string {
 }
 
 // candidate opens a candidate string value of owner oi (-1: none, always
-// redacted) starting after the quote at w.pos.
+// redacted) starting after the quote at w.pos. A value of an owner waits
+// for the owner's end, decided then by its kind: the last of its "kind"
+// members, as the apiserver's decoder takes it (a "kind" after the values
+// may change what they are).
 func (w *jsonWalker) candidate(y why, oi int, field string) {
 	d := dRedact
 	if oi >= 0 {
-		o := &w.stack[oi]
-		if o.hasKind {
-			d = decide(y, o.kind)
-		} else {
-			d = dPending
-		}
-	}
-	if d == dKeep {
-		return
+		d = dPending
 	}
 	w.open = &cand{start: w.pos + 1, end: -1, why: y, b64: y == whyData, d: d, field: field, owner: oi}
 	w.streamFill = false
@@ -1154,7 +1152,11 @@ func (w *jsonWalker) stringEnd() {
 		default:
 			w.settle(c, c.d)
 		}
-		return
+		if cp == capNone {
+			return
+		}
+		// A string both waits and is read: the kind of an object embedded
+		// in a data member (a ControllerRevision's).
 	}
 	if len(w.stack) == 0 {
 		return
@@ -1189,14 +1191,23 @@ func (w *jsonWalker) fillOpen2(c *cand) {
 	w.noteDone(c, c.end-c.start)
 }
 
-// setKind records the kind of object oi and settles what waited for it.
+// setKind records the kind of object oi and settles what its items
+// forwarded to it. Its own values wait for its end (see candidate): a
+// repeated "kind" replaces the first, as encoding/json keeps the last of
+// repeated members — unless items were already decided by the first (a
+// list's), which cannot be taken back: then it fails closed.
 func (w *jsonWalker) setKind(oi int, kind string) {
 	o := &w.stack[oi]
 	if o.hasKind {
 		if o.kind != kind {
-			// encoding/json keeps the last of repeated members; what was
-			// decided on the first cannot be taken back: fail closed.
-			w.fail(w.pos, fmt.Sprintf("json at byte %d: an object with two kinds (%q, %q)", w.pos, clipField(o.kind), clipField(kind)))
+			if o.itemsDecided {
+				w.fail(w.pos, fmt.Sprintf("json at byte %d: a list with two kinds (%q, %q) after items decided by the first", w.pos, clipField(o.kind), clipField(kind)))
+				return
+			}
+			o.kind = kind
+			if oi == 0 {
+				w.rootKind = kind
+			}
 		}
 		return
 	}
@@ -1204,12 +1215,9 @@ func (w *jsonWalker) setKind(oi int, kind string) {
 	if oi == 0 {
 		w.rootKind = kind
 	}
-	cands, icands := o.cands, o.icands
-	o.cands, o.icands = nil, nil
-	w.dropPending(len(cands) + len(icands))
-	for i := range cands {
-		w.settle(&cands[i], decide(cands[i].why, kind))
-	}
+	icands := o.icands
+	o.icands = nil
+	w.dropPending(len(icands))
 	ik := itemKind(kind)
 	for i := range icands {
 		icands[i].okind = ik
@@ -1267,6 +1275,13 @@ func validLiteral(l []byte) bool {
 func (w *jsonWalker) pop() {
 	n := len(w.stack) - 1
 	fr := &w.stack[n]
+	if fr.obj && fr.hasKind && len(fr.cands) > 0 {
+		w.dropPending(len(fr.cands))
+		for i := range fr.cands {
+			w.settle(&fr.cands[i], decide(fr.cands[i].why, fr.kind))
+		}
+		fr.cands = nil
+	}
 	if fr.obj && !fr.hasKind && (len(fr.cands) > 0 || len(fr.icands) > 0) {
 		w.dropPending(len(fr.cands) + len(fr.icands))
 		switch {
@@ -1287,6 +1302,7 @@ func (w *jsonWalker) pop() {
 				all[i].owner = -1
 			}
 			if l.hasKind {
+				l.itemsDecided = true
 				ik := itemKind(l.kind)
 				for i := range all {
 					all[i].okind = ik
