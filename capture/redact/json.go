@@ -329,13 +329,25 @@ func pooledJSONWalker(s *Secrets, rep *Report) *jsonWalker {
 // nested event's stack is dropped rather than held).
 const maxPooledFrames = 256
 
+// maxPooledCands bounds the waiting values a recycled frame keeps room
+// for.
+const maxPooledCands = 64
+
 // recycle resets w and returns it to the pool; w must not be used after.
 func (w *jsonWalker) recycle() {
 	if cap(w.stack) > maxPooledFrames || cap(w.cbuf) > 64<<10 {
 		return
 	}
 	st := w.stack[:cap(w.stack)]
-	clear(st)
+	for i := range st {
+		// A slot keeps the storage of its frame's waiting values: the
+		// values of most objects wait for its end (see candidate).
+		c := st[i].cands[:0]
+		if cap(c) > maxPooledCands {
+			c = nil
+		}
+		st[i] = jframe{cands: c}
+	}
 	*w = jsonWalker{stack: st[:0], cbuf: w.cbuf[:0], lit: w.lit[:0]}
 	walkers.Put(w)
 }
@@ -803,6 +815,9 @@ func (w *jsonWalker) valueStart(c byte) {
 			return
 		}
 		fr := w.child(c == '{')
+		if n := len(w.stack); n < cap(w.stack) {
+			fr.cands = w.stack[:n+1][n].cands[:0] // the slot's storage, reused
+		}
 		w.stack = append(w.stack, fr)
 		if c == '{' {
 			w.st = sKeyOrEnd
@@ -1280,7 +1295,7 @@ func (w *jsonWalker) pop() {
 		for i := range fr.cands {
 			w.settle(&fr.cands[i], decide(fr.cands[i].why, fr.kind))
 		}
-		fr.cands = nil
+		fr.cands = fr.cands[:0]
 	}
 	if fr.obj && !fr.hasKind && (len(fr.cands) > 0 || len(fr.icands) > 0) {
 		w.dropPending(len(fr.cands) + len(fr.icands))
@@ -1320,7 +1335,7 @@ func (w *jsonWalker) pop() {
 				w.settle(&fr.icands[i], decide(fr.icands[i].why, ""))
 			}
 		}
-		fr.cands, fr.icands = nil, nil
+		fr.cands, fr.icands = fr.cands[:0], nil
 	}
 	w.report(fr)
 	w.stack = w.stack[:n]
