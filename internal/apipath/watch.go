@@ -32,27 +32,12 @@ func IsWatch(method, target string) bool {
 	if err != nil {
 		return false
 	}
-	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
-	// /api/VERSION/… or /apis/GROUP/VERSION/…: what follows the version.
-	var rest []string
-	switch {
-	case len(parts) >= 3 && parts[0] == "api":
-		rest = parts[2:]
-	case len(parts) >= 4 && parts[0] == "apis":
-		rest = parts[3:]
-	default:
-		return false
-	}
-	if rest[0] == "watch" {
-		return len(rest) >= 2
-	}
-	// namespaces/NS/RESOURCE/… is RESOURCE/… in namespace NS (a
-	// namespace's own subresources, namespaces/NS/status, excepted).
-	if rest[0] == "namespaces" && len(rest) > 2 && !namespaceSubresource(rest[2]) {
-		rest = rest[2:]
-	}
-	if len(rest) >= 2 {
-		return false // an object's name: a GET of one object
+	path, legacy := StripWatchSegment(u.Path)
+	r, ok := ParseResource(path)
+	if legacy || !ok || r.Name != "" {
+		// The legacy segment makes a watch of what follows it; else only
+		// a collection is watched (a name is a GET of one object).
+		return legacy && ok
 	}
 	vals, ok := u.Query()["watch"]
 	if !ok || len(vals) == 0 {
@@ -60,10 +45,4 @@ func IsWatch(method, target string) bool {
 	}
 	v := vals[0]
 	return v != "0" && !strings.EqualFold(v, "false")
-}
-
-// namespaceSubresource reports whether s is a subresource of a namespace
-// (k8s.io/apiserver's namespaceSubresources).
-func namespaceSubresource(s string) bool {
-	return s == "status" || s == "finalize"
 }
