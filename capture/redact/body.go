@@ -2,8 +2,11 @@ package redact
 
 import (
 	"bytes"
+	"io"
 	"mime"
 	"strings"
+
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 const (
@@ -374,6 +377,10 @@ type protoBody struct {
 	tail    []byte
 	changed bool
 	scratch []byte
+	// pAnnot: the annotation value field's tag and length as they arrive,
+	// and the value's length once they are known (-1 before).
+	annHdr  []byte
+	annNeed int
 }
 
 type pstate uint8
@@ -384,6 +391,7 @@ const (
 	pPass                   // a typed message: streamed, scanning for a nested envelope
 	pHoldRest               // from a nested envelope on: held
 	pReplace                // failed closed: every byte replaced
+	pAnnot                  // a last-applied-configuration annotation's value: held until whole, judged, then pPass again
 )
 
 func (p *protoBody) write(b []byte, emit func([]byte)) {
@@ -418,14 +426,28 @@ func (p *protoBody) write(b []byte, emit func([]byte)) {
 		p.pass(b, p.pos-int64(len(b)), emit)
 	case pReplace:
 		p.replace(b, emit)
+	case pAnnot:
+		p.annot(b, emit)
 	}
 }
 
-// pass streams b (at absolute offset off) until a nested envelope begins.
+// pass streams b (at absolute offset off) until a nested envelope begins,
+// or the key of a last-applied-configuration annotation (whose value a
+// typed object's ObjectMeta carries right after it: see annot).
 func (p *protoBody) pass(b []byte, off int64, emit func([]byte)) {
 	d := append(p.tail, b...)
 	doff := off - int64(len(p.tail))
-	if k := bytes.Index(d, protoMagic); k >= 0 {
+	k := bytes.Index(d, protoMagic)
+	if a := bytes.Index(d, lastAppliedKey); a >= 0 && (k < 0 || a < k) {
+		end := a + len(lastAppliedKey)
+		emit(d[:end])
+		rest := bytes.Clone(d[end:]) // d may share p.tail's storage
+		p.tail = p.tail[:0]
+		p.st, p.annHdr, p.annNeed = pAnnot, p.annHdr[:0], -1
+		p.annot(rest, emit)
+		return
+	}
+	if k >= 0 {
 		if k > 0 {
 			emit(d[:k])
 		}
@@ -441,11 +463,79 @@ func (p *protoBody) pass(b []byte, off int64, emit func([]byte)) {
 		}
 		return
 	}
-	keep := min(len(d), len(protoMagic)-1)
+	keep := min(len(d), len(lastAppliedKey)-1) // what may begin a magic or a key cut by the piece's end
 	if n := len(d) - keep; n > 0 {
 		emit(d[:n])
 	}
 	p.tail = append(p.tail[:0:0], d[len(d)-keep:]...)
+}
+
+// maxFieldHead bounds a field's tag and length: a one-byte tag and a
+// varint of at most 10 bytes.
+const maxFieldHead = 11
+
+// annot reads the value field after a last-applied-configuration key in a
+// streamed typed object: its tag and length, then the value, held until
+// whole (at most MaxHoldWhole), judged as the JSON walker judges the
+// annotation of any kind (objectHoldsSecret), replaced if it is or holds
+// a Secret, and emitted; streaming then goes on. What is not a value
+// field is emitted as it is.
+func (p *protoBody) annot(b []byte, emit func([]byte)) {
+	for len(b) > 0 {
+		if p.annNeed < 0 {
+			p.annHdr = append(p.annHdr, b[0])
+			b = b[1:]
+			num, typ, n := protowire.ConsumeTag(p.annHdr)
+			var l uint64
+			m := -1
+			if n > 0 {
+				l, m = protowire.ConsumeVarint(p.annHdr[n:])
+			}
+			switch {
+			case (n < 0 || m < 0) && len(p.annHdr) < maxFieldHead && (n < 0 && protowire.ParseError(n) == io.ErrUnexpectedEOF || n > 0 && num == fMapValue && typ == protowire.BytesType):
+				continue // more of the head to come
+			case n < 0 || m < 0 || num != fMapValue || typ != protowire.BytesType:
+				p.annotEnd(b, emit) // not the entry's value: as it is
+				return
+			case l > MaxHoldWhole:
+				p.rep.fail(p.pos-int64(len(b)), 0, "an annotation larger than the limit for one held whole")
+				p.st = pReplace
+				p.replace(p.annHdr, emit)
+				p.replace(b, emit)
+				return
+			}
+			p.annNeed = int(l)
+			p.held = p.held[:0]
+			continue
+		}
+		k := min(len(b), p.annNeed-len(p.held))
+		p.held = append(p.held, b[:k]...)
+		b = b[k:]
+		if len(p.held) == p.annNeed {
+			if v := p.held; objectHoldsSecret(v) {
+				p.s.replace(v, false)
+				p.changed = true
+				p.rep.add(whyLastApplied.reason(), "an object", whyLastApplied.field(""), 1, int64(len(v)))
+			}
+			p.annotEnd(b, emit)
+			return
+		}
+	}
+}
+
+// annotEnd emits what annot holds and streams the rest b again.
+func (p *protoBody) annotEnd(b []byte, emit func([]byte)) {
+	if len(p.annHdr) > 0 {
+		emit(p.annHdr)
+	}
+	if len(p.held) > 0 {
+		emit(p.held)
+	}
+	p.annHdr, p.held, p.annNeed = p.annHdr[:0], nil, -1
+	p.st = pPass
+	if len(b) > 0 {
+		p.pass(b, p.pos-int64(len(b)), emit)
+	}
 }
 
 func (p *protoBody) replace(b []byte, emit func([]byte)) {
@@ -503,7 +593,19 @@ func (p *protoBody) gap(emit func([]byte)) {
 			emit(p.tail)
 			p.tail = p.tail[:0]
 		}
+	case pAnnot:
+		p.annotCut(emit, "bytes were lost in an annotation")
 	}
+}
+
+// annotCut ends an annotation that will not be whole: what was held of
+// it is replaced (fail closed), and streaming goes on.
+func (p *protoBody) annotCut(emit func([]byte), why string) {
+	p.rep.fail(p.pos, 0, why)
+	p.replace(p.annHdr, emit)
+	p.replace(p.held, emit)
+	p.annHdr, p.held, p.annNeed = p.annHdr[:0], nil, -1
+	p.st = pPass
 }
 
 func (p *protoBody) close(emit func([]byte)) {
@@ -526,5 +628,7 @@ func (p *protoBody) close(emit func([]byte)) {
 			emit(p.tail)
 			p.tail = p.tail[:0]
 		}
+	case pAnnot:
+		p.annotCut(emit, "the body ended inside an annotation")
 	}
 }

@@ -1,10 +1,12 @@
 package redact
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -108,5 +110,46 @@ func TestLastAppliedProtobuf(t *testing.T) {
 	ev = protoEvent(t, "ADDED", cm)
 	if out, _ := event(NewSecrets(), frame.Protobuf, ev); string(out) != string(ev) {
 		t.Errorf("a ConfigMap's own last-applied-configuration was changed: %q", out)
+	}
+}
+
+// TestLastAppliedProtobufBody: the same in a protobuf LIST of a typed kind,
+// streamed (its items are not held: only an annotation's value is, until
+// whole), fed whole and in pieces of 7 bytes; a benign annotation goes
+// through unchanged.
+func TestLastAppliedProtobufBody(t *testing.T) {
+	secret := fmt.Sprintf(`{"apiVersion":"v1","kind":"Secret","metadata":{"name":"db"},"data":{"password":%q}}`,
+		base64.StdEncoding.EncodeToString([]byte(plantPassword)))
+	benign := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm"},"data":{"k":"v"}}`
+	list := func(ann string) []byte {
+		l := &corev1.ConfigMapList{TypeMeta: metav1.TypeMeta{Kind: "ConfigMapList", APIVersion: "v1"}}
+		for i := range 3 {
+			a := benign
+			if i == 1 {
+				a = ann
+			}
+			l.Items = append(l.Items, corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i), Namespace: "demo",
+				Annotations: map[string]string{lastApplied: a}}, Data: map[string]string{"k": strings.Repeat("v", 100*i)}})
+		}
+		return pb(t, l)
+	}
+	o := BodyOptions{ContentType: "application/vnd.kubernetes.protobuf"}
+	for _, n := range []int{1 << 20, 7, 1} {
+		in := list(secret)
+		var rep Report
+		out := body(NewSecrets(), o, in, n, &rep)
+		if len(out) != len(in) {
+			t.Fatalf("pieces of %d: %d bytes out of %d", n, len(out), len(in))
+		}
+		if sv := survivors(out, 8); len(sv) > 0 {
+			t.Errorf("pieces of %d: %v survived", n, sv)
+		}
+		if !bytes.Contains(out, []byte(benign)) {
+			t.Errorf("pieces of %d: the benign annotations were changed", n)
+		}
+		in = list(benign)
+		if out := body(NewSecrets(), o, in, n, &rep); !bytes.Equal(out, in) {
+			t.Errorf("pieces of %d: a list of benign annotations was changed", n)
+		}
 	}
 }

@@ -40,7 +40,7 @@
 //     PartialObjectMetadata of metadata-only informers and Table rows, an
 //     object without a kind), if the annotation's own content is a
 //     Secret, holds one, or cannot be parsed — in JSON, CBOR, and the
-//     ObjectMeta of protobuf objects (whole objects and events).
+//     ObjectMeta of protobuf objects (whole, in events, streamed).
 //   - TokenRequest status.token (kubectl create token) and TokenReview
 //     spec.token.
 //   - In a body sent to a Secret endpoint (SecretPath: a path whose
@@ -120,7 +120,8 @@
 // whose fate is not known yet, at most MaxHold (16 MiB; past it those
 // values are replaced). Protobuf objects of the kinds above are held
 // whole, at most MaxHoldWhole (64 MiB; past it replaced), as are YAML and
-// CBOR bodies; other protobuf kinds stream. A CBOR item that names none
+// CBOR bodies; other protobuf kinds stream, holding only the value of a
+// last-applied-configuration annotation until it is whole. A CBOR item that names none
 // of Secret, TokenRequest or TokenReview and has no indefinite-length
 // string (which could split such a word into chunks) is returned
 // untouched without being walked. Nesting is bounded by
