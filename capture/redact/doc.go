@@ -117,14 +117,15 @@
 // # Limits and memory
 //
 // A JSON body streams: the walker holds only bytes from the first value
-// whose fate is not known yet, at most MaxHold (16 MiB; past it those
-// values are replaced). Protobuf objects of the kinds above are held
-// whole, at most MaxHoldWhole (64 MiB; past it replaced), as are YAML and
-// CBOR bodies; other protobuf kinds stream, holding only the value of a
-// last-applied-configuration annotation until it is whole. A CBOR item that names none
-// of Secret, TokenRequest or TokenReview and has no indefinite-length
-// string (which could split such a word into chunks) is returned
-// untouched without being walked. Nesting is bounded by
+// whose fate is not known yet (an object's values wait for its end, where
+// its last kind decides), at most MaxHold (16 MiB; past it those values
+// are replaced). Protobuf objects of the kinds above are held whole, at
+// most MaxHoldWhole (64 MiB; past it replaced), as are YAML, CBOR and
+// form bodies; other protobuf kinds stream, holding only the value of a
+// last-applied-configuration annotation until it is whole. A CBOR item
+// that names none of Secret, TokenRequest or TokenReview and has no
+// indefinite-length string (which could split such a word into chunks)
+// is returned untouched without being walked. Nesting is bounded by
 // MaxDepth. Watch events are redacted whole (at most 16 MiB, the frame
 // limit) and copied only when something is replaced; an event that names
 // none of Secret, TokenRequest or TokenReview (and hides no letter
