@@ -111,7 +111,7 @@ spec:
 		// annotation holding the object as applied.
 		t.Log("no kubectl beside kube-apiserver: creating the object with kubectl's annotation by hand")
 		var obj map[string]any
-		applied, _ := json.Marshal(yamlManifestAsJSON(t, manifest(1)))
+		applied, _ := json.Marshal(appliedObject())
 		json.Unmarshal(applied, &obj)
 		obj["metadata"].(map[string]any)["annotations"] = map[string]any{"kubectl.kubernetes.io/last-applied-configuration": string(applied) + "\n"}
 		b, _ := json.Marshal(obj)
@@ -144,11 +144,9 @@ spec:
 	wttest.CheckNoSecrets(t, r.path, plantNeedles(plAppliedData, plAppliedString)...)
 }
 
-// yamlManifestAsJSON turns the simple YAML of manifest into the object
-// kubectl would send (a test helper for the no-kubectl path).
-func yamlManifestAsJSON(t *testing.T, y []byte) map[string]any {
-	t.Helper()
-	_ = y
+// appliedObject is manifest(1) as kubectl sends it (for the no-kubectl
+// path).
+func appliedObject() map[string]any {
 	return map[string]any{"apiVersion": "work.example.com/v1", "kind": "ManifestWork",
 		"metadata": map[string]any{"name": "mw-secret", "namespace": "default", "labels": map[string]any{"gen": "1"}},
 		"spec": map[string]any{"workload": map[string]any{"manifests": []any{map[string]any{
