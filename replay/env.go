@@ -26,7 +26,9 @@ const (
 	// time, scaled by Options.Speed, on a timeline that starts with the
 	// run's first request (mapped to the first request of the clients
 	// under test in the recording). Speed 0 applies them as fast as
-	// possible.
+	// possible: the first once the clients have been quiet (their caches
+	// synced), each next one once every watcher has been sent the one
+	// before.
 	PaceRecorded Pace = "recorded"
 	// PaceQuiet applies the next change once the clients have been quiet:
 	// no request but watches in flight, and none begun or ended for
@@ -134,8 +136,9 @@ func (d *envDriver) run(origin time.Time) {
 		}
 		last = c
 		var due time.Time
+		quiet := d.pace == PaceQuiet || d.s.speed == 0 && last == (world.Change{}) && d.applied.Load()+d.dropped.Load() == 0
 		switch {
-		case d.pace == PaceQuiet:
+		case quiet:
 			due = d.s.act.quietAt(d.s.clock.Now(), d.window)
 		case d.s.speed > 0:
 			due = origin.Add(time.Duration(float64(c.Time-env.Start) / d.s.speed))
@@ -143,7 +146,7 @@ func (d *envDriver) run(origin time.Time) {
 		for {
 			now := d.s.clock.Now()
 			if !due.After(now) {
-				if d.pace != PaceQuiet {
+				if !quiet {
 					break
 				}
 				if q := d.s.act.quietAt(now, d.window); !q.After(now) {
@@ -158,7 +161,7 @@ func (d *envDriver) run(origin time.Time) {
 				return
 			case <-timer.C():
 			case <-d.s.act.wake:
-				if d.pace == PaceQuiet {
+				if quiet {
 					due = d.s.act.quietAt(d.s.clock.Now(), d.window)
 				}
 			}
@@ -169,6 +172,11 @@ func (d *envDriver) run(origin time.Time) {
 		}
 		d.s.act.last.Store(d.s.clock.Now().UnixNano())
 		d.note(a)
+		if d.s.speed == 0 && d.pace != PaceQuiet {
+			// As fast as possible, but every watcher gets each change
+			// before the next is made: none sees two merged.
+			d.s.deliv.wait(d.s.store.LastRV(), d.s.ctx.Done())
+		}
 	}
 }
 

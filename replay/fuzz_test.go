@@ -27,7 +27,7 @@ func FuzzRoute(f *testing.F) {
 		f.Add(s)
 	}
 	path := corpusSession(f, "multi-watch")
-	srv, err := Open(path, Options{})
+	srv, err := Open(path, Options{Writes: WritesReject})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func FuzzWrite(f *testing.F) {
 	} {
 		f.Add(s.method, s.target, s.ct, []byte(s.body))
 	}
-	srv, err := Open(corpusSession(f, "basic-json"), Options{MaxRequests: 10})
+	srv, err := Open(corpusSession(f, "basic-json"), Options{Writes: WritesReject, MaxRequests: 10})
 	if err != nil {
 		f.Fatal(err)
 	}
