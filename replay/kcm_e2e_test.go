@@ -107,3 +107,84 @@ func TestKCMReplay(t *testing.T) {
 		})
 	}
 }
+
+// TestKCMReplayWithoutReplicaSets: the recording of kcm with its
+// replicaset controller, replayed to kcm without it. The run misses
+// exactly what the replicaset controller did — its Pod creates (every
+// one), their SuccessfulCreate Events, the ReplicaSet status writes and
+// the Deployment status writes that follow from them — and the recording
+// does not mask it: the Deployments' status is what a real deployment-only
+// kcm writes against the real apiserver (no replicas: diff/testdata's
+// deployment-only.wt), not what the recorded Pods would make it.
+func TestKCMReplayWithoutReplicaSets(t *testing.T) {
+	k8stest.ControllerManagerBinary(t)
+	recorded := kcmtest.Record(t, kcmtest.RecordOptions{Controllers: kcmControllers})
+	noRS := []string{"deployment", "garbagecollector", "namespace"}
+	run := runKCM(t, recorded.Path, noRS, replay.Options{Pace: replay.PaceQuiet})
+	rep, err := diff.Sessions(recorded.Path, run, diff.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Same {
+		t.Fatal("the run without the replicaset controller is judged the same as the recording")
+	}
+	missingPods, extra := 0, 0
+	for _, g := range rep.Groups {
+		for _, d := range g.Differences {
+			if d.Category != diff.CategoryWrite && d.Category != diff.CategoryState {
+				continue
+			}
+			o := g.Object
+			switch {
+			case d.Kind == diff.KindExtra:
+				extra++
+				t.Errorf("extra in the run: %s %s %s", g.Subject, d.What, d.Detail)
+			case o == nil:
+				t.Errorf("a difference of no object: %s %s %s %s", g.Subject, d.Category, d.Kind, d.Detail)
+			case o.Resource == "pods":
+				if d.Category == diff.CategoryWrite && d.Kind == diff.KindMissing && d.What == "POST" {
+					missingPods++
+				}
+			case o.Resource == "events" && strings.Contains(o.Event, "SuccessfulCreate"):
+			case (o.Resource == "replicasets" || o.Resource == "deployments") && o.Group == "apps" && o.Subresource == "status":
+			case (o.Resource == "replicasets" || o.Resource == "deployments") && o.Group == "apps" && d.Category == diff.CategoryState:
+				// Their end state: the last status write differs.
+			default:
+				t.Errorf("a difference the replicaset controller does not explain: %s %s %s %s", g.Subject, d.Category, d.Kind, d.Detail)
+			}
+		}
+	}
+	if want := podCreates(t, recorded.Path); missingPods != want {
+		t.Errorf("%d Pod creates reported missing; the recording has %d", missingPods, want)
+	}
+	// The Deployments as a real deployment-only kcm leaves them.
+	only := diff.Options{IgnoreResources: []string{"pods", "replicasets", "events", "leases"}}
+	ref := filepath.Join("..", "diff", "testdata", "kcm", "deployment-only.wt")
+	rep, err = diff.Sessions(ref, run, only)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Same {
+		var b strings.Builder
+		rep.WriteText(&b, diff.TextOptions{})
+		t.Errorf("the run's Deployments differ from a real deployment-only kcm's\n%s", b.String())
+	}
+}
+
+// podCreates counts a session's successful Pod creates.
+func podCreates(t *testing.T, path string) int {
+	t.Helper()
+	f, err := formats.Open(path, formats.ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	n := 0
+	for _, x := range f.Index().Exchanges {
+		if x.Request.Method == "POST" && strings.HasSuffix(strings.SplitN(x.Request.Target, "?", 2)[0], "/pods") &&
+			x.Response != nil && x.Response.Status == 201 {
+			n++
+		}
+	}
+	return n
+}

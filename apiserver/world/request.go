@@ -114,6 +114,13 @@ func (s *Store) Serve(r *Request) (resp *Response, ok bool) {
 	if len(r.Body) > MaxBodyBytes {
 		return s.errorResponse(r, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", MaxBodyBytes)), HowError), true
 	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		// The field manager's schemas (about 150 ms to build, once) are
+		// built here, before the store's lock is taken: watchers waiting
+		// on the lock would stall behind them.
+		_, _ = fieldManager(info.GVK(), t.Subresource)
+		_, _ = fieldManager(info.GVK(), "")
+	}
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
 		if t.Collection() {
