@@ -27,6 +27,10 @@ import (
 // to a generateName (k8s.io/apiserver/pkg/storage/names: 5).
 const genSuffixLen = 5
 
+// maxGeneratedBase is how much of a generateName the apiserver keeps:
+// 63 − genSuffixLen (names.MaxGeneratedNameLength).
+const maxGeneratedBase = 63 - genSuffixLen
+
 // maxGenerated bounds the generated names a session's table holds: past
 // it, names are left as the server gave them (a session of more creates
 // than that compares them by name, as before).
@@ -63,7 +67,10 @@ func (n *names) register(o Object, gen, ownerKind, ownerName, server string, id 
 	if c, ok := n.canon[server]; ok {
 		return c
 	}
-	if len(n.canon) >= maxGenerated || !strings.HasPrefix(server, gen) {
+	if len(gen) > maxGeneratedBase {
+		gen = gen[:maxGeneratedBase] // what the apiserver keeps of a long one
+	}
+	if gen == "" || len(server) != len(gen)+genSuffixLen || len(n.canon) >= maxGenerated || !strings.HasPrefix(server, gen) {
 		return server
 	}
 	cgen := n.canonString(gen)
@@ -90,9 +97,10 @@ func (n *names) register(o Object, gen, ownerKind, ownerName, server string, id 
 func (n *names) empty() bool { return n == nil || len(n.canon) == 0 }
 
 // canonString replaces every generated name in s (a whole name, or one
-// inside a message, a path, a longer name) by its canonical name. A name
-// inside s counts where it is not part of a longer name: the bytes
-// around it are not lower-case letters, digits or '-'.
+// inside a message, a path, a name built on it such as a child's
+// generateName "web-7b84c5f95f-kwr78-") by its canonical name. A name
+// inside s counts where the bytes around it are not lower-case letters or
+// digits (a longer random suffix is another name).
 func (n *names) canonString(s string) string {
 	if n.empty() || len(s) < genSuffixLen+1 {
 		return s
@@ -104,10 +112,10 @@ func (n *names) canonString(s string) string {
 	last := 0
 	for i := 0; i < len(s); {
 		best, bestLen := "", 0
-		if i == 0 || !nameByte(s[i-1]) {
+		if i == 0 || !alnum(s[i-1]) {
 			for _, p := range n.prefixes {
 				end := i + len(p) + genSuffixLen
-				if end > len(s) || !strings.HasPrefix(s[i:], p) || (end < len(s) && nameByte(s[end])) {
+				if end > len(s) || !strings.HasPrefix(s[i:], p) || (end < len(s) && alnum(s[end])) {
 					continue
 				}
 				if c, ok := n.canon[s[i:end]]; ok && end-i > bestLen {
@@ -154,6 +162,6 @@ func (n *names) mayHold(b []byte) bool {
 	return false
 }
 
-// nameByte: a byte of a DNS-1123 label (what a generated name is made of
-// around its suffix).
-func nameByte(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' }
+// alnum: a lower-case letter or a digit (what a generated suffix is made
+// of).
+func alnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }

@@ -27,6 +27,11 @@ type Report struct {
 	// States is the end state of every object either session wrote (when
 	// CategoryState is compared), in the order of its first write.
 	States []ObjectState `json:"states,omitempty"`
+	// Attempts counts the failed attempts of each session (writes not
+	// answered, or answered 409, 429, 5xx; Summary.Writes.Attempts adds
+	// them up): a run that needs more tries than the recording did is
+	// not different, but may be worth a look.
+	Attempts PerSide `json:"attempts"`
 	// Pairing says which name the server generated in A is which in B
 	// (see Pair).
 	Pairing []Pair  `json:"pairing,omitempty"`
@@ -71,6 +76,12 @@ type Counts struct {
 	// both sessions: writes not answered, or answered 409, 429 or 5xx
 	// (writes only): not a difference by themselves.
 	Attempts int `json:"attempts"`
+}
+
+// PerSide is a number in each session.
+type PerSide struct {
+	A int `json:"a"`
+	B int `json:"b"`
 }
 
 // Pair is an object whose name the apiserver generated (a create with

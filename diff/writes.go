@@ -25,6 +25,8 @@ func (c *comparer) compareWrites() error {
 		sa, fa := splitFailed(c.a.writes[o])
 		sb, fb := splitFailed(c.b.writes[o])
 		n.Attempts += len(fa) + len(fb)
+		c.rep.Attempts.A += len(fa)
+		c.rep.Attempts.B += len(fb)
 		if c.opts.CollapseRepeats {
 			sa, sb = c.firsts(sa), c.firsts(sb)
 		} else {
