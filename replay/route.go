@@ -7,8 +7,10 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"strconv"
 	"strings"
 
+	"github.com/wtrace/wtrace/apiserver/openapi"
 	"github.com/wtrace/wtrace/apiserver/world"
 )
 
@@ -30,6 +32,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	arrival := s.clock.Now()
 	target := r.URL.RequestURI()
 	q, err := parseTarget(r.Method, target)
+	watch := err == nil && q.watch
+	s.act.begin(arrival, watch)
+	if !watch {
+		defer func() { s.act.end(s.clock.Now()) }()
+	}
+	if s.env != nil {
+		s.env.begin(arrival)
+	}
 	handOff := err == nil && q.watch && mayTakeOver(r)
 	var ctx context.Context
 	var cancel context.CancelFunc
@@ -210,6 +220,7 @@ const (
 	howWatchList = "synth-watch-list" // streaming list built from a recorded LIST + WATCH
 	howList      = "synth-list"       // LIST built from a recorded streaming list
 	howDiscovery = "synth-discovery"  // discovery document built from the session's resources
+	howOpenAPI   = "openapi"          // kube-apiserver v1.33's OpenAPI document (apiserver/openapi)
 	howNotFound  = "not-found"        // nothing matches: 404
 	howError     = "error"            // the session could not be read, or a bad request
 	// A write refused by WritesReject: 403.
@@ -246,6 +257,9 @@ func (s *Server) pick(xs []*recorded, ck string) *recorded {
 }
 
 func (s *Server) route(r *http.Request, q query, body []byte) route {
+	if s.causal() {
+		return s.routeWorld(r, q, body)
+	}
 	switch {
 	case s.store != nil && isWrite(q.method):
 		return s.routeWrite(r, q, body)
@@ -446,6 +460,11 @@ func (s *Server) routeOther(r *http.Request, q query) route {
 			return storeRoute(resp)
 		}
 	}
+	if read && strings.HasPrefix(q.path, "/openapi/") {
+		if doc, ok := openapi.Doc(q.path); ok {
+			return openAPIRoute(doc, q.accept)
+		}
+	}
 	if q.method == http.MethodGet || q.method == http.MethodHead {
 		if _, ok := s.disc.docs[strings.TrimSuffix(q.path, "/")]; ok {
 			return route{how: howDiscovery, status: http.StatusOK, serve: func(st *streamer, r *http.Request) {
@@ -454,6 +473,25 @@ func (s *Server) routeOther(r *http.Request, q query) route {
 		}
 	}
 	return s.notFound(q)
+}
+
+// openAPIRoute answers with one of kube-apiserver's OpenAPI documents
+// (package apiserver/openapi), JSON: a client that accepts only the
+// protobuf form gets 406, after which client-go asks for JSON.
+func openAPIRoute(doc []byte, accept string) route {
+	if a := strings.ToLower(accept); a != "" && !strings.Contains(a, "json") && !strings.Contains(a, "*/*") {
+		return statusRoute(howNotAcceptable, http.StatusNotAcceptable, "NotAcceptable",
+			"only the following media types are accepted: application/json")
+	}
+	return route{how: howOpenAPI, status: http.StatusOK, serve: func(st *streamer, r *http.Request) {
+		h := st.w.Header()
+		h.Set("Content-Type", "application/json")
+		h.Set("Content-Length", strconv.Itoa(len(doc)))
+		st.w.WriteHeader(http.StatusOK)
+		if r.Method != http.MethodHead {
+			st.send(doc)
+		}
+	}}
 }
 
 func (s *Server) notFound(q query) route {

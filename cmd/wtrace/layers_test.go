@@ -30,6 +30,7 @@ var layerOf = map[string]struct {
 	"chunked":             {1, false, nil},
 	"frame":               {1, false, []string{modJsonIter, modProtobuf}},
 	"formats":             {2, false, []string{modZstd, modXsys}},
+	"apiserver/openapi":   {2, false, []string{modZstd}},
 	"apiserver/codec":     {2, false, []string{modGoautoneg, modK8sAPI, modK8sAPIMachinery, modSigsYAML}},
 	"apiserver/world":     {3, false, []string{modUuid, modJsonPatch, modK8sAPI, modK8sAPIMachinery, modK8sClientGo, modSmd, modSigsYAML}},
 	"capture/pcapfile":    {3, false, []string{modZstd}},
@@ -54,6 +55,7 @@ var layerOf = map[string]struct {
 	"testkit/kcmtest":     {7, true, []string{modK8sAPI, modK8sAPIMachinery, modK8sClientGo}},
 	"tools/pcapcat":       {6, true, nil},
 	"tools/pcapgen":       {6, true, []string{modGopacket}},
+	"tools/mkopenapi":     {6, true, []string{modZstd, modK8sClientGo}},
 	"tools/mkcorpus":      {6, true, []string{modGopacket, modK8sAPIMachinery, modK8sClientGo}},
 }
 

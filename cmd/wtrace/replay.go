@@ -19,6 +19,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/wtrace/wtrace/apiserver/world"
 	"github.com/wtrace/wtrace/edit"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/replay"
@@ -41,6 +42,10 @@ type replayOptions struct {
 	out           string
 	keepSecrets   bool
 	from, to      string
+	pace          string
+	quietWindow   time.Duration
+	clients       []string
+	exitWhenDone  bool
 }
 
 func newReplayCmd(s streams) *cobra.Command {
@@ -135,6 +140,20 @@ end at once); a second Ctrl-C exits immediately.`,
 			if _, err := replay.ParseWrites(o.writes); err != nil || o.writes == "" {
 				return &usageError{fmt.Errorf("--writes %q: want answer, apply, reject or recorded\nSee 'wtrace replay --help'.", o.writes)}
 			}
+			if _, err := replay.ParsePace(o.pace); err != nil {
+				return &usageError{fmt.Errorf("--pace %q: want recorded or quiet\nSee 'wtrace replay --help'.", o.pace)}
+			}
+			for _, c := range o.clients {
+				if c == "none" {
+					continue
+				}
+				if _, err := world.ParseClient(c); err != nil {
+					return &usageError{fmt.Errorf("--client %q: %v\nSee 'wtrace replay --help'.", c, err)}
+				}
+			}
+			if o.exitWhenDone && !answersWrites(o.writes) {
+				return &usageError{errors.New("--exit-when-done needs a replay that answers writes (--writes answer)\nSee 'wtrace replay --help'.")}
+			}
 			if o.keepSecrets && o.out == "" {
 				return &usageError{errors.New("--keep-secrets applies to --out\nSee 'wtrace replay --help'.")}
 			}
@@ -161,7 +180,40 @@ end at once); a second Ctrl-C exits immediately.`,
 	f.StringVar(&o.from, "from", "", "start at this point: a `duration` after the session's start (42m) or an RFC 3339 time")
 	f.StringVar(&o.to, "to", "", "end at this point: a `duration` after the session's start or an RFC 3339 time")
 	f.BoolVar(&o.keepSecrets, "keep-secrets", false, "with --out: store Secret objects' values as served (credentials in headers are never stored)")
+	f.StringVar(&o.pace, "pace", string(replay.PaceRecorded), "when the environment's changes are applied: `pace` recorded (their recorded times, scaled by --speed) or quiet (each once the clients have been quiet for --quiet-window)")
+	f.DurationVar(&o.quietWindow, "quiet-window", replay.DefaultQuietWindow, "with --pace quiet (and --exit-when-done): how long the clients must be quiet, a `duration`")
+	f.StringArrayVar(&o.clients, "client", nil, "the client under test in the recording: `selector` user-agent=REGEXP, addr=IP[:PORT], both (comma), all or none; repeatable (default: every client of a proxy recording, none of a capture)")
+	f.BoolVar(&o.exitWhenDone, "exit-when-done", false, "exit (0) once the environment was played and the clients were then quiet for --quiet-window")
 	return c
+}
+
+// answersWrites reports whether a --writes mode makes a replay whose
+// world is the recording's environment.
+func answersWrites(mode string) bool {
+	w, err := replay.ParseWrites(mode)
+	return err == nil && (w == replay.WritesAnswer || w == replay.WritesApply)
+}
+
+// clientsOption turns --client selectors into replay.Options' Clients and
+// NoClients.
+func clientsOption(sel []string) ([]world.Client, bool, error) {
+	var cs []world.Client
+	none := false
+	for _, s := range sel {
+		if s == "none" {
+			none = true
+			continue
+		}
+		c, err := world.ParseClient(s)
+		if err != nil {
+			return nil, false, err
+		}
+		cs = append(cs, c)
+	}
+	if none && len(cs) > 0 {
+		return nil, false, errors.New("--client none excludes other --client selectors")
+	}
+	return cs, none, nil
 }
 
 func runReplay(ctx context.Context, s streams, sessionPath string, o *replayOptions) (err error) {
@@ -203,6 +255,11 @@ func runReplay(ctx context.Context, s streams, sessionPath string, o *replayOpti
 		Logger:       slog.New(&lineHandler{w: s.err, level: level, mu: &sync.Mutex{}}),
 		Writes:       replay.Writes(o.writes),
 		MaxRequests:  -1, // nobody reads them
+		Pace:         replay.Pace(o.pace),
+		QuietWindow:  o.quietWindow,
+	}
+	if opts.Clients, opts.NoClients, err = clientsOption(o.clients); err != nil {
+		return &usageError{err}
 	}
 	if o.idleTimeout == 0 {
 		opts.IdleTimeout = -1 // never
@@ -221,7 +278,7 @@ func runReplay(ctx context.Context, s streams, sessionPath string, o *replayOpti
 			out = formats.FileSinkOptions{Out: s.out}
 		}
 		rec, err = record.New(record.Options{Output: out, Tool: "wtrace " + toolVersion(), KeepSecrets: o.keepSecrets,
-			Description: "replay of " + filepath.Base(sessionPath), Labels: map[string]string{"session": filepath.Base(sessionPath), "writes": o.writes}})
+			Description: "replay of " + filepath.Base(sessionPath), Labels: runLabels(sessionPath, o)})
 		if err != nil {
 			var oe *formats.OutputError
 			if errors.As(err, &oe) && !oe.Created {
@@ -247,7 +304,11 @@ func runReplay(ctx context.Context, s streams, sessionPath string, o *replayOpti
 			return
 		}
 		srv.Close() // every answer complete before the file ends
-		res, cerr := rec.Close()
+		note := ""
+		if env := srv.Environment(); env != nil {
+			note = env.String()
+		}
+		res, cerr := rec.CloseNote(note)
 		if cerr != nil {
 			if err == nil {
 				err = fmt.Errorf("writing --out %s: %w", o.out, cerr)
@@ -272,7 +333,25 @@ func runReplay(ctx context.Context, s streams, sessionPath string, o *replayOpti
 		}
 	}
 	printReplayBanner(s.err, sessionPath, f, srv.URL, o, srv.Losses())
+	if env := srv.Environment(); env != nil {
+		fmt.Fprintf(s.err, "World: the recording's environment, %d changes (clients under test: %s; %d of their writes are the expected output, not replayed)\n",
+			env.Changes, env.Clients, env.Writes)
+	}
+	defer func() {
+		if env := srv.Environment(); env != nil {
+			fmt.Fprintf(s.err, "%s.\n", env)
+			for _, d := range env.Dropped {
+				fmt.Fprintf(s.err, "  dropped: %s %s %s (recorded at rv %s): %s\n", d.Type, d.Resource.Resource, d.Change.Key, d.Change.RV, d.Reason)
+			}
+		}
+	}()
 
+	if o.exitWhenDone {
+		if srv.Settle(ctx.Done(), o.quietWindow) {
+			fmt.Fprintln(s.err, "The environment was played and the clients are quiet: stopping.")
+			return nil
+		}
+	}
 	<-ctx.Done()
 	fmt.Fprintln(s.err, "\nStopping: closing open streams (Ctrl-C again to exit at once)")
 	again := make(chan os.Signal, 1)
@@ -290,6 +369,19 @@ func runReplay(ctx context.Context, s streams, sessionPath string, o *replayOpti
 		os.Exit(1)
 	}
 	return nil
+}
+
+// runLabels are the labels of a run's session file (--out): what was
+// replayed, and how.
+func runLabels(sessionPath string, o *replayOptions) map[string]string {
+	l := map[string]string{"session": filepath.Base(sessionPath), "writes": o.writes}
+	if answersWrites(o.writes) {
+		l["pace"] = o.pace
+		if len(o.clients) > 0 {
+			l["client"] = strings.Join(o.clients, " | ")
+		}
+	}
+	return l
 }
 
 // printReplayBanner says where the server listens and how to try it, and

@@ -94,9 +94,13 @@ func (r *Recorder) Err() error { return r.tee.Err() }
 // file. Close the replay.Server first, so that every answer is complete.
 // It returns what was recorded: Files, Size, and the Tee's Stats. Later
 // calls return the same.
-func (r *Recorder) Close() (capture.Result, error) {
+func (r *Recorder) Close() (capture.Result, error) { return r.CloseNote("") }
+
+// CloseNote is Close with a note for the Summary (what the replay did with
+// the recording's environment, say).
+func (r *Recorder) CloseNote(note string) (capture.Result, error) {
 	r.once.Do(func() {
-		r.res, r.err = r.tee.Close("")
+		r.res, r.err = r.tee.Close(note)
 	})
 	return r.res, r.err
 }
