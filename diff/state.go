@@ -1,6 +1,7 @@
 package diff
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -76,7 +77,7 @@ func (s *side) states() (map[Object]*objState, []Object) {
 	for _, o := range s.wOrder {
 		all = append(all, s.writes[o]...)
 	}
-	slices.SortFunc(all, func(x, y *exch) int { return int(x.id - y.id) })
+	slices.SortFunc(all, func(x, y *exch) int { return cmp.Compare(x.id, y.id) })
 	for _, e := range all {
 		if !e.hasObj || !e.obj.validObject() || (e.obj.Name == "" && e.obj.Event == "") {
 			continue // a collection (DELETE of many, a create without a name)
