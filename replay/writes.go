@@ -89,6 +89,9 @@ func storeRoute(resp *world.Response) route {
 		h := st.w.Header()
 		h.Set("Content-Type", resp.ContentType)
 		h.Set("Cache-Control", "no-cache, private")
+		for _, w := range resp.Warnings {
+			h.Add("Warning", world.WarningHeader(w))
+		}
 		h.Set("Content-Length", strconv.Itoa(len(resp.Body)))
 		st.w.WriteHeader(resp.Code)
 		if r.Method != http.MethodHead {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -185,6 +186,21 @@ var compareSteps = []compareStep{
 	{name: "delete protobuf options", method: "DELETE", path: ns + "/configmaps/pbody", contentType: pbAcc, accept: pbAcc, protobuf: true, body: `{"apiVersion":"meta.k8s.io/v1","kind":"DeleteOptions","preconditions":{"resourceVersion":"1"}}`},
 	{name: "create secret", method: "POST", path: ns + "/secrets", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s2"},"type":"Opaque","stringData":{"u":"v"}}`},
 	{name: "create pod protobuf answer", method: "POST", path: ns + "/configmaps", accept: pbAcc, contentType: jsonCT, body: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"pb"}}`},
+	// A JSON patch that copies an array into itself 30 times (1 KB of
+	// patch, 2^30 KB of object): refused by the copy limit.
+	{name: "json patch copy bomb", method: "PATCH", path: crs + "/w0", contentType: jpCT, body: copyBomb},
+	// Field validation: unknown and duplicate fields.
+	{name: "create strict", method: "POST", path: ns + "/configmaps", query: "fieldValidation=Strict", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"fv1","foo":1},"data":{"a":"b"},"bar":2}`},
+	{name: "create warn", method: "POST", path: ns + "/configmaps", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"fv2","foo":1},"data":{"a":"b"},"bar":2}`},
+	{name: "create ignore", method: "POST", path: ns + "/configmaps", query: "fieldValidation=Ignore", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"fv3"},"bar":2}`},
+	{name: "create duplicate strict", method: "POST", path: ns + "/configmaps", query: "fieldValidation=Strict", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"fv4"},"data":{"a":"b"},"data":{"c":"d"}}`},
+	{name: "create yaml strict", method: "POST", path: ns + "/configmaps", query: "fieldValidation=Strict", contentType: "application/yaml", body: "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: fv5\nbar: 1\n"},
+	{name: "create bad validation", method: "POST", path: ns + "/configmaps", query: "fieldValidation=Loose", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"fv6"}}`},
+	{name: "update strict", method: "PUT", path: ns + "/configmaps/fv2", query: "fieldValidation=Strict", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"fv2"},"data":{"a":"b"},"bar":2}`},
+	{name: "update warn", method: "PUT", path: ns + "/configmaps/fv2", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"fv2"},"data":{"a":"c"},"bar":2}`},
+	{name: "strategic patch strict", method: "PATCH", path: ns + "/configmaps/fv2", query: "fieldValidation=Strict", contentType: smpCT, body: `{"baz":1,"data":{"x":"y"}}`},
+	{name: "strategic patch warn", method: "PATCH", path: ns + "/configmaps/fv2", contentType: smpCT, body: `{"baz":1,"data":{"x":"y"}}`},
+	{name: "merge patch warn", method: "PATCH", path: ns + "/configmaps/fv2", contentType: mergeCT, body: `{"baz":1,"data":{"z":"y"}}`},
 	// A namespace's life: spec.finalizers change through finalize alone,
 	// the first DELETE only starts its termination, finalize ends it.
 	{name: "namespace create", method: "POST", path: "/api/v1/namespaces", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"wcmp-life"}}`},
@@ -199,6 +215,16 @@ var compareSteps = []compareStep{
 }
 
 const nsLife = "/api/v1/namespaces/wcmp-life"
+
+// copyBomb is a JSON patch of 32 operations: an array of 1 KB, then 30
+// copies of the array into itself.
+var copyBomb = func() string {
+	ops := []string{`{"op":"add","path":"/spec/items","value":["` + strings.Repeat("x", 1000) + `"]}`}
+	for range 30 {
+		ops = append(ops, `{"op":"copy","from":"/spec/items","path":"/spec/items/-"}`)
+	}
+	return "[" + strings.Join(ops, ",") + "]"
+}()
 
 // TestAgainstAPIServer sends every compareStep to a real kube-apiserver
 // and to a Store loaded from a session holding the apiserver's LISTs of the
@@ -259,6 +285,13 @@ func TestAgainstAPIServer(t *testing.T) {
 			}
 			if r.Code != resp.StatusCode {
 				t.Errorf("status %d; the apiserver answered %d\nmine: %s\nreal: %s", r.Code, resp.StatusCode, r.Body, gotReal)
+			}
+			var mineWarn []string
+			for _, w := range r.Warnings {
+				mineWarn = append(mineWarn, world.WarningHeader(w))
+			}
+			if realWarn := resp.Header.Values("Warning"); !slices.Equal(mineWarn, realWarn) {
+				t.Errorf("Warning headers %q; the apiserver's %q", mineWarn, realWarn)
 			}
 			realCT := resp.Header.Get("Content-Type")
 			if r.ContentType != realCT {

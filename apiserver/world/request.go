@@ -61,6 +61,10 @@ type Response struct {
 	// Changed is true when the request changed the store (not for
 	// dry runs, refused writes and no-op updates).
 	Changed bool
+	// Warnings are what the apiserver would say in Warning headers
+	// (fields a write's object does not declare, with fieldValidation
+	// Warn): each one's text (see WarningHeader).
+	Warnings []string
 }
 
 // Handles reports whether the store answers requests for path: a
