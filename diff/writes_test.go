@@ -169,6 +169,13 @@ func TestWritesOther(t *testing.T) {
 		{"ignored by dot path", base(1), controllerRun(2, "no"), Options{Ignore: []string{`.metadata.annotations["example.com/checked"]`}}, nil},
 		{"ignored by wildcard", base(1), controllerRun(2, "no"), Options{Ignore: []string{`.metadata.annotations.*`}}, nil},
 		{"only events", base(1), controllerRun(2, "no"), Options{Only: []Category{CategoryEvent}}, nil},
+		{"verb ignored", base(1), func() []sx {
+			x := base(2)
+			x[2].body = []byte(`{"metadata":{"labels":{"seen":"no"}}}`)
+			return x
+		}(), Options{IgnoreVerbs: []string{"patch"}}, nil},
+		{"resource ignored", base(1), controllerRun(2, "no"), Options{IgnoreResources: []string{"configmaps"}}, nil},
+		{"resource of another group", base(1), controllerRun(2, "no"), Options{IgnoreResources: []string{"configmaps.apps"}}, []Kind{KindChanged, KindChanged}},
 		{"writes not in the verdict", base(1), controllerRun(2, "no"), Options{Verdict: []Category{CategoryEvent}}, []Kind{KindChanged, KindChanged}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
