@@ -54,12 +54,21 @@ func TestNamesRegister(t *testing.T) {
 	}
 }
 
-// TestNamesAllocs: a table without names costs nothing.
+// TestNamesAllocs: reading a string that holds no generated name
+// through the table allocates nothing, with or without names in it.
 func TestNamesAllocs(t *testing.T) {
 	var n names
-	b := []byte("a string of a document, of some length")
+	b := []byte("a string of a document, of some length: web-7b84c5f95f-zzzzz")
 	if a := testing.AllocsPerRun(100, func() { n.canonBytes(b) }); a != 0 {
 		t.Errorf("canonBytes on an empty table: %v allocations", a)
+	}
+	n.register(pods, "web-7b84c5f95f-", "ReplicaSet", "web-7b84c5f95f", "web-7b84c5f95f-kwr78", 1)
+	n.register(pods, "w-", "", "", "w-bbbbb", 2)
+	if a := testing.AllocsPerRun(100, func() { n.canonBytes(b) }); a != 0 {
+		t.Errorf("canonBytes of a string without a generated name: %v allocations", a)
+	}
+	if got := string(n.canonBytes([]byte("x w-bbbbb web-7b84c5f95f-kwr78"))); got != "x w-#1 web-7b84c5f95f-#1" {
+		t.Errorf("canonBytes = %q", got)
 	}
 }
 
