@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 )
@@ -297,3 +298,44 @@ func (s *Store) admit(obj runtime.Object) error {
 	}
 	return nil
 }
+
+// admitNamespace is the NamespaceLifecycle admission plugin for a create
+// in namespace ns (the lock is held): a namespace being terminated takes
+// no new content (403, its cause NamespaceTerminating); one that does not
+// exist is a 404 — when the world knows the namespaces at all (a session
+// that never listed or watched them shows only some).
+func (s *Store) admitNamespace(info Info, ns, name string) error {
+	if !info.Namespaced || ns == "" || isAccessReview(info.Resource) {
+		return nil
+	}
+	h := s.res[Resource{Version: "v1", Resource: "namespaces"}]
+	if h == nil || len(h.rec)+len(h.syn) == 0 {
+		return nil
+	}
+	e := s.current(h, Key{"", ns})
+	if e == nil {
+		return apierrors.NewNotFound(corev1.Resource("namespaces"), ns)
+	}
+	obj, err := s.decodeEntry(e)
+	if err != nil {
+		return nil
+	}
+	if n, ok := obj.(*corev1.Namespace); !ok || n.Status.Phase != corev1.NamespaceTerminating {
+		return nil
+	}
+	st := apierrors.NewForbidden(info.Resource.GroupResource(), name,
+		fmt.Errorf("unable to create new content in namespace %s because it is being terminated", ns))
+	st.ErrStatus.Details.Causes = append(st.ErrStatus.Details.Causes, metav1.StatusCause{
+		Type: corev1.NamespaceTerminatingCause, Message: fmt.Sprintf("namespace %s is being terminated", ns),
+		Field: "metadata.namespace"})
+	return st
+}
+
+// isAccessReview reports whether r is one of the access reviews that
+// NamespaceLifecycle always lets through.
+func isAccessReview(r Resource) bool {
+	return r.Group == "authorization.k8s.io" && (r.Resource == "localsubjectaccessreviews")
+}
+
+// immortalNamespaces may not be deleted (NamespaceLifecycle).
+var immortalNamespaces = map[string]bool{"default": true, "kube-system": true, "kube-public": true}

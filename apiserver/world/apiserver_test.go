@@ -208,6 +208,9 @@ var compareSteps = []compareStep{
 	{name: "namespace status", method: "PUT", path: nsLife + "/status", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"wcmp-life"},"spec":{"finalizers":["x.io/y"]},"status":{"phase":"Active","conditions":[{"type":"NamespaceDeletionDiscoveryFailure","status":"False","reason":"ResourcesDiscovered","message":"ok","lastTransitionTime":"2026-11-27T12:00:00Z"}]}}`},
 	{name: "namespace status get", method: "GET", path: nsLife + "/status"},
 	{name: "namespace delete", method: "DELETE", path: nsLife},
+	{name: "create in a terminating namespace", method: "POST", path: nsLife + "/configmaps", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"late"}}`},
+	{name: "create in a missing namespace", method: "POST", path: "/api/v1/namespaces/wcmp-nope/configmaps", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}`},
+	{name: "delete an immortal namespace", method: "DELETE", path: "/api/v1/namespaces/kube-public"},
 	{name: "namespace delete again", method: "DELETE", path: nsLife},
 	{name: "namespace finalize get", method: "GET", path: nsLife + "/finalize"},
 	{name: "namespace finalize", method: "PUT", path: nsLife + "/finalize", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"wcmp-life"},"spec":{"finalizers":[]}}`},
@@ -250,7 +253,7 @@ func TestAgainstAPIServer(t *testing.T) {
 		t.Fatalf("seed widget: %d %s", resp.StatusCode, b)
 	}
 	var lists [][2]string
-	for _, p := range []string{ns + "/configmaps", ns + "/secrets", ns + "/pods", ns + "/serviceaccounts", apps + "/deployments", crs} {
+	for _, p := range []string{ns + "/configmaps", ns + "/secrets", ns + "/pods", ns + "/serviceaccounts", apps + "/deployments", crs, "/api/v1/namespaces"} {
 		resp, b := c.Do("GET", p, http.Header{"Accept": {jsonCT}}, nil)
 		if resp.StatusCode != 200 {
 			t.Fatalf("LIST %s: %d %s", p, resp.StatusCode, b)

@@ -212,6 +212,9 @@ func (s *Store) createLocked(r *Request, info Info, h *history, obj runtime.Obje
 			field.Required(field.NewPath("metadata", "name"), "name or generateName is required")}), how)
 	}
 	key := Key{m.GetNamespace(), m.GetName()}
+	if err := s.admitNamespace(info, m.GetNamespace(), m.GetName()); err != nil {
+		return s.errorResponse(r, err, how)
+	}
 	if s.current(h, key) != nil {
 		return s.errorResponse(r, apierrors.NewAlreadyExists(gr, m.GetName()), how)
 	}
