@@ -28,7 +28,7 @@ type Report struct {
 	// CategoryState is compared), in the order of its first write.
 	States []ObjectState `json:"states,omitempty"`
 	// Attempts counts the failed attempts of each session (writes not
-	// answered, or answered 409, 429, 5xx; Summary.Writes.Attempts adds
+	// answered, or not with a 2xx; Summary.Writes.Attempts adds
 	// them up): a run that needs more tries than the recording did is
 	// not different, but may be worth a look.
 	Attempts PerSide `json:"attempts"`
@@ -73,7 +73,8 @@ type Counts struct {
 	// only): not a difference.
 	Repeats int `json:"repeats"`
 	// Attempts counts the failed attempts left out of the comparison, in
-	// both sessions: writes not answered, or answered 409, 429 or 5xx
+	// both sessions: writes not answered, or answered with anything but a
+	// 2xx (409, 429, 5xx, a 403 of a terminating namespace, …)
 	// (writes only): not a difference by themselves.
 	Attempts int `json:"attempts"`
 }
