@@ -124,12 +124,15 @@ func (d *envDriver) run(origin time.Time) {
 	env := d.s.store.Environment()
 	timer := d.s.clock.NewTimer(time.Hour)
 	defer timer.Stop()
+	var last world.Change
 	for {
 		c, ok := d.s.store.NextChange()
 		if !ok {
+			d.tail(last, env.End)
 			d.s.log.Info("replay: the environment is played", "applied", d.applied.Load(), "dropped", d.dropped.Load())
 			return
 		}
+		last = c
 		var due time.Time
 		switch {
 		case d.pace == PaceQuiet:
@@ -166,6 +169,30 @@ func (d *envDriver) run(origin time.Time) {
 		}
 		d.s.act.last.Store(d.s.clock.Now().UnixNano())
 		d.note(a)
+	}
+}
+
+// tail waits, after the environment's last change (last), as long as the
+// recorded clients were still at work after it (until end, their last
+// write): at the recorded pace scaled by Speed, in real time with
+// PaceQuiet; not at all at Speed 0. A controller that acts on a delay
+// gets its time, as it had it when it was recorded.
+func (d *envDriver) tail(last world.Change, end int64) {
+	if last.Time == 0 || end <= last.Time {
+		return
+	}
+	speed := d.s.speed
+	if d.pace == PaceQuiet {
+		speed = 1
+	}
+	if speed <= 0 {
+		return
+	}
+	t := d.s.clock.NewTimer(time.Duration(float64(end-last.Time) / speed))
+	defer t.Stop()
+	select {
+	case <-t.C():
+	case <-d.s.ctx.Done():
 	}
 }
 

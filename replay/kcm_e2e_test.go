@@ -81,8 +81,7 @@ func failedWrites(t *testing.T, path string) int {
 // those a real deployment-only kcm makes (no replicas).
 func TestKCMReplay(t *testing.T) {
 	k8stest.ControllerManagerBinary(t)
-	steps := append(kcmtest.DefaultSteps(), kcmtest.Step{Op: kcmtest.DeleteNamespace, Name: kcmtest.Namespace})
-	recorded := kcmtest.Record(t, kcmtest.RecordOptions{Controllers: kcmControllers, Scenario: kcmtest.Options{Steps: steps}})
+	recorded := kcmtest.Record(t, kcmtest.RecordOptions{Controllers: kcmControllers})
 	recFailed := failedWrites(t, recorded.Path)
 	for _, tc := range []struct {
 		name string

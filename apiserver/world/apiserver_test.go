@@ -209,6 +209,7 @@ var compareSteps = []compareStep{
 	{name: "namespace status get", method: "GET", path: nsLife + "/status"},
 	{name: "namespace delete", method: "DELETE", path: nsLife},
 	{name: "create in a terminating namespace", method: "POST", path: nsLife + "/configmaps", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"late"}}`},
+	{name: "create with generateName in a terminating namespace", method: "POST", path: nsLife + "/configmaps", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"generateName":"late-"}}`},
 	{name: "create in a missing namespace", method: "POST", path: "/api/v1/namespaces/wcmp-nope/configmaps", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}`},
 	{name: "delete an immortal namespace", method: "DELETE", path: "/api/v1/namespaces/kube-public"},
 	{name: "namespace delete again", method: "DELETE", path: nsLife},

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -139,6 +140,11 @@ type Environment struct {
 	// is picked). A change is due (Time − Start) / speed after the run's
 	// first request; those before Start are due at once.
 	Start int64
+	// End is the capture time of the last write of a client under test
+	// (0 without one): how long after the environment's last change the
+	// recorded clients were still at work — a controller that acts on a
+	// delay (the namespace controller waits seconds) did so then.
+	End int64
 	// Changes are the environment's changes in resourceVersion order.
 	Changes []Change
 	// Clients describes the clients under test ("all", selectors, or
@@ -259,6 +265,7 @@ type runObject struct {
 // test did.
 type envBuilder struct {
 	cs       *clientSet
+	end      int64 // answer of the last write of a client under test
 	start    int64 // first request of a client under test
 	first    int64 // first request of the session
 	requests int
@@ -289,6 +296,9 @@ func (b *envBuilder) observe(l *loader, x *formats.ExchangeInfo) {
 	default:
 		return
 	}
+	if x.Response != nil && x.Response.Time > b.end {
+		b.end = x.Response.Time
+	}
 	if x.Response == nil || x.Response.Status < 200 || x.Response.Status > 299 {
 		return // a failed attempt changed nothing
 	}
@@ -304,27 +314,37 @@ func (b *envBuilder) observe(l *loader, x *formats.ExchangeInfo) {
 		return
 	}
 	b.writes++
+	until := x.Response.Time
+	if x.End != nil && x.End.Time > until {
+		until = x.End.Time
+	}
 	if t.Collection() {
 		if method == http.MethodPost {
 			b.createdBy(l, x, t)
 			return
 		}
 		// A delete-collection: the deletions of its scope that follow.
-		b.effects = append(b.effects, effect{res: t.Resource, key: Key{t.Namespace, ""}, time: x.Request.Time})
+		b.effects = append(b.effects, effect{res: t.Resource, key: Key{t.Namespace, ""}, time: x.Request.Time, until: until})
 		return
 	}
 	key := Key{t.Namespace, t.Name}
 	e := effect{res: t.Resource, key: key, time: x.Request.Time}
 	if method == http.MethodDelete && t.Subresource == "" {
-		e.until = x.Response.Time
-		if x.End != nil && x.End.Time > e.until {
-			e.until = x.End.Time
-		}
+		e.until = until
 		b.effects = append(b.effects, e)
 		return
 	}
-	if rv, ok := answerRV(l, x); ok {
-		e.rv = rv
+	if obj, err := answerObject(l, x); err == nil {
+		if m, err := meta.Accessor(obj); err == nil {
+			if rv, ok := parseRV(m.GetResourceVersion()); ok {
+				e.rv = rv
+			}
+			if m.GetDeletionTimestamp() != nil && len(m.GetFinalizers()) == 0 && !namespaceFinalizers(obj) {
+				// The update removed what the deletion waited for: the
+				// object's removal that follows is its doing.
+				b.effects = append(b.effects, effect{res: t.Resource, key: key, time: x.Request.Time, until: until})
+			}
+		}
 	}
 	b.effects = append(b.effects, e)
 }
@@ -385,12 +405,19 @@ func answerRV(l *loader, x *formats.ExchangeInfo) (uint64, bool) {
 	return parseRV(m.GetResourceVersion())
 }
 
+// namespaceFinalizers reports whether obj is a Namespace whose spec still
+// names finalizers (its deletion waits for them too).
+func namespaceFinalizers(obj runtime.Object) bool {
+	ns, ok := obj.(*corev1.Namespace)
+	return ok && len(ns.Spec.Finalizers) > 0
+}
+
 // split moves what the recording shows after the store's start out of
 // its history: the versions the clients under test made are their
 // behaviour, the others the environment's changes (the lock is not
 // needed: Load owns the store).
-func (b *envBuilder) split(s *Store, start uint64) *Environment {
-	env := &Environment{Start: b.start, Clients: b.cs.describe(), Requests: b.requests, Writes: b.writes,
+func (b *envBuilder) split(s *Store, start uint64, firstWatch map[Resource]int64) (*Environment, uint64) {
+	env := &Environment{Start: b.start, End: b.end, Clients: b.cs.describe(), Requests: b.requests, Writes: b.writes,
 		Created: len(b.created)}
 	if env.Start == 0 {
 		env.Start = b.first
@@ -417,37 +444,56 @@ func (b *envBuilder) split(s *Store, start uint64) *Environment {
 		if h == nil {
 			continue
 		}
-		if e.key.Name == "" { // a delete-collection: the deletions of its scope at once after it
-			for k, es := range h.objs {
-				if e.key.Namespace != "" && k.Namespace != e.key.Namespace {
+		mark := func(es []*entry) {
+			for _, v := range es {
+				if v.rv <= start || v.time < e.time || behaviour[v] || byRV[e.res][v.key][v.rv] {
 					continue
 				}
-				for _, v := range es {
-					if v.typ == Deleted && v.rv > start && v.time >= e.time && !behaviour[v] {
-						behaviour[v] = true
-						break
-					}
+				if e.until == 0 {
+					behaviour[v] = true
+					return
+				}
+				// A deletion: the object's versions until it is gone,
+				// the last of them seen at most a second after the
+				// answer (a watch event may lag it).
+				if v.time > e.until+int64(time.Second) {
+					return
+				}
+				behaviour[v] = true
+				if v.typ == Deleted {
+					return
+				}
+			}
+		}
+		if e.key.Name == "" { // a delete-collection: every object of its scope
+			for k, es := range h.objs {
+				if e.key.Namespace == "" || k.Namespace == e.key.Namespace {
+					mark(es)
 				}
 			}
 			continue
 		}
-		for _, v := range h.objs[e.key] {
-			if v.rv <= start || v.time < e.time || behaviour[v] || byRV[e.res][e.key][v.rv] {
-				continue
-			}
-			if e.until == 0 {
-				behaviour[v] = true
-				break
-			}
-			// A deletion: its versions until the object is gone, the
-			// last of them seen at most a second after its answer (a
-			// watch event may lag the answer).
-			if v.time > e.until+int64(time.Second) {
-				break
-			}
-			behaviour[v] = true
-			if v.typ == Deleted {
-				break
+		mark(h.objs[e.key])
+	}
+	// The world as the session first shows it: every version at or
+	// below the start, and every version no watch showed changing that
+	// the session showed before the resource's first watch (what the
+	// clients' first LISTs held, whatever its resourceVersion).
+	initial := func(r Resource, e *entry) bool {
+		if e.rv <= start {
+			return true
+		}
+		if e.watched || behaviour[e] || byRV[r][e.key][e.rv] {
+			return false
+		}
+		fw, ok := firstWatch[r]
+		return !ok || e.time <= fw+initialBurst
+	}
+	top := start
+	for r, h := range s.res {
+		for _, e := range h.rec {
+			if initial(r, e) && e.rv > top {
+				top = e.rv
 			}
 		}
 	}
@@ -457,7 +503,7 @@ func (b *envBuilder) split(s *Store, start uint64) *Environment {
 			var prev *entry
 			for _, e := range es {
 				switch {
-				case e.rv <= start:
+				case initial(r, e):
 					keep = append(keep, e)
 				case behaviour[e] || byRV[r][k][e.rv]:
 					env.Behaviour++
@@ -477,7 +523,7 @@ func (b *envBuilder) split(s *Store, start uint64) *Environment {
 		}
 		rec := h.rec[:0]
 		for _, e := range h.rec {
-			if e.rv <= start {
+			if initial(r, e) {
 				rec = append(rec, e)
 			}
 		}
@@ -492,5 +538,5 @@ func (b *envBuilder) split(s *Store, start uint64) *Environment {
 			env.Changes[i].Time = env.Changes[i+1].Time
 		}
 	}
-	return env
+	return env, top
 }

@@ -103,6 +103,9 @@ type entry struct {
 	// inferred: a deletion a LIST showed by leaving the object out; its
 	// object is the last version seen, with an older resourceVersion.
 	inferred bool
+	// watched: a watch event showed this version as a change (not only a
+	// LIST, a GET, or a watch's initial events).
+	watched bool
 	// src is the recorded version a Live store's entry was stored from
 	// as it is (nil when the environment's change was rebased, or for a
 	// client's write).

@@ -194,6 +194,14 @@ func (s *Store) createLocked(r *Request, info Info, h *history, obj runtime.Obje
 	pol := policyFor(info)
 	m, _ := meta.Accessor(obj)
 	gr := info.Resource.GroupResource()
+	// Admission comes before the registry, which generates the name.
+	named := m.GetName()
+	if named == "" {
+		named = m.GetGenerateName()
+	}
+	if err := s.admitNamespace(info, m.GetNamespace(), named); err != nil {
+		return s.errorResponse(r, err, how)
+	}
 	if m.GetName() == "" && m.GetGenerateName() != "" {
 		base := m.GetGenerateName()
 		if len(base) > 58 {
@@ -212,9 +220,6 @@ func (s *Store) createLocked(r *Request, info Info, h *history, obj runtime.Obje
 			field.Required(field.NewPath("metadata", "name"), "name or generateName is required")}), how)
 	}
 	key := Key{m.GetNamespace(), m.GetName()}
-	if err := s.admitNamespace(info, m.GetNamespace(), m.GetName()); err != nil {
-		return s.errorResponse(r, err, how)
-	}
 	if s.current(h, key) != nil {
 		return s.errorResponse(r, apierrors.NewAlreadyExists(gr, m.GetName()), how)
 	}

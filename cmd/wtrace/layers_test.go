@@ -32,7 +32,7 @@ var layerOf = map[string]struct {
 	"formats":             {2, false, []string{modZstd, modXsys}},
 	"apiserver/openapi":   {2, false, []string{modZstd}},
 	"apiserver/codec":     {2, false, []string{modGoautoneg, modK8sAPI, modK8sAPIMachinery, modSigsYAML}},
-	"apiserver/world":     {3, false, []string{modUuid, modJsonPatch, modK8sAPI, modK8sAPIMachinery, modK8sClientGo, modSmd, modSigsJSON, modSigsYAML}},
+	"apiserver/world":     {3, false, []string{modUuid, modJsonPatch, modK8sAPI, modK8sAPIMachinery, modK8sClientGo, modSmd, modSigsYAML, modSigsJSON}},
 	"capture/pcapfile":    {3, false, []string{modZstd}},
 	"capture/tlsdec":      {3, false, []string{modXcrypto}},
 	"capture/redact":      {3, false, []string{modProtobuf}},
@@ -71,8 +71,8 @@ const (
 	modK8sClientGo     = "k8s.io/client-go"
 	modK8sUtils        = "k8s.io/utils"
 	modProtobuf        = "google.golang.org/protobuf"
-	modSigsJSON        = "sigs.k8s.io/json"
 	modSigsYAML        = "sigs.k8s.io/yaml"
+	modSigsJSON        = "sigs.k8s.io/json"
 	modSmd             = "sigs.k8s.io/structured-merge-diff/v6"
 	modUuid            = "github.com/google/uuid"
 	modXcrypto         = "golang.org/x/crypto"

@@ -87,11 +87,38 @@ func Pipelined(b *Builder, n int) {
 func Watches(b *Builder, n int) {
 	for i := range n {
 		c := b.Conn(client(i), server, true)
-		c.Send(ToServer, []byte("GET /api/v1/namespaces/default/configmaps?watch=true HTTP/1.1\r\nHost: 127.0.0.1:8001\r\n\r\n"))
-		ev := fmt.Sprintf(`{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"cm-%d","namespace":"default","resourceVersion":"%d"}}}`, i, 1000+i)
-		c.Send(ToClient, []byte(fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\n\r\n0\r\n\r\n", len(ev)+1, ev)))
+		c.Send(ToServer, []byte(watchHead))
+		c.Send(ToClient, []byte(fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n%s0\r\n\r\n", watchChunk(i))))
 		c.FIN(ToClient)
 		c.FIN(ToServer)
+	}
+}
+
+// OpenWatches writes n watches, each on its own connection, that stay
+// open: each has its response head and one event, then nothing more
+// until the capture ends (an informer's watches between events).
+func OpenWatches(b *Builder, n int) {
+	for i := range n {
+		c := b.Conn(client(i), server, true)
+		c.Send(ToServer, []byte(watchHead))
+		c.Send(ToClient, []byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"+watchChunk(i)))
+	}
+}
+
+const watchHead = "GET /api/v1/namespaces/default/configmaps?watch=true HTTP/1.1\r\nHost: 127.0.0.1:8001\r\n\r\n"
+
+// watchChunk is the i-th watch event, a chunk of its own.
+func watchChunk(i int) string {
+	ev := fmt.Sprintf(`{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"cm-%d","namespace":"default","resourceVersion":"%d"}}}`, i, 1000+i)
+	return fmt.Sprintf("%x\r\n%s\n\r\n", len(ev)+1, ev)
+}
+
+// Unanswered writes one connection on which the client sends n requests
+// back to back that the server never answers before the capture ends.
+func Unanswered(b *Builder, n int) {
+	c := b.Conn(client(0), server, true)
+	for i := range n {
+		c.Send(ToServer, []byte(fmt.Sprintf(getHead, i)))
 	}
 }
 

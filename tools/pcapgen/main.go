@@ -9,8 +9,10 @@
 // Workloads: exchanges (n GET exchanges over -conns keep-alive
 // connections), connections (n one-exchange connections, -gap apart,
 // ended as -end says),
-// pipelined (n requests on one connection before their answers), watches
-// (n one-event watches, one connection each), secretlist (one gzip'd LIST
+// pipelined (n requests on one connection before their answers),
+// unanswered (n pipelined requests never answered), watches (n one-event
+// watches, one connection each), openwatches (n watches with one event
+// each, all still open when the capture ends), secretlist (one gzip'd LIST
 // of Secrets of about n bytes of JSON), synflood (n half-open flows, then
 // one watch).
 package main
@@ -31,7 +33,7 @@ import (
 )
 
 func main() {
-	kind := flag.String("w", "", "workload: exchanges, connections, pipelined, watches, secretlist, synflood")
+	kind := flag.String("w", "", "workload: exchanges, connections, pipelined, unanswered, watches, openwatches, secretlist, synflood")
 	n := flag.Int("n", 1000, "size of the workload (`count`, or bytes for secretlist)")
 	conns := flag.Int("conns", 100, "keep-alive connections of the exchanges workload")
 	gap := flag.Duration("gap", 0, "capture time between connections (connections workload)")
@@ -75,6 +77,10 @@ func run(kind string, n, conns int, gap time.Duration, end, out string) error {
 		pcaptest.Pipelined(b, n)
 	case "watches":
 		pcaptest.Watches(b, n)
+	case "openwatches":
+		pcaptest.OpenWatches(b, n)
+	case "unanswered":
+		pcaptest.Unanswered(b, n)
 	case "secretlist":
 		pcaptest.GzipSecretList(b, n)
 	case "synflood":
