@@ -68,12 +68,16 @@ type exch struct {
 	kev                                   *kevent // a write of an Event
 }
 
-// failed reports whether a write is a failed attempt: no answer, or one
-// that a client retries — 409 Conflict (or AlreadyExists), 429, 5xx. It
-// changed nothing, and how many a controller makes depends on timing
-// (whose write reached the apiserver first), not on its logic.
+// failed reports whether a write is a failed attempt: not answered, or
+// answered with anything but a 2xx — a 409 Conflict or AlreadyExists, a
+// 429, a 5xx, which clients retry; a 403 of a namespace being terminated,
+// a 404 of an object already gone, which they retry or drop. It changed
+// nothing, and how many a controller makes depends on timing (whose write
+// reached the apiserver first, when the namespace began to terminate), not
+// on its logic. A controller whose writes are now refused where they were
+// made differs all the same: its successful writes are missing.
 func (e *exch) failed() bool {
-	return e.status == 0 || e.status == 409 || e.status == 429 || e.status >= 500
+	return e.status < 200 || e.status > 299
 }
 
 // base is the object a write changes, whatever its subresource.

@@ -41,8 +41,9 @@ session A (the reference) and says what a controller author cares about:
              subresource): its successful writes in order, aligned so that
              one missing write is one difference; bodies compared as
              normalized JSON (protobuf decoded), a changed one shown as a
-             unified diff. A write answered 409, 429 or 5xx (or not at all)
-             is a failed attempt: left out, and named only where the object's
+             unified diff. A write answered anything but 2xx (409, 429, 5xx,
+             a 403 of a terminating namespace; or not at all) is a failed
+             attempt: left out, and named only where the object's
              successful writes differ; a write that repeats the one before
              it changes nothing and is left out too
   events     watch events of each stream (resource, namespace, selectors),
