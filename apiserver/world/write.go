@@ -232,7 +232,6 @@ func (s *Store) createLocked(r *Request, info Info, h *history, obj runtime.Obje
 	if pol.generation {
 		m.SetGeneration(1)
 	}
-	defaultCreate(obj)
 	defaultObject(obj)
 	prepareCreate(obj, info, pol)
 	mgr, err := fieldManager(info.GVK(), "")
@@ -277,18 +276,6 @@ func (s *Store) commit(r *Request, info Info, h *history, key Key, obj runtime.O
 		return s.errorResponse(r, err, how)
 	}
 	return s.respond(r, info, code, o, how, true)
-}
-
-// defaultCreate does what the apiserver's defaulting does to an object it
-// decodes (a create's, an update's), before the field manager sees it: a
-// Namespace gets its name label.
-func defaultCreate(obj runtime.Object) {
-	if o, ok := obj.(*corev1.Namespace); ok {
-		if o.Labels == nil {
-			o.Labels = map[string]string{}
-		}
-		o.Labels[corev1.LabelMetadataName] = o.Name
-	}
 }
 
 // prepareCreate does what the registry's strategies do to every new
@@ -439,7 +426,7 @@ func (s *Store) update(r *Request, t Target, info Info) *Response {
 // records the change in its managedFields, as the apiserver's field
 // manager sees it (what the rules reset is not the client's).
 func (s *Store) managed(info Info, old, obj runtime.Object, subresource string, p writeParams) (runtime.Object, error) {
-	defaultCreate(obj)
+	defaultObject(obj)
 	obj, err := prepareUpdate(obj, old, policyFor(info), subresource)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
@@ -949,6 +936,7 @@ func (s *Store) patch(r *Request, t Target, info Info) *Response {
 	}
 	convertStringData(obj)
 	if pt == applyPatch {
+		defaultObject(obj)
 		obj, err = prepareUpdate(obj, old, pol, t.Subresource)
 	} else {
 		obj, err = s.managed(info, old, obj, t.Subresource, p)
@@ -1078,6 +1066,9 @@ func (s *Store) applyCreate(r *Request, t Target, info Info, h *history, p write
 	if err := checkNamespace(m, t, info); err != nil {
 		return s.errorResponse(r, err, HowApply)
 	}
+	if err := s.admitNamespace(info, m.GetNamespace(), m.GetName()); err != nil {
+		return s.errorResponse(r, err, HowApply)
+	}
 	pol := policyFor(info)
 	now := s.timeNow()
 	m.SetUID(typesUID(s.newUID()))
@@ -1086,6 +1077,20 @@ func (s *Store) applyCreate(r *Request, t Target, info Info, h *history, p write
 	if pol.generation {
 		m.SetGeneration(1)
 	}
+	defaultObject(obj)
 	prepareCreate(obj, info, pol)
-	return s.commit(r, info, h, Key{t.Namespace, t.Name}, obj, Added, http.StatusCreated, p.dryRun, HowApply)
+	if err := s.admit(obj); err != nil {
+		return s.errorResponse(r, err, HowApply)
+	}
+	if o, ok := obj.(*corev1.Namespace); ok {
+		o.Status = corev1.NamespaceStatus{Phase: corev1.NamespaceActive}
+		if len(o.Spec.Finalizers) == 0 {
+			o.Spec.Finalizers = []corev1.FinalizerName{corev1.FinalizerKubernetes}
+		}
+	}
+	resp := s.commit(r, info, h, Key{t.Namespace, t.Name}, obj, Added, http.StatusCreated, p.dryRun, HowApply)
+	if resp.Changed {
+		s.pairCreated(info.Resource, obj)
+	}
+	return resp
 }

@@ -32,7 +32,7 @@ var layerOf = map[string]struct {
 	"formats":             {2, false, []string{modZstd, modXsys}},
 	"apiserver/openapi":   {2, false, []string{modZstd}},
 	"apiserver/codec":     {2, false, []string{modGoautoneg, modK8sAPI, modK8sAPIMachinery, modSigsYAML}},
-	"apiserver/world":     {3, false, []string{modUuid, modJsonPatch, modK8sAPI, modK8sAPIMachinery, modK8sClientGo, modSmd, modSigsYAML, modSigsJSON}},
+	"apiserver/world":     {3, false, []string{modUuid, modJsonPatch, modK8sAPI, modK8sAPIMachinery, modK8sClientGo, modK8sUtils, modSmd, modSigsYAML, modSigsJSON}},
 	"capture/pcapfile":    {3, false, []string{modZstd}},
 	"capture/tlsdec":      {3, false, []string{modXcrypto}},
 	"capture/redact":      {3, false, []string{modProtobuf}},
