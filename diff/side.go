@@ -186,6 +186,9 @@ func (c *comparer) load(f *formats.File, name string) (*side, error) {
 			}
 		}
 		if e.cls == classWrite {
+			if e.kev != nil && e.kev.lease && !c.opts.Leases {
+				continue // leader election's own Events (see Options.Leases)
+			}
 			s.nWrites++
 			if e.hasObj && isEventResource(e.obj) && e.obj.Subresource == "" {
 				s.eventObject(e)
@@ -207,7 +210,7 @@ func (c *comparer) load(f *formats.File, name string) (*side, error) {
 }
 
 // ignored reports whether Options.IgnoreResources or IgnoreVerbs leave
-// the exchange out.
+// the exchange out (or it is a Lease's, without Options.Leases).
 func (c *comparer) ignored(q request, cls class) bool {
 	if cls == classWrite {
 		for _, v := range c.opts.IgnoreVerbs {
@@ -218,6 +221,9 @@ func (c *comparer) ignored(q request, cls class) bool {
 	}
 	if !q.resource {
 		return false
+	}
+	if !c.opts.Leases && q.obj.Resource == "leases" && q.obj.Group == "coordination.k8s.io" {
+		return true
 	}
 	for _, r := range c.opts.IgnoreResources {
 		name, group, dotted := strings.Cut(r, ".")

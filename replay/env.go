@@ -64,6 +64,13 @@ type activity struct {
 
 func newActivity() *activity { return &activity{wake: make(chan struct{}, 1)} }
 
+// heartbeat reports whether a request is a leader elector's (a Lease of
+// coordination.k8s.io): renewed on a timer, it is no sign of work, and
+// does not break the clients' quiet.
+func heartbeat(path string) bool {
+	return strings.HasPrefix(path, "/apis/coordination.k8s.io/") && strings.Contains(path, "/leases")
+}
+
 // begin notes a request's arrival; watch says it is a watch, which stays
 // in flight for its whole life and does not count as busy.
 func (a *activity) begin(now time.Time, watch bool) {
@@ -383,6 +390,26 @@ func (d *deliveries) wait(rv uint64, done <-chan struct{}) {
 	}
 }
 
+// writeLatency holds a write's answer until Options.WriteLatency (by
+// default the recorded apiserver's median) has passed since it arrived.
+func (s *Server) writeLatency(arrival time.Time, done <-chan struct{}) {
+	d := s.opts.WriteLatency
+	if d == 0 {
+		d = s.store.Environment().WriteLatency
+	}
+	wait := arrival.Add(d).Sub(s.clock.Now())
+	if d <= 0 || wait <= 0 {
+		return
+	}
+	t := s.clock.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C():
+	case <-done:
+	case <-s.ctx.Done():
+	}
+}
+
 // routeWorld decides how a replay that answers writes answers a request:
 // from the world, whatever the recording holds, for every resource it
 // knows; the rest (discovery, /version, paths that are no resource) as the
@@ -392,9 +419,13 @@ func (s *Server) routeWorld(r *http.Request, q query, body []byte) route {
 		if q.watch && q.method == http.MethodGet {
 			return s.storeWatchRoute(r, q)
 		}
+		arrival := s.clock.Now()
 		if resp, ok := s.store.Serve(stateRequest(r, q, body)); ok {
 			if resp.Changed {
 				s.deliv.wait(s.store.LastRV(), r.Context().Done())
+			}
+			if isWrite(q.method) {
+				s.writeLatency(arrival, r.Context().Done())
 			}
 			return storeRoute(resp)
 		}

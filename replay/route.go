@@ -33,11 +33,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	target := r.URL.RequestURI()
 	q, err := parseTarget(r.Method, target)
 	watch := err == nil && q.watch
-	s.act.begin(arrival, watch)
-	if !watch {
-		defer func() { s.act.end(s.clock.Now()) }()
+	if err != nil || !heartbeat(q.path) {
+		s.act.begin(arrival, watch)
+		if !watch {
+			defer func() { s.act.end(s.clock.Now()) }()
+		}
 	}
-	if s.env != nil {
+	if s.env != nil && (watch || !s.store.Environment().Watches) {
+		// The timeline starts when the clients start following the world
+		// (their first watch), as the recorded ones did.
 		s.env.begin(arrival)
 	}
 	handOff := err == nil && q.watch && mayTakeOver(r)

@@ -124,6 +124,13 @@ type Options struct {
 	// of a replay's run), none of a capture; NoClients picks none.
 	Clients   []world.Client
 	NoClients bool
+	// WriteLatency is the least time a replay that answers writes takes
+	// to answer one, as an apiserver writing to etcd does: controllers
+	// that race their own caches meet as many conflicts as they did when
+	// recorded, not more. 0 means the median of the recorded writes of
+	// the clients under test (a few milliseconds); negative answers at
+	// once.
+	WriteLatency time.Duration
 }
 
 // Server serves a recorded session over HTTP. Create it with New or Open;

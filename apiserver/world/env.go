@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/wtrace/wtrace/apiserver/codec"
 	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/internal/apipath"
 )
 
 // A Live store (Options.Live) is the world of a replay to a client under
@@ -136,10 +138,16 @@ type Change struct {
 // test.
 type Environment struct {
 	// Start is the capture time the environment's timeline starts at: the
-	// first request of a client under test (or of the session when none
-	// is picked). A change is due (Time − Start) / speed after the run's
-	// first request; those before Start are due at once.
+	// first watch of a client under test — when it began to follow the
+	// world, as a controller does once its informers start (after it won
+	// its leader election, say) — or its first request when it watched
+	// nothing, or the session's first request when no client is picked.
+	// A change is due (Time − Start) / speed after the run's clients
+	// begin alike; those before Start are due at once.
 	Start int64
+	// Watches says that the clients under test watched: the run's
+	// timeline starts at its clients' first watch too.
+	Watches bool
 	// End is the capture time of the last write of a client under test
 	// (0 without one): how long after the environment's last change the
 	// recorded clients were still at work — a controller that acts on a
@@ -158,6 +166,10 @@ type Environment struct {
 	// later changes by the environment follow the run's corresponding
 	// objects (see ApplyNext).
 	Created int
+	// WriteLatency is the median time the recorded apiserver took to
+	// answer the successful writes of the clients under test (0 without
+	// any): how long a write took then.
+	WriteLatency time.Duration
 }
 
 // clientSet decides which recorded requests are the clients under test's.
@@ -265,7 +277,9 @@ type runObject struct {
 // test did.
 type envBuilder struct {
 	cs       *clientSet
-	end      int64 // answer of the last write of a client under test
+	watch    int64   // first watch of a client under test
+	latency  []int64 // answer time of each successful write of a client under test
+	end      int64   // answer of the last write of a client under test
 	start    int64 // first request of a client under test
 	first    int64 // first request of the session
 	requests int
@@ -294,6 +308,9 @@ func (b *envBuilder) observe(l *loader, x *formats.ExchangeInfo) {
 	switch method {
 	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
 	default:
+		if apipath.IsWatch(method, x.Request.Target) && (b.watch == 0 || x.Request.Time < b.watch) {
+			b.watch = x.Request.Time
+		}
 		return
 	}
 	if x.Response != nil && x.Response.Time > b.end {
@@ -301,6 +318,9 @@ func (b *envBuilder) observe(l *loader, x *formats.ExchangeInfo) {
 	}
 	if x.Response == nil || x.Response.Status < 200 || x.Response.Status > 299 {
 		return // a failed attempt changed nothing
+	}
+	if d := x.Response.Time - x.Request.Time; d > 0 {
+		b.latency = append(b.latency, d)
 	}
 	u, err := url.ParseRequestURI(x.Request.Target)
 	if err != nil {
@@ -419,8 +439,15 @@ func namespaceFinalizers(obj runtime.Object) bool {
 func (b *envBuilder) split(s *Store, start uint64, firstWatch map[Resource]int64) (*Environment, uint64) {
 	env := &Environment{Start: b.start, End: b.end, Clients: b.cs.describe(), Requests: b.requests, Writes: b.writes,
 		Created: len(b.created)}
+	if b.watch != 0 {
+		env.Start, env.Watches = b.watch, true
+	}
 	if env.Start == 0 {
 		env.Start = b.first
+	}
+	if n := len(b.latency); n > 0 {
+		slices.Sort(b.latency)
+		env.WriteLatency = time.Duration(b.latency[n/2])
 	}
 	byRV := map[Resource]map[Key]map[uint64]bool{}
 	var byTime []effect
@@ -480,10 +507,13 @@ func (b *envBuilder) split(s *Store, start uint64, firstWatch map[Resource]int64
 	// the session showed before the resource's first watch (what the
 	// clients' first LISTs held, whatever its resourceVersion).
 	initial := func(r Resource, e *entry) bool {
+		if behaviour[e] || byRV[r][e.key][e.rv] {
+			return false // the clients made it: never the world's to begin with
+		}
 		if e.rv <= start {
 			return true
 		}
-		if e.watched || behaviour[e] || byRV[r][e.key][e.rv] {
+		if e.watched {
 			return false
 		}
 		fw, ok := firstWatch[r]

@@ -18,6 +18,7 @@ type diffOptions struct {
 	ignoreVrb []string
 	verdict   []string
 	strict    bool
+	leases    bool
 	compareRV bool
 	repeats   bool
 	tolerance time.Duration
@@ -91,6 +92,7 @@ github.com/wtrace/wtrace/diff'). Exit status: 0 the sessions are the same,
 	f.StringSliceVar(&o.only, "only", nil, "compare only these `categories`: state, write, event, stream, exchange")
 	f.StringSliceVar(&o.verdict, "verdict", nil, "the `categories` whose differences make the sessions differ (default: state,write when there are writes, else all)")
 	f.BoolVar(&o.strict, "strict", false, "every category compared decides the verdict (events and their timing too)")
+	f.BoolVar(&o.leases, "leases", false, "compare leader election Leases too (left out by default: renewed on a timer, their writes count how long a run lasted)")
 	f.StringArrayVar(&o.ignoreRes, "ignore-resource", nil, "leave out every exchange of `RESOURCE`: events (in every API group) or events.events.k8s.io (resource.group) (repeatable)")
 	f.StringArrayVar(&o.ignoreVrb, "ignore-verb", nil, "leave out the writes of `METHOD` (PATCH, DELETE, …; repeatable)")
 	f.BoolVar(&o.json, "json", false, "print the report as JSON")
@@ -124,7 +126,7 @@ func runDiff(s streams, a, b string, o *diffOptions) error {
 		}
 		opts.Verdict = diff.AllCategories
 	}
-	opts.IgnoreResources, opts.IgnoreVerbs = o.ignoreRes, o.ignoreVrb
+	opts.IgnoreResources, opts.IgnoreVerbs, opts.Leases = o.ignoreRes, o.ignoreVrb, o.leases
 	for _, p := range []string{a, b} {
 		f, err := openSession(p) // the helpful errors of a path that is no session
 		if err != nil {
