@@ -280,8 +280,8 @@ type envBuilder struct {
 	watch    int64   // first watch of a client under test
 	latency  []int64 // answer time of each successful write of a client under test
 	end      int64   // answer of the last write of a client under test
-	start    int64 // first request of a client under test
-	first    int64 // first request of the session
+	start    int64   // first request of a client under test
+	first    int64   // first request of the session
 	requests int
 	writes   int
 	effects  []effect
