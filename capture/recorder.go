@@ -103,6 +103,7 @@ type Stats struct {
 	TLSConns       int64 // TLS connections seen
 	TLSUndecrypted int64 // TLS connections not (fully) decrypted
 	Evicted        int64 // flows that never carried data, dropped to make room (Options.MaxConns)
+	Redactions     int64 // values redaction replaced (the Counts of formats.End.Redactions)
 	First, Last    int64 // capture times of the first and last packet
 }
 
@@ -134,9 +135,20 @@ func (s *session) emit(r formats.Record) {
 	if s.err != nil {
 		return
 	}
+	if e, ok := r.(*formats.End); ok {
+		s.stats.Redactions += redactionCount(e)
+	}
 	if err := s.sink.Write(r); err != nil {
 		s.err = err
 	}
+}
+
+// redactionCount is how many values an End's redactions replaced.
+func redactionCount(e *formats.End) (n int64) {
+	for _, r := range e.Redactions {
+		n += max(r.Count, 1)
+	}
+	return n
 }
 
 func (s *session) anomaly(conn uint64, x int64, dir formats.Direction, t int64, kind formats.AnomalyKind, off, n int64, msg string) {

@@ -254,6 +254,7 @@ func (st *streamer) runFlow(rdp **writeReader, base int64) bool {
 			return false
 		}
 		if w.event {
+			st.wrote(&w, base, st.s.clock.Now())
 			if !st.sendEvent(w.data) {
 				return false
 			}
@@ -276,6 +277,7 @@ func (st *streamer) runFlow(rdp **writeReader, base int64) bool {
 		size := len(w.data)
 		last := w
 		now := st.s.clock.Now()
+		st.wrote(&w, base, now)
 		for size < maxBatch && fl.follow == nil {
 			w2, ok := rd.next()
 			if !ok {
@@ -288,6 +290,7 @@ func (st *streamer) runFlow(rdp **writeReader, base int64) bool {
 				rd.unread(w2)
 				break
 			}
+			st.wrote(&w2, base, now)
 			batch = append(batch, w2.data)
 			st.exts = append(st.exts, w2.ext)
 			size += len(w2.data)
@@ -373,6 +376,7 @@ func (st *streamer) deliver() bool {
 		if !st.send(b) {
 			return false
 		}
+		st.sentEvents(1, 0, 0, time.Time{})
 		fl.writes++
 		if fl.switched == "" {
 			fl.switched = "writes"
@@ -482,8 +486,11 @@ func (s *Server) serveStoreWatch(st *streamer, wt *world.Watch) {
 	if !st.begin(newHead(http.StatusOK, http.Header{"Content-Type": {wt.ContentType()}})) {
 		return
 	}
-	if init := wt.Initial(); len(init) > 0 && !st.sendBatch(init) {
-		return
+	if init := wt.Initial(); len(init) > 0 {
+		if !st.sendBatch(init) {
+			return
+		}
+		st.sentEvents(len(init), 0, 0, time.Time{})
 	}
 	if wt.Expired() {
 		return
@@ -518,6 +525,7 @@ func (s *Server) serveStoreWatch(st *streamer, wt *world.Watch) {
 		if !st.send(b) {
 			return
 		}
+		st.sentEvents(1, ev.Time, wt.Origin(), st.s.clock.Now())
 	}
 }
 

@@ -24,6 +24,9 @@ import (
 // watcher holds little more than its own state. That goroutine still
 // counts as a handler for Close.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.serveOps(w, r) {
+		return
+	}
 	if !s.enter() {
 		writeStatus(w, http.StatusServiceUnavailable, "ServiceUnavailable", errClosed.Error())
 		return
@@ -44,6 +47,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// (their first watch), as the recorded ones did.
 		s.env.begin(arrival)
 	}
+	s.met.opened(r.Method, target)
 	handOff := err == nil && q.watch && mayTakeOver(r)
 	var ctx context.Context
 	var cancel context.CancelFunc
@@ -180,7 +184,8 @@ func (s *Server) answer(st *streamer, rt *route, r *http.Request, target string)
 // answerEnd ends the stream and logs the request.
 func (s *Server) answerEnd(st *streamer, rt *route, target string) {
 	st.done()
-	st.tap.finish(rt, st, st.stopped == "" || st.stopped == "timeout")
+	st.tap.finish(rt, st, st.endsClean())
+	s.met.answered(st.method, target, st.tap.req.Status, rt.how, st.tap.req.Transcoded)
 	if s.log.Enabled(st.ctx, slog.LevelDebug) {
 		attrs := []any{"method", st.method, "target", truncate(target), "bytes", st.bytes,
 			"writes", st.writes, "duration", s.clock.Now().Sub(st.arrival), "stopped", st.stopped}

@@ -403,6 +403,7 @@ func (st *streamer) runFrom(rd *writeReader, base int64) bool {
 		st.exts = append(st.exts[:0], w.ext)
 		size := len(w.data)
 		now := st.s.clock.Now()
+		st.wrote(&w, base, now)
 		for size < maxBatch {
 			w2, ok := rd.next()
 			if !ok {
@@ -415,6 +416,7 @@ func (st *streamer) runFrom(rd *writeReader, base int64) bool {
 				rd.unread(w2)
 				break
 			}
+			st.wrote(&w2, base, now)
 			batch = append(batch, w2.data)
 			st.exts = append(st.exts, w2.ext)
 			size += len(w2.data)
@@ -449,7 +451,7 @@ func (st *streamer) finish(kind endKind, endAt, base int64) {
 // client's timeoutSeconds), else by closing the connection. A stream that
 // crossed data lost to damage is cut instead of ending cleanly (see cut).
 func (st *streamer) done() {
-	clean := st.stopped == "" || st.stopped == "timeout"
+	clean := st.endsClean()
 	if clean && len(st.crossed) > 0 && !st.ended {
 		st.cut()
 		return

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/wtrace/wtrace/apiserver/world"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/internal/selfsigned"
@@ -109,6 +111,16 @@ type Options struct {
 	// MaxRequests bounds the requests Server.Requests keeps (the first
 	// ones); 0 means DefaultMaxRequests, negative keeps none.
 	MaxRequests int
+	// Metrics, if set, is the Prometheus registry the Server registers
+	// its metrics in (wtrace_replay_*: see metrics.go; Servers sharing a
+	// registry share them) and serves at /metrics. nil (the zero value)
+	// means no metrics, and /metrics is a path like any other.
+	Metrics *prometheus.Registry
+	// Listener, if set, is what Start and StartTLS serve on instead of
+	// listening on Listen (Preloader.Listener, to serve on the port that
+	// answered probes while the session loaded); Close closes it once
+	// served.
+	Listener net.Listener
 	// Pace says when the environment's changes are applied to the world
 	// of a replay that answers writes: PaceRecorded (the zero value: at
 	// their recorded times, scaled by Speed) or PaceQuiet (each once the
@@ -165,6 +177,8 @@ type Server struct {
 	deliv        *deliveries  // the world's watches, for a write's answer to wait for its events
 	maxRequests  int
 	seq          atomic.Int64 // numbers the requests in arrival order
+	met          *metrics     // nil: no metrics (see metrics.go)
+	ops          *ops         // health endpoints, shutdown (see health.go)
 
 	active atomic.Int64 // requests being served
 
@@ -258,6 +272,7 @@ func New(f *formats.File, opts Options) (*Server, error) {
 	for i := range s.scs {
 		s.scs[i] = newScheduler(s)
 	}
+	s.initOps()
 	return s, nil
 }
 
@@ -301,7 +316,7 @@ func (s *Server) start(useTLS bool) error {
 	if addr == "" {
 		addr = DefaultListen
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := s.listen(addr)
 	if err != nil {
 		return fmt.Errorf("replay: %w", err)
 	}
@@ -311,6 +326,7 @@ func (s *Server) start(useTLS bool) error {
 		IdleTimeout:       idleTimeout(s.opts.IdleTimeout),
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		ConnState: func(c net.Conn, st http.ConnState) {
+			s.met.connState(st)
 			switch st {
 			case http.StateNew:
 				s.conns.Add(1)

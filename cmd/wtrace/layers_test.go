@@ -26,6 +26,7 @@ var layerOf = map[string]struct {
 	"internal/cborscan":   {0, false, nil},
 	"internal/selfsigned": {0, false, nil},
 	"internal/apipath":    {0, false, nil},
+	"internal/healthz":    {0, false, []string{modPrometheus}},
 	"internal/kscheme":    {0, false, []string{modK8sAPIMachinery, modK8sClientGo}},
 	"chunked":             {1, false, nil},
 	"frame":               {1, false, []string{modJsonIter, modProtobuf}},
@@ -38,11 +39,11 @@ var layerOf = map[string]struct {
 	"capture/redact":      {3, false, []string{modProtobuf}},
 	"diff":                {3, false, nil},
 	"capture":             {4, false, []string{modXxhash, modZstd, modXnet}},
-	"replay":              {4, false, []string{modGoautoneg, modK8sAPIMachinery, modSigsYAML}},
+	"replay":              {4, false, []string{modGoautoneg, modK8sAPIMachinery, modSigsYAML, modPrometheus}},
 	"export":              {4, false, []string{modZstd, modXnet}},
 	"edit":                {4, false, []string{modK8sAPIMachinery}},
 	"capture/live":        {5, false, []string{modXnet, modXsys}},
-	"capture/proxy":       {5, false, []string{modXnet, modK8sClientGo}},
+	"capture/proxy":       {5, false, []string{modXnet, modK8sClientGo, modPrometheus}},
 	"replay/record":       {5, false, nil},
 	"cmd/wtrace":          {6, false, []string{modZstd, modCobra, modXterm, modK8sClientGo}},
 	"testkit/pcaptest":    {0, true, []string{modGopacket}},
@@ -53,34 +54,43 @@ var layerOf = map[string]struct {
 	"testkit/proxytest":   {6, true, nil},
 	"replay/replaytest":   {6, true, nil},
 	"testkit/kcmtest":     {7, true, []string{modK8sAPI, modK8sAPIMachinery, modK8sClientGo}},
+	"testkit/crtest":      {0, true, []string{modK8sAPI, modK8sAPIMachinery, modK8sClientGo, modControllerRuntime}},
 	"tools/pcapcat":       {6, true, nil},
 	"tools/pcapgen":       {6, true, []string{modGopacket}},
 	"tools/mkopenapi":     {6, true, []string{modZstd, modK8sClientGo}},
 	"tools/mkcorpus":      {6, true, []string{modGopacket, modK8sAPIMachinery, modK8sClientGo}},
+	"tools/mkimage":       {6, true, []string{modGGCR}},
+	"tools/scaleout":      {6, true, []string{modPromModel, modPromCommon}},
+	"deploy":              {6, true, nil},
 }
 
 // The modules outside the standard library that packages import.
 const (
-	modCobra           = "github.com/spf13/cobra"
-	modGoautoneg       = "github.com/munnerz/goautoneg"
-	modGopacket        = "github.com/google/gopacket"
-	modJsonIter        = "github.com/json-iterator/go"
-	modJsonPatch       = "gopkg.in/evanphx/json-patch.v4"
-	modK8sAPI          = "k8s.io/api"
-	modK8sAPIMachinery = "k8s.io/apimachinery"
-	modK8sClientGo     = "k8s.io/client-go"
-	modK8sUtils        = "k8s.io/utils"
-	modProtobuf        = "google.golang.org/protobuf"
-	modSigsYAML        = "sigs.k8s.io/yaml"
-	modSigsJSON        = "sigs.k8s.io/json"
-	modSmd             = "sigs.k8s.io/structured-merge-diff/v6"
-	modUuid            = "github.com/google/uuid"
-	modXcrypto         = "golang.org/x/crypto"
-	modXnet            = "golang.org/x/net"
-	modXsys            = "golang.org/x/sys"
-	modXterm           = "golang.org/x/term"
-	modXxhash          = "github.com/cespare/xxhash/v2"
-	modZstd            = "github.com/klauspost/compress"
+	modCobra             = "github.com/spf13/cobra"
+	modControllerRuntime = "sigs.k8s.io/controller-runtime"
+	modGoautoneg         = "github.com/munnerz/goautoneg"
+	modGopacket          = "github.com/google/gopacket"
+	modGGCR              = "github.com/google/go-containerregistry"
+	modJsonIter          = "github.com/json-iterator/go"
+	modJsonPatch         = "gopkg.in/evanphx/json-patch.v4"
+	modK8sAPI            = "k8s.io/api"
+	modK8sAPIMachinery   = "k8s.io/apimachinery"
+	modK8sClientGo       = "k8s.io/client-go"
+	modK8sUtils          = "k8s.io/utils"
+	modProtobuf          = "google.golang.org/protobuf"
+	modPrometheus        = "github.com/prometheus/client_golang"
+	modPromModel         = "github.com/prometheus/client_model"
+	modPromCommon        = "github.com/prometheus/common"
+	modSigsYAML          = "sigs.k8s.io/yaml"
+	modSigsJSON          = "sigs.k8s.io/json"
+	modSmd               = "sigs.k8s.io/structured-merge-diff/v6"
+	modUuid              = "github.com/google/uuid"
+	modXcrypto           = "golang.org/x/crypto"
+	modXnet              = "golang.org/x/net"
+	modXsys              = "golang.org/x/sys"
+	modXterm             = "golang.org/x/term"
+	modXxhash            = "github.com/cespare/xxhash/v2"
+	modZstd              = "github.com/klauspost/compress"
 )
 
 // kubernetesFree are the packages that read the wire and the session file:

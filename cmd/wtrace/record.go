@@ -48,6 +48,10 @@ type recordOptions struct {
 	maxDuration time.Duration
 	maxSize     string
 	rotate      bool
+	// The proxy as a service (service.go).
+	healthListen string
+	metrics      bool
+	logFormat    string
 }
 
 func newRecordCmd(s streams) *cobra.Command {
@@ -107,6 +111,9 @@ up to its last block).`,
   wtrace record --proxy -o session.wt
   kubectl --server http://127.0.0.1:8001 get pods -A -w
 
+  # as a sidecar: probes and Prometheus on :8081, JSON logs
+  wtrace record --proxy --listen 127.0.0.1:8001 --health-listen 0.0.0.0:8081 --log-format json -o /data/s.wt
+
   # one hour of the prod context at most, in files of at most 2 GiB
   wtrace record --proxy --kubeconfig kc --context prod --max-duration 1h --max-size 2GiB --rotate -o s.wt`,
 		Args: exactArgs(0, "no arguments (the source is given with --pcap, --iface or --proxy)"),
@@ -146,6 +153,9 @@ up to its last block).`,
 	f.StringVar(&o.memLimit, "memory-limit", "192MiB", "soft `size` the Go garbage collector keeps the process under (0: none; GOMEMLIMIT wins)")
 	f.StringVar(&o.compression, "compression", "", "zstd `level` of the session file: fastest, default, better, best (default: default for --pcap, in 4 MiB blocks; fastest for live and proxy recordings, whose blocks are cut every second)")
 	f.StringVar(&o.blockSize, "block-size", "", "records per block of the session file before compression (`size`, 16KiB to 64MiB): larger compresses better, smaller loses less to damage and seeks faster (default: 4MiB for --pcap; 256KiB for live and proxy recordings, which also cut a block every second)")
+	f.StringVar(&o.healthListen, "health-listen", "", "--proxy: serve the recording's own /livez, /readyz, /healthz and /metrics on this `address` (the --listen port forwards every path to the apiserver)")
+	f.BoolVar(&o.metrics, "metrics", true, "--proxy: serve Prometheus metrics at /metrics of --health-listen")
+	f.StringVar(&o.logFormat, "log-format", "text", "--proxy: log `format` on stderr: text or json (log/slog)")
 	f.IntVar(&o.maxConns, "max-conns", capture.DefaultMaxConns, "TCP connections open at once (`n`); past it, flows that never carried data make room first (oldest first), then half-closed, then idle connections")
 	return c
 }

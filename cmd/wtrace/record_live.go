@@ -24,6 +24,7 @@ import (
 	"github.com/wtrace/wtrace/capture/proxy"
 	"github.com/wtrace/wtrace/capture/tlsdec"
 	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/internal/healthz"
 )
 
 // validate checks the flag combination: exactly one source, and only the
@@ -58,8 +59,11 @@ func (o *recordOptions) validate(c *cobra.Command) error {
 	if o.captureSHA256 && o.pcap == "" {
 		return usage("--capture-sha256 goes with --pcap (live and proxy recordings have no capture file)")
 	}
-	if name := changed("listen", "kubeconfig", "context", "tls"); name != "" && !o.proxy {
+	if name := changed("listen", "kubeconfig", "context", "tls", "health-listen", "metrics", "log-format"); name != "" && !o.proxy {
 		return usage("--%s goes with --proxy", name)
+	}
+	if err := checkLogFormat(o.logFormat); err != nil {
+		return err
 	}
 	if o.keylog != "" && o.proxy {
 		return usage("--keylog goes with --pcap or --iface; the proxy decrypts TLS itself")
@@ -341,6 +345,17 @@ func runRecordProxy(s streams, o *recordOptions) error {
 	if err != nil {
 		return listenError(err, listen)
 	}
+	logger := slog.New(slog.NewTextHandler(s.err, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if o.logFormat == "json" {
+		logger = slog.New(slog.NewJSONHandler(s.err, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	var health net.Listener
+	if o.healthListen != "" {
+		if health, err = net.Listen("tcp", o.healthListen); err != nil {
+			ln.Close()
+			return listenError(err, o.healthListen)
+		}
+	}
 	warnKeepSecrets(s, o)
 	prog := newProgress(s.err)
 	ctx, release := stopOnSignal(s, prog.clear)
@@ -348,7 +363,8 @@ func runRecordProxy(s streams, o *recordOptions) error {
 	start := time.Now()
 	var url, certPath string
 	opts := proxy.RecordOptions{
-		Proxy:  proxy.Options{TLS: o.tls, Logger: slog.New(slog.NewTextHandler(s.err, &slog.HandlerOptions{Level: slog.LevelWarn}))},
+		Proxy:  proxy.Options{TLS: o.tls, Logger: logger},
+		Health: health,
 		Output: out,
 		Tee: capture.TeeOptions{KeepSecrets: o.keepSecrets, OnTick: func(st capture.Stats) {
 			prog.show("%s  %s proxied%s", time.Since(start).Round(time.Second), humanBytes(st.Bytes), counts(st))
@@ -368,6 +384,12 @@ func runRecordProxy(s streams, o *recordOptions) error {
 				fmt.Fprintf(s.err, "  The proxy's certificate is in %s:\n  kubectl --server %s --certificate-authority %s get pods -A -w\n", path, p.URL, path)
 			}
 		},
+	}
+	if health != nil && o.metrics {
+		opts.Metrics = healthz.NewRegistry()
+	}
+	if health != nil && o.metrics {
+		opts.Metrics = healthz.NewRegistry()
 	}
 	opts.Output.OnRotate = rotated(s, prog)
 	res, err := proxy.Record(ctx, cl, ln, opts)

@@ -8,13 +8,12 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net"
 	"net/url"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,6 +21,8 @@ import (
 	"github.com/wtrace/wtrace/apiserver/world"
 	"github.com/wtrace/wtrace/edit"
 	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/internal/healthz"
+	"github.com/wtrace/wtrace/internal/selfsigned"
 	"github.com/wtrace/wtrace/replay"
 	"github.com/wtrace/wtrace/replay/record"
 )
@@ -42,6 +43,9 @@ type replayOptions struct {
 	out           string
 	keepSecrets   bool
 	from, to      string
+	logFormat     string
+	shutdownGrace time.Duration
+	metrics       bool
 	pace          string
 	quietWindow   time.Duration
 	clients       []string
@@ -103,11 +107,29 @@ inspect, events and diff read. Secret values are redacted unless
 --keep-secrets.
 
 By default the server listens on 127.0.0.1:8080 over plain HTTP. Requests are
-logged on stderr; stdout stays empty. Ctrl-C stops the server (open watches
-end at once); a second Ctrl-C exits immediately.`,
+logged on stderr (--log-format json: one JSON object a line); stdout stays
+empty.
+
+The server answers /livez, /readyz and /healthz itself, as kube-apiserver
+does (for probes; /readyz passes once the session is loaded — the port
+answers while it loads — and fails from the first SIGTERM), and /metrics in
+the Prometheus text format (watchers, connections, requests by verb,
+resource, code and how they were answered, events and bytes sent, event
+lateness, writes applied, sessions loaded; Go and process metrics) unless
+--metrics=false.
+
+SIGTERM or Ctrl-C stops the server gracefully: it stops accepting, /readyz
+fails, every open watch ends cleanly (its terminating chunk; over HTTP/2
+END_STREAM after a GOAWAY) so that informers re-watch elsewhere, --out is
+flushed and closed, and wtrace exits 0 — within --shutdown-grace, after which
+what is left is cut. A second signal exits at once (status 1).`,
 		Example: `  # serve with the original timing, then watch with curl
   wtrace replay session.wt
   curl -N 'http://127.0.0.1:8080/api/v1/namespaces/demo/configmaps?watch=true'
+
+  # as a service (in a container): on every interface, read-only, JSON logs;
+  # /livez, /readyz, /metrics on the same port
+  wtrace replay /data/session.wt --listen 0.0.0.0:8080 --writes reject --log-format json
 
   # ten times faster, forever
   wtrace replay session.wt --speed 10 --loop
@@ -157,9 +179,13 @@ end at once); a second Ctrl-C exits immediately.`,
 			if o.keepSecrets && o.out == "" {
 				return &usageError{errors.New("--keep-secrets applies to --out\nSee 'wtrace replay --help'.")}
 			}
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			return runReplay(ctx, s, args[0], o)
+			if err := checkLogFormat(o.logFormat); err != nil {
+				return err
+			}
+			if o.shutdownGrace < 0 {
+				return &usageError{fmt.Errorf("--shutdown-grace %v: must be 0 or more\nSee 'wtrace replay --help'.", o.shutdownGrace)}
+			}
+			return runReplay(s, args[0], o)
 		},
 	}
 	f := c.Flags()
@@ -180,6 +206,9 @@ end at once); a second Ctrl-C exits immediately.`,
 	f.StringVar(&o.from, "from", "", "start at this point: a `duration` after the session's start (42m) or an RFC 3339 time")
 	f.StringVar(&o.to, "to", "", "end at this point: a `duration` after the session's start or an RFC 3339 time")
 	f.BoolVar(&o.keepSecrets, "keep-secrets", false, "with --out: store Secret objects' values as served (credentials in headers are never stored)")
+	f.StringVar(&o.logFormat, "log-format", "text", "log `format` on stderr: text (short lines) or json (one object a line, log/slog)")
+	f.DurationVar(&o.shutdownGrace, "shutdown-grace", 20*time.Second, "on SIGTERM, how long open watches and requests get to end cleanly (`duration`) before they are cut")
+	f.BoolVar(&o.metrics, "metrics", true, "serve Prometheus metrics at /metrics")
 	f.StringVar(&o.pace, "pace", string(replay.PaceRecorded), "when the environment's changes are applied: `pace` recorded (their recorded times, scaled by --speed) or quiet (each once the clients have been quiet for --quiet-window)")
 	f.DurationVar(&o.quietWindow, "quiet-window", replay.DefaultQuietWindow, "with --pace quiet (and --exit-when-done): how long the clients must be quiet, a `duration`")
 	f.StringArrayVar(&o.clients, "client", nil, "the client under test in the recording: `selector` user-agent=REGEXP, addr=IP[:PORT], both (comma), all or none; repeatable (default: every client of a proxy recording, none of a capture)")
@@ -216,34 +245,37 @@ func clientsOption(sel []string) ([]world.Client, bool, error) {
 	return cs, none, nil
 }
 
-func runReplay(ctx context.Context, s streams, sessionPath string, o *replayOptions) (err error) {
+func runReplay(s streams, sessionPath string, o *replayOptions) (err error) {
+	level := slog.LevelInfo
+	if o.verbose {
+		level = slog.LevelDebug
+	}
+	log := newLogger(s, o.logFormat, level)
+	say := func(msg string, args ...any) { // the banner and notes: lines, or log records in JSON
+		if o.logFormat == "json" {
+			log.Info(msg, args...)
+		}
+	}
+	stopping, release := serviceSignals(func() {
+		if o.logFormat == "json" {
+			log.Info("replay: stopping: ending open watches cleanly; a second signal exits at once", "grace", o.shutdownGrace.String())
+			return
+		}
+		fmt.Fprintln(s.err, "\nStopping: ending open watches cleanly (Ctrl-C again to exit at once)")
+	}, func() {
+		if o.logFormat == "json" {
+			log.Warn("replay: aborted")
+			return
+		}
+		fmt.Fprintln(s.err, "Aborted.")
+	})
+	defer release()
 	f, err := openSession(sessionPath)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	if o.from != "" || o.to != "" {
-		from, to, err := sliceWindow(f.Index(), o.from, o.to)
-		if err != nil {
-			return err
-		}
-		sk, err := edit.Seek(ctx, sessionPath, "", edit.SliceOptions{From: from, To: to, Tool: "wtrace " + toolVersion()})
-		if err != nil {
-			return withHint(fmt.Errorf("--from/--to: %w", err), "wtrace verify %s; or set TMPDIR to a directory with room for the slice", sessionPath)
-		}
-		defer sk.Close()
-		for _, n := range sk.Result.Notes {
-			fmt.Fprintf(s.err, "Note: %s\n", n)
-		}
-		f = sk.File
-	}
-	for _, p := range f.Problems() {
-		fmt.Fprintf(s.err, "Warning: %s: %v\n", sessionPath, p)
-	}
-	level := slog.LevelInfo
-	if o.verbose {
-		level = slog.LevelDebug
-	}
+
 	opts := replay.Options{
 		Speed:        o.speed,
 		Loop:         o.loop,
@@ -252,7 +284,7 @@ func runReplay(ctx context.Context, s streams, sessionPath string, o *replayOpti
 		Listen:       o.listen,
 		WriteTimeout: o.writeTimeout,
 		IdleTimeout:  o.idleTimeout,
-		Logger:       slog.New(&lineHandler{w: s.err, level: level, mu: &sync.Mutex{}}),
+		Logger:       log,
 		Writes:       replay.Writes(o.writes),
 		MaxRequests:  -1, // nobody reads them
 		Pace:         replay.Pace(o.pace),
@@ -260,6 +292,9 @@ func runReplay(ctx context.Context, s streams, sessionPath string, o *replayOpti
 	}
 	if opts.Clients, opts.NoClients, err = clientsOption(o.clients); err != nil {
 		return &usageError{err}
+	}
+	if o.metrics {
+		opts.Metrics = healthz.NewRegistry()
 	}
 	if o.idleTimeout == 0 {
 		opts.IdleTimeout = -1 // never
@@ -270,6 +305,52 @@ func runReplay(ctx context.Context, s streams, sessionPath string, o *replayOpti
 			return withHint(fmt.Errorf("loading --cert/--key: %w", err), "give a PEM certificate and its PEM private key")
 		}
 		opts.Certificate = &cert
+	} else if o.useTLS {
+		// Made now, so that the port answers probes over HTTPS while the
+		// session loads, with the certificate it serves afterwards.
+		host, _, _ := net.SplitHostPort(o.listen)
+		cert, _, err := selfsigned.New("wtrace replay", host, time.Now())
+		if err != nil {
+			return err
+		}
+		opts.Certificate = &cert
+	}
+	// The port answers (/livez; /readyz not ready yet) while the session
+	// is checked and its world loaded.
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return withHint(fmt.Errorf("replay: %w", err), "pick another address with --listen 127.0.0.1:0 (a free port)")
+	}
+	pre := replay.Preload(ln, replay.PreloadOptions{Certificate: opts.Certificate, Metrics: opts.Metrics, Logger: log})
+	opts.Listener = pre.Listener()
+	handed := false
+	defer func() {
+		if !handed {
+			pre.Close()
+		}
+	}()
+
+	if o.from != "" || o.to != "" {
+		from, to, err := sliceWindow(f.Index(), o.from, o.to)
+		if err != nil {
+			return err
+		}
+		sk, err := edit.Seek(stopping, sessionPath, "", edit.SliceOptions{From: from, To: to, Tool: "wtrace " + toolVersion()})
+		if err != nil {
+			return withHint(fmt.Errorf("--from/--to: %w", err), "wtrace verify %s; or set TMPDIR to a directory with room for the slice", sessionPath)
+		}
+		defer sk.Close()
+		for _, n := range sk.Result.Notes {
+			fmt.Fprintf(s.err, "Note: %s\n", n)
+		}
+		f = sk.File
+	}
+	for _, p := range f.Problems() {
+		if o.logFormat == "json" {
+			log.Warn("replay: session problem", "session", sessionPath, "err", p)
+		} else {
+			fmt.Fprintf(s.err, "Warning: %s: %v\n", sessionPath, p)
+		}
 	}
 	var rec *record.Recorder
 	if o.out != "" {
@@ -315,10 +396,17 @@ func runReplay(ctx context.Context, s streams, sessionPath string, o *replayOpti
 			}
 			return
 		}
-		if o.out != "-" {
-			fmt.Fprintf(s.err, "Recorded the run: %d exchanges, %d watch events into %s (%s).\n", res.Exchanges, res.Events, o.out, humanBytes(res.Size))
+		if o.out == "-" {
+			return
 		}
+		if o.logFormat == "json" {
+			log.Info("replay: recorded the run", "exchanges", res.Exchanges, "events", res.Events, "file", o.out, "bytes", res.Size)
+			return
+		}
+		fmt.Fprintf(s.err, "Recorded the run: %d exchanges, %d watch events into %s (%s).\n", res.Exchanges, res.Events, o.out, humanBytes(res.Size))
 	}()
+	handed = true
+	pre.Handoff()
 	if o.useTLS {
 		err = srv.StartTLS()
 	} else {
@@ -332,41 +420,63 @@ func runReplay(ctx context.Context, s streams, sessionPath string, o *replayOpti
 			return withHint(fmt.Errorf("writing --kubeconfig-out: %w", err), "check that the directory exists and is writable")
 		}
 	}
-	printReplayBanner(s.err, sessionPath, f, srv.URL, o, srv.Losses())
+	if o.logFormat == "json" {
+		idx := f.Index()
+		var events int64
+		for _, x := range idx.Exchanges {
+			events += x.Frames
+		}
+		say("replay: serving", "session", sessionPath, "exchanges", len(idx.Exchanges), "events", events, "url", srv.URL,
+			"speed", o.speed, "writes", o.writes, "losses", len(srv.Losses()))
+	} else {
+		printReplayBanner(s.err, sessionPath, f, srv.URL, o, srv.Losses())
+	}
 	if env := srv.Environment(); env != nil {
-		fmt.Fprintf(s.err, "World: the recording's environment, %d changes (clients under test: %s; %d of their writes are the expected output, not replayed)\n",
-			env.Changes, env.Clients, env.Writes)
+		if o.logFormat == "json" {
+			log.Info("replay: world", "changes", env.Changes, "clients", fmt.Sprint(env.Clients), "expected-writes", env.Writes)
+		} else {
+			fmt.Fprintf(s.err, "World: the recording's environment, %d changes (clients under test: %s; %d of their writes are the expected output, not replayed)\n",
+				env.Changes, env.Clients, env.Writes)
+		}
 	}
 	defer func() {
 		if env := srv.Environment(); env != nil {
-			fmt.Fprintf(s.err, "%s.\n", env)
+			if o.logFormat == "json" {
+				log.Info("replay: environment", "summary", env.String(), "dropped", len(env.Dropped))
+			} else {
+				fmt.Fprintf(s.err, "%s.\n", env)
+			}
 			for _, d := range env.Dropped {
-				fmt.Fprintf(s.err, "  dropped: %s %s %s (recorded at rv %s): %s\n", d.Type, d.Resource.Resource, d.Change.Key, d.Change.RV, d.Reason)
+				if o.logFormat == "json" {
+					log.Info("replay: dropped", "type", d.Type, "resource", d.Resource.Resource, "key", d.Change.Key, "rv", d.Change.RV, "reason", d.Reason)
+				} else {
+					fmt.Fprintf(s.err, "  dropped: %s %s %s (recorded at rv %s): %s\n", d.Type, d.Resource.Resource, d.Change.Key, d.Change.RV, d.Reason)
+				}
 			}
 		}
 	}()
 
 	if o.exitWhenDone {
-		if srv.Settle(ctx.Done(), o.quietWindow) {
-			fmt.Fprintln(s.err, "The environment was played and the clients are quiet: stopping.")
+		if srv.Settle(stopping.Done(), o.quietWindow) {
+			say("replay: the environment was played and the clients are quiet: stopping")
+			if o.logFormat != "json" {
+				fmt.Fprintln(s.err, "The environment was played and the clients are quiet: stopping.")
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), o.shutdownGrace)
+			defer cancel()
+			srv.Shutdown(ctx)
 			return nil
 		}
 	}
-	<-ctx.Done()
-	fmt.Fprintln(s.err, "\nStopping: closing open streams (Ctrl-C again to exit at once)")
-	again := make(chan os.Signal, 1)
-	signal.Notify(again, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(again)
-	done := make(chan struct{})
-	go func() {
-		srv.Close()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-again:
-		fmt.Fprintln(s.err, "Aborted.")
-		os.Exit(1)
+
+	<-stopping.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), o.shutdownGrace)
+	defer cancel()
+	start := time.Now()
+	if err := srv.Shutdown(ctx); err != nil {
+		log.Warn("replay: shutdown grace period over: what was still open was cut", "grace", o.shutdownGrace.String(), "err", err)
+	} else {
+		log.Debug("replay: shut down", "took", time.Since(start).String())
 	}
 	return nil
 }

@@ -147,3 +147,33 @@ func GzipSecretList(b *Builder, size int) {
 	c.FIN(ToServer)
 	c.FIN(ToClient)
 }
+
+// SteadyWatch writes one informer's LIST and WATCH of ConfigMaps in
+// namespace "steady": a LIST of 10 objects at resourceVersion 1000, then
+// a watch from there carrying n MODIFIED events gap apart, each of about
+// size bytes and in a chunk of its own, ended cleanly a gap after the
+// last. Replayed, every watcher gets the same steady timeline (the
+// scale-out measurement and the metrics tests).
+func SteadyWatch(b *Builder, n int, gap time.Duration, size int) {
+	c := b.Conn(client(0), server, true)
+	var items []string
+	for i := range 10 {
+		items = append(items, fmt.Sprintf(`{"metadata":{"name":"cm-%d","namespace":"steady","resourceVersion":"%d"},"data":{"k":"v"}}`, i, 990+i))
+	}
+	list := `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"1000"},"items":[` + strings.Join(items, ",") + `]}`
+	c.Send(ToServer, []byte("GET /api/v1/namespaces/steady/configmaps?limit=500&resourceVersion=0 HTTP/1.1\r\nHost: 127.0.0.1:8001\r\nAccept: application/json\r\n\r\n"))
+	c.Send(ToClient, []byte(fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(list), list)))
+	b.Advance(time.Millisecond)
+	c.Send(ToServer, []byte("GET /api/v1/namespaces/steady/configmaps?allowWatchBookmarks=true&resourceVersion=1000&timeoutSeconds=3600&watch=true HTTP/1.1\r\nHost: 127.0.0.1:8001\r\nAccept: application/json\r\n\r\n"))
+	c.Send(ToClient, []byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"))
+	pad := strings.Repeat("x", max(size-160, 1))
+	for i := range n {
+		b.Advance(gap)
+		ev := fmt.Sprintf(`{"type":"MODIFIED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"cm-%d","namespace":"steady","resourceVersion":"%d"},"data":{"pad":"%s"}}}`, i%10, 1001+i, pad)
+		c.Send(ToClient, []byte(fmt.Sprintf("%x\r\n%s\n\r\n", len(ev)+1, ev)))
+	}
+	b.Advance(gap)
+	c.Send(ToClient, []byte("0\r\n\r\n"))
+	c.FIN(ToServer)
+	c.FIN(ToClient)
+}
