@@ -390,8 +390,10 @@ func (d *deliveries) wait(rv uint64, done <-chan struct{}) {
 	}
 }
 
-// writeLatency holds a write's answer until Options.WriteLatency (by
-// default the recorded apiserver's median) has passed since it arrived.
+// writeLatency holds a write until Options.WriteLatency (by default the
+// recorded apiserver's median) has passed since arrival: it lands in the
+// world (its events sent, its answer written) no sooner than it did in
+// the recorded apiserver.
 func (s *Server) writeLatency(arrival time.Time, done <-chan struct{}) {
 	d := s.opts.WriteLatency
 	if d == 0 {
@@ -419,13 +421,15 @@ func (s *Server) routeWorld(r *http.Request, q query, body []byte) route {
 		if q.watch && q.method == http.MethodGet {
 			return s.storeWatchRoute(r, q)
 		}
-		arrival := s.clock.Now()
+		if isWrite(q.method) {
+			// The write reaches the world after the apiserver's latency,
+			// as it reaches etcd: its answer and its watch events come
+			// together, after it.
+			s.writeLatency(s.clock.Now(), r.Context().Done())
+		}
 		if resp, ok := s.store.Serve(stateRequest(r, q, body)); ok {
 			if resp.Changed {
 				s.deliv.wait(s.store.LastRV(), r.Context().Done())
-			}
-			if isWrite(q.method) {
-				s.writeLatency(arrival, r.Context().Done())
 			}
 			return storeRoute(resp)
 		}

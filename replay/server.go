@@ -136,12 +136,12 @@ type Options struct {
 	// of a replay's run), none of a capture; NoClients picks none.
 	Clients   []world.Client
 	NoClients bool
-	// WriteLatency is the least time a replay that answers writes takes
-	// to answer one, as an apiserver writing to etcd does: controllers
-	// that race their own caches meet as many conflicts as they did when
-	// recorded, not more. 0 means the median of the recorded writes of
-	// the clients under test (a few milliseconds); negative answers at
-	// once.
+	// WriteLatency is how long a replay that answers writes holds a
+	// write before it lands in the world (its answer and its watch
+	// events then), as an apiserver's write waits for etcd: controllers
+	// that race each other and their own caches meet the interleavings
+	// they met when recorded. 0 means the median of the recorded writes
+	// of the clients under test (a few milliseconds); negative, none.
 	WriteLatency time.Duration
 }
 

@@ -57,40 +57,54 @@ func newReplayCmd(s streams) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "replay SESSION.wt",
 		Short: "Serve a recorded session to real clients with the original timing",
-		Long: `Replay serves a session like the apiserver it was recorded from: each request
-is matched with a recorded exchange (method, path, labelSelector/fieldSelector
-and watch; resourceVersion, limit, continue and timeouts may differ), and the
-recorded response is sent back — headers, exact bytes, chunk boundaries, and
-each watch event at its recorded time after the request arrived, scaled by
---speed. Streams end the way they were recorded (clean end, FIN or RST).
+		Long: `Replay serves a session in one of two ways (--writes):
 
-Every client gets its own timeline; a slow client never delays another.
-An informer that lists and watches sees the recorded LIST, then the WATCH that
-followed it. Clients that ask for a streaming list (client-go's WatchList)
-get one built from a recorded LIST + WATCH, and the reverse. Discovery
-(/api, /apis, …) is synthesized from the session's resources when it was not
-recorded, so kubectl works against a replay.
+  answer    (default) an apiserver whose world is the recording's
+            environment: for a controller under test
+  apply     the same (an older name)
+  reject    the recording as a tape, read-only: for informers, kubectl -w,
+            scale tests; every write gets 403 Forbidden
+  recorded  the tape alone: no world, a write the session does not hold
+            gets 404
 
-A watch past the session's last event stays open and quiet until its
-timeoutSeconds; a watch from a resourceVersion the session does not hold gets
-a 410 Expired event, so the client relists.
+THE WORLD (answer). The clients under test — by default every client of a
+session recorded through the proxy, none of a capture; --client picks them by
+user agent or address — are what a run is compared with: their writes, and
+what those writes made, are never replayed. Everything else the recording
+shows (kubectl, other controllers, kubelets) is the environment: applied to
+the world change by change, at its recorded time scaled by --speed (from the
+run's first watch, as the recorded clients' first watch), or with --pace quiet
+each once the clients have been quiet for --quiet-window, so a controller
+reconciles each change before the next and every run sees the same sequence.
+A change the run made moot (an object it deleted, a Pod it never created) is
+dropped and logged; a change to an object the run changed applies on top of
+the run's version. Every read — GET, LIST, WATCH, discovery, OpenAPI — is
+answered from the world when it arrives; writes are answered as kube-apiserver
+v1.33 does (defaults, admission, field validation, status and finalize
+subresources, finalizers), once their watch events went out. --exit-when-done
+ends the replay once the environment was played and the clients were quiet;
+'wtrace diff session.wt run.wt' then judges the run (--out run.wt).
 
-Writes (--writes) are answered as the apiserver would, from the session's
-view of the world at that moment (the recorded objects, plus the clients'
-own writes): creates, updates, every kind of patch, server-side apply,
-deletes with finalizers, status and scale, dry runs; the recorded answer
-when the session holds the same write. Reads and watches the session did
-not record (another label selector, an object's GET, another resource) are
-answered from the same world. Modes:
-  answer    (default) writes answered; watchers keep seeing the recording
-  apply     watchers also see the events the clients' writes cause, as
-            they happen, among the recorded ones
-  reject    every write gets 403 Forbidden: a read-only replay
-  recorded  only what was recorded is served (a write the session does not
-            hold gets 404)
-Each client gets the encoding its Accept header asks for (JSON, protobuf,
-Table for kubectl, metadata-only); the log says which answers were
-synthesized (how=synth-…) or transcoded (transcoded=…).
+THE TAPE (reject, recorded). Each request is matched with a recorded exchange
+(method, path, labelSelector/fieldSelector and watch; resourceVersion, limit,
+continue and timeouts may differ), and the recorded response is sent back —
+headers, exact bytes, chunk boundaries, and each watch event at its recorded
+time after the request arrived, scaled by --speed. Streams end the way they
+were recorded (clean end, FIN or RST). Every client gets its own timeline; a
+slow client never delays another. An informer that lists and watches sees the
+recorded LIST, then the WATCH that followed it. Clients that ask for a
+streaming list (client-go's WatchList) get one built from a recorded LIST +
+WATCH, and the reverse. A watch past the session's last event stays open and
+quiet until its timeoutSeconds; a watch from a resourceVersion the session
+does not hold gets a 410 Expired event, so the client relists. With reject,
+reads the session did not record (an object's GET, another label selector)
+are answered from the session's world.
+
+Both: discovery (/api, /apis, …) is served as recorded or synthesized from the
+session's resources, so kubectl works; each client gets the encoding its
+Accept header asks for (JSON, protobuf, Table for kubectl, metadata-only); the
+log says how each request was answered (how=recorded, synth-…) and what was
+transcoded (transcoded=…).
 
 --from starts the replay at a point of the session (a duration after its
 start, 42m, or an RFC 3339 time) without waiting for it: clients get the world
@@ -144,10 +158,18 @@ what is left is cut. A second signal exits at once (status 1).`,
   wtrace replay session.wt --tls --kubeconfig-out kc
   kubectl --kubeconfig kc get configmaps -n demo -w
 
-  # a controller under test: its writes change what its informers see;
-  # record what it did
-  wtrace replay session.wt --writes apply --out run.wt
-  wtrace events run.wt`,
+  # a controller under test, each change of the recording's environment once
+  # it is quiet; record what it did and judge it against the recording
+  wtrace replay session.wt --pace quiet --exit-when-done --out run.wt --kubeconfig-out kc &
+  my-controller --kubeconfig kc
+  wtrace diff session.wt run.wt
+
+  # a capture of many clients: the one whose user agent names my-operator
+  # is under test, the others are its environment
+  wtrace replay capture.wt --client 'user-agent=my-operator' --out run.wt
+
+  # the recording as a tape, read-only, for many informers
+  wtrace replay session.wt --writes reject --speed 10`,
 		Args: exactArgs(1, "one session file"),
 		RunE: func(c *cobra.Command, args []string) error {
 			if o.speed < 0 || math.IsNaN(o.speed) || math.IsInf(o.speed, 0) {
