@@ -361,9 +361,24 @@ func (d *deliveries) caughtUp() {
 	d.mu.Unlock()
 }
 
+// deliveryGrace is how long a write's answer waits after its events went
+// out: the time a client's informer takes to take an event into its cache
+// (a millisecond or two), so that the worker that gets the answer finds
+// its write there.
+const deliveryGrace = 2 * time.Millisecond
+
 // wait returns once every watch has caught up to served resourceVersion
-// rv, after DeliveryWait, or when done is closed.
+// rv (and deliveryGrace has passed), after DeliveryWait, or when done is
+// closed.
 func (d *deliveries) wait(rv uint64, done <-chan struct{}) {
+	defer func() {
+		t := time.NewTimer(deliveryGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-done:
+		}
+	}()
 	deadline := time.NewTimer(DeliveryWait)
 	defer deadline.Stop()
 	for {

@@ -522,7 +522,7 @@ func (s *Server) serveStoreWatch(st *streamer, wt *world.Watch) {
 			s.log.Warn("replay: cannot encode a watch event", "err", err)
 			continue
 		}
-		if !st.send(b) {
+		if !st.send(b) || ev.Expired {
 			return
 		}
 		st.sentEvents(1, ev.Time, wt.Origin(), st.s.clock.Now())
