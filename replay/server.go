@@ -195,8 +195,8 @@ type Server struct {
 	srv       *http.Server
 	serveDone chan struct{}
 	certPEM   []byte
-	requests  []Request      // the first maxRequests answered
-	dropped   int            // answered requests beyond maxRequests
+	requests  []Request // the first maxRequests answered
+	dropped   int       // answered requests beyond maxRequests
 }
 
 // ErrStarted is returned by Start and StartTLS on a server that was already
