@@ -2,7 +2,6 @@ package diff
 
 import (
 	"bytes"
-	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/klauspost/compress/gzip"
 
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"

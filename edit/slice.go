@@ -3,7 +3,6 @@ package edit
 import (
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -17,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/klauspost/compress/gzip"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -696,7 +697,7 @@ func (s *slicer) filterList(f frame.Format, body []byte) ([]byte, error) {
 	kind := strings.TrimSuffix(l.Kind, "List")
 	var keep [][]byte
 	for _, it := range l.Items {
-		m, err := frame.Peek(f, frame.WatchEvent(f, "ADDED", l.APIVersion, kind, it))
+		m, err := frame.PeekObject(f, l.APIVersion, kind, it)
 		if err != nil {
 			return nil, err
 		}

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wtrace/wtrace/apiserver/world"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
 	"github.com/wtrace/wtrace/internal/apipath"
@@ -141,7 +140,9 @@ type matcher struct {
 	cursors map[string]int // guarded by Server.mu
 }
 
-func newMatcher(f *formats.File) *matcher {
+// newMatcher indexes the recorded exchanges of f; mids are its
+// world.MidstreamTargets.
+func newMatcher(f *formats.File, mids map[int64]string) *matcher {
 	idx := f.Index()
 	m := &matcher{byKey: map[string][]*recorded{}, cursors: map[string]int{}}
 	for i := range idx.Exchanges {
@@ -152,7 +153,7 @@ func newMatcher(f *formats.File) *matcher {
 		method, target := info.Request.Method, info.Request.Target
 		if info.Request.Missing {
 			var ok bool
-			if target, ok = world.MidstreamTarget(f, info); !ok {
+			if target, ok = mids[info.Request.Exchange]; !ok {
 				continue
 			}
 			method = "GET"

@@ -240,7 +240,8 @@ func New(f *formats.File, opts Options) (*Server, error) {
 	}
 	s.cache = newCache(budget)
 	s.maxPlan = budget / 4
-	s.m = newMatcher(f)
+	mids := world.MidstreamTargets(f)
+	s.m = newMatcher(f, mids)
 	if err := s.findLosses(); err != nil {
 		return nil, err
 	}
@@ -256,7 +257,7 @@ func New(f *formats.File, opts Options) (*Server, error) {
 	}
 	if writes != WritesRecorded {
 		st, err := world.Load(f, world.Options{Now: s.clock.Now, MaxBytes: opts.StateBytes, Live: live,
-			Clients: opts.Clients, NoClients: opts.NoClients})
+			Clients: opts.Clients, NoClients: opts.NoClients, Midstream: mids})
 		if err != nil {
 			return nil, fmt.Errorf("replay: loading the session's objects (--writes %s): %w", writes, err)
 		}
