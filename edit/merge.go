@@ -102,6 +102,7 @@ func Merge(ctx context.Context, inputs []string, opts MergeOptions) (MergeResult
 	}
 
 	out := opts.Output
+	out.Inputs = append(slices.Clip(out.Inputs), inputs...)
 	if out.Meta.Tool == "" {
 		out.Meta = mergedMeta(chains, opts.Tool)
 	}
@@ -167,21 +168,20 @@ func Merge(ctx context.Context, inputs []string, opts MergeOptions) (MergeResult
 			end.CaptureSHA256, end.CaptureXXH64 = s.CaptureSHA256, s.CaptureXXH64
 		}
 	}
-	res.Files, err = closeSink(sink, end, "merge", werr)
+	res.Files, err = closeSink(sink, end, werr)
 	return res, err
 }
 
 // closeSink closes sink with end and returns the names of the files it
-// wrote and the error of the run: werr, the error that ended op, if any
-// (noted in end.Note), else the error of the close.
-func closeSink(sink *formats.FileSink, end formats.Ending, op string, werr error) ([]string, error) {
+// wrote and the error of the run: werr, the error that ended the edit, if
+// any — the output is then aborted (what its path held stays) and no file
+// is named — else the error of the close.
+func closeSink(sink *formats.FileSink, end formats.Ending, werr error) ([]string, error) {
 	if werr != nil {
-		end.Note = op + " failed: " + werr.Error()
+		sink.Abort()
+		return nil, werr
 	}
 	cerr := sink.Close(end)
-	if werr != nil {
-		return sink.Names(), werr
-	}
 	return sink.Names(), cerr
 }
 

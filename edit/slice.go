@@ -129,6 +129,7 @@ func Slice(ctx context.Context, in string, opts SliceOptions) (SliceResult, erro
 	}
 
 	out := opts.Output
+	out.Inputs = append(slices.Clip(out.Inputs), in)
 	if out.Meta.Tool == "" {
 		out.Meta = s.meta()
 	}
@@ -145,7 +146,7 @@ func Slice(ctx context.Context, in string, opts SliceOptions) (SliceResult, erro
 	if werr == nil {
 		werr = s.finish()
 	}
-	res.Files, err = closeSink(sink, formats.Ending{}, "slice", werr)
+	res.Files, err = closeSink(sink, formats.Ending{}, werr)
 	return res, err
 }
 
