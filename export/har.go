@@ -149,6 +149,7 @@ func HAR(w io.Writer, f *formats.File, opts HAROptions) (Result, error) {
 		}
 	}
 	h.w.WriteString("\n]}}\n")
+	h.res.Damage = allDamage(f, h.res.Damage)
 	return h.res, h.w.Flush()
 }
 
@@ -384,10 +385,10 @@ type bodyKind struct {
 // Pre and Data) and the End's Tail.
 func (h *harWriter) bodyPieces(x *formats.ExchangeInfo, dir formats.Direction) iter.Seq[[]byte] {
 	return func(yield func([]byte) bool) {
-		for r, err := range h.f.ExchangeRecords(x.Request.Exchange).All() {
+		for r, err := range h.f.ExchangeRecords(x.Request.Exchange).Intact(func(d *formats.DamageError) { h.damage(d) }) {
 			if err != nil {
 				h.damage(err)
-				continue
+				return
 			}
 			switch r := r.(type) {
 			case *formats.Body:

@@ -26,6 +26,9 @@ type File struct {
 	dict     fileDict
 	once     sync.Once
 	closeErr error
+
+	namesOnce sync.Once
+	names     map[uint64]string // connection ID → "client->server"
 }
 
 // Open opens a session file: header, then footer and index; if the footer or
