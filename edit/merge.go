@@ -1,13 +1,11 @@
 package edit
 
 import (
-	"bufio"
 	"container/heap"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -49,8 +47,9 @@ type MergeResult struct {
 	Files []string
 }
 
-// Merge joins session files into one, streaming (memory: one block of each
-// recording being read, and the connection and exchange numbers of each).
+// Merge joins session files into one, streaming (memory: the index and one
+// block of the part of each recording being read, and the connection and
+// exchange numbers of each).
 //
 // Parts of one rotated recording (formats.FileSink with Rotate: each
 // part's Meta labels "part" and "previous" name the part before it) are
@@ -81,7 +80,8 @@ func Merge(ctx context.Context, inputs []string, opts MergeOptions) (MergeResult
 		return res, errors.New("edit: nothing to merge")
 	}
 	// Each input's Meta and Summary come from its index; its records are
-	// then read in one pass by a formats.Reader, without the index.
+	// then read in one pass, as every reader of a session reads them
+	// (damage numbered and skipped alike).
 	var files []*part
 	for _, in := range inputs {
 		f, err := formats.Open(in, formats.ReaderOptions{})
@@ -311,8 +311,8 @@ type stream struct {
 	order    int
 	parts    []*part
 	pi       int // the part being read; -1 before the first
-	file     *os.File
-	rd       *formats.Reader
+	file     *formats.File
+	rd       *formats.Scanner
 	renumber bool
 	res      *MergeResult
 
@@ -333,12 +333,9 @@ func (s *stream) openNext() bool {
 	}
 	s.pi++
 	name := s.parts[s.pi].name
-	f, err := os.Open(name)
+	f, err := formats.Open(name, formats.ReaderOptions{})
 	if err == nil {
-		s.rd, err = formats.NewReader(bufio.NewReaderSize(f, 1<<20), formats.ReaderOptions{})
-		if err != nil {
-			f.Close()
-		}
+		s.rd = f.Records()
 	}
 	if err != nil {
 		s.err = fmt.Errorf("edit: %s: %w", name, err)
@@ -356,25 +353,20 @@ func (s *stream) close() {
 	}
 }
 
+// damage notes a damaged region of the part being read.
+func (s *stream) damage(d *formats.DamageError) {
+	s.res.Damage = append(s.res.Damage, fmt.Errorf("%s: %w", s.parts[s.pi].name, d))
+}
+
 // advance reads the stream's next record to write; false at its end.
 func (s *stream) advance() bool {
 	if s.rd == nil && (s.err != nil || !s.openNext()) {
 		return false
 	}
 	for {
-		r, err := s.rd.Next()
+		r, err := s.rd.NextIntact(s.damage)
 		if err != nil {
-			var de *formats.DamageError
-			switch {
-			case errors.As(err, &de):
-				s.res.Damage = append(s.res.Damage, fmt.Errorf("%s: %w", s.parts[s.pi].name, err))
-				if errors.Is(err, io.ErrUnexpectedEOF) {
-					if !s.openNext() { // a cut file: nothing follows
-						return false
-					}
-				}
-				continue
-			case err != io.EOF:
+			if err != io.EOF {
 				s.err = fmt.Errorf("edit: %s: %w", s.parts[s.pi].name, err)
 				s.close()
 				return false

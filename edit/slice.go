@@ -1,7 +1,6 @@
 package edit
 
 import (
-	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
@@ -11,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -358,15 +356,11 @@ func (s *slicer) cutPoints() error {
 	}
 	sc := s.f.ExchangeRecords(ids...)
 	for len(open) > 0 {
-		rec, err := sc.Next()
+		rec, err := sc.NextIntact(nil) // copyRecords reports the damage
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			var de *formats.DamageError
-			if errors.As(err, &de) {
-				continue
-			}
 			return fmt.Errorf("edit: %s: %w", s.in, err)
 		}
 		fr, ok := rec.(*formats.Frame)
@@ -752,37 +746,26 @@ func (p *exPlan) chunked() bool {
 // copyRecords reads the input in file order and writes what the slice
 // keeps.
 func (s *slicer) copyRecords(ctx context.Context) error {
-	file, err := os.Open(s.in)
-	if err != nil {
-		return fmt.Errorf("edit: %w", err)
-	}
-	defer file.Close()
-	rd, err := formats.NewReader(bufio.NewReaderSize(file, 1<<20), formats.ReaderOptions{})
-	if err != nil {
-		return fmt.Errorf("edit: %s: %w", s.in, err)
-	}
-	for n := 0; ; n++ {
-		if n%4096 == 0 {
+	n := 0
+	for r, err := range s.f.Records().Intact(s.damage) {
+		if err != nil {
+			return fmt.Errorf("edit: %s: %w", s.in, err)
+		}
+		if n++; n%4096 == 0 {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-		}
-		r, err := rd.Next()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			var de *formats.DamageError
-			if errors.As(err, &de) {
-				s.res.Damage = append(s.res.Damage, fmt.Errorf("%s: %w", s.in, err))
-				continue
-			}
-			return fmt.Errorf("edit: %s: %w", s.in, err)
 		}
 		if err := s.record(r); err != nil {
 			return err
 		}
 	}
+	return ctx.Err()
+}
+
+// damage notes a damaged region of the input, which the slice lacks.
+func (s *slicer) damage(d *formats.DamageError) {
+	s.res.Damage = append(s.res.Damage, fmt.Errorf("%s: %w", s.in, d))
 }
 
 // record writes what the slice keeps of input record r.

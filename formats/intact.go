@@ -2,6 +2,7 @@ package formats
 
 import (
 	"errors"
+	"io"
 	"iter"
 )
 
@@ -22,18 +23,30 @@ import (
 //	}
 func (s *Scanner) Intact(onDamage func(*DamageError)) iter.Seq2[Record, error] {
 	return func(yield func(Record, error) bool) {
-		for r, err := range s.All() {
-			var de *DamageError
-			if err != nil && errors.As(err, &de) && !s.f.stop {
-				if onDamage != nil {
-					onDamage(de)
-				}
-				continue
-			}
-			if !yield(r, err) || err != nil {
+		for {
+			r, err := s.NextIntact(onDamage)
+			if err == io.EOF || !yield(r, err) || err != nil {
 				return
 			}
 		}
+	}
+}
+
+// NextIntact is Next reading past damage, for readers that pull: it hands
+// each damaged region to onDamage (nil drops it) and returns the next
+// intact record, io.EOF at the end, or another error (with StopOnDamage,
+// the first damage too).
+func (s *Scanner) NextIntact(onDamage func(*DamageError)) (Record, error) {
+	for {
+		r, err := s.Next()
+		var de *DamageError
+		if err != nil && err != io.EOF && errors.As(err, &de) && !s.f.stop {
+			if onDamage != nil {
+				onDamage(de)
+			}
+			continue
+		}
+		return r, err
 	}
 }
 
