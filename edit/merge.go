@@ -92,7 +92,10 @@ func Merge(ctx context.Context, inputs []string, opts MergeOptions) (MergeResult
 		files = append(files, &part{name: in, meta: idx.Meta, summary: idx.Summary})
 		f.Close()
 	}
-	chains := chainParts(files, &res)
+	chains, err := chainParts(files, &res)
+	if err != nil {
+		return res, err
+	}
 	for _, c := range chains {
 		var names []string
 		for _, p := range c {
@@ -198,8 +201,10 @@ type part struct {
 // chainParts groups the inputs into recordings: a part whose "previous"
 // label names another input (of the part number before it, in the same
 // directory if several match) follows it. The recordings are in the order
-// of their first parts among the inputs.
-func chainParts(files []*part, res *MergeResult) [][]*part {
+// of their first parts among the inputs. Parts whose labels name each
+// other in a circle (no first part: files copied or renamed into a loop)
+// are an error naming the circle.
+func chainParts(files []*part, res *MergeResult) ([][]*part, error) {
 	for _, p := range files {
 		if m := p.meta; m != nil {
 			p.number, _ = strconv.Atoi(m.Labels["part"])
@@ -213,7 +218,7 @@ func chainParts(files []*part, res *MergeResult) [][]*part {
 		prev := m.Labels["previous"]
 		var best *part
 		for _, q := range files {
-			if q == p || q.next != nil || filepath.Base(q.name) != prev || p.number != 0 && q.number != p.number-1 {
+			if q.next != nil || filepath.Base(q.name) != prev || p.number != 0 && q.number != p.number-1 {
 				continue
 			}
 			if best == nil || filepath.Dir(q.name) == filepath.Dir(p.name) {
@@ -227,6 +232,7 @@ func chainParts(files []*part, res *MergeResult) [][]*part {
 		best.next, p.prev = p, best
 	}
 	var chains [][]*part
+	chained := map[*part]bool{}
 	for _, p := range files {
 		if p.prev != nil {
 			continue
@@ -234,10 +240,27 @@ func chainParts(files []*part, res *MergeResult) [][]*part {
 		var c []*part
 		for q := p; q != nil; q = q.next {
 			c = append(c, q)
+			chained[q] = true
 		}
 		chains = append(chains, c)
 	}
-	return chains
+	// Each part has at most one part before it and one after it: a part no
+	// chain reached lies on a circle.
+	for _, p := range files {
+		if chained[p] {
+			continue
+		}
+		names := []string{p.name}
+		for q := p.next; q != p; q = q.next {
+			names = append(names, q.name)
+		}
+		names = append(names, p.name)
+		if len(names) == 2 {
+			return nil, fmt.Errorf("edit: %s names itself in its \"previous\" label (%s): it is not the first part of a recording; merge it alone, or leave it out", p.name, strings.Join(names, " → "))
+		}
+		return nil, fmt.Errorf("edit: the parts %s name each other in their \"previous\" labels, in a circle (%s): no part of it is the first of a recording; merge them one by one, or leave them out", strings.Join(names[:len(names)-1], ", "), strings.Join(names, " → "))
+	}
+	return chains, nil
 }
 
 // mergedMeta is the Meta of the merged session.

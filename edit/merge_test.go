@@ -405,3 +405,55 @@ func TestMergeDamage(t *testing.T) {
 		t.Errorf("merged file clean %v, %+v", f.Clean(), f.Index().Summary)
 	}
 }
+
+// TestMergeCycle: parts whose "previous" labels name each other in a
+// circle are an error naming the circle — alone (it panicked in
+// mergedMeta) or beside a normal recording (the pair was dropped without a
+// word, exit 0) — and nothing is written.
+func TestMergeCycle(t *testing.T) {
+	dir := t.TempDir()
+	part := func(name, previous string) string {
+		path := filepath.Join(dir, name)
+		meta := formats.Meta{Tool: "test", Labels: map[string]string{"previous": previous}}
+		if previous == "" {
+			meta.Labels = nil
+		}
+		fs, err := formats.NewFileSink(formats.FileSinkOptions{Path: path, Meta: meta})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fs.Write(&formats.Conn{ID: 1, Time: 1e9, Client: "127.0.0.1:1", Server: "127.0.0.1:2"})
+		fs.Write(&formats.Request{Conn: 1, Exchange: 0, Time: 1e9, Method: "GET", Target: "/api", Proto: "HTTP/1.1"})
+		if err := fs.Close(formats.Ending{}); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	a := part("a.wt", "b.wt")
+	b := part("b.wt", "a.wt")
+	c := part("c.wt", "")
+	for _, tc := range []struct {
+		name string
+		ins  []string
+	}{
+		{"alone", []string{a, b}},
+		{"beside a recording", []string{c, a, b}},
+		{"self", []string{part("s.wt", "s.wt")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := filepath.Join(dir, "m-"+strings.ReplaceAll(tc.name, " ", "-")+".wt")
+			res, err := Merge(context.Background(), tc.ins, MergeOptions{Output: formats.FileSinkOptions{Path: out}})
+			if err == nil || !strings.Contains(err.Error(), "→") {
+				t.Fatalf("Merge(%v) = %+v, %v; want an error naming the circle", tc.ins, res, err)
+			}
+			for _, in := range tc.ins {
+				if in != c && !strings.Contains(err.Error(), in) {
+					t.Errorf("the error does not name %s: %v", in, err)
+				}
+			}
+			if _, err := os.Stat(out); !os.IsNotExist(err) {
+				t.Errorf("%s was written", out)
+			}
+		})
+	}
+}
