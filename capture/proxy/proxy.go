@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/wtrace/wtrace/capture"
+	"github.com/wtrace/wtrace/capture/redact"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/internal/selfsigned"
 )
@@ -51,7 +52,7 @@ type Cluster struct {
 	Config   *rest.Config
 	Context  string   // the context used
 	Contexts []string // every context of the kubeconfig, sorted
-	Server   string   // the apiserver URL, without credentials
+	Server   string   // the apiserver URL, without credentials (userinfo removed, query credentials replaced as a request's)
 }
 
 // LoadConfig loads a kubeconfig the way kubectl does: path, or the
@@ -99,7 +100,9 @@ func LoadConfig(path, context string) (*Cluster, error) {
 		return nil, fmt.Errorf("proxy: kubeconfig context %q: %w", cl.Context, err)
 	}
 	u.User = nil
-	cl.Server = u.String()
+	// A credential in the URL's query (?access_token=…) is removed as a
+	// request's is: Server names the cluster in the session's Meta.
+	cl.Server = redact.Target(u.String(), &redact.Report{})
 	return cl, nil
 }
 
@@ -246,11 +249,12 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 	})
 }
 
-// Target returns the apiserver URL requests go to (without credentials).
+// Target returns the apiserver URL requests go to (without credentials:
+// as Cluster.Server).
 func (p *Proxy) Target() string {
 	u := *p.target
 	u.User = nil
-	return u.String()
+	return redact.Target(u.String(), &redact.Report{})
 }
 
 // CertPEM returns the PEM certificate served with TLS (nil without TLS).
