@@ -17,6 +17,7 @@ import (
 
 	"github.com/wtrace/wtrace/apiserver/world"
 	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/internal/hostfilter"
 	"github.com/wtrace/wtrace/internal/selfsigned"
 )
 
@@ -109,6 +110,15 @@ type Options struct {
 	// MaxRequests bounds the requests Server.Requests keeps (the first
 	// ones); 0 means DefaultMaxRequests, negative keeps none.
 	MaxRequests int
+	// AcceptHosts are the hosts Handler serves (regular expressions
+	// matched against the Host without its port, as kubectl proxy's
+	// --accept-hosts); nil means localhost, 127.0.0.1 and [::1]. Other
+	// hosts get 403 Forbidden (DNS rebinding, see guard.go).
+	AcceptHosts []string
+	// RejectPaths are paths Handler refuses with 403 Forbidden (as kubectl
+	// proxy's --reject-paths); nil means exec, attach and portforward of
+	// pods, an empty list none.
+	RejectPaths []string
 }
 
 // Server serves a recorded session over HTTP. Create it with New or Open;
@@ -142,6 +152,8 @@ type Server struct {
 	seq          atomic.Int64 // numbers the requests in arrival order
 
 	active atomic.Int64 // requests being served
+
+	filter *hostfilter.Filter // the hosts and paths Handler serves (guard.go)
 
 	ownMu sync.Mutex
 	owned map[*ownConn]struct{} // taken-over connections that wait in reads (see ownWait)
@@ -180,6 +192,9 @@ func New(f *formats.File, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{opts: opts, file: f, speed: opts.Speed, writes: writes, usedWrite: map[int64]bool{}, owned: map[*ownConn]struct{}{}}
+	if s.filter, err = newGuard(opts); err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
 	s.maxRequests = opts.MaxRequests
 	if s.maxRequests == 0 {
 		s.maxRequests = DefaultMaxRequests
@@ -238,9 +253,10 @@ func Open(path string, opts Options) (*Server, error) {
 	return s, nil
 }
 
-// Handler returns the server's HTTP handler, to mount in a server of your
+// Handler returns the server's HTTP handler, behind its Host and path
+// filter (Options.AcceptHosts, RejectPaths), to mount in a server of your
 // own. Close still cancels the requests it is serving and waits for them.
-func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.ServeHTTP) }
+func (s *Server) Handler() http.Handler { return s.guard(http.HandlerFunc(s.ServeHTTP)) }
 
 // Start listens on Options.Listen (default 127.0.0.1, a free port) and
 // serves HTTP (HTTP/1.1, and h2c is not offered) in the background. It sets
