@@ -313,6 +313,9 @@ func (s *Server) applied(path string) bool {
 
 func (s *Server) routeWatch(r *http.Request, q query) route {
 	cands := s.m.byKey[q.key]
+	if rt, ok := s.invalidRVWatch(q, cands); ok {
+		return rt
+	}
 	if (q.rv == "" || q.sie) && s.applied(q.path) {
 		return s.storeWatchRoute(r, q)
 	}
