@@ -234,6 +234,7 @@ func New(f *formats.File, opts Options) (*Server, error) {
 	for i := range s.scs {
 		s.scs[i] = newScheduler(s)
 	}
+	bindOut(s) // outbind.go
 	return s, nil
 }
 
