@@ -29,6 +29,7 @@ var layerOf = map[string]struct {
 	"internal/kscheme":    {0, false, []string{modK8sAPIMachinery, modK8sClientGo}},
 	"internal/outfile":    {0, false, nil},
 	"internal/hostfilter": {0, false, nil},
+	"internal/units":      {0, false, nil},
 	"chunked":             {1, false, nil},
 	"frame":               {1, false, []string{modJsonIter, modProtobuf}},
 	"formats":             {2, false, []string{modZstd, modXsys}},
