@@ -136,8 +136,8 @@ func Merge(ctx context.Context, inputs []string, opts MergeOptions) (MergeResult
 	var werr error
 	for h.Len() > 0 && werr == nil {
 		if res.Records%4096 == 0 {
-			if err := ctx.Err(); err != nil {
-				werr = err
+			if ctx.Err() != nil {
+				werr = context.Cause(ctx)
 				break
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -455,5 +456,44 @@ func TestMergeCycle(t *testing.T) {
 				t.Errorf("%s was written", out)
 			}
 		})
+	}
+}
+
+// TestFailedEditKeepsOutput: a slice or merge that fails midway (here,
+// stopped by its context) leaves what the output path held, and no
+// temporary file — it used to close the partial output over it, with a
+// note.
+func TestFailedEditKeepsOutput(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.wt")
+	if _, err := wttest.RecordPcap(corpusPcaps(t)["basic-json"], in, capture.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out.wt")
+	old := []byte("what the output path held")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errors.New("stopped by the test"))
+	for _, run := range []func() error{
+		func() error {
+			_, err := Slice(ctx, in, SliceOptions{Output: formats.FileSinkOptions{Path: out}})
+			return err
+		},
+		func() error {
+			_, err := Merge(ctx, []string{in}, MergeOptions{Output: formats.FileSinkOptions{Path: out}})
+			return err
+		},
+	} {
+		if err := os.WriteFile(out, old, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := run(); err == nil || err.Error() != "stopped by the test" {
+			t.Errorf("err = %v; want the context's cause", err)
+		}
+		if got, _ := os.ReadFile(out); !bytes.Equal(got, old) {
+			t.Errorf("the output path holds %d bytes; want what it held", len(got))
+		}
+		if es, _ := os.ReadDir(dir); len(es) != 2 {
+			t.Errorf("files left: %v", es)
+		}
 	}
 }

@@ -752,15 +752,18 @@ func (s *slicer) copyRecords(ctx context.Context) error {
 			return fmt.Errorf("edit: %s: %w", s.in, err)
 		}
 		if n++; n%4096 == 0 {
-			if err := ctx.Err(); err != nil {
-				return err
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
 			}
 		}
 		if err := s.record(r); err != nil {
 			return err
 		}
 	}
-	return ctx.Err()
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return nil
 }
 
 // damage notes a damaged region of the input, which the slice lacks.

@@ -8,24 +8,26 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"net/url"
-	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/wtrace/wtrace/edit"
+	"github.com/wtrace/wtrace/export"
 	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/internal/hostfilter"
+	"github.com/wtrace/wtrace/internal/logline"
+	"github.com/wtrace/wtrace/internal/outfile"
+	"github.com/wtrace/wtrace/internal/units"
 	"github.com/wtrace/wtrace/replay"
 	"github.com/wtrace/wtrace/replay/record"
 )
 
 type replayOptions struct {
+	s             streams
+	path          string
 	speed         float64
 	loop          bool
 	hold          bool
@@ -41,10 +43,12 @@ type replayOptions struct {
 	out           string
 	keepSecrets   bool
 	from, to      string
+	acceptHosts   string
+	rejectPaths   string
 }
 
-func newReplayCmd(s streams) *cobra.Command {
-	o := &replayOptions{}
+func newReplayCmd(s streams, runF func(*replayOptions) error) *cobra.Command {
+	o := &replayOptions{s: s}
 	c := &cobra.Command{
 		Use:   "replay SESSION.wt",
 		Short: "Serve a recorded session to real clients with the original timing",
@@ -97,7 +101,10 @@ and every answer, with both times, as a session file (source "replay") that
 inspect, events and diff read. Secret values are redacted unless
 --keep-secrets.
 
-By default the server listens on 127.0.0.1:8080 over plain HTTP. Requests are
+By default the server listens on 127.0.0.1:8080 over plain HTTP, and serves,
+like kubectl proxy, only requests to localhost, 127.0.0.1 and [::1]
+(--accept-hosts: a web page whose name resolves to 127.0.0.1 cannot read the
+session) and no exec, attach or portforward (--reject-paths). Requests are
 logged on stderr; stdout stays empty. Ctrl-C stops the server (open watches
 end at once); a second Ctrl-C exits immediately.`,
 		Example: `  # serve with the original timing, then watch with curl
@@ -123,24 +130,30 @@ end at once); a second Ctrl-C exits immediately.`,
   wtrace events run.wt`,
 		Args: exactArgs(1, "one session file"),
 		RunE: func(c *cobra.Command, args []string) error {
+			usage := func(format string, a ...any) error {
+				return &usageError{fmt.Errorf(format+"\nSee 'wtrace replay --help'.", a...)}
+			}
+			o.path = args[0]
 			if o.speed < 0 || math.IsNaN(o.speed) || math.IsInf(o.speed, 0) {
-				return &usageError{fmt.Errorf("--speed %v: must be 0 (as fast as possible) or a positive factor\nSee 'wtrace replay --help'.", o.speed)}
+				return usage("--speed %v: must be 0 (as fast as possible) or a positive factor", o.speed)
 			}
 			if (o.cert == "") != (o.key == "") {
-				return &usageError{errors.New("--cert and --key go together\nSee 'wtrace replay --help'.")}
+				return usage("--cert and --key go together")
 			}
-			if o.cert != "" {
-				o.useTLS = true
-			}
+			o.useTLS = o.useTLS || o.cert != ""
 			if _, err := replay.ParseWrites(o.writes); err != nil || o.writes == "" {
-				return &usageError{fmt.Errorf("--writes %q: want answer, apply, reject or recorded\nSee 'wtrace replay --help'.", o.writes)}
+				return usage("--writes %q: want answer, apply, reject or recorded", o.writes)
 			}
 			if o.keepSecrets && o.out == "" {
-				return &usageError{errors.New("--keep-secrets applies to --out\nSee 'wtrace replay --help'.")}
+				return usage("--keep-secrets applies to --out")
 			}
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			return runReplay(ctx, s, args[0], o)
+			if _, err := hostfilter.New(hostfilter.Split(o.acceptHosts), hostfilter.Split(o.rejectPaths)); err != nil {
+				return usage("%v", strings.TrimPrefix(err.Error(), "hostfilter: "))
+			}
+			if runF != nil {
+				return runF(o)
+			}
+			return runReplay(o)
 		},
 	}
 	f := c.Flags()
@@ -161,10 +174,16 @@ end at once); a second Ctrl-C exits immediately.`,
 	f.StringVar(&o.from, "from", "", "start at this point: a `duration` after the session's start (42m) or an RFC 3339 time")
 	f.StringVar(&o.to, "to", "", "end at this point: a `duration` after the session's start or an RFC 3339 time")
 	f.BoolVar(&o.keepSecrets, "keep-secrets", false, "with --out: store Secret objects' values as served (credentials in headers are never stored)")
+	f.StringVar(&o.acceptHosts, "accept-hosts", hostfilter.DefaultAcceptHosts, "serve only requests to these hosts: comma-separated `regexps`, as kubectl proxy's (the Host without its port)")
+	f.StringVar(&o.rejectPaths, "reject-paths", hostfilter.DefaultRejectPaths, "refuse these paths: comma-separated `regexps`, as kubectl proxy's ('' refuses none)")
 	return c
 }
 
-func runReplay(ctx context.Context, s streams, sessionPath string, o *replayOptions) (err error) {
+func runReplay(o *replayOptions) (err error) {
+	s, sessionPath := o.s, o.path
+	if err := noOverwrite([]string{o.out, o.kubeconfigOut}, sessionPath, o.cert, o.key); err != nil {
+		return err
+	}
 	f, err := openSession(sessionPath)
 	if err != nil {
 		return err
@@ -175,14 +194,12 @@ func runReplay(ctx context.Context, s streams, sessionPath string, o *replayOpti
 		if err != nil {
 			return err
 		}
-		sk, err := edit.Seek(ctx, sessionPath, "", edit.SliceOptions{From: from, To: to, Tool: "wtrace " + toolVersion()})
+		sk, err := edit.Seek(context.Background(), sessionPath, "", edit.SliceOptions{From: from, To: to, Tool: "wtrace " + toolVersion()})
 		if err != nil {
 			return withHint(fmt.Errorf("--from/--to: %w", err), "wtrace verify %s; or set TMPDIR to a directory with room for the slice", sessionPath)
 		}
 		defer sk.Close()
-		for _, n := range sk.Result.Notes {
-			fmt.Fprintf(s.err, "Note: %s\n", n)
-		}
+		notes(s, sk.Result.Notes)
 		f = sk.File
 	}
 	for _, p := range f.Problems() {
@@ -200,9 +217,11 @@ func runReplay(ctx context.Context, s streams, sessionPath string, o *replayOpti
 		Listen:       o.listen,
 		WriteTimeout: o.writeTimeout,
 		IdleTimeout:  o.idleTimeout,
-		Logger:       slog.New(&lineHandler{w: s.err, level: level, mu: &sync.Mutex{}}),
+		Logger:       slog.New(logline.New(s.err, logline.Options{Level: level, TrimPrefix: "replay: ", Silent: "request", Bare: []string{"method", "target"}})),
 		Writes:       replay.Writes(o.writes),
 		MaxRequests:  -1, // nobody reads them
+		AcceptHosts:  hostfilter.Split(o.acceptHosts),
+		RejectPaths:  hostfilter.Split(o.rejectPaths),
 	}
 	if o.idleTimeout == 0 {
 		opts.IdleTimeout = -1 // never
@@ -214,109 +233,66 @@ func runReplay(ctx context.Context, s streams, sessionPath string, o *replayOpti
 		}
 		opts.Certificate = &cert
 	}
+	aborted := false // a second Ctrl-C: exit without waiting for anything
 	var rec *record.Recorder
 	if o.out != "" {
-		out := formats.FileSinkOptions{Path: o.out}
-		if o.out == "-" {
-			out = formats.FileSinkOptions{Out: s.out}
-		}
-		rec, err = record.New(record.Options{Output: out, Tool: "wtrace " + toolVersion(), KeepSecrets: o.keepSecrets,
+		rec, err = record.New(record.Options{Output: sessionOutput(s, o.out, formats.WriterOptions{}, sessionPath), Tool: "wtrace " + toolVersion(), KeepSecrets: o.keepSecrets,
 			Description: "replay of " + filepath.Base(sessionPath), Labels: map[string]string{"session": filepath.Base(sessionPath), "writes": o.writes}})
 		if err != nil {
-			var oe *formats.OutputError
-			if errors.As(err, &oe) && !oe.Created {
-				return withHint(oe.Err, "check that the directory of --out exists and is writable")
-			}
-			return fmt.Errorf("--out: %w", err)
+			return outputError(err, "--out")
 		}
 		if o.keepSecrets {
 			fmt.Fprintln(s.err, "Warning: --keep-secrets: Secret values are stored as served; treat the session file as a secret.")
 		}
 		opts.Out = rec
+		defer func() {
+			if aborted {
+				return
+			}
+			res, cerr := rec.Close() // the server first: every answer ends before the file
+			switch {
+			case cerr != nil && err == nil:
+				err = fmt.Errorf("writing --out %s: %w", o.out, cerr)
+			case cerr == nil && o.out != "-":
+				fmt.Fprintf(s.err, "Recorded the run: %d exchanges, %d watch events into %s (%s).\n", res.Exchanges, res.Events, o.out, units.Bytes(res.Size))
+			}
+		}()
 	}
 	srv, err := replay.New(f, opts)
 	if err != nil {
-		if rec != nil {
-			rec.Close()
-		}
 		return withHint(err, "try --writes recorded, which serves only what was recorded and keeps no world")
 	}
-	defer srv.Close()
-	defer func() {
-		if rec == nil {
-			return
-		}
-		srv.Close() // every answer complete before the file ends
-		res, cerr := rec.Close()
-		if cerr != nil {
-			if err == nil {
-				err = fmt.Errorf("writing --out %s: %w", o.out, cerr)
-			}
-			return
-		}
-		if o.out != "-" {
-			fmt.Fprintf(s.err, "Recorded the run: %d exchanges, %d watch events into %s (%s).\n", res.Exchanges, res.Events, o.out, humanBytes(res.Size))
-		}
-	}()
 	if o.useTLS {
 		err = srv.StartTLS()
 	} else {
 		err = srv.Start()
 	}
 	if err != nil {
+		srv.Close()
 		return withHint(err, "pick another address with --listen 127.0.0.1:0 (a free port)")
 	}
 	if o.kubeconfigOut != "" {
-		if err := os.WriteFile(o.kubeconfigOut, srv.Kubeconfig(), 0o600); err != nil {
+		if err := outfile.WriteFile(o.kubeconfigOut, srv.Kubeconfig(), 0o600); err != nil {
+			srv.Close()
 			return withHint(fmt.Errorf("writing --kubeconfig-out: %w", err), "check that the directory exists and is writable")
 		}
 	}
 	printReplayBanner(s.err, sessionPath, f, srv.URL, o, srv.Losses())
-
-	<-ctx.Done()
-	fmt.Fprintln(s.err, "\nStopping: closing open streams (Ctrl-C again to exit at once)")
-	again := make(chan os.Signal, 1)
-	signal.Notify(again, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(again)
-	done := make(chan struct{})
-	go func() {
-		srv.Close()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-again:
-		fmt.Fprintln(s.err, "Aborted.")
-		os.Exit(1)
-	}
-	return nil
+	err = interruptible(s, func() {}, "\nStopping: closing open streams (Ctrl-C again to exit at once)", "Aborted.",
+		func(ctx context.Context) error {
+			<-ctx.Done()
+			srv.Close()
+			return nil
+		})
+	var ae *abortError
+	aborted = errors.As(err, &ae)
+	return err
 }
 
 // printReplayBanner says where the server listens and how to try it, and
 // what the session's damage lost.
 func printReplayBanner(w io.Writer, sessionPath string, f *formats.File, u string, o *replayOptions, losses []*replay.Loss) {
-	idx := f.Index()
-	var events int64
-	var watch, list string
-	var first, last int64
-	for _, x := range idx.Exchanges {
-		events += x.Frames
-		if x.First != 0 && (first == 0 || x.First < first) {
-			first = x.First
-		}
-		if x.Last > last {
-			last = x.Last
-		}
-		if x.Request.Missing || x.Request.Method != "GET" {
-			continue
-		}
-		if x.Frames > 0 && watch == "" {
-			watch = exampleTarget(x.Request.Target, true)
-		}
-		if x.Frames == 0 && list == "" && strings.HasPrefix(x.Request.Target, "/api") {
-			list = exampleTarget(x.Request.Target, false)
-		}
-	}
+	ov := export.NewOverview(f.Index())
 	speed := fmt.Sprintf("speed %g", o.speed)
 	switch {
 	case o.speed == 0:
@@ -340,7 +316,7 @@ func printReplayBanner(w io.Writer, sessionPath string, f *formats.File, u strin
 		lostText = "; some of them maybe lost to damage"
 	}
 	fmt.Fprintf(w, "Replaying %s (%d exchanges, %d watch events over %s%s) at %s\n",
-		sessionPath, len(idx.Exchanges), events, time.Duration(last-first).Round(time.Millisecond), lostText, speed)
+		sessionPath, ov.Exchanges, ov.Events, time.Duration(ov.Last-ov.First).Round(time.Millisecond), lostText, speed)
 	if len(losses) > 0 {
 		fmt.Fprintf(w, "Warning: %s is damaged; what it lost is not served, and streams that cross it end cut:\n", sessionPath)
 		for _, l := range losses {
@@ -377,106 +353,16 @@ func printReplayBanner(w io.Writer, sessionPath string, f *formats.File, u strin
 		curlFlags = "-N -k"
 	}
 	switch {
-	case watch != "":
-		fmt.Fprintf(w, "Try: curl %s '%s%s'\n", curlFlags, u, watch)
-	case list != "":
-		fmt.Fprintf(w, "Try: curl %s '%s%s'\n", curlFlags, u, list)
+	case ov.Watch != "":
+		fmt.Fprintf(w, "Try: curl %s '%s%s'\n", curlFlags, u, ov.Watch)
+	case ov.List != "":
+		fmt.Fprintf(w, "Try: curl %s '%s%s'\n", curlFlags, u, ov.List)
 	}
 	if o.kubeconfigOut != "" {
 		fmt.Fprintf(w, "Kubeconfig written to %s: kubectl --kubeconfig %s get …\n", o.kubeconfigOut, o.kubeconfigOut)
-		if ex := kubectlExample(watch); ex != "" {
+		if ex := export.KubectlWatch(ov.Watch); ex != "" {
 			fmt.Fprintf(w, "  e.g. kubectl --kubeconfig %s %s\n", o.kubeconfigOut, ex)
 		}
 	}
 	fmt.Fprintln(w, "Press Ctrl-C to stop.")
 }
-
-// exampleTarget keeps the path and the parameters that select what is
-// served (selectors, watch) of a recorded target.
-func exampleTarget(target string, watch bool) string {
-	u, err := url.ParseRequestURI(target)
-	if err != nil {
-		return target
-	}
-	q := u.Query()
-	keep := url.Values{}
-	for _, k := range []string{"labelSelector", "fieldSelector"} {
-		if v := q.Get(k); v != "" {
-			keep.Set(k, v)
-		}
-	}
-	if watch {
-		keep.Set("watch", "true")
-	}
-	if len(keep) == 0 {
-		return u.Path
-	}
-	return u.Path + "?" + keep.Encode()
-}
-
-// kubectlExample turns a watch path into a kubectl command line.
-func kubectlExample(watchPath string) string {
-	p, _, _ := strings.Cut(watchPath, "?")
-	segs := strings.Split(strings.Trim(p, "/"), "/")
-	switch {
-	case len(segs) == 5 && segs[0] == "api" && segs[2] == "namespaces":
-		return fmt.Sprintf("get %s -n %s -w", segs[4], segs[3])
-	case len(segs) == 3 && segs[0] == "api":
-		return fmt.Sprintf("get %s -w", segs[2])
-	case len(segs) == 6 && segs[0] == "apis" && segs[3] == "namespaces":
-		return fmt.Sprintf("get %s.%s -n %s -w", segs[5], segs[1], segs[4])
-	case len(segs) == 4 && segs[0] == "apis":
-		return fmt.Sprintf("get %s.%s -w", segs[3], segs[1])
-	}
-	return ""
-}
-
-// lineHandler prints log records as short lines on stderr:
-// "12:03:04.512 GET /api/v1/… how=recorded exchange=1 status=200".
-type lineHandler struct {
-	w     io.Writer
-	level slog.Level
-	mu    *sync.Mutex
-	attrs []slog.Attr
-}
-
-func (h *lineHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= h.level }
-
-func (h *lineHandler) Handle(_ context.Context, r slog.Record) error {
-	var b strings.Builder
-	b.WriteString(r.Time.Format("15:04:05.000"))
-	if r.Level != slog.LevelInfo {
-		b.WriteString(" " + r.Level.String())
-	}
-	msg := strings.TrimPrefix(r.Message, "replay: ")
-	if msg != "request" {
-		b.WriteString(" " + msg)
-	}
-	write := func(a slog.Attr) bool {
-		v := a.Value.Resolve()
-		switch a.Key {
-		case "method", "target":
-			b.WriteString(" " + v.String())
-		default:
-			fmt.Fprintf(&b, " %s=%v", a.Key, v.Any())
-		}
-		return true
-	}
-	for _, a := range h.attrs {
-		write(a)
-	}
-	r.Attrs(write)
-	b.WriteByte('\n')
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	_, err := io.WriteString(h.w, b.String())
-	return err
-}
-
-func (h *lineHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	c := *h
-	c.attrs = append(append([]slog.Attr(nil), h.attrs...), as...)
-	return &c
-}
-
-func (h *lineHandler) WithGroup(string) slog.Handler { return h }

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 )
 
 // ErrInput is what an *InputError wraps: the output is one of the inputs.
@@ -45,28 +46,29 @@ func (e *InputError) Unwrap() error { return ErrInput }
 // nothing (""): no file of its own.
 func Stdio(path string) bool { return path == "" || path == "-" }
 
-// Check returns an *InputError if out is the same file as one of ins
-// (os.SameFile of what os.Stat finds: symbolic links are followed, hard
-// links are the same file), nil otherwise: when out does not exist yet, or
-// is another file. Paths that are not files (Stdio) are skipped, and so are
-// inputs that cannot be stat'ed (their own reading fails).
+// Check returns an *InputError if out is the same file as one of ins:
+// the same path once cleaned and made absolute, or, when both exist, the
+// same file (os.SameFile of what os.Stat finds: symbolic links are
+// followed, hard links are the same file). Paths that are not files
+// (Stdio) are skipped; an input that cannot be stat'ed is compared by path
+// only (its own reading fails).
 func Check(out string, ins ...string) error {
 	if Stdio(out) {
 		return nil
 	}
-	oi, err := os.Stat(out)
-	if err != nil {
-		return nil // nothing there to destroy (or nothing we could read)
-	}
+	oa, _ := filepath.Abs(out)
+	oi, oerr := os.Stat(out)
 	for _, in := range ins {
 		if Stdio(in) {
 			continue
 		}
-		ii, err := os.Stat(in)
-		if err != nil {
-			continue
+		if ia, _ := filepath.Abs(in); ia == oa {
+			return &InputError{Out: out, In: in}
 		}
-		if os.SameFile(oi, ii) {
+		if oerr != nil {
+			continue // nothing there to destroy
+		}
+		if ii, err := os.Stat(in); err == nil && os.SameFile(oi, ii) {
 			return &InputError{Out: out, In: in}
 		}
 	}
@@ -116,7 +118,9 @@ func Create(path string) (*File, error) {
 			}
 			return nil, err
 		}
-		return &File{File: f, path: path}, nil
+		out := &File{File: f, path: path}
+		track(out, true)
+		return out, nil
 	}
 	return nil, fmt.Errorf("outfile: no free temporary name beside %s", path)
 }
@@ -139,6 +143,7 @@ func (f *File) Publish() error {
 		return err
 	}
 	f.published = true
+	track(f, false)
 	syncDir(f.path)
 	return nil
 }
@@ -151,6 +156,7 @@ func (f *File) Commit() error {
 		return nil
 	}
 	f.done = true
+	track(f, false)
 	err := f.File.Sync()
 	if cerr := f.File.Close(); err == nil {
 		err = cerr
@@ -175,9 +181,41 @@ func (f *File) Abort() {
 		return
 	}
 	f.done = true
+	track(f, false)
 	f.File.Close()
 	if !f.published {
 		os.Remove(f.File.Name())
+	}
+}
+
+// pending are the Files created and neither published, committed nor
+// aborted, for RemovePending.
+var (
+	pendingMu sync.Mutex
+	pending   = map[*File]bool{}
+)
+
+func track(f *File, on bool) {
+	pendingMu.Lock()
+	defer pendingMu.Unlock()
+	if on {
+		pending[f] = true
+	} else {
+		delete(pending, f)
+	}
+}
+
+// RemovePending removes the temporary file of every output still being
+// written (neither published, committed nor aborted), leaving what their
+// paths held: for a process about to exit without finishing them (a
+// second Ctrl-C). Their writers may still be running; what they write
+// goes nowhere.
+func RemovePending() {
+	pendingMu.Lock()
+	defer pendingMu.Unlock()
+	for f := range pending {
+		os.Remove(f.File.Name())
+		delete(pending, f)
 	}
 }
 

@@ -51,6 +51,7 @@ func TestCheck(t *testing.T) {
 		{"stdout", "-", []string{in}, false},
 		{"stdin input", in, []string{"-"}, false},
 		{"missing input", in, []string{filepath.Join(dir, "missing.wt")}, false},
+		{"two new outputs", filepath.Join(dir, "new.wt"), []string{"../new.wt"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := Check(tc.out, tc.ins...)
@@ -151,4 +152,28 @@ func TestWriteFile(t *testing.T) {
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("Stat = %v, %v; want mode 0600", fi, err)
 	}
+}
+
+// TestRemovePending: the temporary files of outputs still being written
+// are removed; published ones stay.
+func TestRemovePending(t *testing.T) {
+	dir := t.TempDir()
+	a, err := Create(filepath.Join(dir, "a.wt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Create(filepath.Join(dir, "b.wt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Publish(); err != nil {
+		t.Fatal(err)
+	}
+	RemovePending()
+	es, _ := os.ReadDir(dir)
+	if len(es) != 1 || es[0].Name() != "b.wt" {
+		t.Errorf("after RemovePending %s holds %v; want only the published b.wt", dir, es)
+	}
+	a.Abort()
+	b.Commit()
 }
