@@ -189,6 +189,13 @@ func logReport(t *testing.T, a, b string) {
 // more created and one deleted while it runs. It returns the session.
 func recordController(t *testing.T, c *k8stest.Cluster) string {
 	t.Helper()
+	return recordControllerWith(t, c, ctrltest.Options{SeenValue: seen})
+}
+
+// recordControllerWith is recordController with the controller built
+// with opts.
+func recordControllerWith(t *testing.T, c *k8stest.Cluster, opts ctrltest.Options) string {
+	t.Helper()
 	hdr := http.Header{"Content-Type": {"application/json"}}
 	workload := func(method, path, body string, want int) {
 		t.Helper()
@@ -202,7 +209,7 @@ func recordController(t *testing.T, c *k8stest.Cluster) string {
 	}
 	session := filepath.Join(t.TempDir(), "recorded.wt")
 	px := proxytest.Record(t, c.Kubeconfig, proxy.RecordOptions{Output: formats.FileSinkOptions{Path: session}})
-	ctl := startController(t, px.URL, ctrltest.Options{SeenValue: seen})
+	ctl := startController(t, px.URL, opts)
 	cs := kubernetes.NewForConfigOrDie(&rest.Config{Host: c.URL, BearerToken: k8stest.Token, TLSClientConfig: rest.TLSClientConfig{CAData: c.CAPEM}})
 	applied := func(name string) func() bool {
 		return func() bool {

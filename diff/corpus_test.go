@@ -177,7 +177,8 @@ func TestRealWrites(t *testing.T) {
 		&formats.End{Exchange: nextEx, Dir: formats.ServerToClient, Time: at})
 	rep = mustDiff(t, a, b)
 	ds = allDiffs(rep)
-	if len(ds) != 1 || ds[0].Kind != diff.KindExtra || ds[0].What != "POST" || ds[0].B.Exchange != nextEx ||
+	if len(ds) != 2 || len(rep.Groups) != 1 || ds[0].Kind != diff.KindExtra || ds[0].Category != diff.CategoryState ||
+		ds[1].Kind != diff.KindExtra || ds[1].What != "POST" || ds[1].B.Exchange != nextEx ||
 		!strings.HasPrefix(rep.Groups[0].Subject, "configmaps corpus-tls/extra-cm-") {
 		t.Fatalf("one more create: %s", text(rep))
 	}

@@ -2,6 +2,7 @@ package diff
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"slices"
@@ -72,7 +73,35 @@ type Options struct {
 	// alignment. 0 means DefaultWindow, DefaultWindowBytes.
 	Window      int
 	WindowBytes int64
+	// Verdict lists the categories whose differences make the sessions
+	// differ (Report.Same false); the others compared are counted and
+	// listed all the same. Empty means the default: when either session
+	// holds a write, CategoryState and CategoryWrite — a controller's
+	// verdict is what it made of the world and the writes that made it;
+	// what it read (watch events, their timing, GETs and LISTs) depends
+	// on timing and is reported as information — else every category (a
+	// watcher's verdict is what it received). Categories left out by Only
+	// are never in it.
+	Verdict []Category
+	// IgnoreResources leaves out every exchange (write, watch, other) of
+	// these resources: "events" (a name without a dot: the resource in
+	// every API group), "events.events.k8s.io", "leases.coordination.k8s.io"
+	// (resource.group: in that group only).
+	IgnoreResources []string
+	// IgnoreVerbs leaves out the writes of these methods ("PATCH",
+	// "DELETE"; any case).
+	IgnoreVerbs []string
 }
+
+// DefaultVerdict is the verdict of sessions that hold writes (see
+// Options.Verdict).
+var DefaultVerdict = []Category{CategoryState, CategoryWrite}
+
+// AllCategories are every category, in the order of the report.
+var AllCategories = []Category{CategoryState, CategoryWrite, CategoryEvent, CategoryStream, CategoryExchange}
+
+// ErrCategory: a category that is none of AllCategories.
+var ErrCategory = errors.New("diff: unknown category")
 
 // Sessions compares the session files a (the reference: a recording) and
 // b (the run under test: the session of a replay, or a later recording).
@@ -116,6 +145,10 @@ func Files(a *formats.File, nameA string, b *formats.File, nameB string, opts Op
 	if c.b, err = c.load(b, nameB); err != nil {
 		return nil, err
 	}
+	c.rep.Pairing = pairing(c.a.names, c.b.names)
+	if c.wants(CategoryState) {
+		c.compareState()
+	}
 	if c.wants(CategoryWrite) {
 		if err := c.compareWrites(); err != nil {
 			return nil, err
@@ -131,9 +164,77 @@ func Files(a *formats.File, nameA string, b *formats.File, nameB string, opts Op
 			return nil, err
 		}
 	}
-	s := &c.rep.Summary
-	c.rep.Same = s.Writes.Differences()+s.Events.Differences()+s.Streams.Differences()+s.Exchanges.Differences() == 0
+	c.rep.Verdict = c.verdict()
+	c.rep.Same = true
+	for _, cat := range c.rep.Verdict {
+		if c.rep.Summary.of(cat).Differences() > 0 {
+			c.rep.Same = false
+		}
+	}
 	return c.rep, nil
+}
+
+// verdict is Options.Verdict, or its default, among the categories
+// compared.
+func (c *comparer) verdict() []Category {
+	v := c.opts.Verdict
+	if len(v) == 0 {
+		v = AllCategories
+		if c.a.nWrites+c.b.nWrites > 0 {
+			v = DefaultVerdict
+		}
+	}
+	var out []Category
+	for _, cat := range AllCategories {
+		if slices.Contains(v, cat) && c.wants(cat) {
+			out = append(out, cat)
+		}
+	}
+	if len(out) == 0 { // Only named none of the default's
+		for _, cat := range AllCategories {
+			if c.wants(cat) {
+				out = append(out, cat)
+			}
+		}
+	}
+	return out
+}
+
+// of returns the counts of a category.
+func (s *Summary) of(cat Category) Counts {
+	switch cat {
+	case CategoryState:
+		return s.State
+	case CategoryWrite:
+		return s.Writes
+	case CategoryEvent:
+		return s.Events
+	case CategoryStream:
+		return s.Streams
+	case CategoryExchange:
+		return s.Exchanges
+	}
+	return Counts{}
+}
+
+// pairing lists the generated names of both sessions by canonical name.
+func pairing(a, b *names) []Pair {
+	var out []Pair
+	at := map[Object]int{}
+	for _, g := range a.made {
+		id := g.exchange
+		at[g.obj] = len(out)
+		out = append(out, Pair{Object: g.obj, A: g.server, ExchangeA: &id})
+	}
+	for _, g := range b.made {
+		id := g.exchange
+		if i, ok := at[g.obj]; ok {
+			out[i].B, out[i].ExchangeB = g.server, &id
+			continue
+		}
+		out = append(out, Pair{Object: g.obj, B: g.server, ExchangeB: &id})
+	}
+	return out
 }
 
 // comparer holds one comparison's state. Not safe for concurrent use.
@@ -159,11 +260,11 @@ func newComparer(opts Options) (*comparer, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, cat := range opts.Only {
-		switch cat {
-		case CategoryWrite, CategoryEvent, CategoryStream, CategoryExchange:
-		default:
-			return nil, fmt.Errorf("diff: unknown category %q (write, event, stream, exchange)", cat)
+	for _, list := range [][]Category{opts.Only, opts.Verdict} {
+		for _, cat := range list {
+			if !slices.Contains(AllCategories, cat) {
+				return nil, fmt.Errorf("%w %q (state, write, event, stream, exchange)", ErrCategory, cat)
+			}
 		}
 	}
 	c := &comparer{opts: opts, rules: r, seed: maphash.MakeSeed(), groups: map[string]int{}, warned: map[string]bool{}}

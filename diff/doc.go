@@ -12,21 +12,31 @@
 //
 // # What is compared
 //
-// Session A is the reference, B the run under test. Each exchange is one
-// of three things:
+// Session A is the reference, B the run under test. First, the end state
+// (CategoryState, state.go): of every object either session wrote — its
+// writes of every subresource together — the object as the apiserver
+// answered its last successful write, or deleted if that was a DELETE;
+// compared normalized. Then each exchange is one of three things:
 //
 //   - A write (POST, PUT, PATCH, DELETE). Writes are grouped per object —
 //     resource and API group, namespace, name, subresource, as the path
 //     names them; a create names the object its body does (metadata.name,
-//     or metadata.generateName and "*") — and paired in request order by
-//     verb (a PATCH by its kind too: json, merge, strategic, apply).
-//     Their bodies (and the query parameters that do not vary from run
-//     to run) are compared as normalized JSON; their statuses too.
-//     Unpaired writes are missing or extra; a write that pairs only out
-//     of order is reordered. With Options.CollapseRepeats a write that
-//     repeats an earlier one of its object (verb, parameters, normalized
-//     body, status) is left out: a controller's idempotent writes are
-//     compared once, however often timing made it repeat them.
+//     or for a metadata.generateName the canonical name below). Each
+//     object's successful writes are aligned between the sessions as a
+//     minimal edit script (seqalign.go): the same write (verb, request
+//     key, normalized body, status) pairs at no cost, a write with the
+//     same verb and another request, body or status pairs as one changed
+//     write, any other is missing or extra — one missing write is one
+//     difference, not a shift of every later pair; a missing and an extra
+//     write that are the same are one reordered write. A write not
+//     answered, or answered 409, 429 or 5xx, is a failed attempt
+//     (exch.failed): left out and counted (Counts.Attempts), and named, in
+//     the first difference of its object, only where that object's
+//     successful writes differ. A write that repeats the object's
+//     previous successful write changes nothing and is left out
+//     (Counts.Repeats); with Options.CollapseRepeats so is any write that
+//     repeats an earlier one of its object — a controller's idempotent
+//     writes are compared once, however often timing made it repeat them.
 //   - A watch (watch=true, a legacy /watch/ path, or a body the recorder
 //     split into events). Watches are grouped into streams per scope —
 //     method, path, selectors, and any Accept transformation (as=Table) —
@@ -46,6 +56,33 @@
 //     run — the replay matcher's rule), in order; status and response body
 //     compared, the body normalized when it is JSON or a Kubernetes
 //     protobuf object.
+//
+// # Generated names and Events
+//
+// An object created with metadata.generateName gets its name from the
+// apiserver, another in every run. diff names it by how it was made: its
+// generateName, its controlling owner (unless the generateName starts with
+// the owner's name) and its place among the successful creates of that
+// generateName in the session — "web-796cf5c97c-#1", the first Pod created
+// as "web-796cf5c97c-" — and reads that canonical name wherever the
+// server's appears: request paths, the objects of watch events, every
+// string of every document (an Event's message, a name built on the
+// generated one). Report.Pairing says which server name in A is which in
+// B. Kubernetes Events (core/v1 and events.k8s.io) are named by what they
+// say — type, reason, the object they are about, message, reporting
+// component: Object.Event — and compared by how many times they happened
+// (count, series.count), never by their name (kevents.go).
+//
+// # The verdict
+//
+// Options.Verdict names the categories whose differences make Report.Same
+// false; the others are compared, counted and listed as information. By
+// default, when either session holds a write, the end state and the
+// writes decide (a controller's behaviour); the watch events it received,
+// their timing and its reads depend on timing and do not. Sessions
+// without writes (a watcher) are judged on every category.
+// Options.IgnoreResources and IgnoreVerbs leave whole resources and verbs
+// out of the comparison.
 //
 // # Normalization
 //
@@ -76,16 +113,26 @@
 //	{
 //	  "a": "recorded.wt", "b": "run.wt",
 //	  "same": false,
-//	  "summary": {            // writes, events, streams, exchanges: the same fields, 0 where they do not apply
+//	  "verdict": ["state", "write"],  // the categories that decided "same"
+//	  "summary": {            // state, writes, events, streams, exchanges: the same fields, 0 where they do not apply
+//	    "state":     {"compared": 2, "missing": 0, "extra": 1, "changed": 1, …},  // objects
 //	    "writes":    {"compared": 3, "missing": 0, "extra": 1, "reordered": 0, "changed": 1, "status": 0,
-//	                  "resourceVersion": 0, "timing": 0, "bytesOnly": 2, "repeats": 0},
+//	                  "resourceVersion": 0, "timing": 0, "bytesOnly": 2, "repeats": 0, "attempts": 2},
 //	    "events":    {…}, "streams": {…}, "exchanges": {…}
 //	  },
+//	  "states": [             // every object written, in the order of its first write
+//	    {"subject": "pods demo/web-7b84c5f95f-#1", "object": {…}, "same": true,
+//	     "a": {"state": "created", "writes": 1, "attempts": 0, "count": 0, "last": {place}}, "b": {…}}
+//	  ],
+//	  "pairing": [            // generated names: the canonical one, the server's in each session
+//	    {"object": {"resource": "pods", "namespace": "demo", "name": "web-7b84c5f95f-#1"},
+//	     "a": "web-7b84c5f95f-kwr78", "b": "web-7b84c5f95f-x2kq9", "exchangeA": 8, "exchangeB": 8}
+//	  ],
 //	  "groups": [
 //	    {"subject": "configmaps demo/cm-1",
 //	     "object": {"resource": "configmaps", "namespace": "demo", "name": "cm-1"},  // and group, subresource when set
 //	     "differences": [
-//	       {"category": "write",          // write, event, stream, exchange
+//	       {"category": "write",          // state, write, event, stream, exchange
 //	        "kind": "changed",            // missing, extra, reordered, changed, status, resourceVersion, timing
 //	        "what": "PUT",                // a write's verb ("PATCH (merge)"), an event's type, an exchange's method
 //	        "stream": "…",                // events and streams: "watch configmaps -n demo"
@@ -106,8 +153,8 @@
 // events only; index counts from 0 among what was paired (the n-th write
 // of the object, the n-th event of the stream, the n-th exchange of the
 // request); fields that do not apply are omitted. Subjects are listed in
-// the order of their first difference: writes, then streams, then other
-// exchanges.
+// the order of their first difference: end states, writes, then streams,
+// then other exchanges.
 //
 // # Memory and time
 //
@@ -120,7 +167,12 @@
 // window, whatever the number of events; a document is decoded only when
 // its bytes differ, and its tree kept only to render a listed difference.
 // Bodies and events over Options.MaxBodySize are compared byte for byte.
-// The alignment is greedy (the nearest common event after a difference),
+// The blocks holding successful creates are read once more, first, for
+// the names the server generated (a table of O(creates)). An object's
+// writes are aligned in time and memory linear in their number where the
+// sessions agree, and O(n·m) over the part where they do not (at most
+// 4 Mi pairs; past that they pair by position). The event alignment is
+// greedy (the nearest common event after a difference),
 // not a minimal edit script: a stream that differs more than a window
 // apart is reported as what it holds missing and extra.
 //

@@ -67,8 +67,11 @@ func (c *comparer) exchPair(a, b *exch) {
 }
 
 func joinNote(a, b string) string {
-	if a == "" {
+	switch {
+	case a == "":
 		return b
+	case b == "":
+		return a
 	}
 	return a + "; " + b
 }

@@ -29,7 +29,7 @@ func FuzzNormalize(f *testing.F) {
 		}
 		h := newHasher(r, maphash.MakeSeed())
 		sum, herr := h.sum(data)
-		tr, terr := r.tree(data)
+		tr, terr := r.tree(data, nil)
 		if terr != nil {
 			return
 		}
@@ -58,7 +58,7 @@ func FuzzNormalize(f *testing.F) {
 }
 
 func mustTree(t *testing.T, r *rules, b []byte) any {
-	v, err := r.tree(b)
+	v, err := r.tree(b, nil)
 	if err != nil {
 		t.Fatalf("tree of a rendered tree: %v\n%s", err, b)
 	}

@@ -278,6 +278,7 @@ func (r *rules) roots(dst []cursor) []cursor {
 // concurrent use; it reuses its buffers.
 type hasher struct {
 	r       *rules
+	names   *names // generated names of the session hashed (nil: none)
 	seed    maphash.Seed
 	members [][]hmember // per depth, reused
 	acts    [][]cursor  // per depth, reused
@@ -417,6 +418,12 @@ func (h *hasher) value(b []byte, i int, act []cursor, depth int, inMeta, root bo
 		}
 		if isPlaceholder(s) {
 			return h.scalar('s', []byte(placeholderValue(len(s)))), end, nil
+		}
+		if h.names != nil && !h.names.empty() {
+			s = h.names.canonBytes(s)
+		}
+		if isServerGenerated(s) {
+			s = serverGeneratedValue(s)
 		}
 		return h.scalar('s', s), end, nil
 	case c == 't' || c == 'f' || c == 'n':
@@ -624,9 +631,9 @@ func (h *hasher) array(b []byte, i int, act []cursor, depth int, listItems bool)
 
 // ---- the tree, for diffs ----
 
-// tree decodes JSON text and applies the rules; numbers stay as written
-// (json.Number).
-func (r *rules) tree(b []byte) (any, error) {
+// tree decodes JSON text and applies the rules, generated names read
+// through n (nil: none); numbers stay as written (json.Number).
+func (r *rules) tree(b []byte, n *names) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	var v any
@@ -640,10 +647,10 @@ func (r *rules) tree(b []byte) (any, error) {
 	if len(r.paths) > 0 {
 		act = r.roots(nil)
 	}
-	return r.apply(v, act, false, true), nil
+	return r.apply(v, act, false, true, n), nil
 }
 
-func (r *rules) apply(v any, act []cursor, inMeta, root bool) any {
+func (r *rules) apply(v any, act []cursor, inMeta, root bool, n *names) any {
 	switch v := v.(type) {
 	case map[string]any:
 		for k, val := range v {
@@ -659,19 +666,23 @@ func (r *rules) apply(v any, act []cursor, inMeta, root bool) any {
 				v[k] = timestampValue
 			case root && k == "items" && len(r.paths) > 0:
 				if arr, ok := val.([]any); ok {
-					v[k] = r.applyArray(arr, sub, true)
+					v[k] = r.applyArray(arr, sub, true, n)
 				}
 			default:
-				v[k] = r.apply(val, sub, k == "metadata", false)
+				v[k] = r.apply(val, sub, k == "metadata", false, n)
 			}
 		}
 		return v
 	case []any:
-		return r.applyArray(v, act, false)
+		return r.applyArray(v, act, false, n)
 	case string:
 		if isPlaceholder([]byte(v)) {
 			return placeholderValue(len(v))
 		}
+		if isServerGenerated([]byte(v)) {
+			return string(serverGeneratedValue([]byte(v)))
+		}
+		return n.canonString(v)
 	}
 	return v
 }
@@ -712,7 +723,40 @@ func isPlaceholder(s []byte) bool {
 
 func placeholderValue(n int) string { return "<redacted:" + strconv.Itoa(n) + ">" }
 
-func (r *rules) applyArray(v []any, act []cursor, listItems bool) []any {
+// serverGenerated are the prefixes of names the apiserver generates
+// inside the objects it admits, each followed by genSuffixLen characters
+// of its name generator: the projected service account token volume of a
+// Pod (plugin/pkg/admission/serviceaccount: "kube-api-access-" and 5
+// random characters).
+var serverGenerated = []string{"kube-api-access-"}
+
+// genAlphabet is the alphabet of k8s.io/apiserver's name generator
+// (utilrand.String: no vowels, no confusable digits).
+const genAlphabet = "bcdfghjklmnpqrstvwxz2456789"
+
+// isServerGenerated reports whether s is a name the apiserver generated
+// inside an object (serverGenerated).
+func isServerGenerated(s []byte) bool {
+	for _, p := range serverGenerated {
+		if len(s) == len(p)+genSuffixLen && bytes.HasPrefix(s, []byte(p)) {
+			for _, c := range s[len(p):] {
+				if strings.IndexByte(genAlphabet, c) < 0 {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// serverGeneratedValue is what a server-generated name reads as: its
+// prefix and "<generated>".
+func serverGeneratedValue(s []byte) []byte {
+	return append(s[:len(s)-genSuffixLen:len(s)-genSuffixLen], "<generated>"...)
+}
+
+func (r *rules) applyArray(v []any, act []cursor, listItems bool, n *names) []any {
 	out := v[:0]
 	for i, e := range v {
 		var sub []cursor
@@ -721,7 +765,7 @@ func (r *rules) applyArray(v []any, act []cursor, listItems bool) []any {
 			sub, ignored = r.step(nil, act, strconv.Itoa(i), listItems)
 		}
 		if !ignored {
-			out = append(out, r.apply(e, sub, false, false))
+			out = append(out, r.apply(e, sub, false, false, n))
 		}
 	}
 	return out

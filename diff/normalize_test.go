@@ -97,11 +97,11 @@ func TestNormalize(t *testing.T) {
 			if err != nil {
 				t.Fatalf("sum(%s): %v", tc.b, err)
 			}
-			ta, err := r.tree([]byte(tc.a))
+			ta, err := r.tree([]byte(tc.a), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			tb, err := r.tree([]byte(tc.b))
+			tb, err := r.tree([]byte(tc.b), nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -3,6 +3,7 @@ package diff
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,10 +16,20 @@ import (
 // --json`, a stable interface: fields may be added, never renamed (see the
 // package doc for the schema).
 type Report struct {
-	A       string  `json:"a"` // the sessions compared, as named to Sessions
-	B       string  `json:"b"`
-	Same    bool    `json:"same"`
-	Summary Summary `json:"summary"`
+	A    string `json:"a"` // the sessions compared, as named to Sessions
+	B    string `json:"b"`
+	Same bool   `json:"same"`
+	// Verdict are the categories whose differences make the sessions
+	// differ (Options.Verdict, or its default); the others are compared
+	// and listed but do not change Same.
+	Verdict []Category `json:"verdict"`
+	Summary Summary    `json:"summary"`
+	// States is the end state of every object either session wrote (when
+	// CategoryState is compared), in the order of its first write.
+	States []ObjectState `json:"states,omitempty"`
+	// Pairing says which name the server generated in A is which in B
+	// (see Pair).
+	Pairing []Pair  `json:"pairing,omitempty"`
 	Groups  []Group `json:"groups"`
 	// Omitted counts the differences counted in Summary but not listed in
 	// Groups (beyond Options.MaxDifferences).
@@ -30,6 +41,7 @@ type Report struct {
 
 // Summary counts what was compared and what differed, per category.
 type Summary struct {
+	State     Counts `json:"state"` // objects, by their end state
 	Writes    Counts `json:"writes"`
 	Events    Counts `json:"events"`
 	Streams   Counts `json:"streams"`
@@ -55,6 +67,23 @@ type Counts struct {
 	// an earlier write of their object (Options.CollapseRepeats; writes
 	// only): not a difference.
 	Repeats int `json:"repeats"`
+	// Attempts counts the failed attempts left out of the comparison, in
+	// both sessions: writes not answered, or answered 409, 429 or 5xx
+	// (writes only): not a difference by themselves.
+	Attempts int `json:"attempts"`
+}
+
+// Pair is an object whose name the apiserver generated (a create with
+// metadata.generateName), as diff names it in both sessions: Object.Name
+// is the canonical name ("web-796cf5c97c-#1", see the package doc), A and
+// B the names the server gave in each session ("" where that session did
+// not create it), ExchangeA and ExchangeB the creates.
+type Pair struct {
+	Object    Object `json:"object"`
+	A         string `json:"a,omitempty"`
+	B         string `json:"b,omitempty"`
+	ExchangeA *int64 `json:"exchangeA,omitempty"`
+	ExchangeB *int64 `json:"exchangeB,omitempty"`
 }
 
 // Differences is the number of differences c counts (BytesOnly and
@@ -77,6 +106,7 @@ type Group struct {
 type Category string
 
 const (
+	CategoryState    Category = "state"    // an object's end state
 	CategoryWrite    Category = "write"    // a client write (POST, PUT, PATCH, DELETE)
 	CategoryEvent    Category = "event"    // a watch event
 	CategoryStream   Category = "stream"   // a watch stream as a whole
@@ -169,13 +199,55 @@ func (r *Report) WriteText(w io.Writer, opts TextOptions) error {
 		p.printf("%s and %s differ %s\n", a, b, p.paint(red, "✗"))
 	}
 	for _, c := range []struct {
+		cat  Category
 		name string
 		c    Counts
-	}{{"writes", r.Summary.Writes}, {"events", r.Summary.Events}, {"streams", r.Summary.Streams}, {"exchanges", r.Summary.Exchanges}} {
-		p.printf("  %-10s %s\n", c.name, countLine(c.c))
+	}{{CategoryState, "end state", r.Summary.State}, {CategoryWrite, "writes", r.Summary.Writes}, {CategoryEvent, "events", r.Summary.Events},
+		{CategoryStream, "streams", r.Summary.Streams}, {CategoryExchange, "exchanges", r.Summary.Exchanges}} {
+		if c.cat == CategoryState && len(r.States) == 0 && c.c == (Counts{}) {
+			continue
+		}
+		line := countLine(c.c)
+		if len(r.Verdict) > 0 && !slices.Contains(r.Verdict, c.cat) && c.c.Differences() > 0 {
+			line += " — not in the verdict"
+		}
+		p.printf("  %-10s %s\n", c.name, line)
 	}
 	if r.Omitted > 0 {
 		p.printf("  (%d more differences counted above are not listed)\n", r.Omitted)
+	}
+	if len(r.States) > 0 {
+		p.printf("\n%s\n", p.paint(bold, fmt.Sprintf("end state (%s the clients wrote)", plural(len(r.States), "object"))))
+		same := 0
+		for _, st := range r.States {
+			if st.Same {
+				same++
+			}
+		}
+		shown := 0
+		for _, st := range r.States {
+			if st.Same && len(r.States) > maxStateLines {
+				continue
+			}
+			if shown++; shown > maxStateLines {
+				p.printf("  … %d more that differ (listed below)\n", len(r.States)-same-maxStateLines)
+				break
+			}
+			mark, c := "≠", red
+			if st.Same {
+				mark, c = "=", ""
+			}
+			p.printf("  %s %-8s %-8s %s\n", p.paint(c, mark), endWord(st.A), endWord(st.B), st.Subject)
+		}
+		if len(r.States) > maxStateLines && same > 0 {
+			p.printf("  (%d more end the same)\n", same)
+		}
+	}
+	if len(r.Pairing) > 0 {
+		p.printf("\n%s\n", p.paint(bold, "generated names paired (a → b)"))
+		for _, pr := range r.Pairing {
+			p.printf("  %s %s: %s → %s\n", pr.Object.Resource, pr.Object.Name, orDash(pr.A), orDash(pr.B))
+		}
 	}
 	for _, g := range r.Groups {
 		p.printf("\n%s\n", p.paint(bold, g.Subject))
@@ -208,6 +280,28 @@ func (r *Report) WriteText(w io.Writer, opts TextOptions) error {
 	return p.err
 }
 
+// maxStateLines bounds the end state lines of the text report: past it,
+// only the objects that differ are listed.
+const maxStateLines = 200
+
+// endWord is an end state in a word ("-": not written).
+func endWord(e *EndState) string {
+	if e == nil {
+		return "-"
+	}
+	if e.Count > 0 {
+		return fmt.Sprintf("%s×%d", e.State, e.Count)
+	}
+	return string(e.State)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
 func countLine(c Counts) string {
 	var parts []string
 	add := func(n int, what string) {
@@ -234,6 +328,9 @@ func countLine(c Counts) string {
 	if c.Repeats > 0 {
 		s += fmt.Sprintf(" (%d repeats left out)", c.Repeats)
 	}
+	if c.Attempts > 0 {
+		s += fmt.Sprintf(" (%s left out)", plural(c.Attempts, "failed attempt"))
+	}
 	return s
 }
 
@@ -241,7 +338,10 @@ func countLine(c Counts) string {
 func (d *Difference) line(nameA, nameB string) string {
 	var b strings.Builder
 	b.WriteString(string(d.Category))
-	if d.What != "" {
+	if d.Category == CategoryState {
+		b.Reset()
+		b.WriteString("end state")
+	} else if d.What != "" {
 		b.WriteString(" " + d.What)
 	}
 	switch d.Kind {

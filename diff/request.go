@@ -34,6 +34,10 @@ type Object struct {
 	Namespace   string `json:"namespace,omitempty"`
 	Name        string `json:"name,omitempty"`
 	Subresource string `json:"subresource,omitempty"`
+	// Event is, for a Kubernetes Event (core/v1 or events.k8s.io), what it
+	// says — type, reason, the object it is about, message, reporting
+	// component — which names it instead of its Name (see kevents.go).
+	Event string `json:"event,omitempty"`
 }
 
 // String is how the report names the object: "configmaps demo/cm-1",
@@ -47,6 +51,10 @@ func (o Object) String() string {
 	}
 	b.WriteByte(' ')
 	switch {
+	case o.Event != "" && o.Namespace != "":
+		b.WriteString(o.Namespace + ": " + o.Event)
+	case o.Event != "":
+		b.WriteString(o.Event)
 	case o.Namespace != "" && o.Name != "":
 		b.WriteString(o.Namespace + "/" + o.Name)
 	case o.Name != "":
@@ -158,46 +166,14 @@ func keyOf(method, path string, watch bool, as string, vals url.Values) string {
 	return b.String()
 }
 
-// namespaceSubresources are the subresources of a namespace, which
-// /api/v1/namespaces/NAME/SUB names the way a namespaced resource's
-// collection is named (k8s.io/apiserver pkg/endpoints/request).
-var namespaceSubresources = map[string]bool{"status": true, "finalize": true}
-
-// parseResource reads a resource path the way the apiserver's
-// RequestInfoFactory does: /api/VERSION/… or /apis/GROUP/VERSION/…, then
-// namespaces/NS/RESOURCE[/NAME[/SUBRESOURCE]] or RESOURCE[/NAME[/SUB]].
+// parseResource reads a resource path as the apiserver does
+// (apipath.ParseResource): the object it names, and the API version.
 func parseResource(path string) (Object, string, bool) {
-	segs := strings.Split(strings.Trim(path, "/"), "/")
-	var o Object
-	var version string
-	var rest []string
-	switch {
-	case len(segs) >= 3 && segs[0] == "api":
-		version, rest = segs[1], segs[2:]
-	case len(segs) >= 4 && segs[0] == "apis":
-		o.Group, version, rest = segs[1], segs[2], segs[3:]
-	default:
+	r, ok := apipath.ParseResource(path)
+	if !ok {
 		return Object{}, "", false
 	}
-	if rest[0] == "namespaces" && len(rest) > 1 {
-		o.Namespace = rest[1]
-		if len(rest) > 2 && !namespaceSubresources[rest[2]] {
-			rest = rest[2:]
-		} else {
-			o.Namespace = ""
-		}
-	}
-	o.Resource = rest[0]
-	if len(rest) > 1 {
-		o.Name = rest[1]
-	}
-	if len(rest) > 2 {
-		o.Subresource = strings.Join(rest[2:], "/")
-	}
-	if o.Resource == "" {
-		return Object{}, "", false
-	}
-	return o, version, true
+	return Object{Group: r.Group, Resource: r.Resource, Namespace: r.Namespace, Name: r.Name, Subresource: r.Subresource}, r.Version, true
 }
 
 // acceptAs returns the transformation an Accept header asks for first

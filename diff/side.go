@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/wtrace/wtrace/formats"
@@ -27,6 +29,12 @@ type side struct {
 	sOrder  []string
 	others  map[string][]*exch // other exchanges by request key
 	oOrder  []string
+	// names are the names the server generated for creates
+	// (names.go); evNames maps an Event's name to its identity
+	// (kevents.go), from the creates of the session.
+	names   *names
+	evNames map[string]string
+	nWrites int // writes, failed ones too
 }
 
 // union is the keys of both sides in the order they are compared: a's in
@@ -54,6 +62,25 @@ type exch struct {
 	hasObj bool
 	reqDoc digest // request body
 	resDoc digest // response body
+	// A create with metadata.generateName: the generateName, the
+	// controlling owner (as sent), and the name the server gave.
+	genName, ownerKind, ownerName, server string
+	kev                                   *kevent // a write of an Event
+}
+
+// failed reports whether a write is a failed attempt: no answer, or one
+// that a client retries — 409 Conflict (or AlreadyExists), 429, 5xx. It
+// changed nothing, and how many a controller makes depends on timing
+// (whose write reached the apiserver first), not on its logic.
+func (e *exch) failed() bool {
+	return e.status == 0 || e.status == 409 || e.status == 429 || e.status >= 500
+}
+
+// base is the object a write changes, whatever its subresource.
+func (e *exch) base() Object {
+	o := e.obj
+	o.Subresource = ""
+	return o
 }
 
 // chain is one watch stream: a watch and the re-watches that followed it
@@ -93,14 +120,19 @@ func (d digest) bytesSame(o digest) bool { return d.size == o.size && d.raw == o
 // load reads f's index and, for exchanges that are not watches, their
 // bodies (pass one).
 func (c *comparer) load(f *formats.File, name string) (*side, error) {
-	s := &side{f: f, name: name, writes: map[Object][]*exch{}, streams: map[string][]*chain{}, others: map[string][]*exch{}}
+	s := &side{f: f, name: name, writes: map[Object][]*exch{}, streams: map[string][]*chain{}, others: map[string][]*exch{},
+		names: &names{}, evNames: map[string]string{}}
 	idx := f.Index()
 	var bodies []int64
 	byID := map[int64]*exch{}
 	for i := range idx.Exchanges {
 		x := &idx.Exchanges[i]
 		q := parseRequest(&x.Request)
-		switch cls := classify(q, x); cls {
+		cls := classify(q, x)
+		if c.ignored(q, cls) {
+			continue
+		}
+		switch cls {
 		case classWatch:
 			s.addWatch(q, x)
 		default:
@@ -113,8 +145,22 @@ func (c *comparer) load(f *formats.File, name string) (*side, error) {
 			bodies = append(bodies, e.id)
 		}
 	}
+	var creates []int64
+	for _, id := range bodies {
+		if e := byID[id]; e.cls == classWrite && e.req.method == "POST" && e.hasObj && e.obj.Name == "" && e.status >= 200 && e.status <= 299 {
+			creates = append(creates, id)
+		}
+	}
+	if len(creates) > 0 {
+		// The names the server generated, first: a body that quotes one
+		// (an Event about a new Pod) may be recorded before the answer
+		// that named it ended.
+		if err := c.readBodies(s, byID, creates, true); err != nil {
+			return nil, err
+		}
+	}
 	if len(bodies) > 0 {
-		if err := c.readBodies(s, byID, bodies); err != nil {
+		if err := c.readBodies(s, byID, bodies, false); err != nil {
 			return nil, err
 		}
 	}
@@ -125,10 +171,21 @@ func (c *comparer) load(f *formats.File, name string) (*side, error) {
 	slices.Sort(ids)
 	for _, id := range ids {
 		e := byID[id]
+		if e.hasObj {
+			e.obj.Name = s.names.canonString(e.obj.Name)
+			e.req.key = s.names.canonString(e.req.key)
+		}
 		if e.req.method == "POST" && e.hasObj && e.obj.Name == "" && e.reqDoc.name != "" {
 			e.obj.Name = e.reqDoc.name // a create: the object its body names
+			if e.server != "" {
+				e.obj.Name = s.names.canonString(e.server)
+			}
 		}
 		if e.cls == classWrite {
+			s.nWrites++
+			if e.hasObj && isEventResource(e.obj) && e.obj.Subresource == "" {
+				s.eventObject(e)
+			}
 			if _, ok := s.writes[e.obj]; !ok {
 				s.wOrder = append(s.wOrder, e.obj)
 			}
@@ -143,6 +200,59 @@ func (c *comparer) load(f *formats.File, name string) (*side, error) {
 		s.others[e.req.key] = append(s.others[e.req.key], e)
 	}
 	return s, nil
+}
+
+// ignored reports whether Options.IgnoreResources or IgnoreVerbs leave
+// the exchange out.
+func (c *comparer) ignored(q request, cls class) bool {
+	if cls == classWrite {
+		for _, v := range c.opts.IgnoreVerbs {
+			if strings.EqualFold(v, q.method) {
+				return true
+			}
+		}
+	}
+	if !q.resource {
+		return false
+	}
+	for _, r := range c.opts.IgnoreResources {
+		name, group, dotted := strings.Cut(r, ".")
+		if name == q.obj.Resource && (!dotted || group == q.obj.Group) {
+			return true
+		}
+	}
+	return false
+}
+
+// eventObject names the object of a write of an Event by the Event's
+// identity (kevents.go): a create's from its body, a later write's from
+// the create of that name in this session (one the session did not see
+// created keeps its name). Its digest becomes that of its identity and
+// count, what diff compares of an Event.
+func (s *side) eventObject(e *exch) {
+	if e.kev == nil {
+		return
+	}
+	id := e.kev.identity
+	name := e.kev.name
+	if name == "" {
+		name = e.obj.Name
+	}
+	switch {
+	case id != "" && e.req.method == "POST":
+		if !e.failed() {
+			s.evNames[name] = id
+		}
+	case id == "":
+		id = s.evNames[e.obj.Name]
+	}
+	if id == "" {
+		return
+	}
+	e.obj.Name, e.obj.Event = "", id
+	h := fnv.New64a()
+	h.Write([]byte(e.verb() + "\x00" + strconv.FormatInt(e.kev.count, 10)))
+	e.reqDoc = digest{norm: h.Sum64(), normOK: true, size: e.reqDoc.size, raw: e.reqDoc.raw}
 }
 
 // addWatch puts watch exchange x into a chain of its key: the chain on
@@ -202,10 +312,14 @@ type bodyAcc struct {
 // readBodies reads the bodies of the given exchanges in one pass over the
 // blocks that hold them, and keeps a digest of each. A body is held in
 // memory only until its End (at most MaxBodySize; larger ones are hashed
-// as they stream by and compared byte for byte).
-func (c *comparer) readBodies(s *side, byID map[int64]*exch, ids []int64) error {
+// as they stream by and compared byte for byte). With namesOnly it only
+// registers the names the server generated for creates (readResponse),
+// and keeps no digest.
+func (c *comparer) readBodies(s *side, byID map[int64]*exch, ids []int64, namesOnly bool) error {
 	type acc struct{ req, res *bodyAcc }
 	open := map[int64]*acc{}
+	c.hasher.names = s.names
+	defer func() { c.hasher.names = nil }()
 	get := func(id int64, dir formats.Direction) *bodyAcc {
 		a := open[id]
 		if a == nil {
@@ -227,13 +341,35 @@ func (c *comparer) readBodies(s *side, byID map[int64]*exch, ids []int64) error 
 			return
 		}
 		x := s.f.Exchange(id)
+		if namesOnly {
+			if dir == formats.ClientToServer && a.req != nil && !a.req.over {
+				if doc, _ := c.document(a.req.buf, e.req.ctype, e.req.cenc); doc != nil {
+					s.readRequest(e, doc)
+				}
+			}
+			if dir == formats.ServerToClient && a.res != nil && !a.res.over {
+				ctype, cenc := responseMedia(x)
+				if doc, _ := c.document(a.res.buf, ctype, cenc); doc != nil {
+					s.readResponse(e, doc)
+				}
+			}
+			if dir == formats.ClientToServer {
+				a.req = nil
+			} else {
+				a.res = nil
+			}
+			if a.req == nil && a.res == nil {
+				delete(open, id)
+			}
+			return
+		}
 		if dir == formats.ClientToServer && a.req != nil {
-			e.reqDoc = c.digestBody(a.req, e.req.ctype, e.req.cenc, true)
+			e.reqDoc = c.digestBody(a.req, e.req.ctype, e.req.cenc, true, func(doc []byte) { s.readRequest(e, doc) })
 			a.req = nil
 		}
 		if dir == formats.ServerToClient && a.res != nil {
 			ctype, cenc := responseMedia(x)
-			e.resDoc = c.digestBody(a.res, ctype, cenc, false)
+			e.resDoc = c.digestBody(a.res, ctype, cenc, false, func(doc []byte) { s.readResponse(e, doc) })
 			a.res = nil
 		}
 		if a.req == nil && a.res == nil {
@@ -285,8 +421,64 @@ func responseMedia(x *formats.ExchangeInfo) (ctype, cenc string) {
 	return ctype, strings.ToLower(x.Response.Encoding)
 }
 
-// digestBody reduces a gathered body.
-func (c *comparer) digestBody(b *bodyAcc, ctype, cenc string, request bool) digest {
+// readRequest reads what pairing needs from a write's request body (its
+// document, JSON): a create's generateName and controlling owner, an
+// Event's identity and count.
+func (s *side) readRequest(e *exch, doc []byte) {
+	if e.cls != classWrite || !e.hasObj {
+		return
+	}
+	if isEventResource(e.obj) && e.obj.Subresource == "" {
+		k := parseKEvent(doc, s.names)
+		e.kev = &k
+		return
+	}
+	if e.req.method != "POST" || e.obj.Name != "" {
+		return
+	}
+	var v struct {
+		Metadata struct {
+			GenerateName    string `json:"generateName"`
+			OwnerReferences []struct {
+				Kind       string `json:"kind"`
+				Name       string `json:"name"`
+				Controller *bool  `json:"controller"`
+			} `json:"ownerReferences"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(doc, &v) != nil || v.Metadata.GenerateName == "" {
+		return
+	}
+	e.genName = v.Metadata.GenerateName
+	for i, o := range v.Metadata.OwnerReferences {
+		if i == 0 || (o.Controller != nil && *o.Controller) {
+			e.ownerKind, e.ownerName = o.Kind, o.Name
+		}
+	}
+}
+
+// readResponse registers the name the server gave a create with a
+// generateName (before its response is hashed, so that its own name reads
+// as the canonical one).
+func (s *side) readResponse(e *exch, doc []byte) {
+	if e.genName == "" || e.status < 200 || e.status > 299 {
+		return
+	}
+	var v struct {
+		Metadata struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(doc, &v) != nil || v.Metadata.Name == "" {
+		return
+	}
+	e.server = v.Metadata.Name
+	s.names.register(Object{Group: e.obj.Group, Resource: e.obj.Resource, Namespace: e.obj.Namespace}, e.genName, e.ownerKind, e.ownerName, e.server, e.id)
+}
+
+// digestBody reduces a gathered body; look, if not nil, is shown its
+// document (JSON) before it is hashed.
+func (c *comparer) digestBody(b *bodyAcc, ctype, cenc string, request bool, look func(doc []byte)) digest {
 	d := digest{size: b.size, raw: b.raw.sum()}
 	if b.size == 0 {
 		d.normOK, d.norm = true, 0
@@ -300,6 +492,9 @@ func (c *comparer) digestBody(b *bodyAcc, ctype, cenc string, request bool) dige
 	if doc == nil {
 		d.note = note
 		return d
+	}
+	if look != nil {
+		look(doc)
 	}
 	h, err := c.hasher.sum(doc)
 	if err != nil {

@@ -162,6 +162,7 @@ type event struct {
 	norm          uint64 // canonical hash of the object (eventHash)
 	normErr       error
 	normDone      bool
+	names         *names // its session's generated names
 }
 
 // eventSource reads the events of one chain in order.
@@ -202,7 +203,7 @@ func (es *eventSource) next() (*event, bool, error) {
 		if !ok {
 			continue
 		}
-		e := &event{ex: fr.Exchange, seq: fr.Seq, time: fr.Time, start: es.ch.start, index: es.index, format: es.formats[fr.Exchange], data: fr.Data}
+		e := &event{ex: fr.Exchange, seq: fr.Seq, time: fr.Time, start: es.ch.start, index: es.index, format: es.formats[fr.Exchange], data: fr.Data, names: es.s.names}
 		es.index++
 		return e, true, nil
 	}
@@ -231,7 +232,7 @@ func (c *comparer) eventKey(e *event) string {
 	case m.Type == "ERROR":
 		e.key = fmt.Sprintf("ERROR %d %s", m.Code, m.Reason)
 	default:
-		e.key = m.Type + " " + m.Kind + " " + m.Namespace + "/" + m.Name
+		e.key = m.Type + " " + m.Kind + " " + m.Namespace + "/" + e.names.canonString(m.Name)
 	}
 	e.keyed = true
 	return e.key
@@ -264,6 +265,10 @@ func (c *comparer) eventHash(e *event) (uint64, error) {
 		return e.norm, e.normErr
 	}
 	e.normDone = true
+	if !e.names.empty() {
+		c.hasher.names = e.names
+		defer func() { c.hasher.names = nil }()
+	}
 	if e.format == frame.JSON && int64(len(e.data)) <= c.maxBody {
 		var found bool
 		e.norm, found, e.normErr = c.hasher.sumMember(e.data, "object")
@@ -310,6 +315,10 @@ func (e *event) place(what string) *Place {
 	return p
 }
 
+// canonName is an event's object's name, generated names read as their
+// canonical names.
+func (e *event) canonName() string { return e.names.canonString(e.peek().Name) }
+
 // subject is the object an event is about, or its stream for an event
 // without a name (BOOKMARK, ERROR).
 func (c *comparer) eventSubject(sp *streamPair, e *event) (string, *Object) {
@@ -317,7 +326,7 @@ func (c *comparer) eventSubject(sp *streamPair, e *event) (string, *Object) {
 	if m.Name == "" || !sp.x.req.resource {
 		return sp.scope, nil
 	}
-	o := Object{Group: sp.x.req.obj.Group, Resource: sp.x.req.obj.Resource, Namespace: m.Namespace, Name: m.Name}
+	o := Object{Group: sp.x.req.obj.Group, Resource: sp.x.req.obj.Resource, Namespace: m.Namespace, Name: e.canonName()}
 	return o.String(), &o
 }
 
@@ -411,9 +420,9 @@ func (c *comparer) sameEvents(a, b *event) (same bool, diff func() string, note 
 			da, errA := c.eventDoc(a)
 			db, errB := c.eventDoc(b)
 			if errA != nil || errB != nil {
-				return unified(c.textOf(a.data, "", ""), c.textOf(b.data, "", ""), nameA, nameB)
+				return unified(c.textOf(a.data, "", "", a.names), c.textOf(b.data, "", "", b.names), nameA, nameB)
 			}
-			return unified(c.textOf(da, "application/json", ""), c.textOf(db, "application/json", ""), nameA, nameB)
+			return unified(c.textOf(da, "application/json", "", a.names), c.textOf(db, "application/json", "", b.names), nameA, nameB)
 		}, ""
 	}
 	if errA != nil {
@@ -421,5 +430,7 @@ func (c *comparer) sameEvents(a, b *event) (same bool, diff func() string, note 
 	} else {
 		note = "compared byte for byte: b: " + errB.Error()
 	}
-	return false, func() string { return unified(c.textOf(a.data, "", ""), c.textOf(b.data, "", ""), nameA, nameB) }, note
+	return false, func() string {
+		return unified(c.textOf(a.data, "", "", a.names), c.textOf(b.data, "", "", b.names), nameA, nameB)
+	}, note
 }

@@ -2,37 +2,85 @@ package diff
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/wtrace/wtrace/formats"
 )
 
-// compareWrites pairs the writes of each object, in order, by verb.
+// compareWrites compares the writes of each object (resource, namespace,
+// name, subresource; an Event by its identity): the sequence of its
+// successful writes in A with B's, aligned as an edit script (an
+// inserted or a missing write is one difference, not a shift of every
+// later pair; a write with the same verb in both places but another
+// request, body or status is one changed write: seqalign.go). Failed attempts (no
+// answer, 409, 429, 5xx: exch.failed) are left out and counted in
+// Counts.Attempts; where an object's successful writes differ, its first
+// listed difference says how its failed attempts differ too.
 func (c *comparer) compareWrites() error {
 	objs := union(c.a.wOrder, c.a.writes, c.b.wOrder)
+	n := &c.rep.Summary.Writes
 	for _, o := range objs {
-		wa, wb := c.a.writes[o], c.b.writes[o]
+		sa, fa := splitFailed(c.a.writes[o])
+		sb, fb := splitFailed(c.b.writes[o])
+		n.Attempts += len(fa) + len(fb)
 		if c.opts.CollapseRepeats {
-			wa, wb = c.firsts(wa), c.firsts(wb)
+			sa, sb = c.firsts(sa), c.firsts(sb)
+		} else {
+			sa, sb = c.unrepeated(sa), c.unrepeated(sb)
 		}
-		al := &aligner[*exch]{
-			nextA:  sliceSource(wa),
-			nextB:  sliceSource(wb),
-			key:    func(e *exch) string { return e.verb() },
-			size:   func(*exch) int64 { return 0 },
-			window: c.window,
-			limbo:  c.window,
-			budget: c.windowBytes,
-			emit: func(op opKind, a, b *exch) error {
-				c.writePair(o, op, a, b)
-				return nil
-			},
-		}
-		if err := al.run(); err != nil {
-			return err
+		note := attemptsNote(fa, fb)
+		for _, st := range alignWrites(sa, sb, c.window) {
+			var a, b *exch
+			if st.i >= 0 {
+				a = sa[st.i]
+			}
+			if st.j >= 0 {
+				b = sb[st.j]
+			}
+			if c.writePair(o, st.op, a, b, note) {
+				note = ""
+			}
 		}
 	}
 	return nil
+}
+
+// splitFailed returns an object's successful writes and its failed
+// attempts, each in order.
+func splitFailed(ws []*exch) (ok, failed []*exch) {
+	for _, e := range ws {
+		if e.failed() {
+			failed = append(failed, e)
+		} else {
+			ok = append(ok, e)
+		}
+	}
+	return ok, failed
+}
+
+// attemptsNote says how two sessions' failed attempts at an object
+// differ ("" when they do not: same number, same statuses).
+func attemptsNote(fa, fb []*exch) string {
+	list := func(fs []*exch) string {
+		if len(fs) == 0 {
+			return "none"
+		}
+		parts := make([]string, len(fs))
+		for i, e := range fs {
+			parts[i] = e.verb() + " " + strconv.Itoa(e.status)
+			if e.status == 0 {
+				parts[i] = e.verb() + " unanswered"
+			}
+		}
+		return strings.Join(parts, ", ")
+	}
+	la, lb := list(fa), list(fb)
+	if la == lb {
+		return ""
+	}
+	return "failed attempts: a " + la + "; b " + lb
 }
 
 // writeID is what makes a write a repeat of another (Options.CollapseRepeats).
@@ -66,6 +114,23 @@ func (c *comparer) firsts(ws []*exch) []*exch {
 	return out
 }
 
+// unrepeated returns the successful writes of one object without those
+// that repeat the write just before them (same verb, request, normalized
+// body and status): such a write leaves the object as it was — a client
+// that wrote again what it had written, after a conflict or a stale
+// read. They are counted in Summary.Writes.Repeats.
+func (c *comparer) unrepeated(ws []*exch) []*exch {
+	out := ws[:0:0]
+	for i, e := range ws {
+		if i > 0 && sameWrite(ws[i-1], e) {
+			c.rep.Summary.Writes.Repeats++
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
 // sliceSource reads a slice in order.
 func sliceSource[T any](s []T) func() (T, bool, error) {
 	i := 0
@@ -79,7 +144,10 @@ func sliceSource[T any](s []T) func() (T, bool, error) {
 	}
 }
 
-func (c *comparer) writePair(o Object, op opKind, a, b *exch) {
+// writePair counts (and lists) one step of an object's write alignment;
+// note, if not "", is added to the first difference listed. It reports
+// whether it listed one.
+func (c *comparer) writePair(o Object, op writeOp, a, b *exch, note string) bool {
 	n := &c.rep.Summary.Writes
 	subject := o.String()
 	if !o.validObject() {
@@ -89,51 +157,49 @@ func (c *comparer) writePair(o Object, op opKind, a, b *exch) {
 	if !o.validObject() {
 		obj = nil
 	}
+	list := func(d Difference) bool {
+		if !c.listing() {
+			return false
+		}
+		d.Detail = joinNote(d.Detail, note)
+		c.add(subject, obj, d)
+		return true
+	}
 	switch op {
-	case opMissing:
+	case wMissing:
 		n.Missing++
-		if c.listing() {
-			c.add(subject, obj, Difference{Category: CategoryWrite, Kind: KindMissing, What: a.verb(), A: a.place()})
-		}
-		return
-	case opExtra:
+		return list(Difference{Category: CategoryWrite, Kind: KindMissing, What: a.verb(), A: a.place()})
+	case wExtra:
 		n.Extra++
-		if c.listing() {
-			c.add(subject, obj, Difference{Category: CategoryWrite, Kind: KindExtra, What: b.verb(), B: b.place()})
-		}
-		return
+		return list(Difference{Category: CategoryWrite, Kind: KindExtra, What: b.verb(), B: b.place()})
 	}
 	n.Compared++
-	if a.status != b.status {
-		n.Status++
-		if c.listing() {
-			c.add(subject, obj, Difference{Category: CategoryWrite, Kind: KindStatus, What: a.verb(), A: a.place(), B: b.place(),
-				Detail: fmt.Sprintf("status %d → %d", a.status, b.status)})
-		}
-	}
 	same := a.req.key == b.req.key && a.reqDoc.same(b.reqDoc)
 	if same && !a.reqDoc.bytesSame(b.reqDoc) {
 		n.BytesOnly++
 	}
-	if !same {
-		n.Changed++
-	}
-	if op == opReordered {
+	switch op {
+	case wReordered:
 		n.Reordered++
-		if c.listing() {
-			d := Difference{Category: CategoryWrite, Kind: KindReordered, What: a.verb(), A: a.place(), B: b.place()}
-			if !same {
-				d.Detail = "and changed"
-				d.Diff = c.writeDiff(a, b)
-			}
-			c.add(subject, obj, d)
+		return list(Difference{Category: CategoryWrite, Kind: KindReordered, What: a.verb(), A: a.place(), B: b.place()})
+	case wMatch:
+		return false
+	}
+	// wChanged: the same verb, another request, body or status.
+	if a.status != b.status {
+		n.Status++
+		d := Difference{Category: CategoryWrite, Kind: KindStatus, What: a.verb(), A: a.place(), B: b.place(),
+			Detail: fmt.Sprintf("status %d → %d", a.status, b.status)}
+		if same {
+			return list(d)
 		}
-		return
+		d.Diff, d.Detail = c.writeDiff(a, b), joinNote(d.Detail, noteOf(a.reqDoc, b.reqDoc))
+		n.Changed++
+		return list(d)
 	}
-	if !same && c.listing() {
-		c.add(subject, obj, Difference{Category: CategoryWrite, Kind: KindChanged, What: a.verb(), A: a.place(), B: b.place(),
-			Diff: c.writeDiff(a, b), Detail: noteOf(a.reqDoc, b.reqDoc)})
-	}
+	n.Changed++
+	return list(Difference{Category: CategoryWrite, Kind: KindChanged, What: a.verb(), A: a.place(), B: b.place(),
+		Diff: c.writeDiff(a, b), Detail: noteOf(a.reqDoc, b.reqDoc)})
 }
 
 // verb is what pairs writes of one object: the method, and for a PATCH
@@ -212,13 +278,14 @@ func (c *comparer) docText(s *side, e *exch, dir formats.Direction) []byte {
 	if dir == formats.ServerToClient {
 		ctype, cenc = responseMedia(s.f.Exchange(e.id))
 	}
-	return c.textOf(body, ctype, cenc)
+	return c.textOf(body, ctype, cenc, s.names)
 }
 
-// textOf renders a document (see docText).
-func (c *comparer) textOf(body []byte, ctype, cenc string) []byte {
+// textOf renders a document (see docText), generated names read through
+// n.
+func (c *comparer) textOf(body []byte, ctype, cenc string, n *names) []byte {
 	if doc, _ := c.document(body, ctype, cenc); doc != nil {
-		if t, err := c.rules.tree(doc); err == nil {
+		if t, err := c.rules.tree(doc, n); err == nil {
 			return render(t)
 		}
 	}

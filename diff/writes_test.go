@@ -46,16 +46,22 @@ func TestWritesSame(t *testing.T) {
 }
 
 // TestWriteChangedAnnotation: one write with another annotation value is
-// exactly one difference, shown as a unified diff of that body.
+// exactly one write difference, shown as a unified diff of that body —
+// and the object's end state, the answer to that write, differs in that
+// annotation: the same finding seen at its two levels, in one group.
 func TestWriteChangedAnnotation(t *testing.T) {
 	a := writeSession(t, "a.wt", controllerRun(100, "yes")...)
 	b := writeSession(t, "b.wt", controllerRun(5000, "no")...)
 	rep := mustDiff(t, a, b, Options{})
 	ds := all(rep)
-	if rep.Same || len(ds) != 1 {
-		t.Fatalf("differences = %+v; want exactly one", ds)
+	if rep.Same || len(ds) != 2 || len(rep.Groups) != 1 || ds[0].Category != CategoryState || ds[0].Kind != KindChanged ||
+		!strings.Contains(ds[0].Diff, "-      \"example.com/checked\": \"yes\"\n+      \"example.com/checked\": \"no\"\n") {
+		t.Fatalf("differences = %+v; want the end state of cm-1 changed, then its PUT", ds)
 	}
-	d := ds[0]
+	if s := rep.Summary.State; s.Compared != 2 || s.Changed != 1 || s.Differences() != 1 {
+		t.Errorf("state = %+v; want 2 objects compared, 1 changed", s)
+	}
+	d := ds[1]
 	if d.Category != CategoryWrite || d.Kind != KindChanged || d.What != "PUT" || d.A.Exchange != 1 || d.B.Exchange != 1 {
 		t.Errorf("difference = %+v; want the PUT of exchange 1 changed", d)
 	}
@@ -88,17 +94,21 @@ func TestWriteChangedAnnotation(t *testing.T) {
 }
 
 // TestWriteExtraCreate: one more create in B is reported as extra, under
-// the object its body names.
+// the object its body names: an object created in B only (end state),
+// by that POST (writes).
 func TestWriteExtraCreate(t *testing.T) {
 	a := writeSession(t, "a.wt", controllerRun(100, "yes")...)
 	b := writeSession(t, "b.wt", controllerRun(5000, "yes",
 		sx{method: "POST", target: cmPath, ctype: "application/json", body: createBody("cm-2"), status: 201})...)
 	rep := mustDiff(t, a, b, Options{})
 	ds := all(rep)
-	if len(ds) != 1 {
-		t.Fatalf("differences = %+v; want exactly one", ds)
+	if len(ds) != 2 || len(rep.Groups) != 1 {
+		t.Fatalf("differences = %+v; want exactly two, of one object", ds)
 	}
-	if d := ds[0]; d.Kind != KindExtra || d.Category != CategoryWrite || d.What != "POST" || d.B == nil || d.B.Exchange != 3 || d.A != nil {
+	if d := ds[0]; d.Kind != KindExtra || d.Category != CategoryState || d.What != "created" || d.B == nil || d.B.Exchange != 3 || d.A != nil {
+		t.Errorf("difference = %+v; want cm-2 created in b only", d)
+	}
+	if d := ds[1]; d.Kind != KindExtra || d.Category != CategoryWrite || d.What != "POST" || d.B == nil || d.B.Exchange != 3 || d.A != nil {
 		t.Errorf("difference = %+v; want the POST of exchange 3 extra", d)
 	}
 	if g := rep.Groups[0]; g.Subject != "configmaps demo/cm-2" {
@@ -109,8 +119,8 @@ func TestWriteExtraCreate(t *testing.T) {
 	}
 	// And the other way round, it is missing.
 	rep = mustDiff(t, b, a, Options{})
-	if ds := all(rep); len(ds) != 1 || ds[0].Kind != KindMissing || ds[0].A.Exchange != 3 {
-		t.Errorf("B vs A: differences = %+v; want the POST missing", ds)
+	if ds := all(rep); len(ds) != 2 || ds[1].Kind != KindMissing || ds[1].A.Exchange != 3 || ds[0].Kind != KindMissing {
+		t.Errorf("B vs A: differences = %+v; want cm-2 and its POST missing", ds)
 	}
 }
 
@@ -122,9 +132,16 @@ func TestWritesOther(t *testing.T) {
 		opts Options
 		want []Kind // the differences, in order
 	}{
-		{"status", base(1), func() []sx {
+		// A write answered 409 is a failed attempt: B did not update cm-1,
+		// which ends as it was created.
+		{"conflict", base(1), func() []sx {
 			x := base(2)
 			x[1].status = 409
+			return x
+		}(), Options{}, []Kind{KindChanged, KindMissing}},
+		{"status", base(1), func() []sx {
+			x := base(2)
+			x[1].status = 201
 			return x
 		}(), Options{}, []Kind{KindStatus}},
 		{"reordered", base(1), func() []sx {
@@ -137,7 +154,12 @@ func TestWritesOther(t *testing.T) {
 			x := append(base(2), sx{method: "DELETE", target: cmPath + "/cm-1"})
 			x[1], x[3] = x[3], x[1]
 			return x
-		}(), Options{}, []Kind{KindReordered}},
+		}(), Options{}, []Kind{KindChanged, KindReordered}}, // cm-1 deleted in A, updated last in B
+		{"reordered verbs, writes only", append(base(1), sx{method: "DELETE", target: cmPath + "/cm-1"}), func() []sx {
+			x := append(base(2), sx{method: "DELETE", target: cmPath + "/cm-1"})
+			x[1], x[3] = x[3], x[1]
+			return x
+		}(), Options{Only: []Category{CategoryWrite}}, []Kind{KindReordered}},
 		{"query", base(1), func() []sx {
 			x := base(2)
 			x[2].target = cmPath + "/cm-0?fieldManager=other"
@@ -147,6 +169,7 @@ func TestWritesOther(t *testing.T) {
 		{"ignored by dot path", base(1), controllerRun(2, "no"), Options{Ignore: []string{`.metadata.annotations["example.com/checked"]`}}, nil},
 		{"ignored by wildcard", base(1), controllerRun(2, "no"), Options{Ignore: []string{`.metadata.annotations.*`}}, nil},
 		{"only events", base(1), controllerRun(2, "no"), Options{Only: []Category{CategoryEvent}}, nil},
+		{"writes not in the verdict", base(1), controllerRun(2, "no"), Options{Verdict: []Category{CategoryEvent}}, []Kind{KindChanged, KindChanged}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rep := mustDiff(t, writeSession(t, "a.wt", tc.a...), writeSession(t, "b.wt", tc.b...), tc.opts)
@@ -154,7 +177,8 @@ func TestWritesOther(t *testing.T) {
 			for _, d := range all(rep) {
 				got = append(got, d.Kind)
 			}
-			if strings.Join(kinds(got), ",") != strings.Join(kinds(tc.want), ",") || rep.Same != (len(tc.want) == 0) {
+			same := len(tc.want) == 0 || tc.name == "writes not in the verdict"
+			if strings.Join(kinds(got), ",") != strings.Join(kinds(tc.want), ",") || rep.Same != same {
 				t.Errorf("differences = %+v (same %v); want kinds %v", all(rep), rep.Same, tc.want)
 			}
 		})
@@ -195,36 +219,44 @@ func TestWriteProtobufBody(t *testing.T) {
 }
 
 // TestWriteRepeats: a controller that repeated its idempotent writes more
-// often in one run (a create answered 409, the same PATCH again) differs
-// in extra writes; with CollapseRepeats each object's distinct writes are
-// compared and it is the same, the repeats counted. A repeat with another
-// status or body is no repeat.
+// often in one run differs in nothing: its creates answered 409 are failed
+// attempts, its PATCH repeated just after itself changes no state (both
+// left out, and counted). A repeat of an earlier write with another in
+// between is a write of its own (the object went back), except with
+// CollapseRepeats, which compares each object's distinct writes. A repeat
+// with another status or body is no repeat.
 func TestWriteRepeats(t *testing.T) {
 	create409 := sx{method: "POST", target: cmPath + "?fieldManager=ctrl", ctype: "application/json", body: createBody("cm-1"), status: 409}
 	patch := sx{method: "PATCH", target: cmPath + "/cm-0?fieldManager=ctrl", ctype: "application/merge-patch+json",
 		body: []byte(`{"metadata":{"labels":{"seen":"true"}}}`)}
+	other := patch
+	other.body = []byte(`{"metadata":{"labels":{"seen":"again"}}}`)
 	a := writeSession(t, "a.wt", controllerRun(100, "yes", create409)...)
 	b := writeSession(t, "b.wt", controllerRun(5000, "yes", create409, patch, create409, patch)...)
-	if rep := mustDiff(t, a, b, Options{}); rep.Same || rep.Summary.Writes.Extra != 3 {
-		t.Errorf("without CollapseRepeats: writes %+v; want 3 extra", rep.Summary.Writes)
-	}
-	rep := mustDiff(t, a, b, Options{CollapseRepeats: true})
-	if w := rep.Summary.Writes; !rep.Same || w.Repeats != 3 || w.Compared != 4 {
-		t.Errorf("with CollapseRepeats: same %v, writes %+v, differences %+v; want the same, 4 compared, 3 repeats", rep.Same, w, all(rep))
+	rep := mustDiff(t, a, b, Options{})
+	if w := rep.Summary.Writes; !rep.Same || w.Repeats != 2 || w.Attempts != 3 || w.Compared != 3 {
+		t.Errorf("repeated writes: same %v, writes %+v, differences %+v; want the same, 3 compared, 2 repeats, 3 attempts", rep.Same, w, all(rep))
 	}
 	var text strings.Builder
 	rep.WriteText(&text, TextOptions{})
-	if !strings.Contains(text.String(), "4 compared, no difference") || !strings.Contains(text.String(), "(3 repeats left out)") {
+	if !strings.Contains(text.String(), "3 compared, no difference") || !strings.Contains(text.String(), "(2 repeats left out) (3 failed attempts left out)") {
 		t.Errorf("report:\n%s", text.String())
 	}
-	// A write like an earlier one but for its status or body is none:
-	// a PATCH answered 404, another create answered 409.
+	// cm-0 patched, patched otherwise, patched back.
+	b = writeSession(t, "b.wt", controllerRun(5000, "yes", other, patch)...)
+	if rep := mustDiff(t, a, b, Options{Only: []Category{CategoryWrite}}); rep.Same || rep.Summary.Writes.Extra != 2 {
+		t.Errorf("without CollapseRepeats: writes %+v; want 2 extra", rep.Summary.Writes)
+	}
+	rep = mustDiff(t, a, b, Options{CollapseRepeats: true, Only: []Category{CategoryWrite}})
+	if w := rep.Summary.Writes; w.Repeats != 1 || w.Extra != 1 || len(all(rep)) != 1 || all(rep)[0].B.Exchange != 3 {
+		t.Errorf("with CollapseRepeats: writes %+v, differences %+v; want the other PATCH extra, 1 repeat", w, all(rep))
+	}
+	// A write like an earlier one but for its status or body is none: a
+	// PATCH answered 404 (not a failed attempt: it is an answer).
 	patch404 := patch
 	patch404.status = 404
-	other := create409
-	other.body = bytes.Replace(createBody("cm-1"), []byte(`"k":"v"`), []byte(`"k":"w"`), 1)
-	b = writeSession(t, "b.wt", controllerRun(5000, "yes", create409, patch404, other)...)
-	if rep := mustDiff(t, a, b, Options{CollapseRepeats: true}); rep.Summary.Writes.Repeats != 0 || rep.Summary.Writes.Extra != 2 {
-		t.Errorf("writes %+v, differences %+v; want 2 extra, no repeat", rep.Summary.Writes, all(rep))
+	b = writeSession(t, "b.wt", controllerRun(5000, "yes", create409, patch404)...)
+	if rep := mustDiff(t, a, b, Options{CollapseRepeats: true}); rep.Summary.Writes.Repeats != 0 || rep.Summary.Writes.Extra != 1 {
+		t.Errorf("writes %+v, differences %+v; want 1 extra, no repeat", rep.Summary.Writes, all(rep))
 	}
 }

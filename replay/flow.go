@@ -460,7 +460,7 @@ func (st *streamer) holdFollow() {
 // the replay knows, or (WritesApply) one of a resource the clients wrote.
 func (s *Server) storeWatchRoute(r *http.Request, q query) route {
 	req := stateRequest(r, q, nil)
-	req.RecordedOnly = s.writes != WritesApply
+	req.RecordedOnly = !s.causal() && s.writes != WritesApply
 	wt, refused := s.store.Watch(req)
 	if refused != nil {
 		return storeRoute(refused)
@@ -488,11 +488,14 @@ func (s *Server) serveStoreWatch(st *streamer, wt *world.Watch) {
 	if wt.Expired() {
 		return
 	}
+	s.deliv.add(wt)
+	defer s.deliv.remove(wt)
 	forever := st.s.clock.Now().Add(100 * 365 * 24 * time.Hour)
 	for {
 		changed := s.store.Changed()
 		ev, ok := wt.Next()
 		if !ok {
+			s.deliv.caughtUp()
 			if _, ok := st.waitOr(forever, changed); !ok {
 				return
 			}

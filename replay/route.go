@@ -30,6 +30,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	arrival := s.clock.Now()
 	target := r.URL.RequestURI()
 	q, err := parseTarget(r.Method, target)
+	watch := err == nil && q.watch
+	s.act.begin(arrival, watch)
+	if !watch {
+		defer func() { s.act.end(s.clock.Now()) }()
+	}
+	if s.env != nil {
+		s.env.begin(arrival)
+	}
 	handOff := err == nil && q.watch && mayTakeOver(r)
 	var ctx context.Context
 	var cancel context.CancelFunc
@@ -246,6 +254,9 @@ func (s *Server) pick(xs []*recorded, ck string) *recorded {
 }
 
 func (s *Server) route(r *http.Request, q query, body []byte) route {
+	if s.causal() {
+		return s.routeWorld(r, q, body)
+	}
 	switch {
 	case s.store != nil && isWrite(q.method):
 		return s.routeWrite(r, q, body)

@@ -119,6 +119,21 @@ type Options struct {
 	// proxy's --reject-paths); nil means exec, attach and portforward of
 	// pods, an empty list none.
 	RejectPaths []string
+	// Pace says when the environment's changes are applied to the world
+	// of a replay that answers writes: PaceRecorded (the zero value: at
+	// their recorded times, scaled by Speed) or PaceQuiet (each once the
+	// clients have been quiet for QuietWindow). See the package doc.
+	Pace Pace
+	// QuietWindow is how long the clients must have been quiet before
+	// PaceQuiet applies the next change; 0 means DefaultQuietWindow.
+	QuietWindow time.Duration
+	// Clients picks the clients under test in the recording (see
+	// world.Options.Clients): their writes, and the versions of objects
+	// those made, are the expected output of a run and never replayed.
+	// nil picks every client of a session recorded through the proxy (or
+	// of a replay's run), none of a capture; NoClients picks none.
+	Clients   []world.Client
+	NoClients bool
 }
 
 // Server serves a recorded session over HTTP. Create it with New or Open;
@@ -148,6 +163,9 @@ type Server struct {
 	cancel       context.CancelFunc
 	writes       Writes
 	store        *world.Store // the session's world; nil with WritesRecorded
+	env          *envDriver   // applies the environment to a Live world (WritesAnswer, WritesApply); nil otherwise
+	act          *activity    // what the clients are doing (PaceQuiet, Settle)
+	deliv        *deliveries  // the world's watches, for a write's answer to wait for its events
 	maxRequests  int
 	seq          atomic.Int64 // numbers the requests in arrival order
 
@@ -221,12 +239,26 @@ func New(f *formats.File, opts Options) (*Server, error) {
 	if err := s.findLosses(); err != nil {
 		return nil, err
 	}
+	pace, err := ParsePace(string(opts.Pace))
+	if err != nil {
+		return nil, err
+	}
+	s.act = newActivity()
+	s.deliv = newDeliveries()
+	live := writes == WritesAnswer || writes == WritesApply
+	if live && opts.Loop {
+		return nil, fmt.Errorf("replay: Loop replays recorded streams, which a replay that answers writes (--writes %s) does not serve: use --writes reject or recorded", writes)
+	}
 	if writes != WritesRecorded {
-		st, err := world.Load(f, world.Options{Now: s.clock.Now, MaxBytes: opts.StateBytes})
+		st, err := world.Load(f, world.Options{Now: s.clock.Now, MaxBytes: opts.StateBytes, Live: live,
+			Clients: opts.Clients, NoClients: opts.NoClients})
 		if err != nil {
 			return nil, fmt.Errorf("replay: loading the session's objects (--writes %s): %w", writes, err)
 		}
 		s.store = st
+		if live {
+			s.env = newEnvDriver(s, pace, opts.QuietWindow)
+		}
 	}
 	s.disc = newDiscovery(f, s.m, s.store)
 	s.ctx, s.cancel = context.WithCancel(context.Background())

@@ -135,6 +135,11 @@ var compareSteps = []compareStep{
 	{name: "delete collection", method: "DELETE", path: ns + "/configmaps", query: "labelSelector=app%3Db"},
 	{name: "list after delete collection", method: "GET", path: ns + "/configmaps"},
 	{name: "table pods", method: "GET", path: ns + "/pods", accept: tblAcc},
+	{name: "pod status patch keeps owners", method: "PATCH", path: ns + "/pods/pod/status", contentType: mergeCT, body: `{"metadata":{"annotations":{"a":"b"},"labels":{"l":"m"},"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"seed-c","uid":"00000000-0000-0000-0000-000000000001"}]},"status":{"phase":"Running"}}`},
+	{name: "create pod", method: "POST", path: ns + "/pods", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"Pod","metadata":{"generateName":"web-"},"spec":{"containers":[{"name":"c","image":"nginx:1.27","resources":{"limits":{"cpu":"100m"}}},{"name":"d","image":"busybox","ports":[{"containerPort":80}]}]}}`,
+		skip: []string{"metadata.name", "spec.volumes.[].name", "spec.containers.[].volumeMounts.[].name"}},
+	{name: "create pod without its service account", method: "POST", path: ns + "/pods", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"nosa"},"spec":{"serviceAccountName":"nope","containers":[{"name":"c","image":"nginx"}]}}`},
+	{name: "create pod, no token", method: "POST", path: ns + "/pods", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"notoken"},"spec":{"automountServiceAccountToken":false,"priorityClassName":"system-cluster-critical","tolerations":[{"operator":"Exists"}],"containers":[{"name":"c","image":"nginx@sha256:0000000000000000000000000000000000000000000000000000000000000000","resources":{"limits":{"cpu":"1","memory":"1Gi"}}}]}}`},
 	{name: "delete pod", method: "DELETE", path: ns + "/pods/pod"},
 	{name: "status of configmap", method: "GET", path: ns + "/configmaps/sa/status"},
 	{name: "scale", method: "GET", path: apps + "/deployments/dep/scale"},
@@ -146,6 +151,7 @@ var compareSteps = []compareStep{
 	{name: "spec patch ignores status", method: "PATCH", path: apps + "/deployments/dep", contentType: mergeCT, body: `{"status":{"replicas":7},"metadata":{"labels":{"x":"y"}}}`},
 	{name: "spec change bumps generation", method: "PATCH", path: apps + "/deployments/dep", contentType: smpCT, body: `{"spec":{"template":{"spec":{"containers":[{"name":"c","image":"busybox:2"}]}}}}`},
 	{name: "status update", method: "PUT", path: apps + "/deployments/dep/status", contentType: jsonCT, body: "$OBJ(dep)"},
+	{name: "status patch keeps annotations, not labels", method: "PATCH", path: apps + "/deployments/dep/status", contentType: mergeCT, body: `{"metadata":{"annotations":{"deployment.kubernetes.io/revision":"1"},"labels":{"z":"1"}},"status":{"replicas":1}}`},
 	{name: "table list", method: "GET", path: ns + "/configmaps", accept: tblAcc},
 	{name: "table one", method: "GET", path: ns + "/secrets/sec", accept: tblAcc},
 	{name: "table deployments", method: "GET", path: apps + "/deployments", accept: tblAcc, query: "includeObject=Object"},
@@ -179,7 +185,20 @@ var compareSteps = []compareStep{
 	{name: "delete protobuf options", method: "DELETE", path: ns + "/configmaps/pbody", contentType: pbAcc, accept: pbAcc, protobuf: true, body: `{"apiVersion":"meta.k8s.io/v1","kind":"DeleteOptions","preconditions":{"resourceVersion":"1"}}`},
 	{name: "create secret", method: "POST", path: ns + "/secrets", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s2"},"type":"Opaque","stringData":{"u":"v"}}`},
 	{name: "create pod protobuf answer", method: "POST", path: ns + "/configmaps", accept: pbAcc, contentType: jsonCT, body: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"pb"}}`},
+	// A namespace's life: spec.finalizers change through finalize alone,
+	// the first DELETE only starts its termination, finalize ends it.
+	{name: "namespace create", method: "POST", path: "/api/v1/namespaces", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"wcmp-life"}}`},
+	{name: "namespace update keeps finalizers", method: "PUT", path: nsLife, contentType: jsonCT, body: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"wcmp-life","labels":{"a":"b"}},"spec":{"finalizers":["x.io/y"]},"status":{"phase":"Terminating"}}`},
+	{name: "namespace status", method: "PUT", path: nsLife + "/status", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"wcmp-life"},"spec":{"finalizers":["x.io/y"]},"status":{"phase":"Active","conditions":[{"type":"NamespaceDeletionDiscoveryFailure","status":"False","reason":"ResourcesDiscovered","message":"ok","lastTransitionTime":"2026-11-27T12:00:00Z"}]}}`},
+	{name: "namespace status get", method: "GET", path: nsLife + "/status"},
+	{name: "namespace delete", method: "DELETE", path: nsLife},
+	{name: "namespace delete again", method: "DELETE", path: nsLife},
+	{name: "namespace finalize get", method: "GET", path: nsLife + "/finalize"},
+	{name: "namespace finalize", method: "PUT", path: nsLife + "/finalize", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"wcmp-life"},"spec":{"finalizers":[]}}`},
+	{name: "namespace gone", method: "GET", path: nsLife},
 }
+
+const nsLife = "/api/v1/namespaces/wcmp-life"
 
 // TestAgainstAPIServer sends every compareStep to a real kube-apiserver
 // and to a Store loaded from a session holding the apiserver's LISTs of the
@@ -205,7 +224,7 @@ func TestAgainstAPIServer(t *testing.T) {
 		t.Fatalf("seed widget: %d %s", resp.StatusCode, b)
 	}
 	var lists [][2]string
-	for _, p := range []string{ns + "/configmaps", ns + "/secrets", ns + "/pods", apps + "/deployments", crs} {
+	for _, p := range []string{ns + "/configmaps", ns + "/secrets", ns + "/pods", ns + "/serviceaccounts", apps + "/deployments", crs} {
 		resp, b := c.Do("GET", p, http.Header{"Accept": {jsonCT}}, nil)
 		if resp.StatusCode != 200 {
 			t.Fatalf("LIST %s: %d %s", p, resp.StatusCode, b)

@@ -161,6 +161,11 @@ func (s *Store) deleteLocked(info Info, h *history, key Key, cur *entry, opts *m
 	obj := old.DeepCopyObject()
 	m, _ := meta.Accessor(obj)
 	now := s.now()
+	if ns, ok := obj.(*corev1.Namespace); ok {
+		if out, code, err, done := s.deleteNamespace(info, h, key, ns, old, opts, now); done {
+			return out, code, err
+		}
+	}
 	graceful, pendingGraceful, grace := beforeDelete(obj, m, opts, now)
 	if pendingGraceful {
 		return s.finalDeleted(pol, info, old, true), http.StatusOK, nil
@@ -213,6 +218,36 @@ func (s *Store) deleteLocked(info Info, h *history, key Key, cur *entry, opts *m
 		return nil, 0, err
 	}
 	return s.finalDeleted(pol, info, gone, false), http.StatusOK, nil
+}
+
+// deleteNamespace is the namespace registry's Delete: the first request
+// only starts the namespace's termination (deletionTimestamp, phase
+// Terminating: the namespace controller then empties it and removes the
+// spec's finalizers through the finalize subresource, which deletes it);
+// a later one answers with the namespace as it is while spec.finalizers
+// remain, else it deletes as any object (done false: the caller goes on).
+func (s *Store) deleteNamespace(info Info, h *history, key Key, ns *corev1.Namespace, old runtime.Object, opts *metav1.DeleteOptions, now time.Time) (out runtime.Object, code int, err error, done bool) {
+	if ns.DeletionTimestamp.IsZero() {
+		t := metav1.NewTime(now)
+		ns.DeletionTimestamp = &t
+		ns.Status.Phase = corev1.NamespaceTerminating
+		if fins, changed := gcFinalizers(ns.Finalizers, opts); changed {
+			ns.Finalizers = fins
+		}
+		if dryRun(opts) {
+			return ns, http.StatusOK, nil, true
+		}
+		o, err := s.store(h, key, ns, Modified)
+		if err != nil {
+			return nil, 0, err, true
+		}
+		updated, err := codec.Decode(o)
+		return updated, http.StatusOK, err, true
+	}
+	if len(ns.Spec.Finalizers) > 0 {
+		return old, http.StatusOK, nil, true // still being emptied: nothing changes
+	}
+	return nil, 0, nil, false
 }
 
 // beforeDelete is rest.BeforeDelete for the one graceful kind, Pod: a

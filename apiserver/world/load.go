@@ -42,6 +42,7 @@ type loader struct {
 	starts []startRV
 	snaps  []*snapshot
 	pages  map[string][]*page // LIST pages by path and selectors
+	env    *envBuilder        // Options.Live: what the clients under test did
 }
 
 type startRV struct {
@@ -71,6 +72,10 @@ func Load(f *formats.File, opts Options) (*Store, error) {
 		s.now = time.Now
 	}
 	l := &loader{f: f, s: s, seen: map[Resource]map[Key]map[uint64]*entry{}, pages: map[string][]*page{}}
+	if opts.Live {
+		l.env = &envBuilder{cs: newClientSet(f, opts)}
+		go warmFieldManagers()
+	}
 	idx := f.Index()
 	for i := range idx.Exchanges {
 		if err := l.exchange(&idx.Exchanges[i]); err != nil {
@@ -82,10 +87,34 @@ func Load(f *formats.File, opts Options) (*Store, error) {
 	}
 	l.assemblePages()
 	l.finish()
+	if l.env != nil {
+		l.goLive()
+	}
 	return s, nil
 }
 
+// goLive splits a Live store's history at its start: the world as it was
+// then stays, what came after becomes the environment (or is left out as
+// the clients' behaviour).
+func (l *loader) goLive() {
+	s := l.s
+	start := s.clk.point
+	s.env = l.env.split(s, start)
+	s.live = newLiveState(l.env.created)
+	var rvs []uint64
+	for _, h := range s.res {
+		for _, e := range h.rec {
+			rvs = append(rvs, e.rv)
+		}
+	}
+	s.clk = newClock(rvs, start)
+	s.publish()
+}
+
 func (l *loader) exchange(x *formats.ExchangeInfo) error {
+	if l.env != nil {
+		l.env.observe(l, x)
+	}
 	if x.Response == nil {
 		return nil
 	}
@@ -281,6 +310,9 @@ func (l *loader) list(x *formats.ExchangeInfo, t Target, q url.Values, f frame.F
 	if kind == "Table" || strings.HasPrefix(kind, "PartialObjectMetadata") || kind == lst.Kind {
 		return nil
 	}
+	// The resource's kind, even when the list is empty (a custom
+	// resource the session shows no object of is still served).
+	l.history(t.Resource, codec.Object{Kind: kind})
 	rv, ok := parseRV(lst.ResourceVersion)
 	if !ok {
 		return nil

@@ -19,6 +19,7 @@ type policy struct {
 	scale               bool // has a scale subresource
 	gcUnsupported       bool // no garbage-collector finalizers on delete
 	builtin             bool
+	resource            string // the resource's plural name
 }
 
 var (
@@ -72,6 +73,7 @@ func policyFor(info Info) policy {
 		generation:          generation[r],
 		scale:               scale[r],
 		gcUnsupported:       r == "events" && info.Resource.Group == "",
+		resource:            r,
 	}
 	gvk := info.GVK()
 	if codec.Known(gvk) {

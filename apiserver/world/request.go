@@ -97,6 +97,13 @@ func (s *Store) Serve(r *Request) (resp *Response, ok bool) {
 	}
 	switch t.Subresource {
 	case "", "status", "scale":
+	case "finalize":
+		if !isNamespaces(info.Resource) {
+			return nil, false
+		}
+		if r.Method != http.MethodPut {
+			return s.errorResponse(r, methodNotAllowed(), HowError), true
+		}
 	default:
 		return nil, false
 	}
@@ -143,6 +150,15 @@ func isWatch(q url.Values) bool {
 
 func notFoundPath() error {
 	st := codec.NewStatus(http.StatusNotFound, metav1.StatusReasonNotFound, "the server could not find the requested resource")
+	st.ErrStatus.Details = &metav1.StatusDetails{}
+	return st
+}
+
+// methodNotAllowed is the apiserver's answer to a method no route of the
+// path has (the finalize subresource only takes PUT).
+func methodNotAllowed() error {
+	st := codec.NewStatus(http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed,
+		"the server does not allow this method on the requested resource")
 	st.ErrStatus.Details = &metav1.StatusDetails{}
 	return st
 }

@@ -50,7 +50,7 @@ func ParsePath(path string) (t Target, ok bool) {
 			return t, false
 		}
 	}
-	if len(rest) >= 3 && rest[0] == "namespaces" {
+	if len(rest) >= 3 && rest[0] == "namespaces" && !namespaceSubresources[rest[2]] {
 		t.Namespace, rest = rest[1], rest[2:]
 	} else if len(rest) >= 2 && rest[0] == "namespaces" {
 		// /namespaces/{name}[/{sub}]: the namespace object itself.
@@ -74,6 +74,17 @@ func ParsePath(path string) (t Target, ok bool) {
 		return t, false
 	}
 	return t, t.Resource.Version != ""
+}
+
+// namespaceSubresources are the subresources of a Namespace: the
+// apiserver reads /api/v1/namespaces/NAME/status (and /finalize) as the
+// namespace's, not as a resource "status" in namespace NAME
+// (k8s.io/apiserver's RequestInfoFactory).
+var namespaceSubresources = map[string]bool{"status": true, "finalize": true}
+
+// isNamespaces reports whether r is the core Namespace resource.
+func isNamespaces(r Resource) bool {
+	return r.Group == "" && r.Version == "v1" && r.Resource == "namespaces"
 }
 
 // Path builds the API path of t (no legacy watch segment).

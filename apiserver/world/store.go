@@ -39,7 +39,33 @@ type Options struct {
 	// events and bodies completed before it — the world as it was then
 	// (edit.Slice: the world at the start of a slice).
 	Until int64
+	// Live loads the session as the environment of a run of clients
+	// under test (see Environment): the store starts with the world as
+	// the session first shows it, the changes the clients under test did
+	// not make are held back for ApplyNext, and those they made are left
+	// out.
+	Live bool
+	// Clients picks the clients under test of a Live store: a recorded
+	// request is theirs when any Client matches it (a zero Client matches
+	// every request). nil picks by the session's source: every client of
+	// a recording made through the proxy or of a replay's run (which
+	// record the one client pointed at them), none of a capture. With
+	// NoClients, none.
+	Clients   []Client
+	NoClients bool
+	// HistoryWindow bounds the versions of objects the store keeps besides
+	// the current ones, as the apiserver's compaction does: past it, the
+	// oldest are forgotten, and a watch, or a LIST with
+	// resourceVersionMatch=Exact, from a resourceVersion older than what
+	// is kept gets 410 Expired. 0 means DefaultHistoryWindow; negative
+	// keeps every version.
+	HistoryWindow int
 }
+
+// DefaultHistoryWindow is the HistoryWindow a zero Options means: the
+// versions of about the last 10,000 writes (kube-apiserver's watch cache
+// keeps up to 100,000 events per resource; etcd compacts every 5 minutes).
+const DefaultHistoryWindow = 10000
 
 // EventType is the type of a change in the history.
 type EventType uint8
@@ -77,6 +103,10 @@ type entry struct {
 	// inferred: a deletion a LIST showed by leaving the object out; its
 	// object is the last version seen, with an older resourceVersion.
 	inferred bool
+	// src is the recorded version a Live store's entry was stored from
+	// as it is (nil when the environment's change was rebased, or for a
+	// client's write).
+	src *entry
 }
 
 // Key names an object within a resource.
@@ -117,6 +147,13 @@ type Store struct {
 	bytes   int64
 	changed chan struct{} // closed and replaced when a write lands
 	oldest  uint64        // oldest resourceVersion the store can answer at
+
+	// env is the environment of a Live store (nil otherwise), envNext the
+	// index of its next change; live pairs the objects the clients under
+	// test created in the recording with the run's.
+	env     *Environment
+	envNext int
+	live    *liveState
 
 	// For ObserveN's path without the lock: the world's point, and the
 	// recorded resourceVersion above which numbers are served shifted
@@ -266,6 +303,14 @@ func (s *Store) Recorded(rv string) (string, bool) {
 	defer s.mu.Unlock()
 	r, ok := s.clk.recorded(n)
 	return formatRV(r), ok
+}
+
+// LastRV returns the newest resourceVersion served so far (recorded or
+// written), as a number.
+func (s *Store) LastRV() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.clk.last
 }
 
 // Point returns the world's point: the newest resourceVersion served to

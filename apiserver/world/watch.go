@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"sort"
 	"strconv"
+	"sync/atomic"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,6 +38,9 @@ type Watch struct {
 	writesOnly bool
 	// recordedOnly: a watch that skips the clients' writes.
 	recordedOnly bool
+	// caught is the served resourceVersion up to which the watch has
+	// nothing more to send (set by Next when it finds nothing).
+	caught atomic.Uint64
 }
 
 // WatchEvent is the next change a Watch has for its client.
@@ -186,8 +190,14 @@ func (wt *Watch) Next() (WatchEvent, bool) {
 			return ev, true
 		}
 	}
+	wt.caught.Store(s.clk.last)
 	return WatchEvent{}, false
 }
+
+// Caught returns the served resourceVersion up to which the watch had
+// nothing left to send the last time Next found nothing (0 before).
+// Safe to call from any goroutine.
+func (wt *Watch) Caught() uint64 { return wt.caught.Load() }
 
 // Follow returns a Watch of the clients' writes alone, for a recorded
 // watch the replay serves as recorded (--writes apply): the writes of its

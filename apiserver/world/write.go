@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -205,6 +206,8 @@ func (s *Store) createLocked(r *Request, info Info, h *history, obj runtime.Obje
 	if pol.generation {
 		m.SetGeneration(1)
 	}
+	defaultCreate(obj)
+	defaultObject(obj)
 	prepareCreate(obj, info, pol)
 	mgr, err := fieldManager(info.GVK(), "")
 	if err != nil {
@@ -212,9 +215,24 @@ func (s *Store) createLocked(r *Request, info Info, h *history, obj runtime.Obje
 	}
 	live := newObject(info.GVK())
 	obj = mgr.UpdateNoErrors(live, obj, p.manager)
+	if err := s.admit(obj); err != nil {
+		return s.errorResponse(r, err, how)
+	}
+	if o, ok := obj.(*corev1.Namespace); ok {
+		// The namespace strategy's PrepareForCreate: after the field
+		// manager, which does not count these fields as the client's.
+		o.Status = corev1.NamespaceStatus{Phase: corev1.NamespaceActive}
+		if len(o.Spec.Finalizers) == 0 {
+			o.Spec.Finalizers = []corev1.FinalizerName{corev1.FinalizerKubernetes}
+		}
+	}
 	fixManagedTimes(live, obj, now)
 	obj.GetObjectKind().SetGroupVersionKind(info.GVK())
-	return s.commit(r, info, h, key, obj, Added, http.StatusCreated, p.dryRun, how)
+	resp := s.commit(r, info, h, key, obj, Added, http.StatusCreated, p.dryRun, how)
+	if resp.Changed {
+		s.pairCreated(info.Resource, obj)
+	}
+	return resp
 }
 
 // commit stores obj under key as an event of type ev and answers code
@@ -235,6 +253,18 @@ func (s *Store) commit(r *Request, info Info, h *history, key Key, obj runtime.O
 	return s.respond(r, info, code, o, how, true)
 }
 
+// defaultCreate does what the apiserver's defaulting does to an object it
+// decodes (a create's, an update's), before the field manager sees it: a
+// Namespace gets its name label.
+func defaultCreate(obj runtime.Object) {
+	if o, ok := obj.(*corev1.Namespace); ok {
+		if o.Labels == nil {
+			o.Labels = map[string]string{}
+		}
+		o.Labels[corev1.LabelMetadataName] = o.Name
+	}
+}
+
 // prepareCreate does what the registry's strategies do to every new
 // object of a kind: status starts empty where a status subresource owns
 // it, a Namespace starts Active with its finalizer and name label, a Pod
@@ -242,17 +272,9 @@ func (s *Store) commit(r *Request, info Info, h *history, key Key, obj runtime.O
 func prepareCreate(obj runtime.Object, info Info, pol policy) {
 	switch o := obj.(type) {
 	case *corev1.Namespace:
-		o.Status = corev1.NamespaceStatus{Phase: corev1.NamespaceActive}
-		if len(o.Spec.Finalizers) == 0 {
-			o.Spec.Finalizers = []corev1.FinalizerName{corev1.FinalizerKubernetes}
-		}
-		if o.Labels == nil {
-			o.Labels = map[string]string{}
-		}
-		o.Labels[corev1.LabelMetadataName] = o.Name
-		return
+		return // after the field manager (createLocked)
 	case *corev1.Pod:
-		o.Status = corev1.PodStatus{Phase: corev1.PodPending}
+		o.Status = corev1.PodStatus{} // Pending after the field manager (admitPod)
 		return
 	case *unstructured.Unstructured:
 		if pol.status {
@@ -387,6 +409,7 @@ func (s *Store) update(r *Request, t Target, info Info) *Response {
 // records the change in its managedFields, as the apiserver's field
 // manager sees it (what the rules reset is not the client's).
 func (s *Store) managed(info Info, old, obj runtime.Object, subresource string, p writeParams) (runtime.Object, error) {
+	defaultCreate(obj)
 	obj, err := prepareUpdate(obj, old, policyFor(info), subresource)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
@@ -395,7 +418,14 @@ func (s *Store) managed(info Info, old, obj runtime.Object, subresource string, 
 	if err != nil {
 		return nil, err
 	}
-	return mgr.UpdateNoErrors(old, obj, p.manager), nil
+	obj = mgr.UpdateNoErrors(old, obj, p.manager)
+	if ns, ok := obj.(*corev1.Namespace); ok && subresource == "" {
+		// A Namespace's spec.finalizers change through its finalize
+		// subresource alone; the strategy puts them back after the field
+		// manager, which counts them as the client's.
+		ns.Spec.Finalizers = old.(*corev1.Namespace).Spec.Finalizers
+	}
+	return obj, nil
 }
 
 // decodeObject decodes the body of a create or an update, of media type
@@ -482,7 +512,15 @@ func (s *Store) decodeEntry(e *entry) (runtime.Object, error) {
 // kinds that track it); the status of the object for a PUT or PATCH of
 // the object itself, everything but the status for one of its status.
 func prepareUpdate(obj, old runtime.Object, pol policy, subresource string) (runtime.Object, error) {
-	if subresource == "status" {
+	if _, typed := obj.(*unstructured.Unstructured); subresource == "status" && !typed && hasSpec(obj) {
+		// The built-in kinds' status strategies: the object as sent, but
+		// for its spec (and what each kind's strategy keeps besides).
+		if err := statusUpdate(obj, old, pol.resource); err != nil {
+			return nil, err
+		}
+	} else if subresource == "status" {
+		// A custom resource's status strategy: the object as it was, with
+		// the status sent.
 		merged := old.DeepCopyObject()
 		if err := copyStatus(merged, obj); err != nil {
 			return nil, err
@@ -519,6 +557,54 @@ func prepareUpdate(obj, old runtime.Object, pol policy, subresource string) (run
 		}
 	}
 	return obj, nil
+}
+
+// hasSpec reports whether a typed object has a Spec field.
+func hasSpec(obj runtime.Object) bool {
+	v := reflect.ValueOf(obj)
+	for v.Kind() == reflect.Pointer {
+		v = v.Elem()
+	}
+	return v.Kind() == reflect.Struct && v.FieldByName("Spec").IsValid()
+}
+
+// statusKeepsMeta are the kinds whose status strategy keeps the object's
+// metadata as it was (metav1.ResetObjectMetaForStatus, or the whole
+// ObjectMeta), kube-apiserver v1.33.
+var statusKeepsMeta = map[string]bool{
+	"servicecidrs": true, "storageversionmigrations": true, "resourceclaims": true, "storageversions": true,
+	"volumeattachments": true, "validatingadmissionpolicies": true, "flowschemas": true,
+	"prioritylevelconfigurations": true,
+}
+
+// statusUpdate is what a built-in kind's status strategy (PrepareForUpdate)
+// does to the object of an update of its status: obj keeps what was sent
+// but for its spec, and what its kind keeps as it was (a Deployment's
+// labels, a Pod's owner references; all of the metadata for some).
+func statusUpdate(obj, old runtime.Object, resource string) error {
+	nv, ov := reflect.ValueOf(obj).Elem(), reflect.ValueOf(old).Elem()
+	nv.FieldByName("Spec").Set(ov.FieldByName("Spec"))
+	m, _ := meta.Accessor(obj)
+	om, _ := meta.Accessor(old)
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		o.Labels = om.GetLabels()
+	case *corev1.Pod:
+		o.OwnerReferences = om.GetOwnerReferences()
+		if o.Status.QOSClass == "" {
+			o.Status.QOSClass = old.(*corev1.Pod).Status.QOSClass
+		}
+	}
+	if statusKeepsMeta[resource] {
+		mf := m.GetManagedFields()
+		m.SetLabels(om.GetLabels())
+		m.SetAnnotations(om.GetAnnotations())
+		m.SetFinalizers(om.GetFinalizers())
+		m.SetOwnerReferences(om.GetOwnerReferences())
+		m.SetGeneration(om.GetGeneration())
+		m.SetManagedFields(mf)
+	}
+	return nil
 }
 
 // copyStatus sets dst's status to src's.
@@ -587,8 +673,7 @@ func (s *Store) commitUpdate(r *Request, info Info, h *history, key Key, old, ob
 		}
 		return s.respond(r, info, http.StatusOK, o, how, false)
 	}
-	if om.GetDeletionTimestamp() != nil && len(m.GetFinalizers()) == 0 &&
-		m.GetDeletionGracePeriodSeconds() != nil && *m.GetDeletionGracePeriodSeconds() == 0 {
+	if deleteDuringUpdate(obj, old) {
 		// The registry deletes an object whose deletion only waited for
 		// its finalizers, and answers with the object as updated.
 		resp, err := codec.Encode(obj, frame.JSON)
@@ -604,6 +689,25 @@ func (s *Store) commitUpdate(r *Request, info Info, h *history, key Key, old, ob
 		return s.respond(r, info, http.StatusOK, resp, how, true)
 	}
 	return s.commit(r, info, h, key, obj, Modified, http.StatusOK, p.dryRun, how)
+}
+
+// deleteDuringUpdate is the registry's ShouldDeleteDuringUpdate: an update
+// that leaves an object being deleted (with no grace period) without
+// finalizers deletes it — for a Namespace, once its spec's finalizers are
+// gone too.
+func deleteDuringUpdate(obj, old runtime.Object) bool {
+	m, _ := meta.Accessor(obj)
+	om, _ := meta.Accessor(old)
+	if om.GetDeletionTimestamp() == nil || len(m.GetFinalizers()) > 0 {
+		return false
+	}
+	if g := om.GetDeletionGracePeriodSeconds(); g != nil && *g != 0 {
+		return false
+	}
+	if ns, ok := obj.(*corev1.Namespace); ok && len(ns.Spec.Finalizers) > 0 {
+		return false
+	}
+	return true
 }
 
 // sameObject reports whether an update changes nothing that would be

@@ -80,3 +80,53 @@ func TestDiffCLI(t *testing.T) {
 		t.Errorf("diff --help: exit %d\n%s", code, stdout)
 	}
 }
+
+// TestDiffCLIKCM: on the real recordings of kube-controller-manager
+// (diff/testdata/kcm), two runs of one scenario are the same both ways
+// (exit 0), the replicaset controller off differs (exit 1), --strict
+// counts the events' timing too, and --json carries the pairing.
+func TestDiffCLIKCM(t *testing.T) {
+	kcm := func(name string) string { return filepath.Join("..", "..", "diff", "testdata", "kcm", name) }
+	for _, args := range [][]string{
+		{kcm("rs-1.wt"), kcm("rs-2.wt")}, {kcm("rs-2.wt"), kcm("rs-1.wt")},
+		{kcm("gc-1.wt"), kcm("gc-2.wt")}, {kcm("gc-2.wt"), kcm("gc-1.wt")},
+		{kcm("rs-1.wt"), kcm("rs-2.wt"), "--collapse-repeats"},
+	} {
+		if stdout, stderr, code := wtrace(t, append([]string{"diff"}, args...)...); code != 0 || !strings.Contains(stdout, "are the same") {
+			t.Errorf("wtrace diff %q: exit %d\n%s%s", args, code, stdout, stderr)
+		}
+	}
+	stdout, _, code := wtrace(t, "diff", kcm("rs-1.wt"), kcm("deployment-only.wt"))
+	for _, want := range []string{"end state  12 compared: 20 missing, 7 changed", "pods kcm-scenario/web-796cf5c97c-#1\n  end state missing in"} {
+		if code != 1 || !strings.Contains(stdout, want) {
+			t.Errorf("diff with the replicaset controller off: exit %d, no %q:\n%s", code, want, stdout)
+		}
+	}
+	if stdout, _, code := wtrace(t, "diff", kcm("rs-1.wt"), kcm("rs-2.wt"), "--strict"); code != 1 || !strings.Contains(stdout, "beyond the time tolerance") {
+		t.Errorf("diff --strict: exit %d\n%s", code, stdout)
+	}
+	if _, _, code := wtrace(t, "diff", kcm("rs-1.wt"), kcm("deployment-only.wt"), "--ignore-resource", "pods", "--ignore-resource", "events",
+		"--ignore-resource", "replicasets.apps", "--ignore-resource", "deployments.apps"); code != 0 {
+		t.Errorf("diff --ignore-resource of every resource written: exit %d; want 0", code)
+	}
+	stdout, _, code = wtrace(t, "diff", kcm("rs-1.wt"), kcm("rs-2.wt"), "--json")
+	var rep struct {
+		Same    bool
+		Pairing []struct {
+			Object struct{ Name string }
+			A, B   string
+		}
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || code != 0 || !rep.Same || len(rep.Pairing) != 10 ||
+		rep.Pairing[0].Object.Name != "web-796cf5c97c-#1" || rep.Pairing[0].A == rep.Pairing[0].B {
+		t.Errorf("diff --json: exit %d, %v: %+v", code, err, rep)
+	}
+	for _, args := range [][]string{
+		{"diff", kcm("rs-1.wt"), kcm("rs-2.wt"), "--verdict", "everything"},
+		{"diff", kcm("rs-1.wt"), kcm("rs-2.wt"), "--verdict", "write", "--strict"},
+	} {
+		if _, stderr, code := wtrace(t, args...); code != 2 || !strings.Contains(stderr, "Try: ") {
+			t.Errorf("wtrace %q: exit %d, stderr %q; want exit 2 with a hint", args, code, stderr)
+		}
+	}
+}

@@ -113,6 +113,11 @@ func TestParseReplay(t *testing.T) {
 		{args: []string{"s.wt", "--writes", "sometimes"}, usage: "--writes"},
 		{args: []string{"s.wt", "--keep-secrets"}, usage: "--keep-secrets applies to --out"},
 		{args: []string{"s.wt", "--accept-hosts", "*"}, usage: "accept-hosts"},
+		{args: []string{"s.wt", "--pace", "quiet", "--quiet-window", "2s", "--client", "user-agent=kube-controller-manager", "--exit-when-done"},
+			want: map[string]any{"pace": "quiet", "quietWindow": 2 * time.Second, "clients": []string{"user-agent=kube-controller-manager"}, "exitWhenDone": true}},
+		{args: []string{"s.wt", "--pace", "later"}, usage: "--pace"},
+		{args: []string{"s.wt", "--client", "none", "--client", "all"}, usage: "--client"},
+		{args: []string{"s.wt", "--writes", "recorded", "--exit-when-done"}, usage: "--exit-when-done"},
 		{args: []string{}, usage: "one session file"},
 	})
 }

@@ -26,6 +26,7 @@ var layerOf = map[string]struct {
 	"internal/cborscan":   {0, false, nil},
 	"internal/selfsigned": {0, false, nil},
 	"internal/apipath":    {0, false, nil},
+	"internal/healthz":    {0, false, []string{modPrometheus}},
 	"internal/kscheme":    {0, false, []string{modK8sAPIMachinery, modK8sClientGo}},
 	"internal/outfile":    {0, false, nil},
 	"internal/hostfilter": {0, false, nil},
@@ -39,13 +40,13 @@ var layerOf = map[string]struct {
 	"capture/pcapfile":    {3, false, []string{modZstd}},
 	"capture/tlsdec":      {3, false, []string{modXcrypto}},
 	"capture/redact":      {3, false, []string{modProtobuf}},
-	"diff":                {3, false, []string{modK8sAPIMachinery}},
+	"diff":                {3, false, nil},
 	"capture":             {4, false, []string{modXxhash, modZstd, modXnet}},
-	"replay":              {4, false, []string{modGoautoneg, modK8sAPIMachinery, modSigsYAML}},
+	"replay":              {4, false, []string{modGoautoneg, modK8sAPIMachinery, modSigsYAML, modPrometheus}},
 	"export":              {4, false, []string{modZstd, modXnet}},
 	"edit":                {4, false, []string{modK8sAPIMachinery}},
 	"capture/live":        {5, false, []string{modXnet, modXsys}},
-	"capture/proxy":       {5, false, []string{modXnet, modK8sClientGo}},
+	"capture/proxy":       {5, false, []string{modXnet, modK8sClientGo, modPrometheus}},
 	"replay/record":       {5, false, nil},
 	"cmd/wtrace":          {6, false, []string{modZstd, modCobra, modXterm, modK8sClientGo}},
 	"testkit/pcaptest":    {0, true, []string{modGopacket}},
@@ -55,6 +56,7 @@ var layerOf = map[string]struct {
 	"testkit/wttest":      {5, true, []string{modZstd}},
 	"testkit/proxytest":   {6, true, nil},
 	"replay/replaytest":   {6, true, nil},
+	"testkit/kcmtest":     {7, true, []string{modK8sAPI, modK8sAPIMachinery, modK8sClientGo}},
 	"tools/pcapcat":       {6, true, nil},
 	"tools/pcapgen":       {6, true, []string{modGopacket}},
 	"tools/mkcorpus":      {6, true, []string{modGopacket, modK8sAPIMachinery, modK8sClientGo}},
@@ -72,6 +74,7 @@ const (
 	modK8sClientGo     = "k8s.io/client-go"
 	modK8sUtils        = "k8s.io/utils"
 	modProtobuf        = "google.golang.org/protobuf"
+	modPrometheus      = "github.com/prometheus/client_golang"
 	modSigsYAML        = "sigs.k8s.io/yaml"
 	modSmd             = "sigs.k8s.io/structured-merge-diff/v6"
 	modUuid            = "github.com/google/uuid"

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/wtrace/wtrace/apiserver/world"
 	"github.com/wtrace/wtrace/edit"
 	"github.com/wtrace/wtrace/export"
 	"github.com/wtrace/wtrace/formats"
@@ -45,6 +46,10 @@ type replayOptions struct {
 	from, to      string
 	acceptHosts   string
 	rejectPaths   string
+	pace          string
+	quietWindow   time.Duration
+	clients       []string
+	exitWhenDone  bool
 }
 
 func newReplayCmd(s streams, runF func(*replayOptions) error) *cobra.Command {
@@ -144,6 +149,15 @@ end at once); a second Ctrl-C exits immediately.`,
 			if _, err := replay.ParseWrites(o.writes); err != nil || o.writes == "" {
 				return usage("--writes %q: want answer, apply, reject or recorded", o.writes)
 			}
+			if _, err := replay.ParsePace(o.pace); err != nil {
+				return usage("--pace %q: want recorded or quiet", o.pace)
+			}
+			if _, _, err := clientsOption(o.clients); err != nil {
+				return usage("--client: %v", err)
+			}
+			if o.exitWhenDone && !answersWrites(o.writes) {
+				return usage("--exit-when-done needs a replay that answers writes (--writes answer)")
+			}
 			if o.keepSecrets && o.out == "" {
 				return usage("--keep-secrets applies to --out")
 			}
@@ -176,7 +190,40 @@ end at once); a second Ctrl-C exits immediately.`,
 	f.BoolVar(&o.keepSecrets, "keep-secrets", false, "with --out: store Secret objects' values as served (credentials in headers are never stored)")
 	f.StringVar(&o.acceptHosts, "accept-hosts", hostfilter.DefaultAcceptHosts, "serve only requests to these hosts: comma-separated `regexps`, as kubectl proxy's (the Host without its port)")
 	f.StringVar(&o.rejectPaths, "reject-paths", hostfilter.DefaultRejectPaths, "refuse these paths: comma-separated `regexps`, as kubectl proxy's ('' refuses none)")
+	f.StringVar(&o.pace, "pace", string(replay.PaceRecorded), "when the environment's changes are applied: `pace` recorded (their recorded times, scaled by --speed) or quiet (each once the clients have been quiet for --quiet-window)")
+	f.DurationVar(&o.quietWindow, "quiet-window", replay.DefaultQuietWindow, "with --pace quiet (and --exit-when-done): how long the clients must be quiet, a `duration`")
+	f.StringArrayVar(&o.clients, "client", nil, "the client under test in the recording: `selector` user-agent=REGEXP, addr=IP[:PORT], both (comma), all or none; repeatable (default: every client of a proxy recording, none of a capture)")
+	f.BoolVar(&o.exitWhenDone, "exit-when-done", false, "exit (0) once the environment was played and the clients were then quiet for --quiet-window")
 	return c
+}
+
+// answersWrites reports whether a --writes mode makes a replay whose
+// world is the recording's environment.
+func answersWrites(mode string) bool {
+	w, err := replay.ParseWrites(mode)
+	return err == nil && (w == replay.WritesAnswer || w == replay.WritesApply)
+}
+
+// clientsOption turns --client selectors into replay.Options' Clients and
+// NoClients.
+func clientsOption(sel []string) ([]world.Client, bool, error) {
+	var cs []world.Client
+	none := false
+	for _, s := range sel {
+		if s == "none" {
+			none = true
+			continue
+		}
+		c, err := world.ParseClient(s)
+		if err != nil {
+			return nil, false, err
+		}
+		cs = append(cs, c)
+	}
+	if none && len(cs) > 0 {
+		return nil, false, errors.New("--client none excludes other --client selectors")
+	}
+	return cs, none, nil
 }
 
 func runReplay(o *replayOptions) (err error) {
@@ -222,7 +269,10 @@ func runReplay(o *replayOptions) (err error) {
 		MaxRequests:  -1, // nobody reads them
 		AcceptHosts:  hostfilter.Split(o.acceptHosts),
 		RejectPaths:  hostfilter.Split(o.rejectPaths),
+		Pace:         replay.Pace(o.pace),
+		QuietWindow:  o.quietWindow,
 	}
+	opts.Clients, opts.NoClients, _ = clientsOption(o.clients) // checked with the flags
 	if o.idleTimeout == 0 {
 		opts.IdleTimeout = -1 // never
 	}
@@ -237,7 +287,7 @@ func runReplay(o *replayOptions) (err error) {
 	var rec *record.Recorder
 	if o.out != "" {
 		rec, err = record.New(record.Options{Output: sessionOutput(s, o.out, formats.WriterOptions{}, sessionPath), Tool: "wtrace " + toolVersion(), KeepSecrets: o.keepSecrets,
-			Description: "replay of " + filepath.Base(sessionPath), Labels: map[string]string{"session": filepath.Base(sessionPath), "writes": o.writes}})
+			Description: "replay of " + filepath.Base(sessionPath), Labels: runLabels(sessionPath, o)})
 		if err != nil {
 			return outputError(err, "--out")
 		}
@@ -245,11 +295,25 @@ func runReplay(o *replayOptions) (err error) {
 			fmt.Fprintln(s.err, "Warning: --keep-secrets: Secret values are stored as served; treat the session file as a secret.")
 		}
 		opts.Out = rec
+	}
+	srv, err := replay.New(f, opts)
+	if err != nil {
+		if rec != nil {
+			rec.Close()
+		}
+		return withHint(err, "try --writes recorded, which serves only what was recorded and keeps no world")
+	}
+	if rec != nil {
 		defer func() {
 			if aborted {
 				return
 			}
-			res, cerr := rec.Close() // the server first: every answer ends before the file
+			srv.Close() // every answer ends before the file, and the environment is complete
+			note := ""
+			if env := srv.Environment(); env != nil {
+				note = env.String()
+			}
+			res, cerr := rec.CloseNote(note)
 			switch {
 			case cerr != nil && err == nil:
 				err = fmt.Errorf("writing --out %s: %w", o.out, cerr)
@@ -257,10 +321,6 @@ func runReplay(o *replayOptions) (err error) {
 				fmt.Fprintf(s.err, "Recorded the run: %d exchanges, %d watch events into %s (%s).\n", res.Exchanges, res.Events, o.out, units.Bytes(res.Size))
 			}
 		}()
-	}
-	srv, err := replay.New(f, opts)
-	if err != nil {
-		return withHint(err, "try --writes recorded, which serves only what was recorded and keeps no world")
 	}
 	if o.useTLS {
 		err = srv.StartTLS()
@@ -278,15 +338,45 @@ func runReplay(o *replayOptions) (err error) {
 		}
 	}
 	printReplayBanner(s.err, sessionPath, f, srv.URL, o, srv.Losses())
+	if env := srv.Environment(); env != nil {
+		fmt.Fprintf(s.err, "World: the recording's environment, %d changes (clients under test: %s; %d of their writes are the expected output, not replayed)\n",
+			env.Changes, env.Clients, env.Writes)
+		defer func() {
+			if aborted {
+				return
+			}
+			fmt.Fprintf(s.err, "%s.\n", env)
+			for _, d := range env.Dropped {
+				fmt.Fprintf(s.err, "  dropped: %s %s %s (recorded at rv %s): %s\n", d.Type, d.Resource.Resource, d.Change.Key, d.Change.RV, d.Reason)
+			}
+		}()
+	}
 	err = interruptible(s, func() {}, "\nStopping: closing open streams (Ctrl-C again to exit at once)", "Aborted.",
 		func(ctx context.Context) error {
-			<-ctx.Done()
+			if o.exitWhenDone && srv.Settle(ctx.Done(), o.quietWindow) {
+				fmt.Fprintln(s.err, "The environment was played and the clients are quiet: stopping.")
+			} else {
+				<-ctx.Done()
+			}
 			srv.Close()
 			return nil
 		})
 	var ae *abortError
 	aborted = errors.As(err, &ae)
 	return err
+}
+
+// runLabels are the labels of a run's session file (--out): what was
+// replayed, and how.
+func runLabels(sessionPath string, o *replayOptions) map[string]string {
+	l := map[string]string{"session": filepath.Base(sessionPath), "writes": o.writes}
+	if answersWrites(o.writes) {
+		l["pace"] = o.pace
+		if len(o.clients) > 0 {
+			l["client"] = strings.Join(o.clients, " | ")
+		}
+	}
+	return l
 }
 
 // printReplayBanner says where the server listens and how to try it, and

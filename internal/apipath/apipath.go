@@ -2,7 +2,8 @@
 // apiserver's RequestInfoFactory (k8s.io/apiserver pkg/endpoints/request)
 // does, for the packages that pair requests: replay (which recorded
 // exchange answers a request) and diff (which requests of two sessions
-// are the same). It holds no state and allocates only its results.
+// are the same, which object a write changes). It holds no state and
+// allocates only its results.
 package apipath
 
 import (
@@ -70,4 +71,55 @@ func StableParams(vals url.Values) []Param {
 		}
 	}
 	return out
+}
+
+// Resource is what a resource path names: the API group ("" for the core
+// group) and version, the resource, and, where the path has them, the
+// namespace, the object's name and its subresource ("status", "scale";
+// deeper paths joined with "/").
+type Resource struct {
+	Group, Version, Resource string
+	Namespace, Name          string
+	Subresource              string
+}
+
+// namespaceSubresources are the subresources of a namespace, which
+// /api/v1/namespaces/NAME/SUB names the way a namespaced resource's
+// collection is named; the apiserver reads them as the namespace's
+// subresources (k8s.io/apiserver pkg/endpoints/request,
+// namespaceSubresources).
+var namespaceSubresources = map[string]bool{"status": true, "finalize": true}
+
+// ParseResource reads a resource path (no query; the legacy watch segment
+// already stripped) as the apiserver's RequestInfoFactory does:
+// /api/VERSION/… or /apis/GROUP/VERSION/…, then
+// namespaces/NS/RESOURCE[/NAME[/SUBRESOURCE…]] or
+// RESOURCE[/NAME[/SUBRESOURCE…]]; /api/v1/namespaces/NS/status and
+// /finalize are the namespace's subresources. ok is false for a path that
+// names no resource (/version, /apis/apps/v1, discovery).
+func ParseResource(path string) (r Resource, ok bool) {
+	segs := strings.Split(strings.Trim(path, "/"), "/")
+	var rest []string
+	switch {
+	case len(segs) >= 3 && segs[0] == "api":
+		r.Version, rest = segs[1], segs[2:]
+	case len(segs) >= 4 && segs[0] == "apis":
+		r.Group, r.Version, rest = segs[1], segs[2], segs[3:]
+	default:
+		return Resource{}, false
+	}
+	if rest[0] == "namespaces" && len(rest) > 2 && !namespaceSubresources[rest[2]] {
+		r.Namespace, rest = rest[1], rest[2:]
+	}
+	r.Resource = rest[0]
+	if len(rest) > 1 {
+		r.Name = rest[1]
+	}
+	if len(rest) > 2 {
+		r.Subresource = strings.Join(rest[2:], "/")
+	}
+	if r.Resource == "" {
+		return Resource{}, false
+	}
+	return r, true
 }

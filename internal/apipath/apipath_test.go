@@ -44,3 +44,32 @@ func TestStableParams(t *testing.T) {
 		t.Errorf("StableParams(limit only) = %v; want none", got)
 	}
 }
+
+func TestParseResource(t *testing.T) {
+	for _, tc := range []struct {
+		path string
+		want Resource
+		ok   bool
+	}{
+		{"/api/v1/namespaces/x/pods", Resource{Version: "v1", Resource: "pods", Namespace: "x"}, true},
+		{"/api/v1/namespaces/x/pods/p/status", Resource{Version: "v1", Resource: "pods", Namespace: "x", Name: "p", Subresource: "status"}, true},
+		{"/api/v1/namespaces/x/pods/p/proxy/a/b", Resource{Version: "v1", Resource: "pods", Namespace: "x", Name: "p", Subresource: "proxy/a/b"}, true},
+		{"/apis/apps/v1/namespaces/x/deployments/d/scale", Resource{Group: "apps", Version: "v1", Resource: "deployments", Namespace: "x", Name: "d", Subresource: "scale"}, true},
+		{"/apis/apps/v1/deployments", Resource{Group: "apps", Version: "v1", Resource: "deployments"}, true},
+		{"/api/v1/namespaces", Resource{Version: "v1", Resource: "namespaces"}, true},
+		{"/api/v1/namespaces/x", Resource{Version: "v1", Resource: "namespaces", Name: "x"}, true},
+		{"/api/v1/namespaces/x/status", Resource{Version: "v1", Resource: "namespaces", Name: "x", Subresource: "status"}, true},
+		{"/api/v1/namespaces/x/finalize", Resource{Version: "v1", Resource: "namespaces", Name: "x", Subresource: "finalize"}, true},
+		{"/api/v1/nodes/n1", Resource{Version: "v1", Resource: "nodes", Name: "n1"}, true},
+		{"/apis/apps/v1", Resource{}, false},
+		{"/api/v1", Resource{}, false},
+		{"/version", Resource{}, false},
+		{"/api/v1/", Resource{}, false},
+		{"", Resource{}, false},
+	} {
+		got, ok := ParseResource(tc.path)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("ParseResource(%q) = %+v, %v; want %+v, %v", tc.path, got, ok, tc.want, tc.ok)
+		}
+	}
+}

@@ -107,7 +107,11 @@ func (r *Recorder) BindServer(s *replay.Server) {
 // the Summary and closes the file: whichever of a Server and its Recorder
 // is closed first, the run is the same. It returns what was recorded:
 // Files, Size, and the Tee's Stats. Later calls return the same.
-func (r *Recorder) Close() (capture.Result, error) {
+func (r *Recorder) Close() (capture.Result, error) { return r.CloseNote("") }
+
+// CloseNote is Close with a note for the Summary (what the replay did with
+// the recording's environment, say).
+func (r *Recorder) CloseNote(note string) (capture.Result, error) {
 	r.once.Do(func() {
 		r.mu.Lock()
 		servers := r.servers
@@ -116,7 +120,7 @@ func (r *Recorder) Close() (capture.Result, error) {
 		for _, s := range servers {
 			s.Close()
 		}
-		r.res, r.err = r.tee.Close("")
+		r.res, r.err = r.tee.Close(note)
 	})
 	return r.res, r.err
 }

@@ -29,6 +29,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -237,9 +238,10 @@ func pki(t testing.TB, dir string) []byte {
 }
 
 // daemon starts a process of the test, logging to dir/name.log, and stops
-// it (SIGTERM, then SIGKILL) when the test ends; the end of its log goes to
-// the test's log if dump says so then.
-func daemon(t testing.TB, dir string, dump func() bool, name string, bin string, args ...string) {
+// it (SIGTERM, then SIGKILL) when the test ends or when the returned func
+// is called, whichever comes first (the other does nothing); the end of
+// its log goes to the test's log if dump says so then.
+func daemon(t testing.TB, dir string, dump func() bool, name string, bin string, args ...string) (stop func()) {
 	t.Helper()
 	logf, err := os.Create(filepath.Join(dir, name+".log"))
 	if err != nil {
@@ -252,20 +254,25 @@ func daemon(t testing.TB, dir string, dump func() bool, name string, bin string,
 	}
 	done := make(chan struct{})
 	go func() { c.Wait(); logf.Close(); close(done) }()
-	t.Cleanup(func() {
-		c.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			c.Process.Kill()
-			<-done
-		}
-		if dump() {
-			b, _ := os.ReadFile(filepath.Join(dir, name+".log"))
-			if len(b) > 4000 {
-				b = b[len(b)-4000:]
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			c.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				c.Process.Kill()
+				<-done
 			}
-			t.Logf("%s log (end):\n%s", name, b)
-		}
-	})
+			if dump() {
+				b, _ := os.ReadFile(filepath.Join(dir, name+".log"))
+				if len(b) > 4000 {
+					b = b[len(b)-4000:]
+				}
+				t.Logf("%s log (end):\n%s", name, b)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }

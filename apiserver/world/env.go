@@ -1,0 +1,496 @@
+package world
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/wtrace/wtrace/apiserver/codec"
+	"github.com/wtrace/wtrace/formats"
+)
+
+// A Live store (Options.Live) is the world of a replay to a client under
+// test. The recording holds two kinds of change, kept apart at Load:
+//
+//   - the behaviour of the clients under test (Options.Clients): their
+//     successful writes and the versions of objects those writes made —
+//     what a regression run is compared with, never replayed;
+//   - the environment: every other change the recording shows (kubectl,
+//     other controllers, the scheduler, kubelets), in resourceVersion
+//     order with its capture time — the input of the run, applied to the
+//     world one by one by ApplyNext as the caller paces them.
+//
+// The store starts at the session's first view of the world (its first
+// LIST or watch): the objects as they were then. Every read — GET, LIST,
+// WATCH — is answered from what has been applied so far plus the run's
+// own writes, as one apiserver would.
+
+// Client picks the requests of one client under test in a recording: those
+// whose User-Agent matches UserAgent and whose connection comes from Addr.
+// The zero Client matches every request.
+type Client struct {
+	UserAgent *regexp.Regexp // nil: any
+	// Addr is the client's address as the session records it: an IP
+	// (any port) or IP:port. "" means any.
+	Addr string
+}
+
+// Matches reports whether a request with User-Agent ua, made on a
+// connection from addr (IP:port), is the client's.
+func (c Client) Matches(ua, addr string) bool {
+	if c.UserAgent != nil && !c.UserAgent.MatchString(ua) {
+		return false
+	}
+	if c.Addr == "" {
+		return true
+	}
+	if c.Addr == addr {
+		return true
+	}
+	host, _, err := net.SplitHostPort(addr)
+	return err == nil && host == strings.Trim(c.Addr, "[]")
+}
+
+// String is the selector ParseClient reads back.
+func (c Client) String() string {
+	var parts []string
+	if c.UserAgent != nil {
+		parts = append(parts, "user-agent="+c.UserAgent.String())
+	}
+	if c.Addr != "" {
+		parts = append(parts, "addr="+c.Addr)
+	}
+	if len(parts) == 0 {
+		return "all"
+	}
+	return strings.Join(parts, ",")
+}
+
+// ParseClient reads a client selector (wtrace replay --client):
+// "user-agent=REGEXP", "addr=IP" or "addr=IP:PORT", or both separated by a
+// comma (a request must match both); "all" matches every request. The
+// regular expression is unanchored (RE2 syntax): "kube-controller-manager"
+// matches client-go's "kube-controller-manager/v1.33.13 (linux/amd64)…".
+func ParseClient(s string) (Client, error) {
+	var c Client
+	if s == "all" {
+		return c, nil
+	}
+	if strings.TrimSpace(s) == "" {
+		return c, errors.New(`world: empty client selector: want user-agent=REGEXP, addr=IP[:PORT], both, or "all"`)
+	}
+	for _, part := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(part, "=")
+		if !ok {
+			return c, fmt.Errorf("world: client selector %q: want user-agent=REGEXP or addr=IP[:PORT]", part)
+		}
+		switch strings.ToLower(strings.TrimSpace(k)) {
+		case "user-agent", "ua":
+			re, err := regexp.Compile(v)
+			if err != nil {
+				return c, fmt.Errorf("world: client selector %q: %w", part, err)
+			}
+			c.UserAgent = re
+		case "addr", "address":
+			if net.ParseIP(strings.Trim(v, "[]")) == nil {
+				if _, _, err := net.SplitHostPort(v); err != nil {
+					return c, fmt.Errorf("world: client selector %q: not an IP or IP:port", part)
+				}
+			}
+			c.Addr = v
+		default:
+			return c, fmt.Errorf("world: client selector %q: unknown key %q (want user-agent or addr)", part, k)
+		}
+	}
+	return c, nil
+}
+
+// Change is one change of the environment: a version of an object that
+// the recording shows and no client under test made.
+type Change struct {
+	// Time is the capture time (Unix ns) at which the recording first
+	// showed the change.
+	Time     int64
+	Resource Resource
+	Key      Key // as recorded
+	Type     EventType
+	// RV is the recorded resourceVersion of the change.
+	RV string
+
+	e    *entry // the version
+	prev *entry // the version before it in the recording (any author), nil for the first
+}
+
+// Environment is what a Live store replays: the changes of the
+// environment, and what it left out as the behaviour of the clients under
+// test.
+type Environment struct {
+	// Start is the capture time the environment's timeline starts at: the
+	// first request of a client under test (or of the session when none
+	// is picked). A change is due (Time − Start) / speed after the run's
+	// first request; those before Start are due at once.
+	Start int64
+	// Changes are the environment's changes in resourceVersion order.
+	Changes []Change
+	// Clients describes the clients under test ("all", selectors, or
+	// "none").
+	Clients string
+	// Requests counts the recorded requests of the clients under test;
+	// Writes their successful writes; Behaviour the versions of objects
+	// those writes made, left out of the environment.
+	Requests, Writes, Behaviour int
+	// Created counts the objects the clients under test created: their
+	// later changes by the environment follow the run's corresponding
+	// objects (see ApplyNext).
+	Created int
+}
+
+// clientSet decides which recorded requests are the clients under test's.
+type clientSet struct {
+	all     bool
+	clients []Client
+	conns   map[uint64]string // connection id → client address
+}
+
+func (cs *clientSet) matches(x *formats.ExchangeInfo) bool {
+	if cs.all {
+		return true
+	}
+	if len(cs.clients) == 0 {
+		return false
+	}
+	ua := ""
+	for _, h := range x.Request.Header {
+		if strings.EqualFold(h.Name, "User-Agent") {
+			ua = h.Value
+			break
+		}
+	}
+	addr := cs.conns[x.Request.Conn]
+	for _, c := range cs.clients {
+		if c.Matches(ua, addr) {
+			return true
+		}
+	}
+	return false
+}
+
+// describe says which clients are under test, for Environment.Clients.
+func (cs *clientSet) describe() string {
+	if cs.all {
+		return "all"
+	}
+	if len(cs.clients) == 0 {
+		return "none"
+	}
+	var s []string
+	for _, c := range cs.clients {
+		s = append(s, c.String())
+	}
+	return strings.Join(s, " or ")
+}
+
+// newClientSet picks the clients under test of session f.
+func newClientSet(f *formats.File, opts Options) *clientSet {
+	cs := &clientSet{conns: map[uint64]string{}}
+	idx := f.Index()
+	for _, c := range idx.Conns {
+		cs.conns[c.Conn.ID] = c.Conn.Client
+	}
+	switch {
+	case opts.NoClients:
+	case opts.Clients != nil:
+		cs.clients = opts.Clients
+		for _, c := range opts.Clients {
+			if c.UserAgent == nil && c.Addr == "" {
+				cs.all = true
+			}
+		}
+	default:
+		// A recording through the proxy (or of a replay's run) holds the
+		// one client that was pointed at it; a capture holds everyone.
+		if m := idx.Meta; m != nil && (m.Source == formats.SourceProxy || m.Source == formats.SourceReplay) {
+			cs.all = true
+		}
+	}
+	return cs
+}
+
+// effect is a change an exchange of a client under test made to one
+// object: at a known resourceVersion (rv), or else the first version of
+// the object the recording shows after the request (time).
+type effect struct {
+	res  Resource
+	key  Key
+	rv   uint64 // 0: by time
+	time int64
+	// until, for a deletion, is when its answer came: every version of
+	// the object from time on is the deletion's, up to its removal (a Pod
+	// first gets its deletionTimestamp, then goes).
+	until int64
+}
+
+// recCreate is an object a client under test created in the recording.
+type recCreate struct {
+	res          Resource
+	key          Key
+	generateName string
+	uid          string
+	owners       []string // uids of its owner references
+	run          *runObject
+}
+
+// runObject is the object of the run paired with a recorded one.
+type runObject struct {
+	key Key
+	uid string
+}
+
+// envBuilder collects, while a Live store loads, what the clients under
+// test did.
+type envBuilder struct {
+	cs       *clientSet
+	start    int64 // first request of a client under test
+	first    int64 // first request of the session
+	requests int
+	writes   int
+	effects  []effect
+	created  []*recCreate
+}
+
+// observe notes what exchange x of a client under test did (the loader
+// calls it for every exchange).
+func (b *envBuilder) observe(l *loader, x *formats.ExchangeInfo) {
+	if x.Request.Missing {
+		return
+	}
+	if t := x.Request.Time; t != 0 && (b.first == 0 || t < b.first) {
+		b.first = t
+	}
+	if !b.cs.matches(x) {
+		return
+	}
+	b.requests++
+	if t := x.Request.Time; t != 0 && (b.start == 0 || t < b.start) {
+		b.start = t
+	}
+	method := x.Request.Method
+	switch method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+	default:
+		return
+	}
+	if x.Response == nil || x.Response.Status < 200 || x.Response.Status > 299 {
+		return // a failed attempt changed nothing
+	}
+	u, err := url.ParseRequestURI(x.Request.Target)
+	if err != nil {
+		return
+	}
+	t, ok := ParsePath(u.Path)
+	if !ok {
+		return
+	}
+	if dry := u.Query()["dryRun"]; len(dry) > 0 {
+		return
+	}
+	b.writes++
+	if t.Collection() {
+		if method == http.MethodPost {
+			b.createdBy(l, x, t)
+			return
+		}
+		// A delete-collection: the deletions of its scope that follow.
+		b.effects = append(b.effects, effect{res: t.Resource, key: Key{t.Namespace, ""}, time: x.Request.Time})
+		return
+	}
+	key := Key{t.Namespace, t.Name}
+	e := effect{res: t.Resource, key: key, time: x.Request.Time}
+	if method == http.MethodDelete && t.Subresource == "" {
+		e.until = x.Response.Time
+		if x.End != nil && x.End.Time > e.until {
+			e.until = x.End.Time
+		}
+		b.effects = append(b.effects, e)
+		return
+	}
+	if rv, ok := answerRV(l, x); ok {
+		e.rv = rv
+	}
+	b.effects = append(b.effects, e)
+}
+
+// createdBy notes an object a client under test created (a POST to a
+// collection answered 2xx): its version, and what pairs it with the run's.
+func (b *envBuilder) createdBy(l *loader, x *formats.ExchangeInfo, t Target) {
+	obj, err := answerObject(l, x)
+	if err != nil {
+		return
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil || m.GetName() == "" {
+		return
+	}
+	key := Key{m.GetNamespace(), m.GetName()}
+	if rv, ok := parseRV(m.GetResourceVersion()); ok {
+		b.effects = append(b.effects, effect{res: t.Resource, key: key, rv: rv, time: x.Request.Time})
+	}
+	rc := &recCreate{res: t.Resource, key: key, generateName: m.GetGenerateName(), uid: string(m.GetUID())}
+	for _, o := range m.GetOwnerReferences() {
+		rc.owners = append(rc.owners, string(o.UID))
+	}
+	b.created = append(b.created, rc)
+}
+
+// answerObject decodes the object a write was answered with.
+func answerObject(l *loader, x *formats.ExchangeInfo) (runtime.Object, error) {
+	f := bodyFormat(x.Response.Header)
+	if f == 0 {
+		return nil, errors.New("world: no object in the answer")
+	}
+	body, err := l.body(x)
+	if err != nil {
+		return nil, err
+	}
+	o, err := codec.FromBody(f, body)
+	if err != nil {
+		return nil, err
+	}
+	if o.Kind == "Status" {
+		return nil, errors.New("world: a Status")
+	}
+	return codec.Decode(o)
+}
+
+// answerRV is the resourceVersion of the object a write was answered with
+// (a Scale answers with its object's).
+func answerRV(l *loader, x *formats.ExchangeInfo) (uint64, bool) {
+	obj, err := answerObject(l, x)
+	if err != nil {
+		return 0, false
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return 0, false
+	}
+	return parseRV(m.GetResourceVersion())
+}
+
+// split moves what the recording shows after the store's start out of
+// its history: the versions the clients under test made are their
+// behaviour, the others the environment's changes (the lock is not
+// needed: Load owns the store).
+func (b *envBuilder) split(s *Store, start uint64) *Environment {
+	env := &Environment{Start: b.start, Clients: b.cs.describe(), Requests: b.requests, Writes: b.writes,
+		Created: len(b.created)}
+	if env.Start == 0 {
+		env.Start = b.first
+	}
+	byRV := map[Resource]map[Key]map[uint64]bool{}
+	var byTime []effect
+	for _, e := range b.effects {
+		if e.rv == 0 {
+			byTime = append(byTime, e)
+			continue
+		}
+		if byRV[e.res] == nil {
+			byRV[e.res] = map[Key]map[uint64]bool{}
+		}
+		if byRV[e.res][e.key] == nil {
+			byRV[e.res][e.key] = map[uint64]bool{}
+		}
+		byRV[e.res][e.key][e.rv] = true
+	}
+	sort.Slice(byTime, func(i, j int) bool { return byTime[i].time < byTime[j].time })
+	behaviour := map[*entry]bool{}
+	for _, e := range byTime {
+		h := s.res[e.res]
+		if h == nil {
+			continue
+		}
+		if e.key.Name == "" { // a delete-collection: the deletions of its scope at once after it
+			for k, es := range h.objs {
+				if e.key.Namespace != "" && k.Namespace != e.key.Namespace {
+					continue
+				}
+				for _, v := range es {
+					if v.typ == Deleted && v.rv > start && v.time >= e.time && !behaviour[v] {
+						behaviour[v] = true
+						break
+					}
+				}
+			}
+			continue
+		}
+		for _, v := range h.objs[e.key] {
+			if v.rv <= start || v.time < e.time || behaviour[v] || byRV[e.res][e.key][v.rv] {
+				continue
+			}
+			if e.until == 0 {
+				behaviour[v] = true
+				break
+			}
+			// A deletion: its versions until the object is gone, the
+			// last of them seen at most a second after its answer (a
+			// watch event may lag the answer).
+			if v.time > e.until+int64(time.Second) {
+				break
+			}
+			behaviour[v] = true
+			if v.typ == Deleted {
+				break
+			}
+		}
+	}
+	for r, h := range s.res {
+		for k, es := range h.objs {
+			var keep []*entry
+			var prev *entry
+			for _, e := range es {
+				switch {
+				case e.rv <= start:
+					keep = append(keep, e)
+				case behaviour[e] || byRV[r][k][e.rv]:
+					env.Behaviour++
+				case e.typ == Deleted && e.inScope:
+					// It may only have left a selector's scope.
+				default:
+					env.Changes = append(env.Changes, Change{Time: e.time, Resource: r, Key: k, Type: e.typ,
+						RV: formatRV(e.rv), e: e, prev: prev})
+				}
+				prev = e
+			}
+			if len(keep) == 0 {
+				delete(h.objs, k)
+			} else {
+				h.objs[k] = keep
+			}
+		}
+		rec := h.rec[:0]
+		for _, e := range h.rec {
+			if e.rv <= start {
+				rec = append(rec, e)
+			}
+		}
+		h.rec = rec
+	}
+	sort.SliceStable(env.Changes, func(i, j int) bool { return env.Changes[i].e.rv < env.Changes[j].e.rv })
+	// Times only grow along the timeline: a change the recording showed
+	// late (in a LIST, after later changes were watched) happened before
+	// them, and is due with the first of them.
+	for i := len(env.Changes) - 2; i >= 0; i-- {
+		if env.Changes[i].Time > env.Changes[i+1].Time {
+			env.Changes[i].Time = env.Changes[i+1].Time
+		}
+	}
+	return env
+}

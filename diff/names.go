@@ -1,0 +1,159 @@
+package diff
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Generated names. An object created with metadata.generateName gets its
+// name from the apiserver (generateName and 5 random characters,
+// k8s.io/apiserver's SimpleNameGenerator), so the same create has another
+// name in every run. diff names such an object, in each session, after
+// how it was made: its generateName, its controlling owner (unless the
+// generateName starts with the owner's name, as the Pods of a ReplicaSet
+// do) and its place among the successful creates of that generateName and
+// owner in the session, in the order their answers arrived:
+// "web-796cf5c97c-#1" is the first Pod created as "web-796cf5c97c-". The
+// name is the same in two sessions that made the same creates, and it
+// replaces the server's name wherever diff reads one — paths, object
+// names, every string of every document (an Event's message "Created pod:
+// web-796cf5c97c-kwr78", its involvedObject, a name built on a generated
+// one such as "web-796cf5c97c-kwr78.18ebe7f5bced6957") — so that the
+// creates, and everything about the objects they made, pair by how they
+// were made, not by the name the server drew. Report.Pairing says which
+// server name in A is which in B.
+
+// genSuffixLen is the length of the random suffix the apiserver appends
+// to a generateName (k8s.io/apiserver/pkg/storage/names: 5).
+const genSuffixLen = 5
+
+// maxGenerated bounds the generated names a session's table holds: past
+// it, names are left as the server gave them (a session of more creates
+// than that compares them by name, as before).
+const maxGenerated = 1 << 20
+
+// names is one session's table of generated names: the server's name →
+// the name diff uses. The zero value is empty; canon on an empty table
+// returns its argument. Not safe for concurrent use.
+type names struct {
+	canon    map[string]string // server name → canonical name
+	prefixes []string          // distinct generateNames (as sent), to find names inside strings
+	isPrefix map[string]bool
+	ord      map[string]int // resource, namespace, generateName, owner → creates so far
+	made     []generated    // in the order they were registered
+}
+
+// generated is one object whose name the server generated.
+type generated struct {
+	obj       Object // Name is the canonical name
+	server    string // the name the server gave
+	exchange  int64  // the create
+	generate  string // metadata.generateName as sent
+	ownerKind string
+	ownerName string // as sent
+}
+
+// register notes that the create of exchange id (resource o, namespace
+// ns) with generateName gen and controlling owner (ownerKind, ownerName),
+// got the name server; it returns the canonical name.
+func (n *names) register(o Object, gen, ownerKind, ownerName, server string, id int64) string {
+	if n.canon == nil {
+		n.canon, n.isPrefix, n.ord = map[string]string{}, map[string]bool{}, map[string]int{}
+	}
+	if c, ok := n.canon[server]; ok {
+		return c
+	}
+	if len(n.canon) >= maxGenerated || !strings.HasPrefix(server, gen) {
+		return server
+	}
+	cgen := n.canonString(gen)
+	cowner := n.canonString(ownerName)
+	label := cgen + "#"
+	if ownerName != "" && !strings.HasPrefix(gen, ownerName) {
+		label += ownerKind + "/" + cowner + "#"
+	}
+	k := o.Group + "\x00" + o.Resource + "\x00" + o.Namespace + "\x00" + label
+	n.ord[k]++
+	c := label + strconv.Itoa(n.ord[k])
+	n.canon[server] = c
+	if !n.isPrefix[gen] && gen != "" {
+		n.isPrefix[gen] = true
+		n.prefixes = append(n.prefixes, gen)
+	}
+	o.Name = c
+	n.made = append(n.made, generated{obj: o, server: server, exchange: id, generate: gen, ownerKind: ownerKind, ownerName: ownerName})
+	return c
+}
+
+// empty reports whether the table holds no name (canon is then the
+// identity, and costs nothing).
+func (n *names) empty() bool { return n == nil || len(n.canon) == 0 }
+
+// canonString replaces every generated name in s (a whole name, or one
+// inside a message, a path, a longer name) by its canonical name. A name
+// inside s counts where it is not part of a longer name: the bytes
+// around it are not lower-case letters, digits or '-'.
+func (n *names) canonString(s string) string {
+	if n.empty() || len(s) < genSuffixLen+1 {
+		return s
+	}
+	if c, ok := n.canon[s]; ok {
+		return c
+	}
+	var b strings.Builder
+	last := 0
+	for i := 0; i < len(s); {
+		best, bestLen := "", 0
+		if i == 0 || !nameByte(s[i-1]) {
+			for _, p := range n.prefixes {
+				end := i + len(p) + genSuffixLen
+				if end > len(s) || !strings.HasPrefix(s[i:], p) || (end < len(s) && nameByte(s[end])) {
+					continue
+				}
+				if c, ok := n.canon[s[i:end]]; ok && end-i > bestLen {
+					best, bestLen = c, end-i
+				}
+			}
+		}
+		if bestLen == 0 {
+			i++
+			continue
+		}
+		b.WriteString(s[last:i])
+		b.WriteString(best)
+		i += bestLen
+		last = i
+	}
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+// canonBytes is canonString for bytes; it returns b itself when nothing
+// is replaced.
+func (n *names) canonBytes(b []byte) []byte {
+	if n.empty() || len(b) < genSuffixLen+1 || !n.mayHold(b) {
+		return b
+	}
+	s := n.canonString(string(b))
+	if len(s) == len(b) && s == string(b) {
+		return b
+	}
+	return []byte(s)
+}
+
+// mayHold is a quick check: does b contain any generateName?
+func (n *names) mayHold(b []byte) bool {
+	for _, p := range n.prefixes {
+		if strings.Contains(string(b), p) {
+			return true
+		}
+	}
+	return false
+}
+
+// nameByte: a byte of a DNS-1123 label (what a generated name is made of
+// around its suffix).
+func nameByte(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' }

@@ -1,0 +1,373 @@
+package replay
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/wtrace/wtrace/apiserver/world"
+)
+
+// A replay that answers writes (WritesAnswer, WritesApply) is an
+// apiserver whose world is the recording's environment: every read is
+// answered from the world when it arrives, the run's writes land in it,
+// and the environment's changes (world.Environment) are applied to it one
+// by one, paced by the driver below.
+
+// Pace says when a replay that answers writes applies the environment's
+// next change.
+type Pace string
+
+const (
+	// PaceRecorded (the default) applies each change at its recorded
+	// time, scaled by Options.Speed, on a timeline that starts with the
+	// run's first request (mapped to the first request of the clients
+	// under test in the recording). Speed 0 applies them as fast as
+	// possible.
+	PaceRecorded Pace = "recorded"
+	// PaceQuiet applies the next change once the clients have been quiet:
+	// no request but watches in flight, and none begun or ended for
+	// Options.QuietWindow (nor a change applied). A controller reconciles
+	// each change before the next, a test runs as fast as the controller,
+	// and every run sees the same sequence.
+	PaceQuiet Pace = "quiet"
+)
+
+// DefaultQuietWindow is the QuietWindow a zero Options means.
+const DefaultQuietWindow = 300 * time.Millisecond
+
+// ParsePace reads a Pace by name ("" is PaceRecorded).
+func ParsePace(s string) (Pace, error) {
+	switch p := Pace(s); p {
+	case "":
+		return PaceRecorded, nil
+	case PaceRecorded, PaceQuiet:
+		return p, nil
+	}
+	return "", fmt.Errorf("replay: pace %q: want recorded or quiet", s)
+}
+
+// causal reports whether the server answers from a Live world.
+func (s *Server) causal() bool { return s.env != nil }
+
+// activity tracks what the clients are doing, for PaceQuiet and Settle.
+type activity struct {
+	inflight atomic.Int64  // requests in flight that are not watches
+	last     atomic.Int64  // UnixNano (the server's clock) of the last activity: a request begun or ended, a change applied
+	wake     chan struct{} // a token when a request ends (buffered, one)
+}
+
+func newActivity() *activity { return &activity{wake: make(chan struct{}, 1)} }
+
+// begin notes a request's arrival; watch says it is a watch, which stays
+// in flight for its whole life and does not count as busy.
+func (a *activity) begin(now time.Time, watch bool) {
+	a.last.Store(now.UnixNano())
+	if !watch {
+		a.inflight.Add(1)
+	}
+}
+
+// end notes the end of a request begun with watch false.
+func (a *activity) end(now time.Time) {
+	a.last.Store(now.UnixNano())
+	a.inflight.Add(-1)
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+// quietAt is when the clients will have been quiet for window, if nothing
+// happens before: the far future while a request is in flight.
+func (a *activity) quietAt(now time.Time, window time.Duration) time.Time {
+	if a.inflight.Load() > 0 {
+		return now.Add(100 * 365 * 24 * time.Hour)
+	}
+	return time.Unix(0, a.last.Load()).Add(window)
+}
+
+// envDriver applies the environment's changes to the world.
+type envDriver struct {
+	s       *Server
+	pace    Pace
+	window  time.Duration
+	start   sync.Once
+	done    chan struct{} // closed when every change was applied (or Close)
+	applied atomic.Int64
+	dropped atomic.Int64
+}
+
+func newEnvDriver(s *Server, pace Pace, window time.Duration) *envDriver {
+	if window <= 0 {
+		window = DefaultQuietWindow
+	}
+	return &envDriver{s: s, pace: pace, window: window, done: make(chan struct{})}
+}
+
+// begin starts the environment's timeline at the run's first request.
+func (d *envDriver) begin(now time.Time) {
+	d.start.Do(func() {
+		d.s.handlers.Add(1)
+		go d.run(now)
+	})
+}
+
+// run applies the changes, paced, until none is left or the server
+// closes. origin is the arrival of the run's first request.
+func (d *envDriver) run(origin time.Time) {
+	defer d.s.handlers.Done()
+	defer close(d.done)
+	env := d.s.store.Environment()
+	timer := d.s.clock.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		c, ok := d.s.store.NextChange()
+		if !ok {
+			d.s.log.Info("replay: the environment is played", "applied", d.applied.Load(), "dropped", d.dropped.Load())
+			return
+		}
+		var due time.Time
+		switch {
+		case d.pace == PaceQuiet:
+			due = d.s.act.quietAt(d.s.clock.Now(), d.window)
+		case d.s.speed > 0:
+			due = origin.Add(time.Duration(float64(c.Time-env.Start) / d.s.speed))
+		}
+		for {
+			now := d.s.clock.Now()
+			if !due.After(now) {
+				if d.pace != PaceQuiet {
+					break
+				}
+				if q := d.s.act.quietAt(now, d.window); !q.After(now) {
+					break
+				} else {
+					due = q
+				}
+			}
+			timer.Reset(due.Sub(now))
+			select {
+			case <-d.s.ctx.Done():
+				return
+			case <-timer.C():
+			case <-d.s.act.wake:
+				if d.pace == PaceQuiet {
+					due = d.s.act.quietAt(d.s.clock.Now(), d.window)
+				}
+			}
+		}
+		a, ok := d.s.store.ApplyNext()
+		if !ok {
+			continue
+		}
+		d.s.act.last.Store(d.s.clock.Now().UnixNano())
+		d.note(a)
+	}
+}
+
+// note logs what was done with one change.
+func (d *envDriver) note(a world.Applied) {
+	attrs := []any{"change", a.Type.String(), "resource", a.Resource.Resource, "object", a.Key.String(),
+		"recorded-rv", a.Change.RV, "rv", a.Served, "how", a.Outcome}
+	if a.Key != a.Change.Key {
+		attrs = append(attrs, "recorded-object", a.Change.Key.String())
+	}
+	if a.Reason != "" {
+		attrs = append(attrs, "why", a.Reason)
+	}
+	if a.Outcome == world.AppliedDropped {
+		d.dropped.Add(1)
+		d.s.log.Info("replay: environment change dropped", attrs...)
+		return
+	}
+	d.applied.Add(1)
+	d.s.log.Debug("replay: environment change applied", attrs...)
+}
+
+// EnvironmentDone returns a channel closed once every change of the
+// environment was applied (nil for a replay that does not answer writes).
+func (s *Server) EnvironmentDone() <-chan struct{} {
+	if s.env == nil {
+		return nil
+	}
+	return s.env.done
+}
+
+// Settle waits until the environment was played (a replay that answers
+// writes) and the clients have then been quiet for window: no request but
+// watches in flight, and none begun or ended (the run is over). It
+// returns false when done is closed first or the server closes.
+func (s *Server) Settle(done <-chan struct{}, window time.Duration) bool {
+	if s.env != nil {
+		select {
+		case <-s.env.done:
+		case <-done:
+			return false
+		case <-s.ctx.Done():
+			return false
+		}
+	}
+	tick := time.NewTicker(max(window/8, 5*time.Millisecond))
+	defer tick.Stop()
+	for {
+		now := s.clock.Now()
+		if !s.act.quietAt(now, window).After(now) {
+			return true
+		}
+		select {
+		case <-tick.C:
+		case <-done:
+			return false
+		case <-s.ctx.Done():
+			return false
+		}
+	}
+}
+
+// Environment says what the replay did with the recording's environment
+// so far: the changes applied and dropped (a dropped one names its
+// reason), the clients under test. nil for a replay that does not answer
+// writes.
+func (s *Server) Environment() *EnvironmentReport {
+	if s.env == nil {
+		return nil
+	}
+	env := s.store.Environment()
+	r := &EnvironmentReport{Clients: env.Clients, Changes: len(env.Changes), Behaviour: env.Behaviour,
+		Requests: env.Requests, Writes: env.Writes}
+	for _, a := range s.store.AppliedChanges() {
+		if a.Outcome == world.AppliedDropped {
+			r.Dropped = append(r.Dropped, a)
+		} else {
+			r.Applied++
+		}
+	}
+	return r
+}
+
+// EnvironmentReport is what Server.Environment returns.
+type EnvironmentReport struct {
+	// Clients names the clients under test ("all", their selectors, or
+	// "none").
+	Clients string
+	// Changes counts the environment's changes; Applied those applied so
+	// far; Dropped those that had nothing to apply to, with why.
+	Changes, Applied int
+	Dropped          []world.Applied
+	// Requests and Writes count the recorded requests and successful
+	// writes of the clients under test; Behaviour the versions of objects
+	// their writes made (the expected output, left out of the world).
+	Requests, Writes, Behaviour int
+}
+
+// String is a one-line summary.
+func (r *EnvironmentReport) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "environment: %d of %d changes applied", r.Applied, r.Changes)
+	if len(r.Dropped) > 0 {
+		fmt.Fprintf(&b, ", %d dropped", len(r.Dropped))
+	}
+	fmt.Fprintf(&b, "; clients under test (%s): %d recorded requests, %d writes, %d versions left out as their behaviour",
+		r.Clients, r.Requests, r.Writes, r.Behaviour)
+	return b.String()
+}
+
+// DeliveryWait bounds how long a write's answer waits for its watch events
+// to have gone out (see deliveries).
+const DeliveryWait = 100 * time.Millisecond
+
+// deliveries holds a write's answer until the watch events it caused have
+// gone out to every watcher of the world (DeliveryWait at most): a client
+// that reads its informer's cache right after its write's answer finds
+// its write there, as it mostly does against a real apiserver, whose
+// writes take etcd's milliseconds while its watch cache follows within
+// one. Without it, a replay that answers at once sends the answer before
+// the event, and controllers that sync again at once act on caches a
+// write behind (conflicts a real run does not have).
+type deliveries struct {
+	mu      sync.Mutex
+	watches map[*world.Watch]struct{}
+	ch      chan struct{} // closed and replaced when a watch caught up
+}
+
+func newDeliveries() *deliveries {
+	return &deliveries{watches: map[*world.Watch]struct{}{}, ch: make(chan struct{})}
+}
+
+func (d *deliveries) add(wt *world.Watch) {
+	d.mu.Lock()
+	d.watches[wt] = struct{}{}
+	d.mu.Unlock()
+}
+
+func (d *deliveries) remove(wt *world.Watch) {
+	d.mu.Lock()
+	delete(d.watches, wt)
+	d.mu.Unlock()
+	d.caughtUp()
+}
+
+// caughtUp says that a watch has sent everything it had.
+func (d *deliveries) caughtUp() {
+	d.mu.Lock()
+	close(d.ch)
+	d.ch = make(chan struct{})
+	d.mu.Unlock()
+}
+
+// wait returns once every watch has caught up to served resourceVersion
+// rv, after DeliveryWait, or when done is closed.
+func (d *deliveries) wait(rv uint64, done <-chan struct{}) {
+	deadline := time.NewTimer(DeliveryWait)
+	defer deadline.Stop()
+	for {
+		d.mu.Lock()
+		behind := false
+		for wt := range d.watches {
+			if wt.Caught() < rv {
+				behind = true
+				break
+			}
+		}
+		ch := d.ch
+		d.mu.Unlock()
+		if !behind {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			return
+		case <-done:
+			return
+		}
+	}
+}
+
+// routeWorld decides how a replay that answers writes answers a request:
+// from the world, whatever the recording holds, for every resource it
+// knows; the rest (discovery, /version, paths that are no resource) as the
+// recording has it or as synthesized.
+func (s *Server) routeWorld(r *http.Request, q query, body []byte) route {
+	if s.storeHandles(q.path) || isWrite(q.method) {
+		if q.watch && q.method == http.MethodGet {
+			return s.storeWatchRoute(r, q)
+		}
+		if resp, ok := s.store.Serve(stateRequest(r, q, body)); ok {
+			if resp.Changed {
+				s.deliv.wait(s.store.LastRV(), r.Context().Done())
+			}
+			return storeRoute(resp)
+		}
+		if isWrite(q.method) {
+			if t, ok := world.ParsePath(q.path); ok && t.Resource.Resource != "" {
+				return s.notFound(q)
+			}
+		}
+	}
+	return s.routeOther(r, q)
+}
