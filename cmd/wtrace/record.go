@@ -8,7 +8,6 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -19,6 +18,7 @@ import (
 	"github.com/wtrace/wtrace/capture/tlsdec"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/internal/hostfilter"
+	"github.com/wtrace/wtrace/internal/progress"
 	"github.com/wtrace/wtrace/internal/units"
 )
 
@@ -208,9 +208,9 @@ func runRecord(o *recordOptions) error {
 		return err
 	}
 	warnKeepSecrets(s, o)
-	prog := newProgress(s.err)
+	prog := progress.New(s.err, isTerminal(s.err))
 	var res capture.Result
-	err = interruptible(s, prog.clear, "Stopping: finishing the session file (Ctrl-C again to abort)", "Aborted: nothing was written over "+o.out+".",
+	err = interruptible(s, prog.Clear, "Stopping: finishing the session file (Ctrl-C again to abort)", "Aborted: nothing was written over "+o.out+".",
 		func(ctx context.Context) (err error) {
 			res, err = capture.RecordPcap(ctx, in, capture.PcapOptions{
 				Options:       capture.Options{Port: o.port, MaxBuffered: o.maxBuffered, MaxConns: o.maxConns, KeepSecrets: o.keepSecrets, KeyLog: keys},
@@ -223,12 +223,12 @@ func runRecord(o *recordOptions) error {
 					if size > 0 {
 						pct = fmt.Sprintf(" (%d%%)", read*100/size)
 					}
-					prog.show("%s read%s  %d packets%s", units.Bytes(read), pct, st.Packets, counts(st))
+					prog.Show("%s read%s  %d packets%s", units.Bytes(read), pct, st.Packets, counts(st))
 				},
 			})
 			return err
 		})
-	prog.clear()
+	prog.Clear()
 	if errors.Is(err, pcapfile.ErrNotCapture) {
 		return withHint(fmt.Errorf("%s is not a packet capture (pcap or pcapng)", name),
 			"capture with: tcpdump -i lo -w capture.pcap tcp port 8001")
@@ -346,48 +346,4 @@ func loadKeyLog(path string) (*tlsdec.KeyLog, error) {
 			"a key log has lines like: CLIENT_TRAFFIC_SECRET_0 <client random> <secret>")
 	}
 	return keys, nil
-}
-
-// progress is the one-line status a recording shows on stderr when it is
-// a terminal (and nowhere otherwise: a nil *progress does nothing). Safe
-// for concurrent use.
-type progress struct {
-	w     io.Writer
-	mu    sync.Mutex
-	last  time.Time
-	shown bool
-}
-
-func newProgress(w io.Writer) *progress {
-	if !isTerminal(w) {
-		return nil
-	}
-	return &progress{w: w}
-}
-
-// show replaces the status line, at most five times a second.
-func (p *progress) show(format string, a ...any) {
-	if p == nil {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if now := time.Now(); now.Sub(p.last) >= 200*time.Millisecond {
-		p.last = now
-		fmt.Fprintf(p.w, "\r\033[K"+format, a...)
-		p.shown = true
-	}
-}
-
-// clear removes the status line, so that other lines can be printed.
-func (p *progress) clear() {
-	if p == nil {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.shown {
-		fmt.Fprint(p.w, "\r\033[K")
-		p.shown = false
-	}
 }

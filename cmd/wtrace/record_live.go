@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,6 +24,7 @@ import (
 	"github.com/wtrace/wtrace/capture/tlsdec"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/internal/hostfilter"
+	"github.com/wtrace/wtrace/internal/progress"
 	"github.com/wtrace/wtrace/internal/units"
 )
 
@@ -114,30 +114,6 @@ func (o *recordOptions) validate(c *cobra.Command) error {
 	return nil
 }
 
-// resolveHosts turns --host values (addresses or names) into addresses.
-func resolveHosts(hosts []string) ([]netip.Addr, error) {
-	var out []netip.Addr
-	for _, h := range hosts {
-		if a, err := netip.ParseAddr(h); err == nil {
-			out = append(out, a.Unmap())
-			continue
-		}
-		ips, err := net.LookupIP(h)
-		if err != nil {
-			return nil, withHint(fmt.Errorf("--host %s: %w", h, err), "give an IP address, e.g. --host 127.0.0.1")
-		}
-		for _, ip := range ips {
-			if a, ok := netip.AddrFromSlice(ip); ok {
-				out = append(out, a.Unmap())
-			}
-		}
-	}
-	if len(out) > live.MaxHosts {
-		return nil, &usageError{fmt.Errorf("--host: %d addresses; at most %d", len(out), live.MaxHosts)}
-	}
-	return out, nil
-}
-
 // liveError explains why a live capture could not start.
 func liveError(err error, iface string) error {
 	switch {
@@ -158,9 +134,9 @@ func runRecordIface(o *recordOptions) error {
 	if err := noOverwrite([]string{o.out, o.pcapOut}, o.keylog); err != nil {
 		return err
 	}
-	hosts, err := resolveHosts(o.hosts)
+	hosts, err := live.ResolveHosts(o.hosts)
 	if err != nil {
-		return err
+		return withHint(&usageError{fmt.Errorf("--host: %w", err)}, "give at most %d IP addresses, e.g. --host 127.0.0.1", live.MaxHosts)
 	}
 	recOpts := capture.Options{Port: o.port, MaxBuffered: o.maxBuffered, MaxConns: o.maxConns, KeepSecrets: o.keepSecrets}
 	if o.keylog != "" {
@@ -193,7 +169,7 @@ func runRecordIface(o *recordOptions) error {
 		pcapOut = bufio.NewWriterSize(w, 1<<20)
 	}
 	warnKeepSecrets(s, o)
-	prog := newProgress(s.err)
+	prog := progress.New(s.err, isTerminal(s.err))
 	fmt.Fprintf(s.err, "Capturing on %s (%s); Ctrl-C to finish.\n", o.iface, filter)
 	start := time.Now()
 	opts := live.RecordOptions{
@@ -201,7 +177,7 @@ func runRecordIface(o *recordOptions) error {
 		Recorder: recOpts,
 		Tool:     "wtrace " + toolVersion(),
 		OnTick: func(st capture.Stats) {
-			prog.show("%s  %d packets%s", time.Since(start).Round(time.Second), st.Packets, counts(st))
+			prog.Show("%s  %d packets%s", time.Since(start).Round(time.Second), st.Packets, counts(st))
 		},
 	}
 	opts.Output.OnRotate = rotated(s, prog)
@@ -212,12 +188,12 @@ func runRecordIface(o *recordOptions) error {
 		}
 	}
 	var res capture.Result
-	err = interruptible(s, prog.clear, "Stopping: finishing the session file (Ctrl-C again to abort)", abortedLive,
+	err = interruptible(s, prog.Clear, "Stopping: finishing the session file (Ctrl-C again to abort)", abortedLive,
 		func(ctx context.Context) (err error) {
 			res, err = live.Record(ctx, h, opts)
 			return err
 		})
-	prog.clear()
+	prog.Clear()
 	if pcapFile != nil {
 		if cerr := pcapFile.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("writing %s: %w", o.pcapOut, cerr)
@@ -245,9 +221,9 @@ func runRecordIface(o *recordOptions) error {
 const abortedLive = "Aborted: the session file is readable up to its last complete block."
 
 // rotated reports each new part of a rotated recording.
-func rotated(s streams, prog *progress) func(finished, next string) {
+func rotated(s streams, prog *progress.Line) func(finished, next string) {
 	return func(finished, next string) {
-		prog.clear()
+		prog.Clear()
 		fmt.Fprintf(s.err, "Finished %s; recording into %s\n", finished, next)
 	}
 }
@@ -313,7 +289,7 @@ func runRecordProxy(o *recordOptions) error {
 		return listenError(err, listen)
 	}
 	warnKeepSecrets(s, o)
-	prog := newProgress(s.err)
+	prog := progress.New(s.err, isTerminal(s.err))
 	start := time.Now()
 	var url, certPath string
 	opts := proxy.RecordOptions{
@@ -321,7 +297,7 @@ func runRecordProxy(o *recordOptions) error {
 			AcceptHosts: hostfilter.Split(o.acceptHosts), RejectPaths: hostfilter.Split(o.rejectPaths)},
 		Output: output(o, kubeconfigs...),
 		Tee: capture.TeeOptions{KeepSecrets: o.keepSecrets, OnTick: func(st capture.Stats) {
-			prog.show("%s  %s proxied%s", time.Since(start).Round(time.Second), units.Bytes(st.Bytes), counts(st))
+			prog.Show("%s  %s proxied%s", time.Since(start).Round(time.Second), units.Bytes(st.Bytes), counts(st))
 		}},
 		Tool: "wtrace " + toolVersion(),
 		OnStart: func(p *proxy.Proxy, _ *capture.Tee) {
@@ -341,12 +317,12 @@ func runRecordProxy(o *recordOptions) error {
 	}
 	opts.Output.OnRotate = rotated(s, prog)
 	var res capture.Result
-	err = interruptible(s, prog.clear, "Stopping: finishing the session file (Ctrl-C again to abort)", abortedLive,
+	err = interruptible(s, prog.Clear, "Stopping: finishing the session file (Ctrl-C again to abort)", abortedLive,
 		func(ctx context.Context) (err error) {
 			res, err = proxy.Record(ctx, cl, ln, opts)
 			return err
 		})
-	prog.clear()
+	prog.Clear()
 	if certPath != "" {
 		os.Remove(certPath)
 	}
