@@ -203,3 +203,31 @@ func TestKubectlProxyReference(t *testing.T) {
 		}
 	}
 }
+
+// FuzzCheck: whatever the Host and path, the default filter never panics,
+// serves only the loopback hosts, and refuses a path of exec, attach or
+// portforward whatever its Host.
+func FuzzCheck(f *testing.F) {
+	for _, c := range filterCases {
+		f.Add(c.host, c.path)
+	}
+	filt, err := New(nil, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	rejects := regexp.MustCompile(`^/api/.*/pods/.*/(exec|attach|portforward)`)
+	f.Fuzz(func(t *testing.T, host, p string) {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Host, r.URL.Path = host, p
+		err := filt.Check(r)
+		if err != nil {
+			return
+		}
+		if h := Host(host); h != "localhost" && h != "127.0.0.1" && h != "[::1]" {
+			t.Fatalf("Check(Host %q) served; its host %q is not loopback", host, h)
+		}
+		if rejects.MatchString(p) {
+			t.Fatalf("Check(path %q) served", p)
+		}
+	})
+}
