@@ -17,19 +17,21 @@ import (
 // fails to parse it (APIObjectVersioner.ParseResourceVersion), and the
 // error reaches the client as an internal one (a LIST from the same
 // resourceVersion is a 400 BadRequest, the world's answer). Checked
-// against the real binary by TestWatchInvalidRV. ok is false when rv is a
-// number (or "", "0"), or when the session recorded a watch from this very
-// resourceVersion (its recording is served).
-func (s *Server) invalidRVWatch(q query, cands []*recorded) (rt route, ok bool) {
+// against the real binary by TestWatchInvalidRV. ok is false for a request
+// that is no watch, when rv is a number (or "", "0"), or when the session
+// recorded a watch from this very resourceVersion (its recording is
+// served), whatever answers the watch otherwise (the world or the
+// recording).
+func (s *Server) invalidRVWatch(q query) (rt route, ok bool) {
 	rv := q.rawRV
-	if rv == "" || rv == "0" {
+	if !q.watch || rv == "" || rv == "0" {
 		return route{}, false
 	}
 	_, err := strconv.ParseUint(rv, 10, 64)
 	if err == nil {
 		return route{}, false
 	}
-	for _, x := range cands {
+	for _, x := range s.m.byKey[q.key] {
 		if x.q.rawRV == rv {
 			return route{}, false
 		}

@@ -254,6 +254,9 @@ func (s *Server) pick(xs []*recorded, ck string) *recorded {
 }
 
 func (s *Server) route(r *http.Request, q query, body []byte) route {
+	if rt, ok := s.invalidRVWatch(q); ok { // invalidrv.go
+		return rt
+	}
 	if s.causal() {
 		return s.routeWorld(r, q, body)
 	}
@@ -324,9 +327,6 @@ func (s *Server) applied(path string) bool {
 
 func (s *Server) routeWatch(r *http.Request, q query) route {
 	cands := s.m.byKey[q.key]
-	if rt, ok := s.invalidRVWatch(q, cands); ok {
-		return rt
-	}
 	if (q.rv == "" || q.sie) && s.applied(q.path) {
 		return s.storeWatchRoute(r, q)
 	}
