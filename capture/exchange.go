@@ -3,13 +3,13 @@ package capture
 import (
 	"fmt"
 	"mime"
-	"net/url"
 	"strings"
 
 	"github.com/wtrace/wtrace/capture/redact"
 	"github.com/wtrace/wtrace/chunked"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
+	"github.com/wtrace/wtrace/internal/apipath"
 )
 
 const (
@@ -32,44 +32,107 @@ type exchange struct {
 	id   int64
 	conn uint64
 
-	watch      bool // the request asked for a watch
-	watchKnown bool // false when the request was not captured
-	method     string
+	method string
+	reqOff int64
 
-	reqOff   int64
-	reqEnded bool
-	reqCT    string // request Content-Type
-	reqEnc   string // request Content-Encoding
+	// What few exchanges need (allocated at the first need): the request's
+	// Content-Type and Content-Encoding, what redaction replaced, the
+	// response's last-chunk extensions.
+	aux *exchangeAux
+	// Redaction (nil streams when Secret values are kept): the streams
+	// that redact opaque bodies by content as they arrive.
+	reqRS  *redactStream
+	respRS *redactStream
 
-	// Redaction (nil streams when Secret values are kept): what was
-	// replaced in each direction, and the streams that redact opaque
-	// bodies by content as they arrive.
-	secret  bool // the request addresses Secrets: its body is one (a patch, a create)
-	reqRep  redact.Report
-	respRep redact.Report
-	reqRS   *redactStream
-	respRS  *redactStream
-
-	resp     *formats.Response // nil until the head is known
-	emitted  bool              // resp has been written
-	pending  []formats.Record  // chunk records held until resp is written
-	format   frame.Format
-	split    *frame.Splitter
-	dec      *pushDecoder
-	decErr   bool
-	sniffing bool
-	sniff    []byte
-	resync   bool // start the splitter in resync mode (body captured from its middle)
+	resp    *formats.Response // the response head, until it is written (nil before and after)
+	respCT  string            // the response's Content-Type
+	respEnc string            // and its Content-Encoding
+	pending []formats.Record  // chunk records held until resp is written
+	split   *frame.Splitter
+	dec     *pushDecoder
+	sniff   []byte
 
 	raw     int64 // body bytes seen (after transfer decoding, before content decoding)
 	bodyOff int64 // next Body record offset (opaque bodies)
 	seq     int64
 	skipped int64 // Skipped() of the splitter already reported
-	gapped  bool
-	ended   bool
 	t       int64 // time of the last input
 
-	lastExt string // the response's last-chunk extensions (HTTP/1.1 chunked)
+	// Flags, together (an open watch's exchange may live for hours: its
+	// size counts).
+	watch      bool // the request asked for a watch
+	watchKnown bool // false when the request was not captured
+	reqEnded   bool
+	secret     bool // the request addresses Secrets: its body is one (a patch, a create)
+	hasResp    bool // the response head is known
+	respMid    bool // the response was captured from its middle (its head is unknown)
+	emitted    bool // the response head has been written
+	format     frame.Format
+	decErr     bool
+	sniffing   bool
+	resync     bool // start the splitter in resync mode (body captured from its middle)
+	gapped     bool
+	ended      bool
+}
+
+// exchangeAux is what only some exchanges need: kept apart, since an
+// open watch's exchange may live for hours and its size counts.
+type exchangeAux struct {
+	reqCT, reqEnc string        // the request's Content-Type and Content-Encoding (and transfer codings)
+	respTE        string        // the response's transfer codings besides chunked
+	lastExt       string        // the response's last-chunk extensions (HTTP/1.1 chunked)
+	req, resp     redact.Report // what redaction replaced in each direction
+}
+
+// more returns x's auxiliary state, allocating it at the first need.
+func (x *exchange) more() *exchangeAux {
+	if x.aux == nil {
+		x.aux = new(exchangeAux)
+	}
+	return x.aux
+}
+
+// rep returns the Report of direction dir.
+func (x *exchange) rep(dir formats.Direction) *redact.Report {
+	if dir == formats.ClientToServer {
+		return &x.more().req
+	}
+	return &x.more().resp
+}
+
+// transferCoding notes the transfer codings besides chunked of direction
+// dir's body ("gzip"), before its head is handled (the response's) or its
+// body arrives (the request's). They apply after any content coding:
+// redaction and event splitting read the body through both, a content
+// coding first — and what cannot be decoded so is replaced (fail closed),
+// a body stored gzip'd by its transfer coding is never stored unjudged.
+func (x *exchange) transferCoding(dir formats.Direction, coding string) {
+	a := x.more()
+	if dir == formats.ClientToServer {
+		a.reqEnc = stackCodings(a.reqEnc, coding)
+	} else {
+		a.respTE = coding
+	}
+}
+
+// stackCodings returns the coding of a body content-coded ce, then
+// transfer-coded te: one of them alone, or both listed (which no decoder
+// here takes: the body is then replaced, fail closed).
+func stackCodings(ce, te string) string {
+	if ce == "" || strings.EqualFold(strings.TrimSpace(ce), "identity") {
+		return te
+	}
+	if te == "" {
+		return ce
+	}
+	return ce + ", " + te
+}
+
+// setLastExt notes the response's last-chunk extensions.
+func (x *exchange) setLastExt(ext string) {
+	if ext != "" || x.aux != nil {
+		x.more().lastExt = ext
+	}
 }
 
 // newExchange starts an exchange with its request (req.Missing for one
@@ -85,12 +148,18 @@ func (s *session) newExchange(conn uint64, req formats.Request) *exchange {
 	req.Conn = conn
 	if !req.Missing {
 		x.watchKnown = true
-		x.watch = isWatchTarget(req.Target)
+		x.watch = apipath.IsWatch(req.Method, req.Target)
 		x.secret = s.secrets != nil && redact.SecretPath(req.Target)
-		x.reqCT = strings.Clone(headerValue(req.Header, "Content-Type"))
-		x.reqEnc = strings.Clone(headerValue(req.Header, "Content-Encoding"))
+		if ct, enc := headerValue(req.Header, "Content-Type"), headerValue(req.Header, "Content-Encoding"); ct != "" || enc != "" {
+			a := x.more()
+			a.reqCT, a.reqEnc = strings.Clone(ct), strings.Clone(enc)
+		}
 		// Credentials in the query are never stored, whatever the mode.
-		req.Target = redact.Target(req.Target, &x.reqRep)
+		var rep redact.Report
+		req.Target = redact.Target(req.Target, &rep)
+		if !rep.Empty() {
+			*x.rep(formats.ClientToServer) = rep
+		}
 	} else {
 		x.reqEnded = true
 	}
@@ -124,27 +193,6 @@ func (p *parkedExchange) resume() *exchange {
 		watch: p.watch, watchKnown: p.watchKnown, secret: p.secret, reqEnded: true}
 }
 
-// isWatchTarget reports whether a request-target asks for a watch: the
-// watch query parameter ("true", "1") or the legacy /watch/ path prefix.
-func isWatchTarget(target string) bool {
-	path, query, _ := strings.Cut(target, "?")
-	if strings.HasPrefix(path, "/api/v1/watch/") || strings.Contains(path, "/watch/") && strings.HasPrefix(path, "/apis/") {
-		return true
-	}
-	if query == "" {
-		return false
-	}
-	q, err := url.ParseQuery(query)
-	if err != nil {
-		return strings.Contains(query, "watch=true") || strings.Contains(query, "watch=1")
-	}
-	switch strings.ToLower(q.Get("watch")) {
-	case "true", "1":
-		return true
-	}
-	return false
-}
-
 // requestBody records a piece of the request body.
 func (x *exchange) requestBody(p []byte, t int64) {
 	if x.s.secrets == nil {
@@ -152,7 +200,8 @@ func (x *exchange) requestBody(p []byte, t int64) {
 		return
 	}
 	if x.reqRS == nil {
-		x.reqRS = x.newRedactStream(formats.ClientToServer, &x.reqRep, x.reqCT, x.reqEnc, x.secret, false)
+		a := x.more()
+		x.reqRS = x.newRedactStream(formats.ClientToServer, &a.req, a.reqCT, a.reqEnc, x.secret, false)
 	}
 	x.reqRS.write(p, t)
 }
@@ -181,13 +230,17 @@ func (x *exchange) requestEnd(st formats.EndStatus, t int64, note string) {
 		note = joinNote(note, "stored re-encoded after redaction")
 	}
 	x.s.emit(&formats.End{Exchange: x.id, Dir: formats.ClientToServer, Time: t, Status: st, Size: x.reqOff, Note: note,
-		Redactions: x.redactions(formats.ClientToServer, &x.reqRep, t)})
+		Redactions: x.redactions(formats.ClientToServer, t)})
 }
 
 // redactions returns what redaction replaced in one direction, and
 // records an Anomaly for each region replaced because it could not be
 // parsed.
-func (x *exchange) redactions(dir formats.Direction, rep *redact.Report, t int64) []formats.Redaction {
+func (x *exchange) redactions(dir formats.Direction, t int64) []formats.Redaction {
+	if x.aux == nil {
+		return nil
+	}
+	rep := x.rep(dir)
 	fails, more := rep.Failures()
 	for _, f := range fails {
 		x.s.anomaly(x.conn, x.id, dir, t, formats.AnomalyMalformed, f.Offset, f.Bytes,
@@ -205,8 +258,12 @@ func (x *exchange) response(r formats.Response) {
 	r.Exchange = x.id
 	ct := headerValue(r.Header, "Content-Type")
 	enc := headerValue(r.Header, "Content-Encoding")
+	if x.aux != nil && x.aux.respTE != "" {
+		enc = stackCodings(enc, x.aux.respTE)
+	}
 	r.Encoding = enc
-	x.resp = &r
+	x.respCT, x.respEnc = strings.Clone(ct), strings.Clone(enc)
+	x.resp, x.hasResp, x.respMid = &r, true, r.Midstream
 	x.t = r.Time
 	f := frame.FormatOf(ct, x.watch)
 	switch {
@@ -261,6 +318,10 @@ func (x *exchange) emitResponse() {
 	}
 	x.emitted = true
 	x.s.emit(x.resp)
+	// Of the head, the exchange needs only what it copied (respCT, respEnc,
+	// respMid): the record, its header fields and the head they share
+	// memory with are let go (an open watch may last hours).
+	x.resp = nil
 	for _, r := range x.pending {
 		x.s.emit(r)
 	}
@@ -335,11 +396,11 @@ func (x *exchange) opaque(p []byte, t int64) {
 // (nil when Secret values are kept, or while the body's kind is not
 // decided).
 func (x *exchange) responseStream() *redactStream {
-	if x.respRS != nil || x.s.secrets == nil || x.resp == nil || x.sniffing || x.split != nil || x.ended {
+	if x.respRS != nil || x.s.secrets == nil || !x.hasResp || x.sniffing || x.split != nil || x.ended {
 		return x.respRS
 	}
-	x.respRS = x.newRedactStream(formats.ServerToClient, &x.respRep, headerValue(x.resp.Header, "Content-Type"),
-		x.resp.Encoding, false, x.resp.Midstream)
+	x.respRS = x.newRedactStream(formats.ServerToClient, x.rep(formats.ServerToClient), x.respCT,
+		x.respEnc, false, x.respMid)
 	return x.respRS
 }
 
@@ -348,7 +409,7 @@ func (x *exchange) responseStream() *redactStream {
 func (x *exchange) sniffData(p []byte, t int64) {
 	x.sniff = append(x.sniff, p...)
 	var f frame.Format
-	if x.resp.Midstream {
+	if x.respMid {
 		f = frame.Sniff(x.sniff)
 	} else if len(x.sniff) >= 16 {
 		f = sniffStart(x.sniff)
@@ -380,11 +441,11 @@ func sniffStart(b []byte) frame.Format {
 // decide ends sniffing: it fixes the format and replays the buffered bytes.
 func (x *exchange) decide(f frame.Format, t int64) {
 	x.sniffing = false
-	if f == frame.Unknown && x.resp.Midstream && len(x.sniff) > 0 {
+	if f == frame.Unknown && x.respMid && len(x.sniff) > 0 {
 		x.s.anomaly(x.conn, x.id, formats.ServerToClient, t, formats.AnomalyResync, 0, int64(len(x.sniff)),
 			"no watch event start found in the captured part of a body whose head was not captured; stored as opaque bytes")
 	}
-	x.setFormat(f, x.resp.Encoding)
+	x.setFormat(f, x.respEnc)
 	x.emitResponse()
 	b := x.sniff
 	x.sniff = nil
@@ -441,7 +502,7 @@ func (x *exchange) frame(ev frame.Event, t int64) {
 		}
 		if !rep.Empty() {
 			f.Redacted = rep.Lengths()
-			x.respRep.MergeAt(rep, ev.Offset+int64(len(ev.Pre)))
+			x.rep(formats.ServerToClient).MergeAt(rep, ev.Offset+int64(len(ev.Pre)))
 		}
 	}
 	x.seq++
@@ -499,7 +560,7 @@ func (x *exchange) end(st formats.EndStatus, t int64, trailer []formats.Header, 
 	if x.ended {
 		return
 	}
-	if x.resp == nil {
+	if !x.hasResp {
 		x.requestEnd(st, t, note)
 		x.ended = true
 		return
@@ -541,10 +602,18 @@ func (x *exchange) end(st formats.EndStatus, t int64, trailer []formats.Header, 
 	if len(tail) > 0 && x.s.secrets != nil {
 		var rep redact.Report
 		tail = x.s.secrets.Tail(x.format, tail, &rep)
-		x.respRep.MergeAt(&rep, x.split.Offset()-int64(len(tail)))
+		x.rep(formats.ServerToClient).MergeAt(&rep, x.split.Offset()-int64(len(tail)))
 	}
 	x.s.emit(&formats.End{Exchange: x.id, Dir: formats.ServerToClient, Time: t, Status: st, Size: x.raw,
-		Tail: tail, Trailer: trailer, Note: note, Redactions: x.redactions(formats.ServerToClient, &x.respRep, t), LastExt: x.lastExt})
+		Tail: tail, Trailer: trailer, Note: note, Redactions: x.redactions(formats.ServerToClient, t), LastExt: x.lastExt()})
+}
+
+// lastExt returns the response's last-chunk extensions.
+func (x *exchange) lastExt() string {
+	if x.aux == nil {
+		return ""
+	}
+	return x.aux.lastExt
 }
 
 func joinNote(a, b string) string {

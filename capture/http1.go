@@ -31,7 +31,10 @@ type h1Msg struct {
 	reason  string
 	header  []formats.Header
 
-	chunked   bool // Transfer-Encoding's final coding is chunked
+	chunked bool // Transfer-Encoding's final coding is chunked
+	// teCoding: the transfer codings besides chunked (and identity), in
+	// the order applied ("gzip"); "" if none.
+	teCoding  string
 	hasTE     bool
 	length    int64 // Content-Length, -1 if absent
 	badLength bool  // Content-Length present but invalid or conflicting
@@ -126,9 +129,16 @@ func parseHead(b []byte, request bool) (*h1Msg, error) {
 		value = strings.Trim(value, " \t")
 		switch strings.ToLower(name) {
 		case "transfer-encoding":
+			// Repeated fields are one list (RFC 9110 §5.3); the last coding
+			// frames the body (RFC 9112 §6.3).
 			m.hasTE = true
-			codings := strings.Split(value, ",")
-			m.chunked = strings.EqualFold(strings.TrimSpace(codings[len(codings)-1]), "chunked")
+			for c := range strings.SplitSeq(value, ",") {
+				c = strings.ToLower(strings.TrimSpace(c))
+				m.chunked = c == "chunked"
+				if c != "chunked" && c != "identity" && c != "" {
+					m.teCoding = joinCoding(m.teCoding, c)
+				}
+			}
 		case "content-length":
 			lengths = append(lengths, value)
 		case "upgrade":
@@ -151,6 +161,14 @@ func parseHead(b []byte, request bool) (*h1Msg, error) {
 		m.length = -1
 	}
 	return m, nil
+}
+
+// joinCoding appends coding c to the list of codings a.
+func joinCoding(a, c string) string {
+	if a == "" {
+		return c
+	}
+	return a + ", " + c
 }
 
 func splitLines(b []byte) []string {
@@ -238,12 +256,18 @@ const (
 // requests with responses (keep-alive, pipelining: responses come in request
 // order, RFC 9112 §9.3.2).
 type h1Conn struct {
-	s       *session
-	id      uint64
-	d       [2]h1Dir
-	queue   []queued // requests waiting for their response
-	raw     int64    // bytes not parsed after a protocol switch
-	rawNote string
+	s     *session
+	id    uint64
+	d     [2]h1Dir
+	queue []queued  // requests waiting for their response
+	sw    *h1Switch // the protocol switch (101, CONNECT), if any
+}
+
+// h1Switch counts the bytes after a protocol switch, which are not
+// parsed.
+type h1Switch struct {
+	raw  int64
+	note string // what the switch was
 }
 
 // popQueue takes the oldest request waiting for its response.
@@ -251,7 +275,22 @@ func (c *h1Conn) popQueue() *exchange {
 	x := c.queue[0].exchange()
 	c.queue[0] = queued{} // the array outlives the slot: let x go when it ends
 	c.queue = c.queue[1:]
+	if len(c.queue) == 0 {
+		c.queue = nil // nor keep the array of a connection that waits (a watch)
+	}
 	return x
+}
+
+// endQueue ends every request still waiting for its response. A parked
+// one is resumed only for its end, and let go: the queue may hold
+// hundreds of thousands.
+func (c *h1Conn) endQueue(st formats.EndStatus, t int64, note string) {
+	for i := range c.queue {
+		x := c.queue[i].exchange()
+		c.queue[i] = queued{}
+		x.end(st, t, nil, note)
+	}
+	c.queue = nil
 }
 
 // queued is a request waiting for its response: the exchange, or, behind
@@ -278,23 +317,69 @@ type bufMark struct {
 
 // h1Dir is one direction's parser state.
 type h1Dir struct {
-	c       *h1Conn
-	dir     formats.Direction
-	st      h1State
-	head    []byte
-	scan    int
-	x       *exchange
-	remain  int64
-	ch      *chunked.Decoder
-	trailer []formats.Header
-	buf     []byte    // resync buffer
-	bufAt   []bufMark // when the bytes of buf arrived
+	c      *h1Conn
+	head   []byte
+	scan   int
+	x      *exchange
+	remain int64
+	ch     *chunked.Decoder
+	a      *h1Aux // allocated at the first resync or trailer field
+	off    int64  // stream offset of the next byte
+	dir    formats.Direction
+	st     h1State
 	// lostHead: a gap took the start of the oldest waiting request's
 	// response (h1Midstream finds what follows).
 	lostHead bool
-	off      int64 // stream offset of the next byte
-	skipped  int64 // bytes skipped by the current resync
 	fin      bool
+}
+
+// h1Aux is the state a direction needs only while it resynchronizes or
+// reads a trailer section: kept apart, since an open watch's connection
+// may live for hours and its size counts.
+type h1Aux struct {
+	trailer []formats.Header
+	buf     []byte    // resync buffer
+	bufAt   []bufMark // when the bytes of buf arrived
+	skipped int64     // bytes skipped by the current resync
+}
+
+// aux returns d's auxiliary state, allocating it at the first need.
+func (d *h1Dir) aux() *h1Aux {
+	if d.a == nil {
+		d.a = new(h1Aux)
+	}
+	return d.a
+}
+
+// trailer returns the trailer fields read so far (nil if none).
+func (d *h1Dir) trailer() []formats.Header {
+	if d.a == nil {
+		return nil
+	}
+	return d.a.trailer
+}
+
+// clearTrailer forgets the trailer fields.
+func (d *h1Dir) clearTrailer() {
+	if d.a != nil {
+		d.a.trailer = nil
+	}
+}
+
+// clearBuf empties the resync buffer, keeping its storage.
+func (d *h1Dir) clearBuf() {
+	if d.a != nil {
+		d.a.buf, d.a.bufAt = d.a.buf[:0], d.a.bufAt[:0]
+	}
+}
+
+// resyncPending returns the bytes skipped and buffered by the resync in
+// progress.
+func (d *h1Dir) resyncPending() int64 {
+	if d.a == nil {
+		return 0
+	}
+	return d.a.skipped + int64(len(d.a.buf))
 }
 
 func newH1Conn(s *session, id uint64, midstream [2]bool) *h1Conn {
@@ -345,7 +430,7 @@ func (d *h1Dir) step(p []byte, t int64) int {
 	case h1Resync, h1Midstream, h1ChunkResync:
 		return d.resync(p, t)
 	case h1Raw:
-		d.c.raw += int64(len(p))
+		d.c.sw.raw += int64(len(p))
 		return len(p)
 	}
 	return len(p)
@@ -360,6 +445,18 @@ func (d *h1Dir) readHead(p []byte, t int64) int {
 		}
 		if i > 0 {
 			return i
+		}
+		// Most heads arrive whole: parsed where they are, not copied, so
+		// that an open connection keeps no copy of its last head (nor of
+		// the packet that carried it).
+		if end := headEnd(p, 0); end >= 0 && end <= MaxHeadSize {
+			m, err := parseHead(p[:end], d.dir == formats.ClientToServer)
+			if err != nil {
+				d.malformedAt(t, err, int64(end))
+				return end
+			}
+			d.message(m, t)
+			return end
 		}
 	}
 	old := len(d.head)
@@ -378,26 +475,49 @@ func (d *h1Dir) readHead(p []byte, t int64) int {
 		return len(p)
 	}
 	m, err := parseHead(d.head[:end], d.dir == formats.ClientToServer)
-	d.head = d.head[:0]
-	d.scan = 0
 	if err != nil {
 		d.malformed(t, err)
-		return end - old
 	}
+	// The buffer is kept for the next head cut by a packet's end, unless
+	// it grew large (it holds the rest of the packet too).
+	if cap(d.head) > maxKeptHead {
+		d.head = nil
+	} else {
+		d.head = d.head[:0]
+	}
+	d.scan = 0
+	if err == nil {
+		d.message(m, t)
+	}
+	return end - old
+}
+
+// maxKeptHead bounds the buffer of a head cut across packets that a
+// direction keeps for the next one.
+const maxKeptHead = 1 << 10
+
+// message handles a parsed message head.
+func (d *h1Dir) message(m *h1Msg, t int64) {
 	if m.request {
 		d.request(m, t)
 	} else {
 		d.response(m, t)
 	}
-	return end - old
 }
 
-// malformed records unparsable bytes and starts looking for the next message.
+// malformed records the unparsable bytes of the head buffer and starts
+// looking for the next message.
 func (d *h1Dir) malformed(t int64, err error) {
-	d.c.s.anomaly(d.c.id, formats.NoExchange, d.dir, t, formats.AnomalyMalformed, d.off, int64(len(d.head)),
-		fmt.Sprintf("http/1.1 %s: %v; looking for the next message", d.dir, err))
+	d.malformedAt(t, err, int64(len(d.head)))
 	d.head = d.head[:0]
 	d.scan = 0
+}
+
+// malformedAt records n unparsable bytes at the direction's offset and
+// starts looking for the next message.
+func (d *h1Dir) malformedAt(t int64, err error, n int64) {
+	d.c.s.anomaly(d.c.id, formats.NoExchange, d.dir, t, formats.AnomalyMalformed, d.off, n,
+		fmt.Sprintf("http/1.1 %s: %v; looking for the next message", d.dir, err))
 	d.st = h1Resync
 }
 
@@ -410,6 +530,9 @@ func (d *h1Dir) request(m *h1Msg, t int64) {
 	}
 	c.queue = append(c.queue, queued{x: x})
 	d.x = x
+	if m.teCoding != "" {
+		x.transferCoding(formats.ClientToServer, m.teCoding)
+	}
 	switch {
 	case m.hasTE && m.chunked:
 		d.startChunked()
@@ -429,7 +552,7 @@ func (d *h1Dir) request(m *h1Msg, t int64) {
 	if m.method == "CONNECT" {
 		// The request's response decides; until then nothing more is parsed.
 		d.st = h1Raw
-		c.rawNote = "CONNECT tunnel"
+		c.sw = &h1Switch{note: "CONNECT tunnel"}
 	}
 }
 
@@ -446,6 +569,9 @@ func (d *h1Dir) response(m *h1Msg, t int64) {
 		x = c.s.newExchange(c.id, formats.Request{Time: t, Missing: true})
 	}
 	d.x = x
+	if m.teCoding != "" {
+		x.transferCoding(formats.ServerToClient, m.teCoding)
+	}
 	r := formats.Response{Time: t, Proto: m.proto, Status: m.status, Reason: m.reason, Header: m.header}
 	noBody := x.method == "HEAD" || m.status == 204 || m.status == 304 || m.status < 200
 	switch {
@@ -461,7 +587,7 @@ func (d *h1Dir) response(m *h1Msg, t int64) {
 		if x.method == "CONNECT" {
 			what = "CONNECT tunnel"
 		}
-		c.rawNote = what
+		c.sw = &h1Switch{note: what}
 		c.d[0].st, c.d[1].st = h1Raw, h1Raw
 		return
 	case noBody:
@@ -499,7 +625,7 @@ func (d *h1Dir) response(m *h1Msg, t int64) {
 func (d *h1Dir) startChunked() {
 	d.st = h1Chunked
 	d.ch = chunked.NewDecoder()
-	d.trailer = nil
+	d.clearTrailer()
 }
 
 func (d *h1Dir) readChunked(p []byte, t int64) int {
@@ -512,12 +638,12 @@ func (d *h1Dir) readChunked(p []byte, t int64) int {
 			d.x.chunk(tok.Chunk)
 		}
 	case chunked.Trailer:
-		if len(d.trailer) < maxHeaderFields {
-			d.trailer = append(d.trailer, redact.Header(tok.Name, tok.Value))
+		if a := d.aux(); len(a.trailer) < maxHeaderFields {
+			a.trailer = append(a.trailer, redact.Header(tok.Name, tok.Value))
 		}
 	case chunked.Done:
 		if d.dir == formats.ServerToClient && d.x != nil {
-			d.x.lastExt = tok.Chunk.Ext
+			d.x.setLastExt(tok.Chunk.Ext)
 		}
 		d.bodyEnd(formats.EndComplete, t, "")
 	}
@@ -525,7 +651,7 @@ func (d *h1Dir) readChunked(p []byte, t int64) int {
 		d.c.s.anomaly(d.c.id, d.exchangeID(), d.dir, t, formats.AnomalyMalformed, d.off+int64(n), 0,
 			fmt.Sprintf("chunked body: %v; looking for the next chunk", err))
 		d.st = h1ChunkResync
-		d.buf, d.bufAt = d.buf[:0], d.bufAt[:0]
+		d.clearBuf()
 		d.ch = nil
 		if n == 0 {
 			n = 1 // make progress: the resync looks at what follows
@@ -559,12 +685,12 @@ func (d *h1Dir) bodyEnd(st formats.EndStatus, t int64, note string) {
 		if d.dir == formats.ClientToServer {
 			d.x.requestEnd(st, t, note)
 		} else {
-			d.x.end(st, t, d.trailer, note)
+			d.x.end(st, t, d.trailer(), note)
 		}
 	}
 	d.x = nil
 	d.ch = nil
-	d.trailer = nil
+	d.clearTrailer()
 	d.st = h1Head
 }
 
@@ -574,18 +700,19 @@ func (d *h1Dir) bodyEnd(st formats.EndStatus, t int64, note string) {
 // buffered by earlier calls, those bytes are parsed first and resync
 // returns 0, so the caller feeds p again in the new state.
 func (d *h1Dir) resync(p []byte, t int64) int {
-	prev := len(d.buf)
-	d.buf = append(d.buf, p...)
-	d.bufAt = append(d.bufAt, bufMark{len(d.buf), t})
+	a := d.aux()
+	prev := len(a.buf)
+	a.buf = append(a.buf, p...)
+	a.bufAt = append(a.bufAt, bufMark{len(a.buf), t})
 	request := d.dir == formats.ClientToServer
-	at, chunk, drop := -1, false, len(d.buf)
+	at, chunk, drop := -1, false, len(a.buf)
 	if d.st == h1ChunkResync || d.st == h1Midstream {
 		if d.ch == nil {
 			d.ch = chunked.NewDecoder()
 		}
 		// The decoder remembers the bytes before what it was last given,
 		// so the buffer only keeps what may still begin a size line.
-		skip, ok := d.ch.Resync(d.buf)
+		skip, ok := d.ch.Resync(a.buf)
 		if ok {
 			at, chunk = skip, true
 		} else {
@@ -594,38 +721,38 @@ func (d *h1Dir) resync(p []byte, t int64) int {
 	}
 	// A message head before the chunk-size line wins: the chunked body
 	// ended in the lost bytes.
-	if i := findMessageStart(d.buf, request); i >= 0 && (at < 0 || i < at) {
+	if i := findMessageStart(a.buf, request); i >= 0 && (at < 0 || i < at) {
 		at, chunk = i, false
 	}
 	if at < 0 {
 		if d.st == h1Resync {
 			// Only the last (partial) line may still begin a head.
-			drop = max(0, len(d.buf)-chunked.MaxLineLength)
-			if i := bytes.LastIndexByte(d.buf, '\n'); i >= 0 {
+			drop = max(0, len(a.buf)-chunked.MaxLineLength)
+			if i := bytes.LastIndexByte(a.buf, '\n'); i >= 0 {
 				drop = max(drop, i+1)
 			}
 		}
-		d.skipped += int64(drop)
-		d.buf = append(d.buf[:0], d.buf[drop:]...)
-		marks := d.bufAt[:0]
-		for _, m := range d.bufAt {
+		a.skipped += int64(drop)
+		a.buf = append(a.buf[:0], a.buf[drop:]...)
+		marks := a.bufAt[:0]
+		for _, m := range a.bufAt {
 			if m.end -= drop; m.end > 0 {
 				marks = append(marks, m)
 			}
 		}
-		d.bufAt = marks
+		a.bufAt = marks
 		return len(p)
 	}
-	total := d.skipped + int64(at)
-	d.skipped = 0
-	bufStart := d.off - int64(prev) // stream offset of d.buf[0]
+	total := a.skipped + int64(at)
+	a.skipped = 0
+	bufStart := d.off - int64(prev) // stream offset of a.buf[0]
 	if chunk {
 		d.resumeChunked(total, bufStart+int64(at), t)
 	} else {
 		d.resumeHead(total, bufStart+int64(at), t)
 	}
 	if at >= prev {
-		d.buf, d.bufAt = d.buf[:0], d.bufAt[:0]
+		a.buf, a.bufAt = a.buf[:0], a.bufAt[:0]
 		return at - prev
 	}
 	// The resume point is in bytes buffered before p: parse them first,
@@ -636,13 +763,13 @@ func (d *h1Dir) resync(p []byte, t int64) int {
 	}
 	var rest []piece
 	start := 0
-	for _, m := range d.bufAt {
+	for _, m := range a.bufAt {
 		if lo, hi := max(start, at), min(m.end, prev); lo < hi {
-			rest = append(rest, piece{bytes.Clone(d.buf[lo:hi]), m.t})
+			rest = append(rest, piece{bytes.Clone(a.buf[lo:hi]), m.t})
 		}
 		start = m.end
 	}
-	d.buf, d.bufAt = d.buf[:0], d.bufAt[:0]
+	a.buf, a.bufAt = nil, nil // the connection may stay open for long: keep no resync buffer
 	save := d.off
 	d.off = bufStart + int64(at)
 	for _, r := range rest {
@@ -681,7 +808,7 @@ func (d *h1Dir) resumeChunked(skipped, off int64, t int64) {
 		}
 	}
 	d.st = h1Chunked
-	d.trailer = nil
+	d.clearTrailer()
 }
 
 // resumeHead switches to reading a message head at stream offset off.
@@ -733,7 +860,7 @@ func (c *h1Conn) gap(dir formats.Direction, n int64, t int64) {
 		defer func() {
 			d.st = h1Midstream
 			d.lostHead = true
-			d.buf, d.bufAt = d.buf[:0], d.bufAt[:0]
+			d.clearBuf()
 			d.ch = nil
 		}()
 	}
@@ -765,15 +892,17 @@ func (c *h1Conn) gap(dir formats.Direction, n int64, t int64) {
 			d.x.gap(n, t)
 		}
 		d.st = h1ChunkResync
-		d.buf, d.bufAt = d.buf[:0], d.bufAt[:0]
+		d.clearBuf()
 		d.ch = nil
 	case h1Close:
 		if d.x != nil && dir == formats.ServerToClient {
 			d.x.gap(n, t)
 		}
 	case h1Resync, h1Midstream, h1ChunkResync:
-		d.skipped += int64(len(d.buf))
-		d.buf, d.bufAt = d.buf[:0], d.bufAt[:0]
+		if a := d.a; a != nil {
+			a.skipped += int64(len(a.buf))
+			a.buf, a.bufAt = a.buf[:0], a.bufAt[:0]
+		}
 		if d.ch != nil {
 			d.ch.Resync(nil) // forget the bytes before the gap
 		}
@@ -800,10 +929,7 @@ func (c *h1Conn) fin(dir formats.Direction, t int64) {
 		}
 	}
 	if dir == formats.ServerToClient {
-		for i := range c.queue {
-			c.queue[i].exchange().end(formats.EndClosed, t, nil, "connection closed before the response")
-		}
-		c.queue = nil
+		c.endQueue(formats.EndClosed, t, "connection closed before the response")
 	}
 }
 
@@ -826,18 +952,15 @@ func (c *h1Conn) finish(st formats.EndStatus, t int64) {
 				d.head = d.head[:0]
 			}
 		case h1Resync, h1Midstream:
-			if n := d.skipped + int64(len(d.buf)); n > 0 {
+			if n := d.resyncPending(); n > 0 {
 				c.s.anomaly(c.id, formats.NoExchange, d.dir, t, formats.AnomalyResync, d.off-n, n,
 					fmt.Sprintf("%d bytes could not be parsed as HTTP/1.1 (no message or chunk start found)", n))
 			}
 		}
 	}
-	for i := range c.queue {
-		c.queue[i].exchange().end(st, t, nil, note)
-	}
-	c.queue = nil
-	if c.raw > 0 {
-		c.s.anomaly(c.id, formats.NoExchange, formats.ServerToClient, t, formats.AnomalyUnknown, 0, c.raw,
-			fmt.Sprintf("%s: %d bytes after it are not recorded", c.rawNote, c.raw))
+	c.endQueue(st, t, note)
+	if c.sw != nil && c.sw.raw > 0 {
+		c.s.anomaly(c.id, formats.NoExchange, formats.ServerToClient, t, formats.AnomalyUnknown, 0, c.sw.raw,
+			fmt.Sprintf("%s: %d bytes after it are not recorded", c.sw.note, c.sw.raw))
 	}
 }

@@ -189,12 +189,12 @@ func TestHTTP1(t *testing.T) {
 	}, {
 		name: "connection reset inside a watch",
 		steps: []step{
-			toServer("GET /w?watch=1 HTTP/1.1\r\n\r\n"),
+			toServer("GET /api/v1/namespaces/x/configmaps?watch=1 HTTP/1.1\r\n\r\n"),
 			toClient("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n10\r\n{\"type\":\"ADDED\",\r\n"),
 		},
 		finish: formats.EndReset,
 		want: []string{
-			"req 0 GET /w?watch=1", "end 0 client→server complete size=0",
+			"req 0 GET /api/v1/namespaces/x/configmaps?watch=1", "end 0 client→server complete size=0",
 			"resp 0 200 framing=2 events=1", "chunk 0 @0+16",
 			"anomaly 0 server→client truncated", "end 0 server→client reset size=16",
 		},
@@ -288,7 +288,7 @@ func TestParseHead(t *testing.T) {
 // pieces, with gaps: nothing panics, and every exchange that gets a
 // Response record was announced by a Request record first.
 func FuzzHTTP1(f *testing.F) {
-	f.Add([]byte("GET /w?watch=true HTTP/1.1\r\n\r\n"), []byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n1a\r\n{\"type\":\"ADDED\",\"object\":{\r\n2\r\n}}\r\n0\r\n\r\n"), uint8(3), false)
+	f.Add([]byte("GET /api/v1/configmaps?watch=true HTTP/1.1\r\n\r\n"), []byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n1a\r\n{\"type\":\"ADDED\",\"object\":{\r\n2\r\n}}\r\n0\r\n\r\n"), uint8(3), false)
 	f.Add([]byte("POST / HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcGET / HTTP/1.1\r\n\r\n"), []byte("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n\r\nbody"), uint8(1), true)
 	f.Add([]byte(""), []byte("abc\r\n8\r\n{\"type\":\r\n"), uint8(5), true)
 	f.Fuzz(func(t *testing.T, client, server []byte, split uint8, midstream bool) {

@@ -138,3 +138,78 @@ func TestMemoryPipelined(t *testing.T) {
 		t.Errorf("%d exchanges recorded; want %d", st.Exchanges, n+n/4)
 	}
 }
+
+// TestMemoryOpenWork: what stays open costs little — a watch that got its
+// first event and waits for the next (its connection, TCP and HTTP state,
+// exchange, chunk decoder, event splitter), a pipelined request waiting
+// for its answer. Issue 27: 100,000 open watches took 596 MiB (7.7 KB of
+// heap each, 4 KiB of it a chunk decoder's line buffer), 300,000
+// unanswered requests 271 MiB (most of it while Close ended them: see
+// h1Conn.endQueue); docs/BENCHMARKS.md has the whole-process figures.
+func TestMemoryOpenWork(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("records 40,000 open watches and requests; measures the heap (not under -race)")
+	}
+	const n = 20000
+	watch := func(b *pcaptest.Builder, i int) {
+		c := b.Conn(fmt.Sprintf("127.%d.%d.%d:40000", 1+i>>16, i>>8&255, i&255), "127.0.0.1:8001", true)
+		c.Send(pcaptest.ToServer, []byte("GET /api/v1/namespaces/default/configmaps?watch=true HTTP/1.1\r\nHost: 127.0.0.1:8001\r\n\r\n"))
+		ev := fmt.Sprintf(`{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"cm-%d","namespace":"default","resourceVersion":"%d"}}}`, i, 1000+i)
+		c.Send(pcaptest.ToClient, []byte(fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\n\r\n", len(ev)+1, ev)))
+	}
+	var pipe *pcaptest.Conn
+	request := func(b *pcaptest.Builder, i int) {
+		if pipe == nil {
+			pipe = b.Conn("127.0.0.1:40000", "127.0.0.1:8001", true)
+		}
+		pipe.Send(pcaptest.ToServer, []byte(fmt.Sprintf("GET /api/v1/namespaces/default/configmaps/cm-%d HTTP/1.1\r\nHost: 127.0.0.1:8001\r\nUser-Agent: kubectl/v1.33.13\r\nAccept: application/json\r\n\r\n", i)))
+	}
+	for _, tt := range []struct {
+		name    string
+		open    func(b *pcaptest.Builder, i int)
+		perOpen int64 // bytes of heap each open item may keep
+	}{
+		{"watches", watch, 1700},
+		{"pipelined requests", request, 300},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			pipe = nil
+			// A session dictionary, the writer's buffers and encoders are
+			// costs per file, not per item: they come with the first n.
+			fs, err := formats.NewFileSink(formats.FileSinkOptions{Out: io.Discard, Meta: formats.NewMeta("test", "pcap", "memory", false),
+				Writer: formats.WriterOptions{DictSize: -1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := NewRecorder(fs, Options{})
+			b := pcaptest.New()
+			b.Emit = func(p pcaptest.Packet) {
+				if err := rec.Packet(Packet{Time: p.Time.UnixNano(), LinkType: uint16(pcapfile.LinkEthernet), Data: pcaptest.Encode(p)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range n {
+				tt.open(b, i)
+			}
+			before := liveHeap()
+			for i := n; i < 2*n; i++ {
+				tt.open(b, i)
+			}
+			after := liveHeap()
+			if err := rec.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := fs.Close(formats.Ending{}); err != nil {
+				t.Fatal(err)
+			}
+			per := (after - before) / n
+			t.Logf("heap %d → %d bytes: %d bytes per open item", before, after, per)
+			if per > tt.perOpen {
+				t.Errorf("the heap grows by %d bytes per open item; want ≤ %d", per, tt.perOpen)
+			}
+			if st := rec.Stats(); st.Exchanges != 2*n {
+				t.Errorf("%d exchanges recorded; want %d", st.Exchanges, 2*n)
+			}
+		})
+	}
+}

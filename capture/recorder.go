@@ -103,6 +103,7 @@ type Stats struct {
 	TLSConns       int64 // TLS connections seen
 	TLSUndecrypted int64 // TLS connections not (fully) decrypted
 	Evicted        int64 // flows that never carried data, dropped to make room (Options.MaxConns)
+	Redactions     int64 // values redaction replaced (the Counts of formats.End.Redactions)
 	First, Last    int64 // capture times of the first and last packet
 }
 
@@ -134,9 +135,20 @@ func (s *session) emit(r formats.Record) {
 	if s.err != nil {
 		return
 	}
+	if e, ok := r.(*formats.End); ok {
+		s.stats.Redactions += redactionCount(e)
+	}
 	if err := s.sink.Write(r); err != nil {
 		s.err = err
 	}
+}
+
+// redactionCount is how many values an End's redactions replaced.
+func redactionCount(e *formats.End) (n int64) {
+	for _, r := range e.Redactions {
+		n += max(r.Count, 1)
+	}
+	return n
 }
 
 func (s *session) anomaly(conn uint64, x int64, dir formats.Direction, t int64, kind formats.AnomalyKind, off, n int64, msg string) {
@@ -265,32 +277,41 @@ func (r *Recorder) Close() error {
 // tcpStream is one TCP connection. Direction 0 is the direction of the
 // first packet seen, which need not be the HTTP client's.
 type tcpStream struct {
-	r           *Recorder
-	key         connKey
-	src0        endpointKey // sender of direction 0
-	seqNo       uint64
-	addr        [2]string // by direction: sender of that direction
-	port        [2]uint16
-	first, last int64
-	syn         bool
-	rst         bool
-	bytes       [2]int64
-	lost        [2]int64
+	r     *Recorder
+	key   connKey
+	src0  endpointKey // sender of direction 0
+	port  [2]uint16
+	syn   bool
+	rst   bool
+	seqNo uint64
+	first int64
+	last  int64
+	bytes [2]int64
+	lost  int64 // bytes lost, both directions
 
 	// reassembly (tcp.go)
 	half             [2]tcpHalf
+	prev, nextInList *tcpStream // in reassembler.idle or .halfClosed
 	hasData          bool       // a segment carried payload
 	inHalf           bool       // listed in reassembler.halfClosed
 	holding          bool       // listed in reassembler.holding
-	prev, nextInList *tcpStream // in reassembler.idle or .halfClosed
 
 	decided bool
-	client  int // direction of the HTTP client
-	pending [2][]byte
-	proto   protoHandler
-	id      uint64
 	known   bool // a Conn record was written
 	done    bool
+	client  int8       // direction of the HTTP client
+	pending *[2][]byte // by direction, the bytes seen before the protocol is decided
+	proto   protoHandler
+	id      uint64
+}
+
+// pendingOf returns the bytes of direction dir seen before the protocol
+// was decided.
+func (st *tcpStream) pendingOf(dir int) []byte {
+	if st.pending == nil {
+		return nil
+	}
+	return st.pending[dir]
 }
 
 // maxDetect bounds the bytes a connection buffers before its protocol and
@@ -299,9 +320,21 @@ type tcpStream struct {
 // shows up.
 const maxDetect = 256 << 10
 
+// addr returns the address of the sender of direction dir.
+func (st *tcpStream) addr(dir int) string {
+	e := st.src0
+	if dir == 1 {
+		e = st.key.lo
+		if e == st.src0 {
+			e = st.key.hi
+		}
+	}
+	return e.String()
+}
+
 // role maps a direction to an HTTP direction.
 func (st *tcpStream) role(dir int) formats.Direction {
-	if dir == st.client {
+	if dir == int(st.client) {
 		return formats.ClientToServer
 	}
 	return formats.ServerToClient
@@ -315,12 +348,15 @@ func (st *tcpStream) data(dir int, p []byte, t int64) {
 		}
 		return
 	}
+	if st.pending == nil {
+		st.pending = new([2][]byte)
+	}
 	st.pending[dir] = append(st.pending[dir], p...)
 	st.detect(dir, t)
 }
 
 func (st *tcpStream) gap(dir int, n int64, t int64) {
-	st.lost[dir] += n
+	st.lost += n
 	st.r.s.stats.LostBytes += n
 	if st.decided {
 		if st.proto != nil {
@@ -330,7 +366,9 @@ func (st *tcpStream) gap(dir int, n int64, t int64) {
 	}
 	// Before the protocol is known, a gap only means the buffered bytes
 	// are not the start of anything.
-	st.pending[dir] = st.pending[dir][:0]
+	if st.pending != nil {
+		st.pending[dir] = st.pending[dir][:0]
+	}
 }
 
 func (st *tcpStream) end(dir int, t int64) {
@@ -351,7 +389,7 @@ var h2Preface = []byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
 // detect decides, from the first bytes of either direction, which side is
 // the HTTP client and what protocol the connection carries.
 func (st *tcpStream) detect(dir int, t int64) {
-	b := st.pending[dir]
+	b := st.pendingOf(dir)
 	other := 1 - dir
 	kind := ""
 	client := -1
@@ -392,14 +430,14 @@ func (st *tcpStream) detect(dir int, t int64) {
 	}
 	if client < 0 {
 		st.decided = true
-		st.client = st.guessClient()
+		st.client = int8(st.guessClient())
 		st.announce("unknown", t)
 		st.r.s.anomaly(st.id, formats.NoExchange, st.role(dir), t, formats.AnomalyUnknown, 0, int64(len(b)),
 			"traffic on this connection is neither HTTP/1.1, HTTP/2 nor TLS; not recorded")
-		st.pending = [2][]byte{}
+		st.pending = nil
 		return
 	}
-	st.client = client
+	st.client = int8(client)
 	st.start(kind, t)
 }
 
@@ -432,7 +470,7 @@ func (st *tcpStream) decide(t int64, ended bool) {
 		return
 	}
 	for dir := range 2 {
-		if len(st.pending[dir]) == 0 {
+		if len(st.pendingOf(dir)) == 0 {
 			continue
 		}
 		st.detect(dir, t)
@@ -440,13 +478,13 @@ func (st *tcpStream) decide(t int64, ended bool) {
 			return
 		}
 	}
-	if len(st.pending[0])+len(st.pending[1]) == 0 {
+	if len(st.pendingOf(0))+len(st.pendingOf(1)) == 0 {
 		// No payload at all: nothing to record.
 		st.decided = true
 		return
 	}
 	// Too little to tell: treat it as HTTP with the guessed roles.
-	st.client = st.guessClient()
+	st.client = int8(st.guessClient())
 	st.start("http/1.1", t)
 }
 
@@ -492,7 +530,7 @@ func isTLSRecord(b []byte) bool {
 func (st *tcpStream) start(kind string, t int64) {
 	st.decided = true
 	st.announce(kind, t)
-	c, s := st.client, 1-st.client
+	c, s := int(st.client), 1-int(st.client)
 	midstream := [2]bool{!st.syn, !st.syn}
 	switch kind {
 	case "http/1.1":
@@ -500,8 +538,8 @@ func (st *tcpStream) start(kind string, t int64) {
 	default:
 		st.proto = st.r.newOtherProto(st, kind, t)
 	}
-	pc, ps := st.pending[c], st.pending[s]
-	st.pending = [2][]byte{}
+	pc, ps := st.pendingOf(c), st.pendingOf(s)
+	st.pending = nil
 	if st.proto == nil {
 		return
 	}
@@ -519,7 +557,7 @@ func (st *tcpStream) announce(kind string, t int64) {
 	st.known = true
 	s.nextConn++
 	s.stats.Conns++
-	s.emit(&formats.Conn{ID: st.id, Time: st.first, Client: st.addr[st.client], Server: st.addr[1-st.client],
+	s.emit(&formats.Conn{ID: st.id, Time: st.first, Client: st.addr(int(st.client)), Server: st.addr(1 - int(st.client)),
 		Proto: kind, Midstream: !st.syn})
 }
 
@@ -535,7 +573,7 @@ func (st *tcpStream) finish(reason formats.ConnEndReason, status formats.EndStat
 	end := func() {
 		if st.known {
 			st.r.s.emit(&formats.ConnEnd{Conn: st.id, Time: st.last, Reason: reason,
-				ClientBytes: st.bytes[st.client], ServerBytes: st.bytes[1-st.client], LostBytes: st.lost[0] + st.lost[1]})
+				ClientBytes: st.bytes[st.client], ServerBytes: st.bytes[1-st.client], LostBytes: st.lost})
 		}
 	}
 	if ce, ok := st.proto.(connEnder); ok {

@@ -85,8 +85,11 @@ func (x *exchange) newRedactStream(dir formats.Direction, rep *redact.Report, ct
 	if strings.EqualFold(strings.TrimSpace(enc), "identity") {
 		enc = ""
 	}
+	// An exchange whose request addresses Secrets (x.secret): its bodies,
+	// the response's too, are judged whatever their Content-Type says (a
+	// JSON or YAML Secret served as text, or untyped).
 	r := &redactStream{x: x, dir: dir, rep: rep, enc: enc,
-		opt: redact.BodyOptions{ContentType: ct, AssumeSecret: assume, Midstream: midstream}}
+		opt: redact.BodyOptions{ContentType: ct, AssumeSecret: assume, SecretPath: x.secret, Midstream: midstream}}
 	switch {
 	case enc == "" || midstream:
 		r.body = x.s.secrets.NewBody(r.opt, rep)

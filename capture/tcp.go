@@ -83,8 +83,8 @@ func (s *heldSeg) end() uint32 { return s.seq + uint32(len(s.data)) + s.cut }
 // tcpHalf is one direction of a connection.
 type tcpHalf struct {
 	started bool
-	next    uint32 // sequence number of the next byte to deliver
 	fin     bool   // the FIN was delivered: no more bytes
+	next    uint32 // sequence number of the next byte to deliver
 	held    []heldSeg
 	bytes   int // held data bytes
 }
@@ -116,6 +116,9 @@ type reassembler struct {
 	tombs     map[connKey]int64
 	tombOrder []tomb
 	tombHead  int
+	// closing: closeAll is ending every connection; no packet comes
+	// after, so no tombstone is needed.
+	closing bool
 	// holding lists the streams that hold out-of-order data; deadline is
 	// the earliest capture time at which one of them must give up waiting.
 	holding  []*tcpStream
@@ -281,8 +284,6 @@ func (r *Recorder) newStream(key connKey, sg segment, t int64) *tcpStream {
 	}
 	r.streams++
 	st := &tcpStream{r: r, first: t, last: t, src0: sg.src, seqNo: r.streams}
-	st.addr[0] = sg.src.String()
-	st.addr[1] = sg.dst.String()
 	st.port[0], st.port[1] = sg.src.port, sg.dst.port
 	a.conns[key] = st
 	st.key = key
@@ -324,6 +325,9 @@ func (r *Recorder) ended(st *tcpStream) {
 		r.holdChanged(st)
 	}
 	r.forget(st)
+	if a.closing {
+		return
+	}
 	a.tombs[st.key] = st.last
 	a.tombOrder = append(a.tombOrder, tomb{st.key, st.last})
 }
@@ -548,7 +552,9 @@ func (r *Recorder) closeAll() {
 		}
 		return cmp.Compare(x.seqNo, y.seqNo)
 	})
-	for _, st := range open {
+	a.closing = true
+	for i, st := range open {
+		open[i] = nil // what the stream holds goes once it has ended
 		r.release(st, st.last, true)
 		if !st.done {
 			switch {

@@ -13,7 +13,7 @@ const (
 	// MaxLineLength bounds a chunk-size line (size, extensions, CRLF) and a
 	// trailer line, CRLF included. It is net/http's limit: its chunked
 	// reader reads lines through a 4 KiB bufio.Reader. It is also the size
-	// of the line buffer inside every Decoder.
+	// the line buffer's bound.
 	MaxLineLength = 4096
 	// MaxChunkSize bounds one chunk's declared size. Kubernetes never writes
 	// chunks near this; anything larger is hostile or garbage.
@@ -117,8 +117,11 @@ const (
 // Decoder is an incremental HTTP/1.1 chunked-transfer decoder (RFC 9112
 // §7.1): it is fed whatever bytes are available and never blocks or
 // allocates per chunk. The zero value is a Decoder at the start of a body,
-// like NewDecoder's. A Decoder holds a MaxLineLength line buffer (about
-// 4 KiB). Not safe for concurrent use.
+// like NewDecoder's. A Decoder is about 170 bytes; a line cut by the end
+// of the bytes fed is copied into a buffer of the Decoder's own, allocated
+// at the first such line and grown as lines need (at most MaxLineLength),
+// so that the many decoders of open bodies cost little. Not safe for
+// concurrent use.
 type Decoder struct {
 	state  state
 	err    error  // sticky *Error
@@ -138,7 +141,7 @@ type Decoder struct {
 	rsCont bool
 	rsTail [2]byte
 
-	line [MaxLineLength]byte
+	line []byte // a partial line (len lineN); its storage is kept
 }
 
 // NewDecoder returns a Decoder at the start of a chunked body.
@@ -226,6 +229,13 @@ func (d *Decoder) step(p []byte, t int64) (int, Kind, error) {
 	}
 }
 
+// keepLine appends p, which fits within MaxLineLength, to the partial
+// line.
+func (d *Decoder) keepLine(p []byte) {
+	d.line = append(d.line[:d.lineN], p...)
+	d.lineN = len(d.line)
+}
+
 // nextLine reads (or continues buffering) a size or trailer line.
 func (d *Decoder) nextLine(p []byte, t int64) (int, Kind, error) {
 	start := d.off - int64(d.lineN) // wire offset of the line
@@ -239,14 +249,14 @@ func (d *Decoder) nextLine(p []byte, t int64) (int, Kind, error) {
 		if len(q) == room {
 			return d.fail(start+MaxLineLength, codeLineTooLong, 0)
 		}
-		d.lineN += copy(d.line[d.lineN:], p)
+		d.keepLine(p)
 		d.off += int64(len(p))
 		return len(p), None, nil
 	}
 	n := i + 1
 	line := p[:n]
 	if d.lineN > 0 {
-		d.lineN += copy(d.line[d.lineN:], line)
+		d.keepLine(line)
 		line = d.line[:d.lineN]
 		d.lineN = 0
 	}

@@ -91,6 +91,12 @@ type Options struct {
 	// IgnoreVerbs leaves out the writes of these methods ("PATCH",
 	// "DELETE"; any case).
 	IgnoreVerbs []string
+	// Leases compares leases.coordination.k8s.io too, which are left out
+	// otherwise, with the Events about them: a leader elector renews its
+	// Lease on a timer, so how many writes it makes depends on how long a
+	// run lasted, and its Events name the process that won, not what the
+	// controller did.
+	Leases bool
 }
 
 // DefaultVerdict is the verdict of sessions that hold writes (see

@@ -15,8 +15,9 @@
 // Session A is the reference, B the run under test. First, the end state
 // (CategoryState, state.go): of every object either session wrote — its
 // writes of every subresource together — the object as the apiserver
-// answered its last successful write, or deleted if that was a DELETE;
-// compared normalized. Then each exchange is one of three things:
+// answered its last successful write, or deleted if that was a DELETE of
+// it or, later, of its collection (a namespace controller's DELETE of
+// every Pod of a namespace); compared normalized. Then each exchange is one of three things:
 //
 //   - A write (POST, PUT, PATCH, DELETE). Writes are grouped per object —
 //     resource and API group, namespace, name, subresource, as the path
@@ -29,10 +30,11 @@
 //     write, any other is missing or extra — one missing write is one
 //     difference, not a shift of every later pair; a missing and an extra
 //     write that are the same are one reordered write. A write not
-//     answered, or answered 409, 429 or 5xx, is a failed attempt
-//     (exch.failed): left out and counted (Counts.Attempts), and named, in
-//     the first difference of its object, only where that object's
-//     successful writes differ. A write that repeats the object's
+//     answered, or answered with anything but a 2xx (409, 429, 5xx, a 403
+//     of a terminating namespace, a 404 of an object gone), is a failed
+//     attempt (exch.failed): left out and counted (Counts.Attempts), and
+//     named, in the first difference of its object, only where that
+//     object's successful writes differ. A write that repeats the object's
 //     previous successful write changes nothing and is left out
 //     (Counts.Repeats); with Options.CollapseRepeats so is any write that
 //     repeats an earlier one of its object — a controller's idempotent

@@ -155,7 +155,7 @@ func measureStalls() func() time.Duration {
 // events watch events, and returns the proxy's session.
 func recordReplay(t *testing.T, orig string, speed float64, ns string, events int64) string {
 	t.Helper()
-	srv, err := replay.Open(orig, replay.Options{Speed: speed})
+	srv, err := replay.Open(orig, replay.Options{Speed: speed, Writes: replay.WritesReject})
 	if err != nil {
 		t.Fatal(err)
 	}

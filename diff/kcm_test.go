@@ -33,7 +33,8 @@ func TestKCMSameScenario(t *testing.T) {
 					t.Fatal(err)
 				}
 				s := rep.Summary
-				if !rep.Same || s.State.Compared < 30 || s.Writes.Compared < 50 || len(rep.Pairing) != 10 {
+				if !rep.Same || s.State.Compared < 30 || s.Writes.Compared < 50 || len(rep.Pairing) != 10 ||
+					rep.Attempts.A+rep.Attempts.B != s.Writes.Attempts || rep.Attempts.A == 0 {
 					t.Fatalf("two recordings of one scenario:\n%s", text(rep))
 				}
 				for _, p := range rep.Pairing {

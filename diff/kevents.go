@@ -22,6 +22,7 @@ type kevent struct {
 	identity string // type, reason, object, message, component; "" if the body is not an Event
 	count    int64
 	hasCount bool
+	lease    bool // about a Lease (leader election's Events)
 }
 
 // isEventResource reports whether a resource path names Events: core/v1
@@ -73,6 +74,7 @@ func parseKEvent(doc []byte, n *names) kevent {
 	if about == nil || v.Reason == "" {
 		return k // a patch of one, or not an Event
 	}
+	k.lease = about.Kind == "Lease"
 	comp := v.Source.Component
 	if comp == "" {
 		comp = v.ReportingController

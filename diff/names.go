@@ -27,6 +27,10 @@ import (
 // to a generateName (k8s.io/apiserver/pkg/storage/names: 5).
 const genSuffixLen = 5
 
+// maxGeneratedBase is how much of a generateName the apiserver keeps:
+// 63 − genSuffixLen (names.MaxGeneratedNameLength).
+const maxGeneratedBase = 63 - genSuffixLen
+
 // maxGenerated bounds the generated names a session's table holds: past
 // it, names are left as the server gave them (a session of more creates
 // than that compares them by name, as before).
@@ -36,8 +40,8 @@ const maxGenerated = 1 << 20
 // the name diff uses. The zero value is empty; canon on an empty table
 // returns its argument. Not safe for concurrent use.
 type names struct {
-	canon    map[string]string // server name → canonical name
-	prefixes []string          // distinct generateNames (as sent), to find names inside strings
+	canon    map[string]string   // server name → canonical name
+	heads    map[string][]string // generateNames (as kept) by their first headLen bytes, to find names inside strings
 	isPrefix map[string]bool
 	ord      map[string]int // resource, namespace, generateName, owner → creates so far
 	made     []generated    // in the order they were registered
@@ -58,12 +62,15 @@ type generated struct {
 // got the name server; it returns the canonical name.
 func (n *names) register(o Object, gen, ownerKind, ownerName, server string, id int64) string {
 	if n.canon == nil {
-		n.canon, n.isPrefix, n.ord = map[string]string{}, map[string]bool{}, map[string]int{}
+		n.canon, n.isPrefix, n.ord, n.heads = map[string]string{}, map[string]bool{}, map[string]int{}, map[string][]string{}
 	}
 	if c, ok := n.canon[server]; ok {
 		return c
 	}
-	if len(n.canon) >= maxGenerated || !strings.HasPrefix(server, gen) {
+	if len(gen) > maxGeneratedBase {
+		gen = gen[:maxGeneratedBase] // what the apiserver keeps of a long one
+	}
+	if gen == "" || len(server) != len(gen)+genSuffixLen || len(n.canon) >= maxGenerated || !strings.HasPrefix(server, gen) {
 		return server
 	}
 	cgen := n.canonString(gen)
@@ -76,9 +83,10 @@ func (n *names) register(o Object, gen, ownerKind, ownerName, server string, id 
 	n.ord[k]++
 	c := label + strconv.Itoa(n.ord[k])
 	n.canon[server] = c
-	if !n.isPrefix[gen] && gen != "" {
+	if !n.isPrefix[gen] {
 		n.isPrefix[gen] = true
-		n.prefixes = append(n.prefixes, gen)
+		h := gen[:min(headLen, len(gen))]
+		n.heads[h] = append(n.heads[h], gen)
 	}
 	o.Name = c
 	n.made = append(n.made, generated{obj: o, server: server, exchange: id, generate: gen, ownerKind: ownerKind, ownerName: ownerName})
@@ -89,10 +97,15 @@ func (n *names) register(o Object, gen, ownerKind, ownerName, server string, id 
 // identity, and costs nothing).
 func (n *names) empty() bool { return n == nil || len(n.canon) == 0 }
 
+// headLen is how many first bytes of a generateName index it (names.heads).
+const headLen = 2
+
 // canonString replaces every generated name in s (a whole name, or one
-// inside a message, a path, a longer name) by its canonical name. A name
-// inside s counts where it is not part of a longer name: the bytes
-// around it are not lower-case letters, digits or '-'.
+// inside a message, a path, a name built on it such as a child's
+// generateName "web-7b84c5f95f-kwr78-") by its canonical name. A name
+// inside s counts where the bytes around it are not lower-case letters or
+// digits (a longer random suffix is another name). The longest name
+// found at a place wins.
 func (n *names) canonString(s string) string {
 	if n.empty() || len(s) < genSuffixLen+1 {
 		return s
@@ -103,25 +116,14 @@ func (n *names) canonString(s string) string {
 	var b strings.Builder
 	last := 0
 	for i := 0; i < len(s); {
-		best, bestLen := "", 0
-		if i == 0 || !nameByte(s[i-1]) {
-			for _, p := range n.prefixes {
-				end := i + len(p) + genSuffixLen
-				if end > len(s) || !strings.HasPrefix(s[i:], p) || (end < len(s) && nameByte(s[end])) {
-					continue
-				}
-				if c, ok := n.canon[s[i:end]]; ok && end-i > bestLen {
-					best, bestLen = c, end-i
-				}
-			}
-		}
-		if bestLen == 0 {
+		c, l := n.at(s, i)
+		if l == 0 {
 			i++
 			continue
 		}
 		b.WriteString(s[last:i])
-		b.WriteString(best)
-		i += bestLen
+		b.WriteString(c)
+		i += l
 		last = i
 	}
 	if last == 0 {
@@ -131,29 +133,64 @@ func (n *names) canonString(s string) string {
 	return b.String()
 }
 
-// canonBytes is canonString for bytes; it returns b itself when nothing
-// is replaced.
-func (n *names) canonBytes(b []byte) []byte {
-	if n.empty() || len(b) < genSuffixLen+1 || !n.mayHold(b) {
-		return b
+// at returns the canonical name of the longest generated name starting
+// at s[i] (between non-alphanumerics), and its length; 0 if none.
+func (n *names) at(s string, i int) (string, int) {
+	if i > 0 && alnum(s[i-1]) || len(s)-i < genSuffixLen+1 {
+		return "", 0
 	}
-	s := n.canonString(string(b))
-	if len(s) == len(b) && s == string(b) {
-		return b
+	best, bestLen := "", 0
+	for _, hl := range [...]int{1, headLen} {
+		if i+hl > len(s) {
+			break
+		}
+		for _, p := range n.heads[s[i:i+hl]] {
+			end := i + len(p) + genSuffixLen
+			if len(p) < hl || (hl < headLen && len(p) >= headLen) || end > len(s) || s[i:i+len(p)] != p || (end < len(s) && alnum(s[end])) {
+				continue
+			}
+			if c, ok := n.canon[s[i:end]]; ok && end-i > bestLen {
+				best, bestLen = c, end-i
+			}
+		}
 	}
-	return []byte(s)
+	return best, bestLen
 }
 
-// mayHold is a quick check: does b contain any generateName?
-func (n *names) mayHold(b []byte) bool {
-	for _, p := range n.prefixes {
-		if strings.Contains(string(b), p) {
-			return true
+// canonBytes is canonString for bytes; it returns b itself, without
+// allocating, when it holds no generated name.
+func (n *names) canonBytes(b []byte) []byte {
+	if n.empty() || len(b) < genSuffixLen+1 || !n.holds(b) {
+		return b
+	}
+	return []byte(n.canonString(string(b)))
+}
+
+// holds reports whether b holds a generated name (canonString would
+// change it), without allocating.
+func (n *names) holds(b []byte) bool {
+	for i := 0; i+genSuffixLen < len(b); i++ {
+		if i > 0 && alnum(b[i-1]) {
+			continue
+		}
+		for _, hl := range [...]int{1, headLen} {
+			if i+hl > len(b) {
+				break
+			}
+			for _, p := range n.heads[string(b[i:i+hl])] {
+				end := i + len(p) + genSuffixLen
+				if len(p) < hl || (hl < headLen && len(p) >= headLen) || end > len(b) || string(b[i:i+len(p)]) != p || (end < len(b) && alnum(b[end])) {
+					continue
+				}
+				if _, ok := n.canon[string(b[i:end])]; ok {
+					return true
+				}
+			}
 		}
 	}
 	return false
 }
 
-// nameByte: a byte of a DNS-1123 label (what a generated name is made of
-// around its suffix).
-func nameByte(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' }
+// alnum: a lower-case letter or a digit (what a generated suffix is made
+// of).
+func alnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }

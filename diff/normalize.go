@@ -2,7 +2,6 @@ package diff
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -11,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/wtrace/wtrace/formats"
 )
 
 // Normalization. Two documents (an event's object, a write's body, an
@@ -687,39 +688,9 @@ func (r *rules) apply(v any, act []cursor, inMeta, root bool, n *names) any {
 	return v
 }
 
-// Redaction placeholders (capture/redact: "redacted-" and 16 hex digits
-// of a keyed hash, repeated or cut to the value's length; base64 values
-// get the base64 of that).
-const (
-	redactedTag    = "redacted-"
-	redactedTagLen = len(redactedTag) + 16
-	redactedTagB64 = "cmVkYWN0ZWQt" // base64 of "redacted-"
-)
-
 // isPlaceholder reports whether s is a redaction placeholder that holds
-// part of a hash (shorter ones are the same in every recording).
-func isPlaceholder(s []byte) bool {
-	switch {
-	case len(s) > len(redactedTag) && bytes.HasPrefix(s, []byte(redactedTag)):
-		tag := s[:min(len(s), redactedTagLen)]
-		for _, c := range tag[len(redactedTag):] {
-			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-				return false
-			}
-		}
-		for i := len(tag); i < len(s); i++ {
-			if s[i] != tag[i%len(tag)] {
-				return false
-			}
-		}
-		return true
-	case len(s) > len(redactedTagB64) && bytes.HasPrefix(s, []byte(redactedTagB64)) && len(s)%4 == 0:
-		dec := make([]byte, base64.StdEncoding.DecodedLen(len(s)))
-		n, err := base64.StdEncoding.Decode(dec, s)
-		return err == nil && isPlaceholder(dec[:n])
-	}
-	return false
-}
+// part of a hash (formats.IsPlaceholder: the format's one definition).
+func isPlaceholder(s []byte) bool { return formats.IsPlaceholder(s) }
 
 func placeholderValue(n int) string { return "<redacted:" + strconv.Itoa(n) + ">" }
 

@@ -27,6 +27,11 @@ type Report struct {
 	// States is the end state of every object either session wrote (when
 	// CategoryState is compared), in the order of its first write.
 	States []ObjectState `json:"states,omitempty"`
+	// Attempts counts the failed attempts of each session (writes not
+	// answered, or not with a 2xx; Summary.Writes.Attempts adds
+	// them up): a run that needs more tries than the recording did is
+	// not different, but may be worth a look.
+	Attempts PerSide `json:"attempts"`
 	// Pairing says which name the server generated in A is which in B
 	// (see Pair).
 	Pairing []Pair  `json:"pairing,omitempty"`
@@ -68,9 +73,16 @@ type Counts struct {
 	// only): not a difference.
 	Repeats int `json:"repeats"`
 	// Attempts counts the failed attempts left out of the comparison, in
-	// both sessions: writes not answered, or answered 409, 429 or 5xx
+	// both sessions: writes not answered, or answered with anything but a
+	// 2xx (409, 429, 5xx, a 403 of a terminating namespace, …)
 	// (writes only): not a difference by themselves.
 	Attempts int `json:"attempts"`
+}
+
+// PerSide is a number in each session.
+type PerSide struct {
+	A int `json:"a"`
+	B int `json:"b"`
 }
 
 // Pair is an object whose name the apiserver generated (a create with

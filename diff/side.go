@@ -68,12 +68,16 @@ type exch struct {
 	kev                                   *kevent // a write of an Event
 }
 
-// failed reports whether a write is a failed attempt: no answer, or one
-// that a client retries — 409 Conflict (or AlreadyExists), 429, 5xx. It
-// changed nothing, and how many a controller makes depends on timing
-// (whose write reached the apiserver first), not on its logic.
+// failed reports whether a write is a failed attempt: not answered, or
+// answered with anything but a 2xx — a 409 Conflict or AlreadyExists, a
+// 429, a 5xx, which clients retry; a 403 of a namespace being terminated,
+// a 404 of an object already gone, which they retry or drop. It changed
+// nothing, and how many a controller makes depends on timing (whose write
+// reached the apiserver first, when the namespace began to terminate), not
+// on its logic. A controller whose writes are now refused where they were
+// made differs all the same: its successful writes are missing.
 func (e *exch) failed() bool {
-	return e.status == 0 || e.status == 409 || e.status == 429 || e.status >= 500
+	return e.status < 200 || e.status > 299
 }
 
 // base is the object a write changes, whatever its subresource.
@@ -182,6 +186,9 @@ func (c *comparer) load(f *formats.File, name string) (*side, error) {
 			}
 		}
 		if e.cls == classWrite {
+			if e.kev != nil && e.kev.lease && !c.opts.Leases {
+				continue // leader election's own Events (see Options.Leases)
+			}
 			s.nWrites++
 			if e.hasObj && isEventResource(e.obj) && e.obj.Subresource == "" {
 				s.eventObject(e)
@@ -203,7 +210,7 @@ func (c *comparer) load(f *formats.File, name string) (*side, error) {
 }
 
 // ignored reports whether Options.IgnoreResources or IgnoreVerbs leave
-// the exchange out.
+// the exchange out (or it is a Lease's, without Options.Leases).
 func (c *comparer) ignored(q request, cls class) bool {
 	if cls == classWrite {
 		for _, v := range c.opts.IgnoreVerbs {
@@ -214,6 +221,9 @@ func (c *comparer) ignored(q request, cls class) bool {
 	}
 	if !q.resource {
 		return false
+	}
+	if !c.opts.Leases && q.obj.Resource == "leases" && q.obj.Group == "coordination.k8s.io" {
+		return true
 	}
 	for _, r := range c.opts.IgnoreResources {
 		name, group, dotted := strings.Cut(r, ".")

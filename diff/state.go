@@ -1,6 +1,7 @@
 package diff
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -10,7 +11,8 @@ import (
 // The end state. Of every object the clients of a session wrote (its
 // writes of every subresource together; an Event by its identity), its
 // state at the end of the session: deleted, if its last successful write
-// was a DELETE; else the object as the apiserver answered that write
+// was a DELETE, or if a DELETE of its collection (its resource in its
+// namespace, or in all, without selectors) succeeded after it; else the object as the apiserver answered that write
 // (normalized, generated names read as their canonical names); for an
 // Event, how many times it happened (the sum of the last count of each
 // Event object with that identity). It is the most robust verdict: what
@@ -49,7 +51,7 @@ type EndState struct {
 // objState is an object's end state in one session, as compared.
 type objState struct {
 	obj      Object
-	last     *exch // the last successful write
+	last     *exch // the last successful write (or DELETE of its collection)
 	created  bool
 	writes   int
 	attempts int
@@ -59,7 +61,7 @@ type objState struct {
 
 func (o *objState) state() State {
 	switch {
-	case o.last.req.method == "DELETE":
+	case o.last.req.method == "DELETE" && o.obj.Event == "":
 		return StateDeleted
 	case o.created:
 		return StateCreated
@@ -76,9 +78,17 @@ func (s *side) states() (map[Object]*objState, []Object) {
 	for _, o := range s.wOrder {
 		all = append(all, s.writes[o]...)
 	}
-	slices.SortFunc(all, func(x, y *exch) int { return int(x.id - y.id) })
+	slices.SortFunc(all, func(x, y *exch) int { return cmp.Compare(x.id, y.id) })
 	for _, e := range all {
 		if !e.hasObj || !e.obj.validObject() || (e.obj.Name == "" && e.obj.Event == "") {
+			if e.req.method == "DELETE" && !e.failed() && e.hasObj && e.obj.Subresource == "" && e.req.label == "" && e.req.field == "" {
+				for _, o := range order { // a DELETE of a collection: all of it, without selectors
+					if st := m[o]; st.last != nil && o.Event == "" && o.Group == e.obj.Group && o.Resource == e.obj.Resource &&
+						(e.obj.Namespace == "" || o.Namespace == e.obj.Namespace) {
+						st.last = e
+					}
+				}
+			}
 			continue // a collection (DELETE of many, a create without a name)
 		}
 		b := e.base()

@@ -15,7 +15,7 @@ import (
 // inserted or a missing write is one difference, not a shift of every
 // later pair; a write with the same verb in both places but another
 // request, body or status is one changed write: seqalign.go). Failed attempts (no
-// answer, 409, 429, 5xx: exch.failed) are left out and counted in
+// answer, or anything but a 2xx: exch.failed) are left out and counted in
 // Counts.Attempts; where an object's successful writes differ, its first
 // listed difference says how its failed attempts differ too.
 func (c *comparer) compareWrites() error {
@@ -25,6 +25,8 @@ func (c *comparer) compareWrites() error {
 		sa, fa := splitFailed(c.a.writes[o])
 		sb, fb := splitFailed(c.b.writes[o])
 		n.Attempts += len(fa) + len(fb)
+		c.rep.Attempts.A += len(fa)
+		c.rep.Attempts.B += len(fb)
 		if c.opts.CollapseRepeats {
 			sa, sb = c.firsts(sa), c.firsts(sb)
 		} else {

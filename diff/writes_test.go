@@ -132,8 +132,8 @@ func TestWritesOther(t *testing.T) {
 		opts Options
 		want []Kind // the differences, in order
 	}{
-		// A write answered 409 is a failed attempt: B did not update cm-1,
-		// which ends as it was created.
+		// A write answered 409 (or 403, 404, …) is a failed attempt: B did
+		// not update cm-1, which ends as it was created.
 		{"conflict", base(1), func() []sx {
 			x := base(2)
 			x[1].status = 409
@@ -169,6 +169,13 @@ func TestWritesOther(t *testing.T) {
 		{"ignored by dot path", base(1), controllerRun(2, "no"), Options{Ignore: []string{`.metadata.annotations["example.com/checked"]`}}, nil},
 		{"ignored by wildcard", base(1), controllerRun(2, "no"), Options{Ignore: []string{`.metadata.annotations.*`}}, nil},
 		{"only events", base(1), controllerRun(2, "no"), Options{Only: []Category{CategoryEvent}}, nil},
+		{"verb ignored", base(1), func() []sx {
+			x := base(2)
+			x[2].body = []byte(`{"metadata":{"labels":{"seen":"no"}}}`)
+			return x
+		}(), Options{IgnoreVerbs: []string{"patch"}}, nil},
+		{"resource ignored", base(1), controllerRun(2, "no"), Options{IgnoreResources: []string{"configmaps"}}, nil},
+		{"resource of another group", base(1), controllerRun(2, "no"), Options{IgnoreResources: []string{"configmaps.apps"}}, []Kind{KindChanged, KindChanged}},
 		{"writes not in the verdict", base(1), controllerRun(2, "no"), Options{Verdict: []Category{CategoryEvent}}, []Kind{KindChanged, KindChanged}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -251,12 +258,32 @@ func TestWriteRepeats(t *testing.T) {
 	if w := rep.Summary.Writes; w.Repeats != 1 || w.Extra != 1 || len(all(rep)) != 1 || all(rep)[0].B.Exchange != 3 {
 		t.Errorf("with CollapseRepeats: writes %+v, differences %+v; want the other PATCH extra, 1 repeat", w, all(rep))
 	}
-	// A write like an earlier one but for its status or body is none: a
-	// PATCH answered 404 (not a failed attempt: it is an answer).
+	// A write like an earlier one but for its body is none; one answered
+	// 404 is a failed attempt (it changed nothing), left out.
 	patch404 := patch
 	patch404.status = 404
-	b = writeSession(t, "b.wt", controllerRun(5000, "yes", create409, patch404)...)
-	if rep := mustDiff(t, a, b, Options{CollapseRepeats: true}); rep.Summary.Writes.Repeats != 0 || rep.Summary.Writes.Extra != 1 {
+	b = writeSession(t, "b.wt", controllerRun(5000, "yes", create409, patch404, other)...)
+	if rep := mustDiff(t, a, b, Options{CollapseRepeats: true}); rep.Summary.Writes.Repeats != 0 || rep.Summary.Writes.Extra != 1 ||
+		rep.Summary.Writes.Attempts != 3 || rep.Attempts != (PerSide{1, 2}) {
 		t.Errorf("writes %+v, differences %+v; want 1 extra, no repeat", rep.Summary.Writes, all(rep))
+	}
+}
+
+// TestEndStateCollectionDelete: an object deleted by a DELETE of its
+// collection (the namespace controller's) ends deleted, as one deleted by
+// name does; a DELETE of a collection with a selector says nothing of
+// which objects it took.
+func TestEndStateCollectionDelete(t *testing.T) {
+	create := sx{method: "POST", target: cmPath, ctype: "application/json", body: createBody("cm-1"), status: 201}
+	a := writeSession(t, "a.wt", create, sx{method: "DELETE", target: cmPath + "/cm-1"})
+	b := writeSession(t, "b.wt", create, sx{method: "DELETE", target: cmPath})
+	rep := mustDiff(t, a, b, Options{Only: []Category{CategoryState}})
+	if !rep.Same || len(rep.States) != 1 || rep.States[0].B.State != StateDeleted {
+		t.Errorf("deleted by name and by collection: same %v, states %+v", rep.Same, rep.States)
+	}
+	b = writeSession(t, "b.wt", create, sx{method: "DELETE", target: cmPath + "?labelSelector=app%3Dx"})
+	rep = mustDiff(t, a, b, Options{Only: []Category{CategoryState}})
+	if rep.Same || rep.States[0].B.State != StateCreated {
+		t.Errorf("a DELETE of a collection with a selector: same %v, states %+v", rep.Same, rep.States)
 	}
 }

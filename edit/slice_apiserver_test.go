@@ -111,7 +111,7 @@ func (i *informer) settle(t *testing.T) store {
 func replayed(t *testing.T, f *formats.File, watchList bool) store {
 	t.Helper()
 	clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.WatchListClient, watchList)
-	srv, err := replay.New(f, replay.Options{Speed: 0})
+	srv, err := replay.New(f, replay.Options{Speed: 0, Writes: replay.WritesReject})
 	if err != nil {
 		t.Fatal(err)
 	}

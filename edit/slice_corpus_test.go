@@ -110,7 +110,7 @@ func watchScopes(f *formats.File) []scope {
 // f as fast as it reads: "namespace/name" → resourceVersion.
 func dynamicStore(t *testing.T, f *formats.File, sc scope) store {
 	t.Helper()
-	srv, err := replay.New(f, replay.Options{Speed: 0})
+	srv, err := replay.New(f, replay.Options{Speed: 0, Writes: replay.WritesReject})
 	if err != nil {
 		t.Fatal(err)
 	}

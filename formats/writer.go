@@ -154,7 +154,7 @@ func NewWriter(w io.Writer, opts WriterOptions) (*Writer, error) {
 		level:     level,
 		idx:       newIndexBuilder(),
 	}
-	spillEnc, err := encoder(zstd.SpeedFastest)
+	spillEnc, err := spillEncoder()
 	if err != nil {
 		return nil, fmt.Errorf("formats: %w", err)
 	}
@@ -609,6 +609,28 @@ func encoder(level zstd.EncoderLevel) (*zstd.Encoder, error) {
 			zstd.WithEncoderCRC(false)) // blocks carry their own CRC32-C
 	})
 	return e.enc, e.err
+}
+
+// spillEnc is the encoder of the index spill's segments, shared by every
+// Writer: a segment is at most spillSegment bytes, so its window need be
+// no larger, and the encoder's history costs a few hundred KiB where the
+// blocks' fastest encoder holds 8 MiB per concurrent encoding.
+var spillEnc struct {
+	once sync.Once
+	enc  *zstd.Encoder
+	err  error
+}
+
+func spillEncoder() (*zstd.Encoder, error) {
+	spillEnc.once.Do(func() {
+		spillEnc.enc, spillEnc.err = zstd.NewWriter(nil,
+			zstd.WithEncoderLevel(zstd.SpeedFastest),
+			zstd.WithWindowSize(spillSegment),
+			zstd.WithEncoderConcurrency(1),
+			zstd.WithLowerEncoderMem(true),
+			zstd.WithEncoderCRC(false))
+	})
+	return spillEnc.enc, spillEnc.err
 }
 
 // appendFooter appends the footer pointing at the index block at off of

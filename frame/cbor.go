@@ -35,9 +35,9 @@ func (s *Splitter) stepCBOR(p []byte) (n int, ev Event, ok bool, err error) {
 	if !s.inEvent {
 		s.inEvent = true
 		s.start = s.off
-		s.cOwed, s.cTop, s.cPre, s.cPreEnd = 1, true, 0, false
-		s.cStack = s.cStack[:0]
-		s.cHn, s.cSkip = 0, 0
+		s.cb.owed, s.cb.top, s.cb.pre, s.cb.preEnd = 1, true, 0, false
+		s.cb.stack = s.cb.stack[:0]
+		s.cb.hn, s.cb.skip = 0, 0
 	}
 	j, err := s.scanCBOR(p)
 	if err != nil {
@@ -58,10 +58,10 @@ func (s *Splitter) stepCBOR(p []byte) (n int, ev Event, ok bool, err error) {
 		s.buf = append(s.buf, p[:j]...)
 		b = s.buf
 	}
-	if s.cPre > 0 {
-		ev.Pre = b[:s.cPre:s.cPre]
+	if s.cb.pre > 0 {
+		ev.Pre = b[:s.cb.pre:s.cb.pre]
 	}
-	ev.Data = b[s.cPre:len(b):len(b)]
+	ev.Data = b[s.cb.pre:len(b):len(b)]
 	s.off += int64(j)
 	s.buf = s.buf[:0]
 	s.inEvent = false
@@ -74,24 +74,24 @@ func (s *Splitter) stepCBOR(p []byte) (n int, ev Event, ok bool, err error) {
 func (s *Splitter) scanCBOR(p []byte) (int, error) {
 	i := 0
 	for {
-		if s.cSkip > 0 {
+		if s.cb.skip > 0 {
 			k := uint64(len(p) - i)
-			if k > s.cSkip {
-				k = s.cSkip
+			if k > s.cb.skip {
+				k = s.cb.skip
 			}
 			i += int(k)
-			s.cSkip -= k
-			if s.cSkip > 0 {
+			s.cb.skip -= k
+			if s.cb.skip > 0 {
 				return -1, nil
 			}
 		}
-		if s.cOwed == 0 && len(s.cStack) == 0 {
+		if s.cb.owed == 0 && len(s.cb.stack) == 0 {
 			return i, nil
 		}
 		if i == len(p) {
 			return -1, nil
 		}
-		if s.cHn == 0 && s.cOwed > 0 && !s.cTop {
+		if s.cb.hn == 0 && s.cb.owed > 0 && !s.cb.top {
 			// Fast path: definite-length heads lying in p, owed by a
 			// definite-length container (what the apiserver writes).
 			if j := s.fastCBOR(p, i); j > i {
@@ -103,23 +103,23 @@ func (s *Splitter) scanCBOR(p []byte) (int, error) {
 		var hb []byte
 		headAt := s.off + int64(i)
 		first := p[i]
-		if s.cHn > 0 {
-			first = s.cHead[0]
+		if s.cb.hn > 0 {
+			first = s.cb.head[0]
 		}
 		hl := cborscan.HeadLen(first)
 		if hl == 0 {
 			return i + 1, s.fail(headAt, fmt.Errorf("%w: cbor: reserved initial byte 0x%02x", ErrSyntax, first))
 		}
-		if s.cHn > 0 || hl > len(p)-i {
-			c := copy(s.cHead[s.cHn:hl], p[i:])
-			headAt -= int64(s.cHn)
-			s.cHn += c
+		if s.cb.hn > 0 || hl > len(p)-i {
+			c := copy(s.cb.head[s.cb.hn:hl], p[i:])
+			headAt -= int64(s.cb.hn)
+			s.cb.hn += c
 			i += c
-			if s.cHn < hl {
+			if s.cb.hn < hl {
 				return -1, nil
 			}
-			hb = s.cHead[:hl]
-			s.cHn = 0
+			hb = s.cb.head[:hl]
+			s.cb.hn = 0
 		} else {
 			hb = p[i : i+hl]
 			i += hl
@@ -134,7 +134,7 @@ func (s *Splitter) scanCBOR(p []byte) (int, error) {
 		// Every owed item takes at least a byte, every open
 		// indefinite-length item its break code.
 		room := uint64(s.limit - len(s.buf) - i)
-		if s.limit < len(s.buf)+i || s.cSkip+s.cOwed+uint64(len(s.cStack)) > room {
+		if s.limit < len(s.buf)+i || s.cb.skip+s.cb.owed+uint64(len(s.cb.stack)) > room {
 			return i, s.fail(s.start, fmt.Errorf("%w: cbor event longer than %d bytes", ErrTooLarge, s.limit))
 		}
 	}
@@ -150,7 +150,7 @@ func (s *Splitter) scanCBOR(p []byte) (int, error) {
 // item past the event limit, the end of the event. Its accounting and
 // limit check are the general path's.
 func (s *Splitter) fastCBOR(p []byte, i int) int {
-	owed := s.cOwed
+	owed := s.cb.owed
 	room := s.limit - len(s.buf) // the event may reach p[room]
 	for owed > 0 && i < len(p) {
 		c := p[i]
@@ -167,7 +167,7 @@ func (s *Splitter) fastCBOR(p []byte, i int) int {
 		case info == 26 && i+5 <= len(p):
 			arg, hl = uint64(p[i+1])<<24|uint64(p[i+2])<<16|uint64(p[i+3])<<8|uint64(p[i+4]), 5
 		default:
-			s.cOwed = owed
+			s.cb.owed = owed
 			return i
 		}
 		next, o := i+hl, owed
@@ -176,37 +176,37 @@ func (s *Splitter) fastCBOR(p []byte, i int) int {
 			o--
 		case cborscan.Simple:
 			if info == 24 && arg < 32 {
-				s.cOwed = owed
+				s.cb.owed = owed
 				return i
 			}
 			o--
 		case cborscan.Bytes, cborscan.Text:
 			if arg > uint64(len(p)-next) {
-				s.cOwed = owed
+				s.cb.owed = owed
 				return i
 			}
 			o--
 			next += int(arg)
 		case cborscan.Array:
 			if arg > uint64(max(room, 0)) {
-				s.cOwed = owed
+				s.cb.owed = owed
 				return i
 			}
 			o += arg - 1
 		case cborscan.Map:
 			if arg > uint64(max(room, 0))/2 {
-				s.cOwed = owed
+				s.cb.owed = owed
 				return i
 			}
 			o += 2*arg - 1
 		}
-		if next > room || o+uint64(len(s.cStack)) > uint64(room-next) {
-			s.cOwed = owed
+		if next > room || o+uint64(len(s.cb.stack)) > uint64(room-next) {
+			s.cb.owed = owed
 			return i
 		}
 		i, owed = next, o
 	}
-	s.cOwed = owed
+	s.cb.owed = owed
 	return i
 }
 
@@ -216,53 +216,53 @@ func (s *Splitter) cborItem(h cborscan.Head, at int64) error {
 	syntax := func(format string, args ...any) error {
 		return s.fail(at, fmt.Errorf("%w: cbor: %s", ErrSyntax, fmt.Sprintf(format, args...)))
 	}
-	if s.cTop {
+	if s.cb.top {
 		// A WatchEvent is a map, possibly tagged (self-described CBOR).
 		switch h.Major {
 		case cborscan.Tag:
-			if h.Arg == selfDescribedTag && !s.cPreEnd {
-				s.cPre += h.Len
+			if h.Arg == selfDescribedTag && !s.cb.preEnd {
+				s.cb.pre += h.Len
 			} else {
 				// Another tag: it and what follows are the event's
 				// bytes, a self-described tag after it too.
-				s.cPreEnd = true
+				s.cb.preEnd = true
 			}
 			return nil // owed stays 1: the tag's content is the event
 		case cborscan.Map:
-			s.cTop = false
+			s.cb.top = false
 		default:
 			return syntax("event of major type %d (want a map)", h.Major)
 		}
 	}
 	if h.IsBreak() {
-		if s.cOwed > 0 || len(s.cStack) == 0 {
+		if s.cb.owed > 0 || len(s.cb.stack) == 0 {
 			return syntax("break code outside an indefinite-length item")
 		}
-		top := s.cStack[len(s.cStack)-1]
+		top := s.cb.stack[len(s.cb.stack)-1]
 		if top.major == cborscan.Map && top.n%2 == 1 {
 			return syntax("indefinite-length map with a key and no value")
 		}
-		s.cStack = s.cStack[:len(s.cStack)-1]
-		s.cOwed = top.saved
+		s.cb.stack = s.cb.stack[:len(s.cb.stack)-1]
+		s.cb.owed = top.saved
 		return nil
 	}
-	if s.cOwed == 0 {
-		top := &s.cStack[len(s.cStack)-1]
+	if s.cb.owed == 0 {
+		top := &s.cb.stack[len(s.cb.stack)-1]
 		top.n++
 		if (top.major == cborscan.Bytes || top.major == cborscan.Text) && (h.Major != top.major || h.Indef()) {
 			return syntax("chunk of major type %d in an indefinite-length string of type %d", h.Major, top.major)
 		}
 	} else {
-		s.cOwed--
+		s.cb.owed--
 	}
 	switch h.Major {
 	case cborscan.Bytes, cborscan.Text, cborscan.Array, cborscan.Map:
 		if h.Indef() {
-			if len(s.cStack) >= cborscan.MaxDepth {
+			if len(s.cb.stack) >= cborscan.MaxDepth {
 				return syntax("indefinite-length items nested deeper than %d", cborscan.MaxDepth)
 			}
-			s.cStack = append(s.cStack, cborIndef{major: h.Major, saved: s.cOwed})
-			s.cOwed = 0
+			s.cb.stack = append(s.cb.stack, cborIndef{major: h.Major, saved: s.cb.owed})
+			s.cb.owed = 0
 			return nil
 		}
 	}
@@ -271,13 +271,13 @@ func (s *Splitter) cborItem(h cborscan.Head, at int64) error {
 	big := uint64(s.limit) + 1
 	switch h.Major {
 	case cborscan.Bytes, cborscan.Text:
-		s.cSkip = min(h.Arg, big)
+		s.cb.skip = min(h.Arg, big)
 	case cborscan.Array:
-		s.cOwed += min(h.Arg, big)
+		s.cb.owed += min(h.Arg, big)
 	case cborscan.Map:
-		s.cOwed += 2 * min(h.Arg, big)
+		s.cb.owed += 2 * min(h.Arg, big)
 	case cborscan.Tag:
-		s.cOwed++
+		s.cb.owed++
 	}
 	return nil
 }

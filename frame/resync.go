@@ -176,7 +176,7 @@ func (s *Splitter) scanResync(p []byte) (n int, found bool) {
 	}
 	// Candidates that start in pend, judged with the head of p.
 	if len(s.pend) > 0 {
-		w := append(s.win[:0], s.pend...)
+		w := append(s.bufs().win[:0], s.pend...)
 		w = append(w, p[:min(len(p), window)]...)
 		for k := 0; k < len(s.pend); k++ {
 			if s.format == JSON && k > 0 && w[k-1] != '\n' {
@@ -187,15 +187,15 @@ func (s *Splitter) scanResync(p []byte) (n int, found bool) {
 				continue
 			case probeYes:
 				s.skipped += int64(k)
-				s.replay = append(s.replA[:0], s.pend[k:]...)
+				s.replay = append(s.bufs().replA[:0], s.pend[k:]...)
 				s.off -= int64(len(s.replay))
-				s.pend = s.pendA[:0]
+				s.pend = s.bufs().pendA[:0]
 				s.leaveResync()
 				return 0, true
 			case probeMore:
 				// p is shorter than a window: keep all from k on.
 				s.skipped += int64(k)
-				s.pend = append(s.pendA[:0], w[k:]...)
+				s.pend = append(s.bufs().pendA[:0], w[k:]...)
 				s.off += int64(len(p))
 				s.rsNL = true
 				return len(p), false
@@ -203,7 +203,7 @@ func (s *Splitter) scanResync(p []byte) (n int, found bool) {
 		}
 		s.skipped += int64(len(s.pend))
 		s.rsNL = s.pend[len(s.pend)-1] == '\n'
-		s.pend = s.pendA[:0]
+		s.pend = s.bufs().pendA[:0]
 	}
 	if len(p) == 0 {
 		return 0, false
@@ -217,7 +217,7 @@ func (s *Splitter) scanResync(p []byte) (n int, found bool) {
 		return c, true
 	case probeMore:
 		s.skipped += int64(c)
-		s.pend = append(s.pendA[:0], p[c:]...)
+		s.pend = append(s.bufs().pendA[:0], p[c:]...)
 		s.rsNL = true
 	default:
 		s.skipped += int64(len(p))
@@ -314,7 +314,7 @@ func Sniff(p []byte) Format {
 	if _, r := s.findCandidate(p); r == probeYes {
 		return Protobuf
 	}
-	s = Splitter{format: CBOR, limit: MaxEventSize}
+	s = Splitter{format: CBOR, limit: MaxEventSize, cb: new(cborState)}
 	if _, r := s.findCandidate(p); r == probeYes {
 		return CBOR
 	}

@@ -22,11 +22,11 @@ const window = 32
 // in steady state Next does not allocate.
 type Splitter struct {
 	format  Format
+	last    byte // last byte consumed in normal mode (JSON line anchor)
 	limit   int
 	off     int64 // body offset of the next byte Next reads
 	skipped int64
 	err     error // sticky *Error
-	last    byte  // last byte consumed in normal mode (JSON line anchor)
 	dropped int64 // bytes consumed by a failed event that no buffer holds
 
 	// The partial event. start is the body offset of its first byte (the
@@ -36,35 +36,55 @@ type Splitter struct {
 	buf   []byte // Data bytes of the partial event
 	// JSON scanner state.
 	inEvent bool // a '{' was seen
-	depth   int
 	inStr   bool
 	esc     bool
+	depth   int
 	// Protobuf framing state.
 	hdr  [4]byte
 	hn   int // bytes of hdr filled
 	need int // payload length, once hn == 4
-	// CBOR framing state (cbor.go): items owed to definite-length
-	// containers, open indefinite-length items, a head cut by the end of
-	// an input, string bytes still to pass, whether only tags were read,
-	// the bytes of the leading self-described tags (Pre).
-	cOwed   uint64
-	cStack  []cborIndef
-	cHead   [9]byte
-	cHn     int
-	cSkip   uint64
-	cTop    bool
-	cPre    int
-	cPreEnd bool
+	// CBOR framing state.
+	cb *cborState // nil unless the format is CBOR
 
 	// Resync state.
 	resync bool
-	rsNL   bool   // JSON: the byte before the first unexamined one ends a line
-	pend   []byte // consumed bytes not yet judged: a candidate and what follows (< window)
-	replay []byte // bytes given back after a match inside pend; parsed before the next input
-	pendA  [window]byte
-	replA  [window]byte
-	win    [2 * window]byte
-	tail   []byte
+	rsNL   bool    // JSON: the byte before the first unexamined one ends a line
+	pend   []byte  // consumed bytes not yet judged: a candidate and what follows (< window)
+	replay []byte  // bytes given back after a match inside pend; parsed before the next input
+	rb     *rsBufs // pend's and replay's storage, allocated at the first resync
+}
+
+// cborState is the CBOR framing state (cbor.go): items owed to
+// definite-length containers, open indefinite-length items, a head cut by
+// the end of an input, string bytes still to pass, whether only tags were
+// read, the bytes of the leading self-described tags (Pre). Only CBOR
+// splitters have one.
+type cborState struct {
+	owed   uint64
+	stack  []cborIndef
+	head   [9]byte
+	hn     int
+	skip   uint64
+	top    bool
+	pre    int
+	preEnd bool
+}
+
+// rsBufs is the storage of a resync: most splitters never resync, and an
+// open watch's splitter may live for hours, so it is not part of every
+// Splitter.
+type rsBufs struct {
+	pendA [window]byte
+	replA [window]byte
+	win   [2 * window]byte
+}
+
+// bufs returns the resync storage, allocating it at the first need.
+func (s *Splitter) bufs() *rsBufs {
+	if s.rb == nil {
+		s.rb = new(rsBufs)
+	}
+	return s.rb
 }
 
 // NewSplitter returns a Splitter for format f (JSON, Protobuf or CBOR).
@@ -79,7 +99,9 @@ func NewSplitter(f Format, opts Options) *Splitter {
 		s.resync = true
 		s.rsNL = true
 	}
-	s.pend = s.pendA[:0]
+	if f == CBOR {
+		s.cb = new(cborState)
+	}
 	return s
 }
 
@@ -160,7 +182,8 @@ func (s *Splitter) fail(off int64, err error) error {
 // End reports the end of the body. tail is what remains after the last
 // event (whitespace, or the bytes of an event the body cut); err is an
 // *Error wrapping ErrTruncated if those bytes hold a partial event. tail is
-// owned by the Splitter and valid until its next use.
+// the caller's (a copy; in resync mode, the Splitter's, valid until its
+// next use).
 //
 // After a sticky error End returns that error and no tail. In resync mode
 // tail holds the bytes still being judged as a possible event start, and
@@ -178,36 +201,35 @@ func (s *Splitter) End() (tail []byte, err error) {
 	// Bytes given back to the parser but not yet fed: they count as tail.
 	var partial bool
 	var at int64
-	s.tail = s.tail[:0]
 	switch s.format {
 	case JSON:
-		s.tail = append(s.tail, s.pre...)
+		tail = append(tail, s.pre...)
 		if s.inEvent {
 			partial, at = true, s.start+int64(len(s.pre))
-			s.tail = append(s.tail, s.buf...)
+			tail = append(tail, s.buf...)
 		}
 	case Protobuf:
 		if s.hn > 0 {
 			partial, at = true, s.start
-			s.tail = append(s.tail, s.hdr[:s.hn]...)
-			s.tail = append(s.tail, s.buf...)
+			tail = append(tail, s.hdr[:s.hn]...)
+			tail = append(tail, s.buf...)
 		}
 	case CBOR:
 		if s.inEvent {
 			partial, at = true, s.start
-			s.tail = append(s.tail, s.buf...)
+			tail = append(tail, s.buf...)
 		}
 	}
 	if len(s.replay) > 0 {
 		if !partial {
 			partial, at = true, s.off
 		}
-		s.tail = append(s.tail, s.replay...)
+		tail = append(tail, s.replay...)
 	}
 	if partial {
-		return s.tail, &Error{Offset: at, Err: ErrTruncated}
+		return tail, &Error{Offset: at, Err: ErrTruncated}
 	}
-	return s.tail, nil
+	return tail, nil
 }
 
 // Resync discards any partial event and the sticky error, and skips input
@@ -233,7 +255,7 @@ func (s *Splitter) Resync() {
 	if !s.resync {
 		s.resync = true
 		s.rsNL = s.off == 0 || s.last == '\n'
-		s.pend = s.pendA[:0]
+		s.pend = s.bufs().pendA[:0]
 	}
 }
 
@@ -243,7 +265,9 @@ func (s *Splitter) reset() {
 	s.buf = s.buf[:0]
 	s.inEvent, s.depth, s.inStr, s.esc = false, 0, false, false
 	s.hn, s.need = 0, 0
-	s.cOwed, s.cStack, s.cHn, s.cSkip, s.cTop, s.cPre, s.cPreEnd = 0, s.cStack[:0], 0, 0, false, 0, false
+	if s.cb != nil {
+		*s.cb = cborState{stack: s.cb.stack[:0]}
+	}
 	s.replay = nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wtrace/wtrace/frame"
+	"github.com/wtrace/wtrace/testkit/wttest"
 )
 
 // watchReader reads a JSON watch stream's events into a channel.
@@ -50,28 +51,28 @@ func nextEvent(t *testing.T, ch <-chan []byte, what string) frame.Meta {
 	return frame.Meta{}
 }
 
-// TestApplyInterleaves: with WritesApply, a watcher of a recorded watch
-// (virtual time, speed 1) gets the event a client's write causes at the
-// moment of the write, between the recorded events, with a
-// resourceVersion between theirs; later recorded events keep coming in
-// order with resourceVersions that only grow, and a later recorded event
-// for the written object is the world's truth. With WritesAnswer the
-// watcher sees the recording alone.
-func TestApplyInterleaves(t *testing.T) {
+// TestWorldInterleaves: a replay that answers writes is one world. A
+// watcher (virtual time, speed 1) gets the environment's changes — every
+// change of a capture whose clients are all environment — at their
+// recorded times, each recorded event byte for byte while the world holds
+// what the recording did; a client's write lands at once, its event sent
+// between two recorded ones, its resourceVersion between theirs; and the
+// environment's later change of the written object is applied to the
+// client's version (rebased), not over it: the client's label stays.
+func TestWorldInterleaves(t *testing.T) {
 	path := corpusSession(t, "basic-json")
 	f := openSession(t, path)
 	id := exchangeByTarget(t, f, "GET", "watch=true")
 	evs := sessionEvents(t, f, id)
-	start := f.Index().Exchanges[id].Response.Time
 	// The write goes to an object the recording modifies after event k.
-	k, name := -1, ""
+	k, later, name := -1, -1, ""
 	for i := 40; i < len(evs) && k < 0; i++ {
 		if evs[i].meta.Type != "MODIFIED" {
 			continue
 		}
 		for j := i + 1; j < len(evs); j++ {
 			if evs[j].meta.Name == evs[i].meta.Name && evs[j].meta.Type == "MODIFIED" {
-				k, name = i, evs[i].meta.Name
+				k, later, name = i, j, evs[i].meta.Name
 				break
 			}
 		}
@@ -79,87 +80,107 @@ func TestApplyInterleaves(t *testing.T) {
 	if k < 0 {
 		t.Fatal("no object modified twice")
 	}
-	for _, mode := range []Writes{WritesApply, WritesAnswer} {
-		t.Run(string(mode), func(t *testing.T) {
-			arrival := time.Unix(1_800_000_000, 0)
-			clock := NewFakeClock(arrival)
-			srv := newTestServer(t, path, Options{Speed: 1, Clock: clock, Writes: mode})
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/api/v1/namespaces/corpus-basic/configmaps?watch=true&resourceVersion=205", nil)
-			resp, err := srv.Client().Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			ch := watchReader(t, resp.Body)
-			var got []frame.Meta
-			advanceTo := func(i int) { // until event i was received
-				for len(got) <= i {
-					due := arrival.Add(time.Duration(evs[len(got)].time - start))
-					if !clock.Now().Before(due) {
-						got = append(got, nextEvent(t, ch, "recorded event"))
-						continue
-					}
-					if err := clock.BlockUntil(ctx, 1); err != nil {
-						t.Fatal(err)
-					}
-					next, _ := clock.Next()
-					clock.AdvanceTo(next)
-				}
-			}
-			advanceTo(k)
-
-			// A client's write, between recorded events k and k+1.
-			body := `{"metadata":{"labels":{"written":"by-a-client"}}}`
-			preq, _ := http.NewRequest("PATCH", srv.URL+"/api/v1/namespaces/corpus-basic/configmaps/"+name, strings.NewReader(body))
-			preq.Header.Set("Content-Type", "application/merge-patch+json")
-			presp, err := srv.Client().Do(preq)
-			if err != nil {
-				t.Fatal(err)
-			}
-			answer, _ := io.ReadAll(presp.Body)
-			presp.Body.Close()
-			if presp.StatusCode != 200 {
-				t.Fatalf("PATCH %s: %d %s", name, presp.StatusCode, answer)
-			}
-			wrv := rvOfJSON(t, answer)
-
-			if mode == WritesApply {
-				// At once: no clock moves before it arrives.
-				ev := nextEvent(t, ch, "the write's event")
-				if ev.Type != "MODIFIED" || ev.Name != name || ev.ResourceVersion != wrv || !strings.Contains(ev.Kind, "by-a-client") {
-					t.Fatalf("after the write: %s %s %s %.200s; want MODIFIED %s %s with the label", ev.Type, ev.Name, ev.ResourceVersion, ev.Kind, name, wrv)
-				}
-			}
-			advanceTo(len(evs) - 1)
-			prev := uint64(0)
-			for i, e := range got {
-				if e.Type != evs[i].meta.Type || e.Name != evs[i].meta.Name {
-					t.Fatalf("recorded event %d = %s %s; want %s %s", i, e.Type, e.Name, evs[i].meta.Type, evs[i].meta.Name)
-				}
-				n, _ := rvNumber(e.ResourceVersion)
-				if i == k+1 && mode == WritesApply {
-					w, _ := rvNumber(wrv)
-					if w <= prev || w >= n {
-						t.Fatalf("the write's resourceVersion %d is not between %d and %d", w, prev, n)
-					}
-				}
-				if n <= prev {
-					t.Fatalf("event %d: resourceVersion %d after %d", i, n, prev)
-				}
-				prev = n
-				if i <= k && !bytes.Equal([]byte(e.Kind), evs[i].data) {
-					t.Fatalf("event %d before the write is not the recorded bytes", i)
-				}
-			}
-			// The later recorded version of the object is the world's.
-			_, b := get(t, srv.Client(), srv.URL+"/api/v1/namespaces/corpus-basic/configmaps/"+name)
-			if strings.Contains(string(b), "by-a-client") {
-				t.Errorf("GET %s after a later recorded change = %.200s; want the recorded version", name, b)
-			}
-		})
+	arrival := time.Unix(1_800_000_000, 0)
+	clock := NewFakeClock(arrival)
+	srv := newTestServer(t, path, Options{Speed: 1, Clock: clock})
+	start := srv.store.Environment().Start
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const cms = "/api/v1/namespaces/corpus-basic/configmaps"
+	_, list := get(t, srv.Client(), srv.URL+cms)
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+cms+"?watch=true&resourceVersion="+jsonListRV(t, list), nil)
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer resp.Body.Close()
+	ch := watchReader(t, resp.Body)
+	var got []frame.Meta
+	advanceTo := func(i int) { // until event i was received
+		for len(got) <= i {
+			due := arrival.Add(time.Duration(evs[len(got)].time - start))
+			if !clock.Now().Before(due) {
+				got = append(got, nextEvent(t, ch, "recorded event"))
+				continue
+			}
+			if err := clock.BlockUntil(ctx, 1); err != nil {
+				t.Fatal(err)
+			}
+			next, _ := clock.Next()
+			clock.AdvanceTo(next)
+		}
+	}
+	advanceTo(k)
+
+	// A client's write, between recorded events k and k+1.
+	body := `{"metadata":{"labels":{"written":"by-a-client"}}}`
+	preq, _ := http.NewRequest("PATCH", srv.URL+cms+"/"+name, strings.NewReader(body))
+	preq.Header.Set("Content-Type", "application/merge-patch+json")
+	presp, err := srv.Client().Do(preq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, _ := io.ReadAll(presp.Body)
+	presp.Body.Close()
+	if presp.StatusCode != 200 {
+		t.Fatalf("PATCH %s: %d %s", name, presp.StatusCode, answer)
+	}
+	wrv := rvOfJSON(t, answer)
+	// At once: no clock moves before it arrives.
+	ev := nextEvent(t, ch, "the write's event")
+	if ev.Type != "MODIFIED" || ev.Name != name || ev.ResourceVersion != wrv || !strings.Contains(ev.Kind, "by-a-client") {
+		t.Fatalf("after the write: %s %s %s %.200s; want MODIFIED %s %s with the label", ev.Type, ev.Name, ev.ResourceVersion, ev.Kind, name, wrv)
+	}
+	got = append(got, frame.Meta{}) // the write's place
+	evs = append(evs[:k+1], append([]recordedEvent{{}}, evs[k+1:]...)...)
+	later++
+	advanceTo(later)
+	_, b := get(t, srv.Client(), srv.URL+cms+"/"+name)
+	if !strings.Contains(string(b), "by-a-client") {
+		t.Errorf("GET %s after the recording's later change = %.200s; want the client's label kept", name, b)
+	}
+	advanceTo(len(evs) - 1)
+	prev := uint64(0)
+	for i, e := range got {
+		if i == k+1 {
+			continue
+		}
+		if e.Type != evs[i].meta.Type || e.Name != evs[i].meta.Name {
+			t.Fatalf("event %d = %s %s; want %s %s", i, e.Type, e.Name, evs[i].meta.Type, evs[i].meta.Name)
+		}
+		n, _ := rvNumber(e.ResourceVersion)
+		if i == k+2 {
+			if w, _ := rvNumber(wrv); w <= prev || w >= n {
+				t.Fatalf("the write's resourceVersion %d is not between %d and %d", w, prev, n)
+			}
+		}
+		if n <= prev {
+			t.Fatalf("event %d: resourceVersion %d after %d", i, n, prev)
+		}
+		prev = n
+		if i <= k && !bytes.Equal([]byte(e.Kind), evs[i].data) {
+			t.Fatalf("event %d before the write is not the recorded bytes", i)
+		}
+	}
+	// The recording's later change of the object, rebased on the client's.
+	if e := got[later]; e.Name != name || !strings.Contains(e.Kind, "by-a-client") {
+		t.Errorf("the recording's later change of %s: %.300s; want the client's label kept", name, e.Kind)
+	}
+	if env := srv.Environment(); env.Applied != env.Changes || len(env.Dropped) != 0 {
+		t.Errorf("environment: %s; want every change applied", env)
+	}
+}
+
+// jsonListRV reads metadata.resourceVersion of a JSON list.
+func jsonListRV(t *testing.T, b []byte) string {
+	t.Helper()
+	var l struct {
+		Metadata struct{ ResourceVersion string }
+	}
+	if err := json.Unmarshal(b, &l); err != nil || l.Metadata.ResourceVersion == "" {
+		t.Fatalf("no resourceVersion in list %.200s: %v", b, err)
+	}
+	return l.Metadata.ResourceVersion
 }
 
 // rvOfJSON reads metadata.resourceVersion of a JSON object.
@@ -174,15 +195,40 @@ func rvOfJSON(t *testing.T, b []byte) string {
 	return o.Metadata.ResourceVersion
 }
 
-// TestResumeServedRV: after a client's write took the number of the next
-// recorded event, every recorded event after it goes out shifted, and a
-// watch resumed from any resourceVersion the replay served — a shifted
-// one, or the write's own — gets the rest of the history with the same
-// numbers.
-func TestResumeServedRV(t *testing.T) {
+// TestWorldResume: a watch of the world resumed from any resourceVersion
+// the replay served — a recorded one, or a client's write's — gets the
+// rest of the history with the same numbers; one older than the world's
+// start gets a 410 Expired event.
+func TestWorldResume(t *testing.T) {
 	path := corpusSession(t, "basic-json")
 	srv := newTestServer(t, path, Options{Speed: 0})
 	const cms = "/api/v1/namespaces/corpus-basic/configmaps"
+	_, list := get(t, srv.Client(), srv.URL+cms)
+	start := jsonListRV(t, list)
+	watch := func(rv, timeout string) []frame.Meta {
+		_, b := get(t, srv.Client(), srv.URL+cms+"?watch=true&timeoutSeconds="+timeout+"&resourceVersion="+rv)
+		var out []frame.Meta
+		for _, l := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+			if len(l) == 0 {
+				continue
+			}
+			m, err := frame.Peek(frame.JSON, l)
+			if err != nil {
+				t.Fatalf("watch from %s: %v: %.100q", rv, err, l)
+			}
+			out = append(out, m)
+		}
+		return out
+	}
+	// Speed 0: the environment is applied once the client went quiet.
+	wttest.WaitFor(t, time.Minute, func() bool {
+		select {
+		case <-srv.EnvironmentDone():
+			return true
+		default:
+			return false
+		}
+	}, "the environment to be played")
 	req, _ := http.NewRequest("POST", srv.URL+cms, strings.NewReader(`{"metadata":{"name":"resume-me"}}`))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := srv.Client().Do(req)
@@ -195,33 +241,15 @@ func TestResumeServedRV(t *testing.T) {
 		t.Fatalf("create: %d %s", resp.StatusCode, answer)
 	}
 	wrv := rvOfJSON(t, answer)
-	watch := func(rv string, timeout ...string) []frame.Meta {
-		ts := "30" // recorded watches end as recorded; the world's stay open until then
-		if len(timeout) > 0 {
-			ts = timeout[0]
-		}
-		_, b := get(t, srv.Client(), srv.URL+cms+"?watch=true&timeoutSeconds="+ts+"&resourceVersion="+rv)
-		var out []frame.Meta
-		for _, l := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
-			m, err := frame.Peek(frame.JSON, l)
-			if err != nil {
-				t.Fatalf("watch from %s: %v: %.100q", rv, err, l)
-			}
-			out = append(out, m)
-		}
-		return out
+	all := watch(start, "1")
+	if len(all) != 201 {
+		t.Fatalf("watch from %s: %d events; want the 200 recorded and the client's", start, len(all))
 	}
-	all := watch("205")
-	if len(all) != 200 {
-		t.Fatalf("watch from 205: %d events; want 200", len(all))
-	}
-	w, _ := rvNumber(wrv)
-	first, _ := rvNumber(all[0].ResourceVersion)
-	if first <= w {
-		t.Fatalf("first recorded event after the write: resourceVersion %d, not above the write's %d", first, w)
+	if last := all[200]; last.Name != "resume-me" || last.ResourceVersion != wrv {
+		t.Fatalf("last event %s %s %s; want ADDED resume-me %s", last.Type, last.Name, last.ResourceVersion, wrv)
 	}
 	for _, k := range []int{0, 99, 198} {
-		rest := watch(all[k].ResourceVersion)
+		rest := watch(all[k].ResourceVersion, "1")
 		if len(rest) != len(all)-k-1 {
 			t.Fatalf("watch from %s (event %d): %d events; want %d", all[k].ResourceVersion, k, len(rest), len(all)-k-1)
 		}
@@ -231,9 +259,10 @@ func TestResumeServedRV(t *testing.T) {
 			}
 		}
 	}
-	// From the write's own resourceVersion: the recorded history after it.
-	rest := watch(wrv, "2")
-	if len(rest) != len(all) || rest[0].ResourceVersion != all[0].ResourceVersion {
-		t.Fatalf("watch from the write's %s: %d events from %v; want the %d recorded from %s", wrv, len(rest), rest[0].ResourceVersion, len(all), all[0].ResourceVersion)
+	if rest := watch(wrv, "1"); len(rest) != 0 {
+		t.Fatalf("watch from the write's %s: %d events; want none", wrv, len(rest))
+	}
+	if old := watch("2", "1"); len(old) != 1 || old[0].Type != "ERROR" {
+		t.Fatalf("watch from 2: %v; want one ERROR (410 Expired)", old)
 	}
 }

@@ -119,7 +119,7 @@ func TestInformerCBOR(t *testing.T) {
 				clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.ClientsPreferCBOR, c.cbor)
 				clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.WatchListClient, watchList)
 				hl := &howLog{ch: make(chan struct{}, 1)}
-				srv := newTestServer(t, path, Options{Logger: slog.New(hl)})
+				srv := newTestServer(t, path, Options{Writes: WritesReject, Logger: slog.New(hl)})
 				h := startDynamicInformer(t, srv.URL, resource, "wtrace-cbor-informer")
 				got := h.waitFor(t, len(first)+len(rest))
 				// The recorded streams were cut by the end of the capture:

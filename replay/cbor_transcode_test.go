@@ -69,7 +69,7 @@ func TestCBORTranscoded(t *testing.T) {
 		{"CBOR to metadata", acceptMetaWatch, "application/vnd.kubernetes.protobuf;stream=watch", "PartialObjectMetadata"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			srv := replaytest.NewServer(t, path, replay.Options{Speed: 0})
+			srv := replaytest.NewServer(t, path, replay.Options{Writes: replay.WritesReject, Speed: 0})
 			ct, got, datas := rawWatch(t, srv.URL+w, c.accept)
 			if ct != c.ct {
 				t.Errorf("Content-Type %q; want %q", ct, c.ct)
@@ -99,7 +99,7 @@ func TestCBORTranscoded(t *testing.T) {
 		})
 	}
 
-	srv := replaytest.NewServer(t, path, replay.Options{Speed: 0})
+	srv := replaytest.NewServer(t, path, replay.Options{Writes: replay.WritesReject, Speed: 0})
 	f, err := formats.Open(path, formats.ReaderOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -158,7 +158,7 @@ func TestCBORTranscoded(t *testing.T) {
 
 	// Nothing is transcoded into CBOR: a client that accepts nothing else
 	// gets the apiserver's 406 (v1.33 without CBORServingAndStorage).
-	basic := replaytest.NewServer(t, replay.CorpusSession(t, "basic-json"), replay.Options{Speed: 0})
+	basic := replaytest.NewServer(t, replay.CorpusSession(t, "basic-json"), replay.Options{Writes: replay.WritesReject, Speed: 0})
 	req, _ := http.NewRequest("GET", basic.URL+"/api/v1/namespaces/corpus-basic/configmaps?watch=true&resourceVersion=205&timeoutSeconds=1", nil)
 	req.Header.Set("Accept", "application/cbor-seq")
 	r2, err := http.DefaultClient.Do(req)

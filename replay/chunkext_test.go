@@ -113,7 +113,7 @@ func TestChunkExtensionsTrailers(t *testing.T) {
 		t.Fatalf("recorded end: last-chunk %q, trailer %+v; want %q, %+v", e.LastExt, e.Trailer, lastExt, trailer)
 	}
 
-	for _, writes := range []Writes{WritesAnswer, WritesRecorded} {
+	for _, writes := range []Writes{WritesReject, WritesRecorded} {
 		t.Run(fmt.Sprintf("HTTP/1.1/%v", writes), func(t *testing.T) {
 			srv := newTestServer(t, path, Options{Speed: 0, Writes: writes})
 			r := rawGet(t, srv.URL, target)
@@ -136,7 +136,7 @@ func TestChunkExtensionsTrailers(t *testing.T) {
 	}
 
 	t.Run("HTTP/2", func(t *testing.T) {
-		srv, err := Open(path, Options{Speed: 0})
+		srv, err := Open(path, Options{Writes: WritesReject, Speed: 0})
 		if err != nil {
 			t.Fatal(err)
 		}

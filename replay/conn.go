@@ -2,7 +2,6 @@ package replay
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"net"
 	"net/http"
@@ -121,6 +120,7 @@ func (st *streamer) takeOver(r *http.Request, hd *head) bool {
 	oc := &ownConn{conn: conn}
 	oc.tcp, _ = conn.(*net.TCPConn)
 	st.own = oc
+	st.s.met.connOpened()
 	// net/http's response and connection state are done with: drop them,
 	// so that they are freed when ServeHTTP returns (handoff).
 	st.w, st.rc, st.r = hijacked{}, hijackedRC, nil
@@ -128,7 +128,7 @@ func (st *streamer) takeOver(r *http.Request, hd *head) bool {
 	// write (no Follow) waits in a read of its connection, which notices
 	// the client leaving too; otherwise a goroutine reads it.
 	_, real := st.s.clock.(realClock)
-	oc.selfRead = real && oc.tcp != nil && (st.flow == nil || st.flow.follow == nil)
+	oc.selfRead = real && oc.tcp != nil
 	// Such a stream, on a goroutine of its own and without an Out, parks
 	// in the scheduler while it waits, where the platform allows.
 	if oc.selfRead && st.handed && (st.tap == nil || st.tap.out == nil) && schedSupported {
@@ -149,7 +149,7 @@ func (st *streamer) takeOver(r *http.Request, hd *head) bool {
 			oc.interrupt()
 		}
 	} else {
-		oc.stopCancel = context.AfterFunc(st.ctx, oc.interrupt)
+		oc.stopCancel = st.afterCancel(oc)
 	}
 	// Bytes the request's reader holds already are dropped with it; the
 	// rest is read from the connection.
@@ -273,6 +273,7 @@ func (st *streamer) ownWrite(bufs net.Buffers) bool {
 		return false
 	}
 	st.bytes += n
+	st.s.met.sentBytes(int(n))
 	return true
 }
 
@@ -326,6 +327,7 @@ func (st *streamer) ownClose(clean, reset bool) {
 		}
 	}
 	_ = nc.Close()
+	st.s.met.connClosed()
 	if oc.readDone != nil {
 		<-oc.readDone
 	}
@@ -403,6 +405,7 @@ func (st *streamer) tryWrite(bufs net.Buffers, n int64) bool {
 		}
 	}
 	st.bytes += w
+	st.s.met.sentBytes(int(w))
 	if w == n {
 		return true
 	}

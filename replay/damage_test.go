@@ -81,7 +81,7 @@ func TestDamagedBlock(t *testing.T) {
 	}
 	var logs syncBuffer
 	open := func() *Server {
-		srv, err := Open(path, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		srv, err := Open(path, Options{Writes: WritesReject, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -160,7 +160,7 @@ func TestDamagedBlock(t *testing.T) {
 		if err := os.WriteFile(p, data[:end], 0o644); err != nil {
 			t.Fatal(err)
 		}
-		srv, err := Open(p, Options{})
+		srv, err := Open(p, Options{Writes: WritesReject})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -245,7 +245,7 @@ func TestDamagedDictionarySource(t *testing.T) {
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := Open(path, Options{})
+	srv, err := Open(path, Options{Writes: WritesReject})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/wtrace/wtrace/apiserver/world"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
+	"github.com/wtrace/wtrace/internal/apipath"
 )
 
 // maxDiscoveryBody bounds a LIST body read at start-up only to learn its
@@ -30,33 +31,20 @@ func (r resource) groupVersion() string {
 	return r.group + "/" + r.version
 }
 
-// parseResourcePath reads group, version and resource from an API path:
-// /api/v1/namespaces/demo/configmaps[/name[/sub]], /api/v1/nodes,
-// /apis/apps/v1/namespaces/demo/deployments, /api/v1/namespaces[/name].
+// parseResourcePath reads group, version and resource from an API path
+// (internal/apipath, as the apiserver reads it); namespaced says that the
+// path named a namespace, and for a built-in resource it is its real scope.
 func parseResourcePath(path string) (resource, bool) {
-	segs := strings.Split(strings.Trim(path, "/"), "/")
-	var r resource
-	var rest []string
-	switch {
-	case len(segs) >= 3 && segs[0] == "api":
-		r.version, rest = segs[1], segs[2:]
-	case len(segs) >= 4 && segs[0] == "apis":
-		r.group, r.version, rest = segs[1], segs[2], segs[3:]
-	default:
-		return r, false
+	p, _ := apipath.StripWatchSegment(path)
+	ar, ok := apipath.ParseResource(p)
+	if !ok || ar.Version == "" {
+		return resource{}, false
 	}
-	if len(rest) > 0 && rest[0] == "watch" {
-		rest = rest[1:]
+	r := resource{group: ar.Group, version: ar.Version, name: ar.Resource, namespaced: ar.Namespace != ""}
+	if info, ok := world.BuiltinInfo(world.Resource{Group: ar.Group, Version: ar.Version, Resource: ar.Resource}); ok {
+		r.namespaced, r.kind = info.Namespaced, info.Kind
 	}
-	switch {
-	case len(rest) == 0:
-		return r, false
-	case rest[0] == "namespaces" && len(rest) >= 3:
-		r.name, r.namespaced = rest[2], true
-	default:
-		r.name = rest[0]
-	}
-	return r, r.name != "" && r.version != ""
+	return r, true
 }
 
 // wellKnown gives kind and short names of common resources, for sessions

@@ -30,14 +30,18 @@ func TestParseResourcePath(t *testing.T) {
 		want resource
 		ok   bool
 	}{
-		{"/api/v1/namespaces/demo/configmaps", resource{version: "v1", name: "configmaps", namespaced: true}, true},
-		{"/api/v1/namespaces/demo/configmaps/cm-1", resource{version: "v1", name: "configmaps", namespaced: true}, true},
-		{"/api/v1/namespaces", resource{version: "v1", name: "namespaces"}, true},
-		{"/api/v1/namespaces/demo", resource{version: "v1", name: "namespaces"}, true},
-		{"/api/v1/nodes", resource{version: "v1", name: "nodes"}, true},
-		{"/api/v1/watch/namespaces/demo/pods", resource{version: "v1", name: "pods", namespaced: true}, true},
-		{"/apis/apps/v1/namespaces/demo/deployments", resource{group: "apps", version: "v1", name: "deployments", namespaced: true}, true},
-		{"/apis/apps/v1/deployments", resource{group: "apps", version: "v1", name: "deployments"}, true},
+		{"/api/v1/namespaces/demo/configmaps", resource{version: "v1", name: "configmaps", namespaced: true, kind: "ConfigMap"}, true},
+		{"/api/v1/namespaces/demo/configmaps/cm-1", resource{version: "v1", name: "configmaps", namespaced: true, kind: "ConfigMap"}, true},
+		{"/api/v1/namespaces", resource{version: "v1", name: "namespaces", kind: "Namespace"}, true},
+		{"/api/v1/namespaces/demo", resource{version: "v1", name: "namespaces", kind: "Namespace"}, true},
+		{"/api/v1/nodes", resource{version: "v1", name: "nodes", kind: "Node"}, true},
+		{"/api/v1/watch/namespaces/demo/pods", resource{version: "v1", name: "pods", namespaced: true, kind: "Pod"}, true},
+		{"/apis/apps/v1/namespaces/demo/deployments", resource{group: "apps", version: "v1", name: "deployments", namespaced: true, kind: "Deployment"}, true},
+		// A cluster-wide path of a namespaced resource: its real scope.
+		{"/apis/apps/v1/deployments", resource{group: "apps", version: "v1", name: "deployments", namespaced: true, kind: "Deployment"}, true},
+		// A custom resource: the scope the path shows.
+		{"/apis/example.com/v1/widgets", resource{group: "example.com", version: "v1", name: "widgets"}, true},
+		{"/apis/example.com/v1/namespaces/a/widgets/w", resource{group: "example.com", version: "v1", name: "widgets", namespaced: true}, true},
 		{"/api/v1", resource{}, false},
 		{"/apis/apps", resource{}, false},
 		{"/version", resource{}, false},
@@ -142,7 +146,7 @@ func TestKubectlPath(t *testing.T) {
 	path := corpusSession(t, "basic-json")
 	f := openSession(t, path)
 	evs := sessionEvents(t, f, exchangeByTarget(t, f, "GET", "watch=true"))
-	srv, err := Open(path, Options{})
+	srv, err := Open(path, Options{Writes: WritesReject})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +221,7 @@ func TestKubectl(t *testing.T) {
 		t.Skip("kubectl not installed")
 	}
 	path := corpusSession(t, "basic-json")
-	srv, err := Open(path, Options{Speed: 0})
+	srv, err := Open(path, Options{Writes: WritesReject, Speed: 0})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,77 @@
 // mounts it elsewhere; Close cancels every request in flight and returns
 // once every handler goroutine has exited, like httptest.Server.
 //
+// # Two replays: a world, or a tape
+//
+// A replay that answers writes (Options.Writes WritesAnswer, the default,
+// or WritesApply, the same) is an apiserver whose world is the
+// recording's environment: it is what a controller under test is run
+// against. A read-only replay (WritesReject) and WritesRecorded serve the
+// recording itself, a tape: each client gets the recorded answers on a
+// timeline of its own, byte for byte, chunk for chunk — what informers,
+// kubectl get -w and scale tests of many watchers are replayed with. The
+// sections below, from Matching to Many clients, are the tape's rules,
+// save where they say otherwise; this one is the world's.
+//
+// The clients under test (Options.Clients, wtrace replay --client; by
+// default every client of a session recorded through the proxy or of a
+// replay's run, none of a capture) are what a run is compared with: their
+// successful writes, and the versions of objects those writes made (the
+// resourceVersion each answer carried, or the object's next version after
+// the request: a deletion's versions until the object is gone), are the
+// expected output and never replayed. Everything else the recording shows
+// — what kubectl, other controllers, the scheduler, kubelets changed — is
+// the environment, the run's input (package apiserver/world, Environment):
+//
+//   - The world starts as the session first shows it: every object of the
+//     first LISTs, GETs and watches, before anything a watch showed
+//     changing.
+//   - Each change of the environment is applied to the world in
+//     resourceVersion order: as recorded, byte for byte, while the world
+//     holds the version the change was made to; else what the change
+//     changed (the merge patch from the recorded version before it, less
+//     the server's fields) is applied to the run's version of the object,
+//     whose generation and resourceVersion the world sets — a change made
+//     over the recorded controller's status keeps the run's status.
+//   - Changes to objects the clients under test created in the recording
+//     (a Pod a controller created, later bound by the scheduler, updated
+//     by a kubelet) follow the run's corresponding object — paired by
+//     resource, namespace, generateName (or name), owners and order — or
+//     are dropped when the run did not create it; so is a change to an
+//     object the run deleted. The log says which (Info lines,
+//     "environment change dropped"), as do Server.Environment and the run
+//     file's Summary.
+//   - Pace (Options.Pace, --pace): PaceRecorded applies each change at its
+//     recorded time scaled by Speed, on a timeline that starts when the
+//     run's clients first watch (their informers started, after a leader
+//     election say), mapped to the recorded clients' first watch; Speed 0
+//     applies the first once the clients are quiet, each next once every
+//     watcher was sent the one before. PaceQuiet applies each once the
+//     clients have been quiet — no request in flight but watches and lease
+//     renewals, none begun or ended for Options.QuietWindow — so that a
+//     controller reconciles each change before the next and every run sees
+//     the same sequence, as fast as the controller goes. After the last
+//     change the clients get as long as the recorded ones kept working
+//     after it (EnvironmentDone closes then); Settle waits for that and
+//     for quiet: the run is over.
+//   - Every read is answered from the world when it arrives — GET, LIST,
+//     WATCH (its events as the world changes, the run's writes among the
+//     environment's), discovery (recorded, or synthesized with each
+//     resource's real scope), kube-apiserver v1.33's OpenAPI documents
+//     (package apiserver/openapi) — never from the recorded sequence.
+//     Recorded bytes go out where they are what the world holds (the
+//     environment's changes applied as recorded).
+//   - Writes are the world's, as kube-apiserver v1.33 answers them (see
+//     package apiserver/world: defaults, admission, strategies, field
+//     validation, field managers, finalizers), never a recorded answer. A
+//     write lands Options.WriteLatency after it arrived (by default the
+//     recorded apiserver's median), and its answer goes out once its watch
+//     events went out to every watcher: a controller reading its cache
+//     after its write finds it, as against a real apiserver.
+//   - Loop, Hold and EventChunks are the tape's; a world replay sends one
+//     event per chunk, as the apiserver does, and keeps watches open until
+//     their timeoutSeconds.
+//
 // # Matching
 //
 // A request is matched with the recorded exchanges that have the same
@@ -98,66 +169,26 @@
 // watch, as plain application/json: clients asking for aggregated discovery
 // fall back to it. kubectl get -w works against a replay.
 //
-// # Writes and the world
+// # Writes and the world of a tape
 //
-// Unless Options.Writes is WritesRecorded, the Server loads the session's
-// world at New (package apiserver/world: every version of every object the
-// recording shows, bounded by Options.StateBytes) and answers from it what
-// the recording cannot, as kube-apiserver v1.33 would at the world's
-// point — the newest recorded resourceVersion served to any client, plus
-// the clients' writes:
+// A read-only replay (WritesReject) loads the session's world too
+// (package apiserver/world, every version of every object the recording
+// shows, bounded by Options.StateBytes) and answers from it, at the
+// world's point — the newest recorded resourceVersion served to any
+// client — the reads the recording cannot: a GET of one object, a LIST
+// with other selectors or of another namespace or resource (selectors
+// evaluated as the apiserver does; a LIST is not paginated), a watch of
+// other parameters or resumed from a resourceVersion the recording does
+// not show (the world's history from there at the recorded pace, or 410
+// Expired when it is older than the session). Every write gets 403
+// Forbidden. WritesRecorded keeps no world: a write gets a recorded
+// exchange of the same method and path, or 404; no Status is synthesized,
+// no encoding changed.
 //
-//   - writes (POST, PUT, PATCH of every type, server-side apply, DELETE of
-//     one object or a collection, status and scale, dryRun): 201/200 with
-//     the object completed, 409 AlreadyExists or Conflict, 404, 422, the
-//     apiserver's Status bodies (see package apiserver/world for what is and
-//     is not modelled). A write the session recorded — same method, path
-//     and parameters, and the same request body once resourceVersion,
-//     managedFields and timestamps are left out — gets the recorded answer
-//     (each recorded write once, in recorded order): a session recorded
-//     through the proxy while the controller ran answers the same
-//     controller with what the apiserver said then.
-//   - reads the session did not record: a GET of one object, a LIST with
-//     other selectors or of another namespace or resource (selectors
-//     evaluated as the apiserver does; a LIST is not paginated), a watch
-//     of other parameters or resumed from a resourceVersion only the
-//     replay knows (the world's history from there, recorded changes at
-//     their recorded pace, or 410 Expired when it is older than the
-//     session).
-//
-// Modes (Options.Writes, wtrace replay --writes):
-//
-//   - WritesAnswer (the default): writes are answered; recorded watches
-//     keep sending the recording alone, and watches the world serves
-//     leave the clients' writes out. GETs and LISTs the world answers see
-//     them.
-//   - WritesApply: watchers of a resource also get the ADDED, MODIFIED and
-//     DELETED events the clients' writes cause, at the moment they land,
-//     among the recorded events in resourceVersion order; a later recorded
-//     event for the same object is the world's truth and wins. Once a
-//     client wrote objects of a resource, its LISTs, streaming lists and
-//     watches from "" are the world's, so that a client that relists keeps
-//     its writes.
-//   - WritesReject: every write gets 403 Forbidden: a read-only replay.
-//   - WritesRecorded: only the recording (the behaviour of replays before
-//     the world): a write gets a recorded exchange of the same method and
-//     path, or 404; no Status is synthesized, no encoding changed.
-//
-// Every client of a Server shares one world, as the clients of one
-// apiserver do: one client's write is another's GET.
-//
-// resourceVersions only grow for every client, and a watch resumes from
-// any one the replay served. A write gets the next number after everything
-// served; when the recording has no room for it (its next recorded event
-// has the next number), every recorded resourceVersion still to come is
-// served shifted up, in events, LISTs and objects alike, and a client
-// resuming from a shifted number resumes the recording where it stood.
-// Recorded bytes go out untouched as long as nothing was shifted; then
-// the stream goes on event by event, each rewritten.
-//
-// Discovery lists every verb (create, delete, deletecollection, get,
-// list, patch, update, watch) and the common built-in resources too
-// (Deployments in a session of ConfigMaps), so that kubectl can write.
+// Discovery of a replay that keeps a world lists every verb (create,
+// delete, deletecollection, get, list, patch, update, watch) and the
+// common built-in resources too (Deployments in a session of ConfigMaps),
+// so that kubectl can write.
 //
 // # Encodings
 //
@@ -265,9 +296,9 @@
 // buffers and request for the connection are freed while the watch goes
 // on.
 //
-// On Linux, on the real clock, over plain TCP, a watch stream that waits
-// for its next write holds no goroutine at all (without Follow, that is
-// Options.Writes other than WritesApply, and without Options.Out): it
+// On Linux, on the real clock, over plain TCP, a recorded watch stream
+// of a tape that waits for its next write holds no goroutine at all
+// (without Options.Out): it
 // parks in the server's scheduler, a heap of waiting streams by due time
 // with one goroutine (one such shard per GOMAXPROCS), which writes each
 // due stream's chunks itself with a non-blocking writev and parks it

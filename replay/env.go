@@ -26,7 +26,9 @@ const (
 	// time, scaled by Options.Speed, on a timeline that starts with the
 	// run's first request (mapped to the first request of the clients
 	// under test in the recording). Speed 0 applies them as fast as
-	// possible.
+	// possible: the first once the clients have been quiet (their caches
+	// synced), each next one once every watcher has been sent the one
+	// before.
 	PaceRecorded Pace = "recorded"
 	// PaceQuiet applies the next change once the clients have been quiet:
 	// no request but watches in flight, and none begun or ended for
@@ -61,6 +63,13 @@ type activity struct {
 }
 
 func newActivity() *activity { return &activity{wake: make(chan struct{}, 1)} }
+
+// heartbeat reports whether a request is a leader elector's (a Lease of
+// coordination.k8s.io): renewed on a timer, it is no sign of work, and
+// does not break the clients' quiet.
+func heartbeat(path string) bool {
+	return strings.HasPrefix(path, "/apis/coordination.k8s.io/") && strings.Contains(path, "/leases")
+}
 
 // begin notes a request's arrival; watch says it is a watch, which stays
 // in flight for its whole life and does not count as busy.
@@ -124,15 +133,19 @@ func (d *envDriver) run(origin time.Time) {
 	env := d.s.store.Environment()
 	timer := d.s.clock.NewTimer(time.Hour)
 	defer timer.Stop()
+	var last world.Change
 	for {
 		c, ok := d.s.store.NextChange()
 		if !ok {
+			d.tail(last, env.End)
 			d.s.log.Info("replay: the environment is played", "applied", d.applied.Load(), "dropped", d.dropped.Load())
 			return
 		}
+		last = c
 		var due time.Time
+		quiet := d.pace == PaceQuiet || d.s.speed == 0 && last == (world.Change{}) && d.applied.Load()+d.dropped.Load() == 0
 		switch {
-		case d.pace == PaceQuiet:
+		case quiet:
 			due = d.s.act.quietAt(d.s.clock.Now(), d.window)
 		case d.s.speed > 0:
 			due = origin.Add(time.Duration(float64(c.Time-env.Start) / d.s.speed))
@@ -140,7 +153,7 @@ func (d *envDriver) run(origin time.Time) {
 		for {
 			now := d.s.clock.Now()
 			if !due.After(now) {
-				if d.pace != PaceQuiet {
+				if !quiet {
 					break
 				}
 				if q := d.s.act.quietAt(now, d.window); !q.After(now) {
@@ -155,7 +168,7 @@ func (d *envDriver) run(origin time.Time) {
 				return
 			case <-timer.C():
 			case <-d.s.act.wake:
-				if d.pace == PaceQuiet {
+				if quiet {
 					due = d.s.act.quietAt(d.s.clock.Now(), d.window)
 				}
 			}
@@ -166,6 +179,35 @@ func (d *envDriver) run(origin time.Time) {
 		}
 		d.s.act.last.Store(d.s.clock.Now().UnixNano())
 		d.note(a)
+		if d.s.speed == 0 && d.pace != PaceQuiet {
+			// As fast as possible, but every watcher gets each change
+			// before the next is made: none sees two merged.
+			d.s.deliv.wait(d.s.store.LastRV(), d.s.ctx.Done())
+		}
+	}
+}
+
+// tail waits, after the environment's last change (last), as long as the
+// recorded clients were still at work after it (until end, their last
+// write): at the recorded pace scaled by Speed, in real time with
+// PaceQuiet; not at all at Speed 0. A controller that acts on a delay
+// gets its time, as it had it when it was recorded.
+func (d *envDriver) tail(last world.Change, end int64) {
+	if last.Time == 0 || end <= last.Time {
+		return
+	}
+	speed := d.s.speed
+	if d.pace == PaceQuiet {
+		speed = 1
+	}
+	if speed <= 0 {
+		return
+	}
+	t := d.s.clock.NewTimer(time.Duration(float64(end-last.Time) / speed))
+	defer t.Stop()
+	select {
+	case <-t.C():
+	case <-d.s.ctx.Done():
 	}
 }
 
@@ -319,9 +361,24 @@ func (d *deliveries) caughtUp() {
 	d.mu.Unlock()
 }
 
+// deliveryGrace is how long a write's answer waits after its events went
+// out: the time a client's informer takes to take an event into its cache
+// (a millisecond or two), so that the worker that gets the answer finds
+// its write there.
+const deliveryGrace = 2 * time.Millisecond
+
 // wait returns once every watch has caught up to served resourceVersion
-// rv, after DeliveryWait, or when done is closed.
+// rv (and deliveryGrace has passed), after DeliveryWait, or when done is
+// closed.
 func (d *deliveries) wait(rv uint64, done <-chan struct{}) {
+	defer func() {
+		t := time.NewTimer(deliveryGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-done:
+		}
+	}()
 	deadline := time.NewTimer(DeliveryWait)
 	defer deadline.Stop()
 	for {
@@ -348,6 +405,28 @@ func (d *deliveries) wait(rv uint64, done <-chan struct{}) {
 	}
 }
 
+// writeLatency holds a write until Options.WriteLatency (by default the
+// recorded apiserver's median) has passed since arrival: it lands in the
+// world (its events sent, its answer written) no sooner than it did in
+// the recorded apiserver.
+func (s *Server) writeLatency(arrival time.Time, done <-chan struct{}) {
+	d := s.opts.WriteLatency
+	if d == 0 {
+		d = s.store.Environment().WriteLatency
+	}
+	wait := arrival.Add(d).Sub(s.clock.Now())
+	if d <= 0 || wait <= 0 {
+		return
+	}
+	t := s.clock.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C():
+	case <-done:
+	case <-s.ctx.Done():
+	}
+}
+
 // routeWorld decides how a replay that answers writes answers a request:
 // from the world, whatever the recording holds, for every resource it
 // knows; the rest (discovery, /version, paths that are no resource) as the
@@ -356,6 +435,12 @@ func (s *Server) routeWorld(r *http.Request, q query, body []byte) route {
 	if s.storeHandles(q.path) || isWrite(q.method) {
 		if q.watch && q.method == http.MethodGet {
 			return s.storeWatchRoute(r, q)
+		}
+		if isWrite(q.method) {
+			// The write reaches the world after the apiserver's latency,
+			// as it reaches etcd: its answer and its watch events come
+			// together, after it.
+			s.writeLatency(s.clock.Now(), r.Context().Done())
 		}
 		if resp, ok := s.store.Serve(stateRequest(r, q, body)); ok {
 			if resp.Changed {

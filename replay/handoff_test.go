@@ -22,7 +22,7 @@ import (
 func TestWatchHandOff(t *testing.T) {
 	path := corpusSession(t, "basic-json")
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	srv, err := Open(path, Options{Hold: true})
+	srv, err := Open(path, Options{Writes: WritesReject, Hold: true})
 	if err != nil {
 		t.Fatal(err)
 	}

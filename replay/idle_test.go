@@ -29,7 +29,7 @@ func TestIdleConnections(t *testing.T) {
 	quietWatch := "/api/v1/namespaces/corpus-basic/configmaps?watch=true&resourceVersion=" + evs[len(evs)-1].meta.ResourceVersion
 
 	t.Run("HTTP/1.1", func(t *testing.T) {
-		srv := newTestServer(t, path, Options{IdleTimeout: idle})
+		srv := newTestServer(t, path, Options{Writes: WritesReject, IdleTimeout: idle})
 		addr := strings.TrimPrefix(srv.URL, "http://")
 		const n = 300
 		conns := make([]net.Conn, n)
@@ -82,7 +82,7 @@ func TestIdleConnections(t *testing.T) {
 	})
 
 	t.Run("HTTP/2", func(t *testing.T) {
-		srv, err := Open(path, Options{IdleTimeout: idle})
+		srv, err := Open(path, Options{Writes: WritesReject, IdleTimeout: idle})
 		if err != nil {
 			t.Fatal(err)
 		}

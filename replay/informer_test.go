@@ -329,7 +329,7 @@ func TestInformerBasicJSON(t *testing.T) {
 		t.Run(fmt.Sprintf("WatchList=%v", watchList), func(t *testing.T) {
 			clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.WatchListClient, watchList)
 			hl := &howLog{ch: make(chan struct{}, 1)}
-			srv := newTestServer(t, path, Options{Logger: slog.New(hl)})
+			srv := newTestServer(t, path, Options{Writes: WritesReject, Logger: slog.New(hl)})
 			h := startInformer(t, srv.URL, "configmaps", "corpus-basic", "")
 			got := h.waitFor(t, len(first)+len(rest))
 			hl.waitHow(t, howAfterLast, "watch")
@@ -387,7 +387,7 @@ func TestInformerMultiWatch(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.WatchListClient, c.watchList)
 			hl := &howLog{ch: make(chan struct{}, 1)}
-			srv := newTestServer(t, path, Options{Logger: slog.New(hl)})
+			srv := newTestServer(t, path, Options{Writes: WritesReject, Logger: slog.New(hl)})
 			h := startInformer(t, srv.URL, c.resource, c.namespace, c.selector)
 			got := h.waitFor(t, len(c.first)+len(c.rest))
 			hl.waitHow(t, howAfterLast, "watch")
@@ -413,7 +413,7 @@ func TestInformerProtobuf(t *testing.T) {
 		t.Run(fmt.Sprintf("WatchList=%v,ContentType=%q", c.watchList, c.contentType), func(t *testing.T) {
 			clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.WatchListClient, c.watchList)
 			hl := &howLog{ch: make(chan struct{}, 1)}
-			srv := newTestServer(t, path, Options{Logger: slog.New(hl)})
+			srv := newTestServer(t, path, Options{Writes: WritesReject, Logger: slog.New(hl)})
 			h := startInformer(t, srv.URL, "configmaps", "corpus-proto", "", c.contentType)
 			got := h.waitFor(t, len(first)+len(rest))
 			hl.waitHow(t, howAfterLast, "watch")
@@ -437,7 +437,7 @@ func TestInformerListFromStreamingList(t *testing.T) {
 
 	clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.WatchListClient, false)
 	hl := &howLog{ch: make(chan struct{}, 1)}
-	srv := newTestServer(t, path, Options{Logger: slog.New(hl)})
+	srv := newTestServer(t, path, Options{Writes: WritesReject, Logger: slog.New(hl)})
 	h := startInformer(t, srv.URL, "configmaps", "corpus-multi", "")
 	got := h.waitFor(t, len(first)+len(rest))
 	hl.waitHow(t, howAfterLast, "watch")
@@ -460,7 +460,7 @@ func TestInformerRecordedOverHTTP2(t *testing.T) {
 		t.Run(fmt.Sprintf("WatchList=%v", watchList), func(t *testing.T) {
 			clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.WatchListClient, watchList)
 			hl := &howLog{ch: make(chan struct{}, 1)}
-			srv := newTestServer(t, path, Options{Logger: slog.New(hl)})
+			srv := newTestServer(t, path, Options{Writes: WritesReject, Logger: slog.New(hl)})
 			h := startInformer(t, srv.URL, "configmaps", "corpus-tls", "")
 			got := h.waitFor(t, len(first)+len(rest))
 			hl.waitHow(t, howAfterLast, "watch")

@@ -54,7 +54,7 @@ func TestManyClients(t *testing.T) {
 
 	// Loop keeps every stream going, so the client that does not read
 	// fills its socket buffers and blocks the server's writes to it.
-	srv := newTestServer(t, path, Options{Speed: 0, Loop: true})
+	srv := newTestServer(t, path, Options{Writes: WritesReject, Speed: 0, Loop: true})
 	const target = "/api/v1/namespaces/corpus-basic/configmaps?watch=true&resourceVersion=205"
 
 	stuckClient(t, srv, target) // the client that never reads
@@ -122,7 +122,7 @@ func TestManyClients(t *testing.T) {
 // has blocked for WriteTimeout.
 func TestWriteTimeout(t *testing.T) {
 	path := corpusSession(t, "basic-json")
-	srv := newTestServer(t, path, Options{Speed: 0, Loop: true, WriteTimeout: 50 * time.Millisecond})
+	srv := newTestServer(t, path, Options{Writes: WritesReject, Speed: 0, Loop: true, WriteTimeout: 50 * time.Millisecond})
 	addr := srv.URL[len("http://"):]
 	stuck, err := net.Dial("tcp", addr)
 	if err != nil {

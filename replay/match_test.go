@@ -156,10 +156,10 @@ func TestMatching(t *testing.T) {
 			{"", "/apis/apps/v1", howNotFound, -1, 404},
 		})
 	})
-	// With the world (the default), what the recording cannot answer the
+	// With the world (read-only), what the recording cannot answer the
 	// store does; recorded exchanges are matched as before.
 	t.Run("multi-watch-world", func(t *testing.T) {
-		srv, err := Open(corpusSession(t, "multi-watch"), Options{})
+		srv, err := Open(corpusSession(t, "multi-watch"), Options{Writes: WritesReject})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -174,7 +174,7 @@ func TestMatching(t *testing.T) {
 			{"", svc + "?watch=true&resourceVersion=99999999", howAfterLast, 12, 200},
 			{"", svc + "?watch=true&resourceVersion=1", world.HowWatch, -1, 200}, // the store's 410 ERROR event
 			{"", svc + "?watch=true&resourceVersion=abc", howExpired, -1, 200},
-			{"POST", cm, world.HowCreate, -1, 400}, // no body
+			{"POST", cm, howRejected, -1, 403}, // read-only
 			{"", "/api/v1/namespaces/corpus-multi/pods", world.HowList, -1, 200},
 			{"", "/api/v1/namespaces/corpus-multi/pods/nope", world.HowError, -1, 404},
 			{"", "/apis/apps/v1", howDiscovery, -1, 200},
@@ -182,7 +182,7 @@ func TestMatching(t *testing.T) {
 		})
 	})
 	t.Run("gone-410", func(t *testing.T) {
-		srv, err := Open(corpusSession(t, "gone-410"), Options{})
+		srv, err := Open(corpusSession(t, "gone-410"), Options{Writes: WritesReject})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -203,7 +203,7 @@ func TestMatching(t *testing.T) {
 		})
 	})
 	t.Run("loop-wraps-cursors", func(t *testing.T) {
-		srv, err := Open(corpusSession(t, "gone-410"), Options{Loop: true})
+		srv, err := Open(corpusSession(t, "gone-410"), Options{Writes: WritesReject, Loop: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -226,7 +226,7 @@ func TestResume(t *testing.T) {
 	f := openSession(t, path)
 	id := exchangeByTarget(t, f, "GET", "watch=true")
 	evs := sessionEvents(t, f, id)
-	srv := newTestServer(t, path, Options{})
+	srv := newTestServer(t, path, Options{Writes: WritesReject})
 	const w = "/api/v1/namespaces/corpus-basic/configmaps?watch=true&resourceVersion="
 	k := 150
 	rv := evs[k].meta.ResourceVersion
@@ -280,7 +280,7 @@ func TestAcceptRank(t *testing.T) {
 // session, recorded over HTTP/2, holds a JSON and a protobuf watch of
 // configmaps from the same resourceVersion).
 func TestMatchingAccept(t *testing.T) {
-	srv, err := Open(corpusSession(t, "tls-h2"), Options{})
+	srv, err := Open(corpusSession(t, "tls-h2"), Options{Writes: WritesReject})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -109,7 +109,7 @@ func TestMidstream(t *testing.T) {
 			if len(xs) == 0 {
 				t.Fatal("no exchange without its request")
 			}
-			srv := newTestServer(t, c.path, Options{Speed: 0})
+			srv := newTestServer(t, c.path, Options{Writes: WritesReject, Speed: 0})
 			for id, evs := range xs {
 				if got, _ := world.MidstreamTarget(f, &f.Index().Exchanges[id]); got != "/api/v1/namespaces/"+c.ns+"/"+c.resource+"?watch=true" {
 					t.Errorf("exchange %d: target %q", id, got)

@@ -30,6 +30,9 @@ type write struct {
 	// event: data is one event's exact bytes (an eventSource), rewritten
 	// and framed when it is sent.
 	event bool
+	// events counts the watch events whose data ends in this write (for
+	// the metrics).
+	events int32
 	// lost, on a write without data, marks where the session's damage
 	// lost body bytes (off: where they begin).
 	lost *Loss
@@ -143,7 +146,7 @@ func (p *producer) next() (write, bool, error) {
 		case *formats.Frame:
 			b := make([]byte, 0, len(r.Pre)+len(r.Data))
 			b = append(append(b, r.Pre...), r.Data...)
-			if p.annotate {
+			if p.format != frame.Unknown {
 				ds := r.Offset + int64(len(r.Pre))
 				sp := span{start: r.Offset, dataStart: ds, dataEnd: ds + int64(len(r.Data))}
 				sp.rv, _ = rvNumber(peekRV(p.format, r.Data))
@@ -249,7 +252,7 @@ func (p *producer) emit(w write) {
 	if n := len(p.out); n > 0 && w.at < p.out[n-1].at {
 		w.at = p.out[n-1].at // keep the schedule monotonic
 	}
-	if p.annotate {
+	if p.format != frame.Unknown {
 		p.mark(&w)
 	}
 	p.out = append(p.out, w)
@@ -270,6 +273,9 @@ func (p *producer) mark(w *write) {
 				}
 			}
 			w.rv = max(w.rv, sp.rv)
+		}
+		if sp.dataEnd > w.off && sp.dataEnd <= end {
+			w.events++
 		}
 		cutFrom := sp.dataStart
 		if p.format == frame.Protobuf {

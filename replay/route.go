@@ -7,8 +7,10 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"strconv"
 	"strings"
 
+	"github.com/wtrace/wtrace/apiserver/openapi"
 	"github.com/wtrace/wtrace/apiserver/world"
 )
 
@@ -22,6 +24,9 @@ import (
 // watcher holds little more than its own state. That goroutine still
 // counts as a handler for Close.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.serveOps(w, r) {
+		return
+	}
 	if !s.enter() {
 		writeStatus(w, http.StatusServiceUnavailable, "ServiceUnavailable", errClosed.Error())
 		return
@@ -31,13 +36,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	target := r.URL.RequestURI()
 	q, err := parseTarget(r.Method, target)
 	watch := err == nil && q.watch
-	s.act.begin(arrival, watch)
-	if !watch {
-		defer func() { s.act.end(s.clock.Now()) }()
+	if err != nil || !heartbeat(q.path) {
+		s.act.begin(arrival, watch)
+		if !watch {
+			defer func() { s.act.end(s.clock.Now()) }()
+		}
 	}
-	if s.env != nil {
+	if s.env != nil && (watch || !s.store.Environment().Watches) {
+		// The timeline starts when the clients start following the world
+		// (their first watch), as the recorded ones did.
 		s.env.begin(arrival)
 	}
+	s.met.opened(r.Method, target)
 	handOff := err == nil && q.watch && mayTakeOver(r)
 	var ctx context.Context
 	var cancel context.CancelFunc
@@ -174,7 +184,8 @@ func (s *Server) answer(st *streamer, rt *route, r *http.Request, target string)
 // answerEnd ends the stream and logs the request.
 func (s *Server) answerEnd(st *streamer, rt *route, target string) {
 	st.done()
-	st.tap.finish(rt, st, st.stopped == "" || st.stopped == "timeout")
+	st.tap.finish(rt, st, st.endsClean())
+	s.met.answered(st.method, target, st.tap.req.Status, rt.how, st.tap.req.Transcoded)
 	if s.log.Enabled(st.ctx, slog.LevelDebug) {
 		attrs := []any{"method", st.method, "target", truncate(target), "bytes", st.bytes,
 			"writes", st.writes, "duration", s.clock.Now().Sub(st.arrival), "stopped", st.stopped}
@@ -218,6 +229,7 @@ const (
 	howWatchList = "synth-watch-list" // streaming list built from a recorded LIST + WATCH
 	howList      = "synth-list"       // LIST built from a recorded streaming list
 	howDiscovery = "synth-discovery"  // discovery document built from the session's resources
+	howOpenAPI   = "openapi"          // kube-apiserver v1.33's OpenAPI document (apiserver/openapi)
 	howNotFound  = "not-found"        // nothing matches: 404
 	howError     = "error"            // the session could not be read, or a bad request
 	// A write refused by WritesReject: 403.
@@ -318,18 +330,8 @@ func (s *Server) storeHandles(path string) bool {
 	return s.store != nil && s.store.Handles(path)
 }
 
-// applied reports whether, with WritesApply, the clients wrote objects of
-// path's resource: its LISTs and watches from now then come from the
-// world, which holds them.
-func (s *Server) applied(path string) bool {
-	return s.store != nil && s.writes == WritesApply && s.store.Wrote(path) && s.store.Handles(path)
-}
-
 func (s *Server) routeWatch(r *http.Request, q query) route {
 	cands := s.m.byKey[q.key]
-	if (q.rv == "" || q.sie) && s.applied(q.path) {
-		return s.storeWatchRoute(r, q)
-	}
 	// A resourceVersion the replay served in place of a recorded one
 	// stands for that one.
 	rv := q.rv
@@ -429,11 +431,6 @@ func (s *Server) pickList(listKey, cont, rv, accept string) *recorded {
 
 func (s *Server) routeOther(r *http.Request, q query) route {
 	read := q.method == http.MethodGet || q.method == http.MethodHead
-	if read && s.applied(q.path) {
-		if resp, ok := s.store.Serve(stateRequest(r, q, nil)); ok {
-			return storeRoute(resp)
-		}
-	}
 	if x := s.pickList(q.key, q.cont, q.rv, q.accept); x != nil {
 		return s.recordedRoute(r, q, x)
 	}
@@ -460,6 +457,11 @@ func (s *Server) routeOther(r *http.Request, q query) route {
 			return storeRoute(resp)
 		}
 	}
+	if read && strings.HasPrefix(q.path, "/openapi/") {
+		if doc, ok := openapi.Doc(q.path); ok {
+			return openAPIRoute(doc, q.accept)
+		}
+	}
 	if q.method == http.MethodGet || q.method == http.MethodHead {
 		if _, ok := s.disc.docs[strings.TrimSuffix(q.path, "/")]; ok {
 			return route{how: howDiscovery, status: http.StatusOK, serve: func(st *streamer, r *http.Request) {
@@ -468,6 +470,25 @@ func (s *Server) routeOther(r *http.Request, q query) route {
 		}
 	}
 	return s.notFound(q)
+}
+
+// openAPIRoute answers with one of kube-apiserver's OpenAPI documents
+// (package apiserver/openapi), JSON: a client that accepts only the
+// protobuf form gets 406, after which client-go asks for JSON.
+func openAPIRoute(doc []byte, accept string) route {
+	if a := strings.ToLower(accept); a != "" && !strings.Contains(a, "json") && !strings.Contains(a, "*/*") {
+		return statusRoute(howNotAcceptable, http.StatusNotAcceptable, "NotAcceptable",
+			"only the following media types are accepted: application/json")
+	}
+	return route{how: howOpenAPI, status: http.StatusOK, serve: func(st *streamer, r *http.Request) {
+		h := st.w.Header()
+		h.Set("Content-Type", "application/json")
+		h.Set("Content-Length", strconv.Itoa(len(doc)))
+		st.w.WriteHeader(http.StatusOK)
+		if r.Method != http.MethodHead {
+			st.send(doc)
+		}
+	}}
 }
 
 func (s *Server) notFound(q query) route {

@@ -45,7 +45,7 @@ func TestParkedWatchersHoldNoGoroutines(t *testing.T) {
 	}
 	path := corpusSession(t, "basic-json")
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	srv, err := Open(path, Options{Speed: 1})
+	srv, err := Open(path, Options{Writes: WritesReject, Speed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestParkedWatchersHoldNoGoroutines(t *testing.T) {
 func TestParkedDeparture(t *testing.T) {
 	needScheduler(t)
 	path := corpusSession(t, "basic-json")
-	srv := newTestServer(t, path, Options{Speed: 1})
+	srv := newTestServer(t, path, Options{Writes: WritesReject, Speed: 1})
 	fd0 := openFDs(t)
 	w := rawGet(t, srv.URL, quietTarget)
 	wttest.WaitFor(t, time.Minute, func() bool { return parkedOf(srv) == 1 }, "the watch to park")
@@ -143,7 +143,7 @@ func TestParkedDeparture(t *testing.T) {
 func TestParkedTimeout(t *testing.T) {
 	needScheduler(t)
 	path := corpusSession(t, "basic-json")
-	srv := newTestServer(t, path, Options{Speed: 1})
+	srv := newTestServer(t, path, Options{Writes: WritesReject, Speed: 1})
 	w := rawGet(t, srv.URL, quietTarget+"&timeoutSeconds=1")
 	cs, err := w.chunks()
 	if err != io.EOF || len(cs) != 0 {
@@ -170,7 +170,7 @@ func TestParkedSlowClient(t *testing.T) {
 	want := sha256.Sum256(bytes.Repeat(body, 3))
 	ignore := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, ignore) }) // after the server's Close
-	srv := newTestServer(t, path, Options{Speed: 2000, Loop: true, WriteTimeout: -1})
+	srv := newTestServer(t, path, Options{Writes: WritesReject, Speed: 2000, Loop: true, WriteTimeout: -1})
 	const target = "/api/v1/namespaces/corpus-basic/configmaps?watch=true&resourceVersion=205"
 	stuckClient(t, srv, target)
 	// The stuck client's stream has written what its socket takes and
@@ -233,7 +233,7 @@ func TestParkedTiming(t *testing.T) {
 	// About 1.5 s of real time for the whole watch.
 	speed := max(1, float64(info.End.Time-start)/float64(1500*time.Millisecond))
 	scale := func(d int64) time.Duration { return time.Duration(float64(d) / speed) }
-	for _, mode := range []Writes{WritesAnswer, WritesRecorded} {
+	for _, mode := range []Writes{WritesReject, WritesRecorded} {
 		t.Run(string(mode), func(t *testing.T) {
 			srv := newTestServer(t, path, Options{Speed: speed, Writes: mode})
 			w := rawGet(t, srv.URL, "/api/v1/namespaces/corpus-basic/configmaps?watch=true&resourceVersion=205")

@@ -242,9 +242,6 @@ func (st *streamer) deadline(t, base int64) time.Time {
 // (parked set, stopped "") and returns false; the caller returns at once,
 // leaving its state such that calling st.rest again carries on.
 func (st *streamer) waitUntil(t time.Time) bool {
-	if st.flow != nil && st.flow.follow != nil {
-		return st.waitFollow(t)
-	}
 	limit := t
 	timeout := false
 	if !st.timeoutAt.IsZero() && (t.IsZero() || !st.timeoutAt.After(t)) {
@@ -291,10 +288,6 @@ func (st *streamer) waitUntil(t time.Time) bool {
 // hold waits until the client's timeoutSeconds, the client leaves, or the
 // server closes.
 func (st *streamer) hold() {
-	if st.flow != nil && st.flow.follow != nil {
-		st.holdFollow()
-		return
-	}
 	if st.mayPark() {
 		st.waitUntil(time.Time{}) // parks, or stops at timeoutAt
 		if !st.parked && st.stopped == "" {
@@ -403,6 +396,7 @@ func (st *streamer) runFrom(rd *writeReader, base int64) bool {
 		st.exts = append(st.exts[:0], w.ext)
 		size := len(w.data)
 		now := st.s.clock.Now()
+		st.wrote(&w, base, now)
 		for size < maxBatch {
 			w2, ok := rd.next()
 			if !ok {
@@ -415,6 +409,7 @@ func (st *streamer) runFrom(rd *writeReader, base int64) bool {
 				rd.unread(w2)
 				break
 			}
+			st.wrote(&w2, base, now)
 			batch = append(batch, w2.data)
 			st.exts = append(st.exts, w2.ext)
 			size += len(w2.data)
@@ -449,7 +444,7 @@ func (st *streamer) finish(kind endKind, endAt, base int64) {
 // client's timeoutSeconds), else by closing the connection. A stream that
 // crossed data lost to damage is cut instead of ending cleanly (see cut).
 func (st *streamer) done() {
-	clean := st.stopped == "" || st.stopped == "timeout"
+	clean := st.endsClean()
 	if clean && len(st.crossed) > 0 && !st.ended {
 		st.cut()
 		return

@@ -114,7 +114,7 @@ func TestOpaqueBodies(t *testing.T) {
 		synthExchange{target: "/api/v1/namespaces/c/configmaps", header: jsonHeader(formats.Header{Name: "Transfer-Encoding", Value: "chunked"}),
 			bodies: [][]byte{list[:7], list[7:30], list[30:]}, chunked: true},
 	)
-	srv := newTestServer(t, path, Options{})
+	srv := newTestServer(t, path, Options{Writes: WritesReject})
 	tests := []struct {
 		name, target, acceptEncoding string
 		wantBody                     []byte
@@ -213,7 +213,7 @@ func TestWatchChunks(t *testing.T) {
 			for _, ch := range sessionChunks(t, f, id) {
 				want = append(want, body[ch.Offset:ch.Offset+ch.Size])
 			}
-			srv := newTestServer(t, path, Options{})
+			srv := newTestServer(t, path, Options{Writes: WritesReject})
 			var hdr []string
 			if c.accept != "" {
 				hdr = []string{"Accept", c.accept}
@@ -309,7 +309,7 @@ func TestStreamEnds(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			arrival := time.Unix(1_800_000_000, 0)
 			clock := NewFakeClock(arrival)
-			srv := newTestServer(t, path, Options{Speed: tt.speed, Clock: clock, Hold: tt.hold})
+			srv := newTestServer(t, path, Options{Writes: WritesReject, Speed: tt.speed, Clock: clock, Hold: tt.hold})
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			target := "/api/v1/namespaces/" + tt.ns + "/configmaps?watch=true&resourceVersion=100"
@@ -368,7 +368,7 @@ func TestNotFound(t *testing.T) {
 func TestCloseLifecycle(t *testing.T) {
 	path := corpusSession(t, "basic-json")
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	srv, err := Open(path, Options{Hold: true})
+	srv, err := Open(path, Options{Writes: WritesReject, Hold: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -470,7 +470,7 @@ func TestSendAllocs(t *testing.T) {
 // them.
 func TestFlowAllocs(t *testing.T) {
 	path := corpusSession(t, "basic-json")
-	srv, err := Open(path, Options{})
+	srv, err := Open(path, Options{Writes: WritesReject})
 	if err != nil {
 		t.Fatal(err)
 	}

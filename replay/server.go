@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/wtrace/wtrace/apiserver/world"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/internal/hostfilter"
@@ -119,6 +121,16 @@ type Options struct {
 	// proxy's --reject-paths); nil means exec, attach and portforward of
 	// pods, an empty list none.
 	RejectPaths []string
+	// Metrics, if set, is the Prometheus registry the Server registers
+	// its metrics in (wtrace_replay_*: see metrics.go; Servers sharing a
+	// registry share them) and serves at /metrics. nil (the zero value)
+	// means no metrics, and /metrics is a path like any other.
+	Metrics *prometheus.Registry
+	// Listener, if set, is what Start and StartTLS serve on instead of
+	// listening on Listen (Preloader.Listener, to serve on the port that
+	// answered probes while the session loaded); Close closes it once
+	// served.
+	Listener net.Listener
 	// Pace says when the environment's changes are applied to the world
 	// of a replay that answers writes: PaceRecorded (the zero value: at
 	// their recorded times, scaled by Speed) or PaceQuiet (each once the
@@ -134,6 +146,13 @@ type Options struct {
 	// of a replay's run), none of a capture; NoClients picks none.
 	Clients   []world.Client
 	NoClients bool
+	// WriteLatency is how long a replay that answers writes holds a
+	// write before it lands in the world (its answer and its watch
+	// events then), as an apiserver's write waits for etcd: controllers
+	// that race each other and their own caches meet the interleavings
+	// they met when recorded. 0 means the median of the recorded writes
+	// of the clients under test (a few milliseconds); negative, none.
+	WriteLatency time.Duration
 }
 
 // Server serves a recorded session over HTTP. Create it with New or Open;
@@ -168,6 +187,8 @@ type Server struct {
 	deliv        *deliveries  // the world's watches, for a write's answer to wait for its events
 	maxRequests  int
 	seq          atomic.Int64 // numbers the requests in arrival order
+	met          *metrics     // nil: no metrics (see metrics.go)
+	ops          *ops         // health endpoints, shutdown (see health.go)
 
 	active atomic.Int64 // requests being served
 
@@ -186,9 +207,8 @@ type Server struct {
 	srv       *http.Server
 	serveDone chan struct{}
 	certPEM   []byte
-	requests  []Request      // the first maxRequests answered
-	dropped   int            // answered requests beyond maxRequests
-	usedWrite map[int64]bool // recorded writes served (each once)
+	requests  []Request // the first maxRequests answered
+	dropped   int       // answered requests beyond maxRequests
 }
 
 // ErrStarted is returned by Start and StartTLS on a server that was already
@@ -209,7 +229,7 @@ func New(f *formats.File, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, file: f, speed: opts.Speed, writes: writes, usedWrite: map[int64]bool{}, owned: map[*ownConn]struct{}{}}
+	s := &Server{opts: opts, file: f, speed: opts.Speed, writes: writes, owned: map[*ownConn]struct{}{}}
 	if s.filter, err = newGuard(opts); err != nil {
 		return nil, fmt.Errorf("replay: %w", err)
 	}
@@ -266,6 +286,7 @@ func New(f *formats.File, opts Options) (*Server, error) {
 	for i := range s.scs {
 		s.scs[i] = newScheduler(s)
 	}
+	s.initOps()
 	bindOut(s) // outbind.go
 	return s, nil
 }
@@ -311,7 +332,7 @@ func (s *Server) start(useTLS bool) error {
 	if addr == "" {
 		addr = DefaultListen
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := s.listen(addr)
 	if err != nil {
 		return fmt.Errorf("replay: %w", err)
 	}
@@ -321,6 +342,7 @@ func (s *Server) start(useTLS bool) error {
 		IdleTimeout:       idleTimeout(s.opts.IdleTimeout),
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		ConnState: func(c net.Conn, st http.ConnState) {
+			s.met.connState(st)
 			switch st {
 			case http.StateNew:
 				s.conns.Add(1)

@@ -163,7 +163,7 @@ func (sl *synthList) add(f frame.Format, ev []byte) {
 	} else {
 		b = append(append(make([]byte, 0, len(ev)+1), ev...), '\n')
 	}
-	sl.writes = append(sl.writes, write{data: b})
+	sl.writes = append(sl.writes, write{data: b, events: 1})
 	sl.size += int64(len(b)) + 48
 }
 

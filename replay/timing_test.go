@@ -60,7 +60,7 @@ func TestVirtualTime(t *testing.T) {
 			}
 			arrival := time.Unix(1_800_000_000, 0)
 			clock := NewFakeClock(arrival)
-			srv := newTestServer(t, path, Options{Speed: c.speed, Clock: clock, EventChunks: c.eventChunks})
+			srv := newTestServer(t, path, Options{Writes: WritesReject, Speed: c.speed, Clock: clock, EventChunks: c.eventChunks})
 			// The writes the server must wait for, in order.
 			var waits []time.Time
 			add := func(at time.Time) {
@@ -136,7 +136,7 @@ func TestLoop(t *testing.T) {
 	// Recorded, from the response: e1 at 100 ms, e2 at 200 ms, end (tail) at 300 ms.
 	arrival := time.Unix(1_800_000_000, 0)
 	clock := NewFakeClock(arrival)
-	srv := newTestServer(t, path, Options{Speed: 2, Clock: clock, Loop: true})
+	srv := newTestServer(t, path, Options{Writes: WritesReject, Speed: 2, Clock: clock, Loop: true})
 	r := rawGet(t, srv.URL, "/api/v1/namespaces/a/configmaps?watch=true&resourceVersion=100")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -196,7 +196,7 @@ func TestTimeoutScaled(t *testing.T) {
 			}
 			arrival := time.Unix(1_800_000_000, 0)
 			clock := NewFakeClock(arrival)
-			srv := newTestServer(t, path, Options{Speed: 2, Clock: clock})
+			srv := newTestServer(t, path, Options{Writes: WritesReject, Speed: 2, Clock: clock})
 			r := rawGet(t, srv.URL, fmt.Sprintf("/api/v1/namespaces/corpus-basic/configmaps?watch=true&resourceVersion=205&timeoutSeconds=%d", int(c.timeout.Seconds())))
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()

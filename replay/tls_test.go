@@ -27,7 +27,7 @@ func TestTLS(t *testing.T) {
 	}
 	path := writeSession(t, w("clean", formats.EndComplete), w("fin", formats.EndClosed), w("rst", formats.EndReset))
 	want := string(ev(1)) + "\n" + string(ev(2)) + "\n"
-	srv, err := Open(path, Options{})
+	srv, err := Open(path, Options{Writes: WritesReject})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,7 +53,7 @@ func TestInformerProtobufOverTLSH2(t *testing.T) {
 	for _, watchList := range []bool{false, true} {
 		t.Run(fmt.Sprintf("WatchList=%v", watchList), func(t *testing.T) {
 			clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.WatchListClient, watchList)
-			srv, err := Open(path, Options{})
+			srv, err := Open(path, Options{Writes: WritesReject})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -152,7 +152,7 @@ func TestInformersTranscoded(t *testing.T) {
 		t.Run(tc.scenario, func(t *testing.T) {
 			path := replay.CorpusSession(t, tc.scenario)
 			want := finalNames(recordedWatch(t, path, "watch=true"), nil)
-			srv := replaytest.NewServer(t, path, replay.Options{Speed: 0})
+			srv := replaytest.NewServer(t, path, replay.Options{Writes: replay.WritesReject, Speed: 0})
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			cfg := &rest.Config{Host: srv.URL, QPS: 1000, Burst: 1000}
@@ -214,7 +214,7 @@ func TestRecordedTranscoded(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rec := recordedWatch(t, c.path, c.recorded)
-			srv := replaytest.NewServer(t, c.path, replay.Options{Speed: 0})
+			srv := replaytest.NewServer(t, c.path, replay.Options{Writes: replay.WritesReject, Speed: 0})
 			ct, got, datas := rawWatch(t, srv.URL+c.target, c.accept)
 			if ct != c.ct {
 				t.Errorf("Content-Type %q; want %q", ct, c.ct)
@@ -250,7 +250,7 @@ func TestRecordedTranscoded(t *testing.T) {
 	}
 
 	// A LIST: the protobuf recording to a JSON client, and as a Table.
-	srv := replaytest.NewServer(t, proto, replay.Options{Speed: 0})
+	srv := replaytest.NewServer(t, proto, replay.Options{Writes: replay.WritesReject, Speed: 0})
 	for accept, want := range map[string]string{"application/json": `"kind":"ConfigMapList"`, acceptKubectlTable: `"kind":"Table"`, acceptMetadata: ""} {
 		req, _ := http.NewRequest("GET", srv.URL+"/api/v1/namespaces/corpus-proto/configmaps", nil)
 		req.Header.Set("Accept", accept)

@@ -43,7 +43,7 @@ func BenchmarkSynthWrite(b *testing.B) {
 			func(i int) string { return fmt.Sprintf(`{"metadata":{"annotations":{"n":"%d"}}}`, i) }},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			srv, err := Open(path, Options{MaxRequests: -1})
+			srv, err := Open(path, Options{Writes: WritesReject, MaxRequests: -1})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -97,7 +97,7 @@ func BenchmarkWatchEvents(b *testing.B) {
 		{"protobuf-to-json", "protobuf", "/api/v1/namespaces/corpus-proto/configmaps?watch=true&resourceVersion=206", "application/json"},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			srv, err := Open(corpusSession(b, c.scenario), Options{MaxRequests: -1})
+			srv, err := Open(corpusSession(b, c.scenario), Options{Writes: WritesReject, MaxRequests: -1})
 			if err != nil {
 				b.Fatal(err)
 			}

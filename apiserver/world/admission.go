@@ -4,11 +4,15 @@ import (
 	"fmt"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/utils/ptr"
 )
 
 // What kube-apiserver v1.33 does to a new Pod besides storing it: the
@@ -23,10 +27,34 @@ import (
 // doc).
 
 // defaultPod sets the defaults of SetDefaults_Pod, SetDefaults_PodSpec and
-// SetDefaults_Container that a Pod made from a template does not already
-// carry (k8s.io/kubernetes/pkg/apis/core/v1/defaults.go).
+// SetDefaults_Container (k8s.io/kubernetes/pkg/apis/core/v1/defaults.go).
 func defaultPod(p *corev1.Pod) {
+	defaultPodSpec(&p.Spec)
 	s := &p.Spec
+	if s.EnableServiceLinks == nil {
+		on := corev1.DefaultEnableServiceLinks
+		s.EnableServiceLinks = &on
+	}
+	for _, cs := range [][]corev1.Container{s.InitContainers, s.Containers} {
+		for i := range cs {
+			// A limit without a request: the request is the limit.
+			r := &cs[i].Resources
+			for name, q := range r.Limits {
+				if _, ok := r.Requests[name]; !ok {
+					if r.Requests == nil {
+						r.Requests = corev1.ResourceList{}
+					}
+					r.Requests[name] = q.DeepCopy()
+				}
+			}
+		}
+	}
+}
+
+// defaultPodSpec is SetDefaults_PodSpec, and the defaults of what a pod
+// spec holds (containers, their probes, volumes), as the generated
+// defaulters apply them to Pods and to the pod templates of workloads.
+func defaultPodSpec(s *corev1.PodSpec) {
 	if s.RestartPolicy == "" {
 		s.RestartPolicy = corev1.RestartPolicyAlways
 	}
@@ -43,28 +71,42 @@ func defaultPod(p *corev1.Pod) {
 	if s.SchedulerName == "" {
 		s.SchedulerName = corev1.DefaultSchedulerName
 	}
-	if s.EnableServiceLinks == nil {
-		on := corev1.DefaultEnableServiceLinks
-		s.EnableServiceLinks = &on
-	}
 	for _, cs := range [][]corev1.Container{s.InitContainers, s.Containers} {
 		for i := range cs {
 			defaultContainer(&cs[i])
-			// A limit without a request: the request is the limit.
-			r := &cs[i].Resources
-			for name, q := range r.Limits {
-				if _, ok := r.Requests[name]; !ok {
-					if r.Requests == nil {
-						r.Requests = corev1.ResourceList{}
-					}
-					r.Requests[name] = q.DeepCopy()
-				}
-			}
+		}
+	}
+	for i := range s.Volumes {
+		defaultVolume(&s.Volumes[i].VolumeSource)
+	}
+}
+
+// defaultVolume sets the default file modes of the volume sources that
+// have one (SetDefaults_SecretVolumeSource and the like).
+func defaultVolume(v *corev1.VolumeSource) {
+	mode := func(m **int32, def int32) {
+		if *m == nil {
+			*m = &def
+		}
+	}
+	switch {
+	case v.Secret != nil:
+		mode(&v.Secret.DefaultMode, corev1.SecretVolumeSourceDefaultMode)
+	case v.ConfigMap != nil:
+		mode(&v.ConfigMap.DefaultMode, corev1.ConfigMapVolumeSourceDefaultMode)
+	case v.Projected != nil:
+		mode(&v.Projected.DefaultMode, corev1.ProjectedVolumeSourceDefaultMode)
+	case v.DownwardAPI != nil:
+		mode(&v.DownwardAPI.DefaultMode, corev1.DownwardAPIVolumeSourceDefaultMode)
+	case v.HostPath != nil:
+		if v.HostPath.Type == nil {
+			t := corev1.HostPathUnset
+			v.HostPath.Type = &t
 		}
 	}
 }
 
-// defaultContainer is SetDefaults_Container (and its ports').
+// defaultContainer is SetDefaults_Container (and its ports' and probes').
 func defaultContainer(c *corev1.Container) {
 	if c.ImagePullPolicy == "" {
 		c.ImagePullPolicy = corev1.PullIfNotPresent
@@ -83,6 +125,68 @@ func defaultContainer(c *corev1.Container) {
 			c.Ports[i].Protocol = corev1.ProtocolTCP
 		}
 	}
+	for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe, c.StartupProbe} {
+		if p == nil {
+			continue
+		}
+		if p.TimeoutSeconds == 0 {
+			p.TimeoutSeconds = 1
+		}
+		if p.PeriodSeconds == 0 {
+			p.PeriodSeconds = 10
+		}
+		if p.SuccessThreshold == 0 {
+			p.SuccessThreshold = 1
+		}
+		if p.FailureThreshold == 0 {
+			p.FailureThreshold = 3
+		}
+		if h := p.HTTPGet; h != nil {
+			if h.Path == "" {
+				h.Path = "/"
+			}
+			if h.Scheme == "" {
+				h.Scheme = corev1.URISchemeHTTP
+			}
+		}
+	}
+}
+
+// defaultDeployment is SetDefaults_Deployment (apps/v1).
+func defaultDeployment(d *appsv1.Deployment) {
+	if d.Spec.Replicas == nil {
+		d.Spec.Replicas = ptr.To[int32](1)
+	}
+	st := &d.Spec.Strategy
+	if st.Type == "" {
+		st.Type = appsv1.RollingUpdateDeploymentStrategyType
+	}
+	if st.Type == appsv1.RollingUpdateDeploymentStrategyType {
+		if st.RollingUpdate == nil {
+			st.RollingUpdate = &appsv1.RollingUpdateDeployment{}
+		}
+		if st.RollingUpdate.MaxUnavailable == nil {
+			st.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromString("25%"))
+		}
+		if st.RollingUpdate.MaxSurge == nil {
+			st.RollingUpdate.MaxSurge = ptr.To(intstr.FromString("25%"))
+		}
+	}
+	if d.Spec.RevisionHistoryLimit == nil {
+		d.Spec.RevisionHistoryLimit = ptr.To[int32](10)
+	}
+	if d.Spec.ProgressDeadlineSeconds == nil {
+		d.Spec.ProgressDeadlineSeconds = ptr.To[int32](600)
+	}
+	defaultPodSpec(&d.Spec.Template.Spec)
+}
+
+// defaultReplicaSet is SetDefaults_ReplicaSet (apps/v1).
+func defaultReplicaSet(rs *appsv1.ReplicaSet) {
+	if rs.Spec.Replicas == nil {
+		rs.Spec.Replicas = ptr.To[int32](1)
+	}
+	defaultPodSpec(&rs.Spec.Template.Spec)
 }
 
 // latestTag reports whether an image reference names no tag or the tag
@@ -280,12 +384,34 @@ func qosClass(p *corev1.Pod) corev1.PodQOSClass {
 	return corev1.PodQOSBurstable
 }
 
-// defaultObject sets what the apiserver's decoder defaults in a new object
-// of a kind the world models (before the field manager; admit comes
-// after it).
+// defaultObject sets what the apiserver's decoder defaults in an object it
+// decodes (a create's, an update's, a patched one), for the kinds the
+// world models, before the field manager sees it (which counts the
+// defaults as the client's; admit comes after it). Other kinds are stored
+// as they come.
 func defaultObject(obj runtime.Object) {
-	if p, ok := obj.(*corev1.Pod); ok {
-		defaultPod(p)
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		defaultPod(o)
+	case *corev1.Namespace:
+		if o.Labels == nil {
+			o.Labels = map[string]string{}
+		}
+		o.Labels[corev1.LabelMetadataName] = o.Name
+	case *appsv1.Deployment:
+		defaultDeployment(o)
+	case *appsv1.ReplicaSet:
+		defaultReplicaSet(o)
+	case *appsv1.StatefulSet:
+		defaultPodSpec(&o.Spec.Template.Spec)
+	case *appsv1.DaemonSet:
+		defaultPodSpec(&o.Spec.Template.Spec)
+	case *corev1.PodTemplate:
+		defaultPodSpec(&o.Template.Spec)
+	case *corev1.ReplicationController:
+		if o.Spec.Template != nil {
+			defaultPodSpec(&o.Spec.Template.Spec)
+		}
 	}
 }
 
@@ -297,3 +423,44 @@ func (s *Store) admit(obj runtime.Object) error {
 	}
 	return nil
 }
+
+// admitNamespace is the NamespaceLifecycle admission plugin for a create
+// in namespace ns (the lock is held): a namespace being terminated takes
+// no new content (403, its cause NamespaceTerminating); one that does not
+// exist is a 404 — when the world knows the namespaces at all (a session
+// that never listed or watched them shows only some).
+func (s *Store) admitNamespace(info Info, ns, name string) error {
+	if !info.Namespaced || ns == "" || isAccessReview(info.Resource) {
+		return nil
+	}
+	h := s.res[Resource{Version: "v1", Resource: "namespaces"}]
+	if h == nil || len(h.rec)+len(h.syn) == 0 {
+		return nil
+	}
+	e := s.current(h, Key{"", ns})
+	if e == nil {
+		return apierrors.NewNotFound(corev1.Resource("namespaces"), ns)
+	}
+	obj, err := s.decodeEntry(e)
+	if err != nil {
+		return nil
+	}
+	if n, ok := obj.(*corev1.Namespace); !ok || n.Status.Phase != corev1.NamespaceTerminating {
+		return nil
+	}
+	st := apierrors.NewForbidden(info.Resource.GroupResource(), name,
+		fmt.Errorf("unable to create new content in namespace %s because it is being terminated", ns))
+	st.ErrStatus.Details.Causes = append(st.ErrStatus.Details.Causes, metav1.StatusCause{
+		Type: corev1.NamespaceTerminatingCause, Message: fmt.Sprintf("namespace %s is being terminated", ns),
+		Field: "metadata.namespace"})
+	return st
+}
+
+// isAccessReview reports whether r is one of the access reviews that
+// NamespaceLifecycle always lets through.
+func isAccessReview(r Resource) bool {
+	return r.Group == "authorization.k8s.io" && (r.Resource == "localsubjectaccessreviews")
+}
+
+// immortalNamespaces may not be deleted (NamespaceLifecycle).
+var immortalNamespaces = map[string]bool{"default": true, "kube-system": true, "kube-public": true}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -136,6 +137,10 @@ var compareSteps = []compareStep{
 	{name: "list after delete collection", method: "GET", path: ns + "/configmaps"},
 	{name: "table pods", method: "GET", path: ns + "/pods", accept: tblAcc},
 	{name: "pod status patch keeps owners", method: "PATCH", path: ns + "/pods/pod/status", contentType: mergeCT, body: `{"metadata":{"annotations":{"a":"b"},"labels":{"l":"m"},"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"seed-c","uid":"00000000-0000-0000-0000-000000000001"}]},"status":{"phase":"Running"}}`},
+	{name: "create deployment", method: "POST", path: apps + "/deployments", contentType: jsonCT, body: `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"dd"},"spec":{"selector":{"matchLabels":{"a":"b"}},"template":{"metadata":{"labels":{"a":"b"}},"spec":{"containers":[{"name":"c","image":"nginx","ports":[{"containerPort":80}],"readinessProbe":{"httpGet":{"port":80}}}],"volumes":[{"name":"v","configMap":{"name":"x"}}]}}}}`},
+	{name: "apply replicaset", method: "PATCH", path: apps + "/replicasets/rr", query: "fieldManager=m", contentType: applyCT, body: "apiVersion: apps/v1\nkind: ReplicaSet\nmetadata:\n  name: rr\nspec:\n  selector:\n    matchLabels:\n      a: c\n  template:\n    metadata:\n      labels:\n        a: c\n    spec:\n      containers:\n      - name: c\n        image: nginx:1\n"},
+	{name: "apply pod", method: "PATCH", path: ns + "/pods/ap", query: "fieldManager=m", contentType: applyCT, body: "apiVersion: v1\nkind: Pod\nmetadata:\n  name: ap\nspec:\n  containers:\n  - name: c\n    image: nginx:1\n",
+		skip: []string{"spec.volumes.[].name", "spec.containers.[].volumeMounts.[].name"}},
 	{name: "create pod", method: "POST", path: ns + "/pods", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"Pod","metadata":{"generateName":"web-"},"spec":{"containers":[{"name":"c","image":"nginx:1.27","resources":{"limits":{"cpu":"100m"}}},{"name":"d","image":"busybox","ports":[{"containerPort":80}]}]}}`,
 		skip: []string{"metadata.name", "spec.volumes.[].name", "spec.containers.[].volumeMounts.[].name"}},
 	{name: "create pod without its service account", method: "POST", path: ns + "/pods", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"nosa"},"spec":{"serviceAccountName":"nope","containers":[{"name":"c","image":"nginx"}]}}`},
@@ -185,6 +190,21 @@ var compareSteps = []compareStep{
 	{name: "delete protobuf options", method: "DELETE", path: ns + "/configmaps/pbody", contentType: pbAcc, accept: pbAcc, protobuf: true, body: `{"apiVersion":"meta.k8s.io/v1","kind":"DeleteOptions","preconditions":{"resourceVersion":"1"}}`},
 	{name: "create secret", method: "POST", path: ns + "/secrets", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s2"},"type":"Opaque","stringData":{"u":"v"}}`},
 	{name: "create pod protobuf answer", method: "POST", path: ns + "/configmaps", accept: pbAcc, contentType: jsonCT, body: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"pb"}}`},
+	// A JSON patch that copies an array into itself 30 times (1 KB of
+	// patch, 2^30 KB of object): refused by the copy limit.
+	{name: "json patch copy bomb", method: "PATCH", path: crs + "/w0", contentType: jpCT, body: copyBomb},
+	// Field validation: unknown and duplicate fields.
+	{name: "create strict", method: "POST", path: ns + "/configmaps", query: "fieldValidation=Strict", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"fv1","foo":1},"data":{"a":"b"},"bar":2}`},
+	{name: "create warn", method: "POST", path: ns + "/configmaps", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"fv2","foo":1},"data":{"a":"b"},"bar":2}`},
+	{name: "create ignore", method: "POST", path: ns + "/configmaps", query: "fieldValidation=Ignore", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"fv3"},"bar":2}`},
+	{name: "create duplicate strict", method: "POST", path: ns + "/configmaps", query: "fieldValidation=Strict", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"fv4"},"data":{"a":"b"},"data":{"c":"d"}}`},
+	{name: "create yaml strict", method: "POST", path: ns + "/configmaps", query: "fieldValidation=Strict", contentType: "application/yaml", body: "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: fv5\nbar: 1\n"},
+	{name: "create bad validation", method: "POST", path: ns + "/configmaps", query: "fieldValidation=Loose", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"fv6"}}`},
+	{name: "update strict", method: "PUT", path: ns + "/configmaps/fv2", query: "fieldValidation=Strict", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"fv2"},"data":{"a":"b"},"bar":2}`},
+	{name: "update warn", method: "PUT", path: ns + "/configmaps/fv2", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"fv2"},"data":{"a":"c"},"bar":2}`},
+	{name: "strategic patch strict", method: "PATCH", path: ns + "/configmaps/fv2", query: "fieldValidation=Strict", contentType: smpCT, body: `{"baz":1,"data":{"x":"y"}}`},
+	{name: "strategic patch warn", method: "PATCH", path: ns + "/configmaps/fv2", contentType: smpCT, body: `{"baz":1,"data":{"x":"y"}}`},
+	{name: "merge patch warn", method: "PATCH", path: ns + "/configmaps/fv2", contentType: mergeCT, body: `{"baz":1,"data":{"z":"y"}}`},
 	// A namespace's life: spec.finalizers change through finalize alone,
 	// the first DELETE only starts its termination, finalize ends it.
 	{name: "namespace create", method: "POST", path: "/api/v1/namespaces", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"wcmp-life"}}`},
@@ -192,6 +212,10 @@ var compareSteps = []compareStep{
 	{name: "namespace status", method: "PUT", path: nsLife + "/status", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"wcmp-life"},"spec":{"finalizers":["x.io/y"]},"status":{"phase":"Active","conditions":[{"type":"NamespaceDeletionDiscoveryFailure","status":"False","reason":"ResourcesDiscovered","message":"ok","lastTransitionTime":"2026-11-27T12:00:00Z"}]}}`},
 	{name: "namespace status get", method: "GET", path: nsLife + "/status"},
 	{name: "namespace delete", method: "DELETE", path: nsLife},
+	{name: "create in a terminating namespace", method: "POST", path: nsLife + "/configmaps", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"late"}}`},
+	{name: "create with generateName in a terminating namespace", method: "POST", path: nsLife + "/configmaps", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"generateName":"late-"}}`},
+	{name: "create in a missing namespace", method: "POST", path: "/api/v1/namespaces/wcmp-nope/configmaps", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}`},
+	{name: "delete an immortal namespace", method: "DELETE", path: "/api/v1/namespaces/kube-public"},
 	{name: "namespace delete again", method: "DELETE", path: nsLife},
 	{name: "namespace finalize get", method: "GET", path: nsLife + "/finalize"},
 	{name: "namespace finalize", method: "PUT", path: nsLife + "/finalize", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"wcmp-life"},"spec":{"finalizers":[]}}`},
@@ -199,6 +223,16 @@ var compareSteps = []compareStep{
 }
 
 const nsLife = "/api/v1/namespaces/wcmp-life"
+
+// copyBomb is a JSON patch of 32 operations: an array of 1 KB, then 30
+// copies of the array into itself.
+var copyBomb = func() string {
+	ops := []string{`{"op":"add","path":"/spec/items","value":["` + strings.Repeat("x", 1000) + `"]}`}
+	for range 30 {
+		ops = append(ops, `{"op":"copy","from":"/spec/items","path":"/spec/items/-"}`)
+	}
+	return "[" + strings.Join(ops, ",") + "]"
+}()
 
 // TestAgainstAPIServer sends every compareStep to a real kube-apiserver
 // and to a Store loaded from a session holding the apiserver's LISTs of the
@@ -224,7 +258,7 @@ func TestAgainstAPIServer(t *testing.T) {
 		t.Fatalf("seed widget: %d %s", resp.StatusCode, b)
 	}
 	var lists [][2]string
-	for _, p := range []string{ns + "/configmaps", ns + "/secrets", ns + "/pods", ns + "/serviceaccounts", apps + "/deployments", crs} {
+	for _, p := range []string{ns + "/configmaps", ns + "/secrets", ns + "/pods", ns + "/serviceaccounts", apps + "/deployments", crs, "/api/v1/namespaces"} {
 		resp, b := c.Do("GET", p, http.Header{"Accept": {jsonCT}}, nil)
 		if resp.StatusCode != 200 {
 			t.Fatalf("LIST %s: %d %s", p, resp.StatusCode, b)
@@ -259,6 +293,13 @@ func TestAgainstAPIServer(t *testing.T) {
 			}
 			if r.Code != resp.StatusCode {
 				t.Errorf("status %d; the apiserver answered %d\nmine: %s\nreal: %s", r.Code, resp.StatusCode, r.Body, gotReal)
+			}
+			var mineWarn []string
+			for _, w := range r.Warnings {
+				mineWarn = append(mineWarn, world.WarningHeader(w))
+			}
+			if realWarn := resp.Header.Values("Warning"); !slices.Equal(mineWarn, realWarn) {
+				t.Errorf("Warning headers %q; the apiserver's %q", mineWarn, realWarn)
 			}
 			realCT := resp.Header.Get("Content-Type")
 			if r.ContentType != realCT {

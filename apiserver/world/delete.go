@@ -2,6 +2,7 @@ package world
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -227,6 +228,9 @@ func (s *Store) deleteLocked(info Info, h *history, key Key, cur *entry, opts *m
 // a later one answers with the namespace as it is while spec.finalizers
 // remain, else it deletes as any object (done false: the caller goes on).
 func (s *Store) deleteNamespace(info Info, h *history, key Key, ns *corev1.Namespace, old runtime.Object, opts *metav1.DeleteOptions, now time.Time) (out runtime.Object, code int, err error, done bool) {
+	if immortalNamespaces[ns.Name] {
+		return nil, 0, apierrors.NewForbidden(info.Resource.GroupResource(), ns.Name, errors.New("this namespace may not be deleted")), true
+	}
 	if ns.DeletionTimestamp.IsZero() {
 		t := metav1.NewTime(now)
 		ns.DeletionTimestamp = &t

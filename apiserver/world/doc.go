@@ -72,13 +72,39 @@
 // apimachinery's errors and the apiserver's wording; a test compares them
 // with a real kube-apiserver's.
 //
-// Not modelled: admission (a namespace that does not exist, quotas,
-// webhooks), defaulting and validation of kinds' specs (a created
-// Deployment gets no defaults), controllers (nothing is garbage-collected,
-// no Pod is scheduled), the status a kind's strategy sets on create beyond
-// Namespace (Active) and Pod (Pending), custom resources' schemas (they
-// are taken to have a status subresource and no unconditional updates, as
-// structural CRDs commonly are), field validation warnings.
+// What kube-apiserver adds to objects is modelled for the kinds controllers
+// create most: the decoder's defaults of Pods, Deployments, ReplicaSets and
+// the pod templates of workloads (containers, probes, volumes); the
+// admission plugins NamespaceLifecycle (no new content in a terminating
+// namespace, 404 for a namespace the world knows is missing, the immortal
+// namespaces), ServiceAccount (the account, its token volume), Priority and
+// DefaultTolerationSeconds; field validation (fieldValidation Strict, Warn,
+// Ignore: unknown and duplicate fields of built-in kinds); the registries'
+// status strategies (the object as sent but its spec) and a Namespace's
+// life (the first DELETE starts its termination, the finalize subresource
+// ends it). Not modelled: other admission (quotas, webhooks, policies),
+// defaulting and validation of other kinds (a Service gets no cluster IP),
+// controllers (nothing is garbage-collected, no Pod is scheduled), custom
+// resources' schemas (they are taken to have a status subresource and no
+// unconditional updates, as structural CRDs commonly are).
+//
+// # A world for a run (Live)
+//
+// Options.Live loads the session as the environment of a run of clients
+// under test: what those clients did is left out, the rest held back and
+// applied change by change (ApplyNext), objects they created paired with
+// the run's — see Environment and the doc of env.go and live.go.
+//
+// # Compaction
+//
+// The store forgets old versions as the apiserver's etcd and watch cache
+// do: it keeps each object's current version and the newest
+// Options.HistoryWindow others (DefaultHistoryWindow), and forgets the rest
+// once it holds twice as many; when a write would take it past
+// Options.MaxBytes, it first forgets every old version. A watch from a
+// forgotten resourceVersion, one left behind by compaction (its next event
+// is an ERROR), and an Exact LIST of one get 410 Expired. A read-only
+// replay's recorded future is never forgotten.
 //
 // # Reads and watches
 //

@@ -7,15 +7,18 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/wtrace/wtrace/apiserver/codec"
 	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/internal/apipath"
 )
 
 // A Live store (Options.Live) is the world of a replay to a client under
@@ -135,10 +138,21 @@ type Change struct {
 // test.
 type Environment struct {
 	// Start is the capture time the environment's timeline starts at: the
-	// first request of a client under test (or of the session when none
-	// is picked). A change is due (Time − Start) / speed after the run's
-	// first request; those before Start are due at once.
+	// first watch of a client under test — when it began to follow the
+	// world, as a controller does once its informers start (after it won
+	// its leader election, say) — or its first request when it watched
+	// nothing, or the session's first request when no client is picked.
+	// A change is due (Time − Start) / speed after the run's clients
+	// begin alike; those before Start are due at once.
 	Start int64
+	// Watches says that the clients under test watched: the run's
+	// timeline starts at its clients' first watch too.
+	Watches bool
+	// End is the capture time of the last write of a client under test
+	// (0 without one): how long after the environment's last change the
+	// recorded clients were still at work — a controller that acts on a
+	// delay (the namespace controller waits seconds) did so then.
+	End int64
 	// Changes are the environment's changes in resourceVersion order.
 	Changes []Change
 	// Clients describes the clients under test ("all", selectors, or
@@ -152,6 +166,10 @@ type Environment struct {
 	// later changes by the environment follow the run's corresponding
 	// objects (see ApplyNext).
 	Created int
+	// WriteLatency is the median time the recorded apiserver took to
+	// answer the successful writes of the clients under test (0 without
+	// any): how long a write took then.
+	WriteLatency time.Duration
 }
 
 // clientSet decides which recorded requests are the clients under test's.
@@ -259,8 +277,11 @@ type runObject struct {
 // test did.
 type envBuilder struct {
 	cs       *clientSet
-	start    int64 // first request of a client under test
-	first    int64 // first request of the session
+	watch    int64   // first watch of a client under test
+	latency  []int64 // answer time of each successful write of a client under test
+	end      int64   // answer of the last write of a client under test
+	start    int64   // first request of a client under test
+	first    int64   // first request of the session
 	requests int
 	writes   int
 	effects  []effect
@@ -287,10 +308,19 @@ func (b *envBuilder) observe(l *loader, x *formats.ExchangeInfo) {
 	switch method {
 	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
 	default:
+		if apipath.IsWatch(method, x.Request.Target) && (b.watch == 0 || x.Request.Time < b.watch) {
+			b.watch = x.Request.Time
+		}
 		return
+	}
+	if x.Response != nil && x.Response.Time > b.end {
+		b.end = x.Response.Time
 	}
 	if x.Response == nil || x.Response.Status < 200 || x.Response.Status > 299 {
 		return // a failed attempt changed nothing
+	}
+	if d := x.Response.Time - x.Request.Time; d > 0 {
+		b.latency = append(b.latency, d)
 	}
 	u, err := url.ParseRequestURI(x.Request.Target)
 	if err != nil {
@@ -304,27 +334,37 @@ func (b *envBuilder) observe(l *loader, x *formats.ExchangeInfo) {
 		return
 	}
 	b.writes++
+	until := x.Response.Time
+	if x.End != nil && x.End.Time > until {
+		until = x.End.Time
+	}
 	if t.Collection() {
 		if method == http.MethodPost {
 			b.createdBy(l, x, t)
 			return
 		}
 		// A delete-collection: the deletions of its scope that follow.
-		b.effects = append(b.effects, effect{res: t.Resource, key: Key{t.Namespace, ""}, time: x.Request.Time})
+		b.effects = append(b.effects, effect{res: t.Resource, key: Key{t.Namespace, ""}, time: x.Request.Time, until: until})
 		return
 	}
 	key := Key{t.Namespace, t.Name}
 	e := effect{res: t.Resource, key: key, time: x.Request.Time}
 	if method == http.MethodDelete && t.Subresource == "" {
-		e.until = x.Response.Time
-		if x.End != nil && x.End.Time > e.until {
-			e.until = x.End.Time
-		}
+		e.until = until
 		b.effects = append(b.effects, e)
 		return
 	}
-	if rv, ok := answerRV(l, x); ok {
-		e.rv = rv
+	if obj, err := answerObject(l, x); err == nil {
+		if m, err := meta.Accessor(obj); err == nil {
+			if rv, ok := parseRV(m.GetResourceVersion()); ok {
+				e.rv = rv
+			}
+			if m.GetDeletionTimestamp() != nil && len(m.GetFinalizers()) == 0 && !namespaceFinalizers(obj) {
+				// The update removed what the deletion waited for: the
+				// object's removal that follows is its doing.
+				b.effects = append(b.effects, effect{res: t.Resource, key: key, time: x.Request.Time, until: until})
+			}
+		}
 	}
 	b.effects = append(b.effects, e)
 }
@@ -385,15 +425,29 @@ func answerRV(l *loader, x *formats.ExchangeInfo) (uint64, bool) {
 	return parseRV(m.GetResourceVersion())
 }
 
+// namespaceFinalizers reports whether obj is a Namespace whose spec still
+// names finalizers (its deletion waits for them too).
+func namespaceFinalizers(obj runtime.Object) bool {
+	ns, ok := obj.(*corev1.Namespace)
+	return ok && len(ns.Spec.Finalizers) > 0
+}
+
 // split moves what the recording shows after the store's start out of
 // its history: the versions the clients under test made are their
 // behaviour, the others the environment's changes (the lock is not
 // needed: Load owns the store).
-func (b *envBuilder) split(s *Store, start uint64) *Environment {
-	env := &Environment{Start: b.start, Clients: b.cs.describe(), Requests: b.requests, Writes: b.writes,
+func (b *envBuilder) split(s *Store, start uint64, firstWatch map[Resource]int64) (*Environment, uint64) {
+	env := &Environment{Start: b.start, End: b.end, Clients: b.cs.describe(), Requests: b.requests, Writes: b.writes,
 		Created: len(b.created)}
+	if b.watch != 0 {
+		env.Start, env.Watches = b.watch, true
+	}
 	if env.Start == 0 {
 		env.Start = b.first
+	}
+	if n := len(b.latency); n > 0 {
+		slices.Sort(b.latency)
+		env.WriteLatency = time.Duration(b.latency[n/2])
 	}
 	byRV := map[Resource]map[Key]map[uint64]bool{}
 	var byTime []effect
@@ -417,37 +471,59 @@ func (b *envBuilder) split(s *Store, start uint64) *Environment {
 		if h == nil {
 			continue
 		}
-		if e.key.Name == "" { // a delete-collection: the deletions of its scope at once after it
-			for k, es := range h.objs {
-				if e.key.Namespace != "" && k.Namespace != e.key.Namespace {
+		mark := func(es []*entry) {
+			for _, v := range es {
+				if v.rv <= start || v.time < e.time || behaviour[v] || byRV[e.res][v.key][v.rv] {
 					continue
 				}
-				for _, v := range es {
-					if v.typ == Deleted && v.rv > start && v.time >= e.time && !behaviour[v] {
-						behaviour[v] = true
-						break
-					}
+				if e.until == 0 {
+					behaviour[v] = true
+					return
+				}
+				// A deletion: the object's versions until it is gone,
+				// the last of them seen at most a second after the
+				// answer (a watch event may lag it).
+				if v.time > e.until+int64(time.Second) {
+					return
+				}
+				behaviour[v] = true
+				if v.typ == Deleted {
+					return
+				}
+			}
+		}
+		if e.key.Name == "" { // a delete-collection: every object of its scope
+			for k, es := range h.objs {
+				if e.key.Namespace == "" || k.Namespace == e.key.Namespace {
+					mark(es)
 				}
 			}
 			continue
 		}
-		for _, v := range h.objs[e.key] {
-			if v.rv <= start || v.time < e.time || behaviour[v] || byRV[e.res][e.key][v.rv] {
-				continue
-			}
-			if e.until == 0 {
-				behaviour[v] = true
-				break
-			}
-			// A deletion: its versions until the object is gone, the
-			// last of them seen at most a second after its answer (a
-			// watch event may lag the answer).
-			if v.time > e.until+int64(time.Second) {
-				break
-			}
-			behaviour[v] = true
-			if v.typ == Deleted {
-				break
+		mark(h.objs[e.key])
+	}
+	// The world as the session first shows it: every version at or
+	// below the start, and every version no watch showed changing that
+	// the session showed before the resource's first watch (what the
+	// clients' first LISTs held, whatever its resourceVersion).
+	initial := func(r Resource, e *entry) bool {
+		if behaviour[e] || byRV[r][e.key][e.rv] {
+			return false // the clients made it: never the world's to begin with
+		}
+		if e.rv <= start {
+			return true
+		}
+		if e.watched {
+			return false
+		}
+		fw, ok := firstWatch[r]
+		return !ok || e.time <= fw+initialBurst
+	}
+	top := start
+	for r, h := range s.res {
+		for _, e := range h.rec {
+			if initial(r, e) && e.rv > top {
+				top = e.rv
 			}
 		}
 	}
@@ -457,7 +533,7 @@ func (b *envBuilder) split(s *Store, start uint64) *Environment {
 			var prev *entry
 			for _, e := range es {
 				switch {
-				case e.rv <= start:
+				case initial(r, e):
 					keep = append(keep, e)
 				case behaviour[e] || byRV[r][k][e.rv]:
 					env.Behaviour++
@@ -477,7 +553,7 @@ func (b *envBuilder) split(s *Store, start uint64) *Environment {
 		}
 		rec := h.rec[:0]
 		for _, e := range h.rec {
-			if e.rv <= start {
+			if initial(r, e) {
 				rec = append(rec, e)
 			}
 		}
@@ -492,5 +568,5 @@ func (b *envBuilder) split(s *Store, start uint64) *Environment {
 			env.Changes[i].Time = env.Changes[i+1].Time
 		}
 	}
-	return env
+	return env, top
 }

@@ -43,6 +43,12 @@ type loader struct {
 	snaps  []*snapshot
 	pages  map[string][]*page // LIST pages by path and selectors
 	env    *envBuilder        // Options.Live: what the clients under test did
+	// watched is set while the loader reads a watch event that is a
+	// change (not one of a watch's initial events): the entries it makes
+	// or meets were seen changing (entry.watched).
+	watched bool
+	// firstWatch is, per resource, the request time of its first watch.
+	firstWatch map[Resource]int64
 }
 
 type startRV struct {
@@ -71,7 +77,8 @@ func Load(f *formats.File, opts Options) (*Store, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
-	l := &loader{f: f, s: s, seen: map[Resource]map[Key]map[uint64]*entry{}, pages: map[string][]*page{}}
+	l := &loader{f: f, s: s, seen: map[Resource]map[Key]map[uint64]*entry{}, pages: map[string][]*page{},
+		firstWatch: map[Resource]int64{}}
 	if opts.Live {
 		l.env = &envBuilder{cs: newClientSet(f, opts)}
 		go warmFieldManagers()
@@ -98,8 +105,8 @@ func Load(f *formats.File, opts Options) (*Store, error) {
 // the clients' behaviour).
 func (l *loader) goLive() {
 	s := l.s
-	start := s.clk.point
-	s.env = l.env.split(s, start)
+	env, top := l.env.split(s, s.clk.point, l.firstWatch)
+	s.env = env
 	s.live = newLiveState(l.env.created)
 	var rvs []uint64
 	for _, h := range s.res {
@@ -107,7 +114,8 @@ func (l *loader) goLive() {
 			rvs = append(rvs, e.rv)
 		}
 	}
-	s.clk = newClock(rvs, start)
+	s.clk = newClock(rvs, top)
+	s.oldest = min(s.oldest, top)
 	s.publish()
 }
 
@@ -151,7 +159,11 @@ func (l *loader) exchange(x *formats.ExchangeInfo) error {
 		if method != http.MethodGet || t.Subresource != "" {
 			return nil
 		}
-		return l.watch(x, t, q.Get("labelSelector") != "" || q.Get("fieldSelector") != "")
+		if ft, ok := l.firstWatch[t.Resource]; !ok || x.Request.Time < ft {
+			l.firstWatch[t.Resource] = x.Request.Time
+		}
+		initial := initialEvents(q.Get("resourceVersion"), q.Get("sendInitialEvents"), x.Request.Missing)
+		return l.watch(x, t, q.Get("labelSelector") != "" || q.Get("fieldSelector") != "", initial)
 	}
 	if t.Subresource != "" && t.Subresource != "status" {
 		return nil
@@ -245,7 +257,35 @@ func (l *loader) body(x *formats.ExchangeInfo) ([]byte, error) {
 	return b, nil
 }
 
-func (l *loader) watch(x *formats.ExchangeInfo, t Target, scoped bool) error {
+// initialEvents says how a watch of these parameters begins: with the
+// current state as ADDED events (a watch from "" or "0", until they stop
+// coming), with a streaming list (until its initial-events-end bookmark),
+// or with changes only (a watch from a resourceVersion, or one captured
+// from its middle).
+func initialEvents(rv, sie string, midstream bool) int {
+	switch {
+	case midstream:
+		return noInitial
+	case sie == "true" || sie == "1":
+		return initialUntilBookmark
+	case rv == "" || rv == "0":
+		return initialAdded
+	}
+	return noInitial
+}
+
+const (
+	noInitial = iota
+	initialAdded
+	initialUntilBookmark
+)
+
+// initialBurst is how long after its response's head a watch from "" or
+// "0" may still be sending the current state.
+const initialBurst = int64(50 * time.Millisecond)
+
+func (l *loader) watch(x *formats.ExchangeInfo, t Target, scoped bool, initial int) error {
+	defer func() { l.watched = false }()
 	f := frame.Format(x.Response.Events)
 	if f != frame.JSON && f != frame.Protobuf && f != frame.CBOR {
 		return nil
@@ -286,6 +326,9 @@ func (l *loader) watch(x *formats.ExchangeInfo, t Target, scoped bool) error {
 			if n, ok := parseRV(m.ResourceVersion); ok {
 				l.rvs = append(l.rvs, n)
 			}
+			if initial == initialUntilBookmark && bytes.Contains(fr.Data, []byte("k8s.io/initial-events-end")) {
+				initial = noInitial
+			}
 			continue
 		default:
 			continue
@@ -295,6 +338,10 @@ func (l *loader) watch(x *formats.ExchangeInfo, t Target, scoped bool) error {
 			continue
 		}
 		o := codec.Object{Format: f, APIVersion: av, Kind: kind, Raw: raw}
+		if initial == initialAdded && (typ != Added || fr.Time > x.Response.Time+initialBurst) {
+			initial = noInitial
+		}
+		l.watched = initial == noInitial
 		if err := l.objectMeta(t.Resource, o, typ, fr.Time, m.Namespace, m.Name, m.ResourceVersion, scoped); err != nil {
 			return err
 		}
@@ -312,7 +359,9 @@ func (l *loader) list(x *formats.ExchangeInfo, t Target, q url.Values, f frame.F
 	}
 	// The resource's kind, even when the list is empty (a custom
 	// resource the session shows no object of is still served).
-	l.history(t.Resource, codec.Object{Kind: kind})
+	if h := l.history(t.Resource, codec.Object{Kind: kind}); t.Namespace != "" {
+		h.info.Namespaced = true
+	}
 	rv, ok := parseRV(lst.ResourceVersion)
 	if !ok {
 		return nil
@@ -359,6 +408,9 @@ func (l *loader) objectMeta(r Resource, o codec.Object, typ EventType, t int64, 
 		return nil
 	}
 	h := l.history(r, o)
+	if ns != "" {
+		h.info.Namespaced = true
+	}
 	k := Key{ns, name}
 	byKey := l.seen[r]
 	if byKey == nil {
@@ -371,6 +423,7 @@ func (l *loader) objectMeta(r Resource, o codec.Object, typ EventType, t int64, 
 		byKey[k] = byRV
 	}
 	if e := byRV[rv]; e != nil {
+		e.watched = e.watched || l.watched
 		switch {
 		case typ == Deleted && scoped && e.typ != Deleted:
 			// A selector's watch saw it leave its scope; another view
@@ -394,7 +447,8 @@ func (l *loader) objectMeta(r Resource, o codec.Object, typ EventType, t int64, 
 		}
 		return l.checkSize()
 	}
-	e := &entry{rv: rv, time: t, typ: typ, key: k, obj: o, size: int64(len(o.Raw)) + 128, inScope: typ == Deleted && scoped}
+	e := &entry{rv: rv, time: t, typ: typ, key: k, obj: o, size: int64(len(o.Raw)) + 128, inScope: typ == Deleted && scoped,
+		watched: l.watched}
 	byRV[rv] = e
 	h.rec = append(h.rec, e)
 	h.objs[k] = append(h.objs[k], e)
@@ -416,7 +470,9 @@ func (l *loader) history(r Resource, o codec.Object) *history {
 	if h == nil {
 		info, ok := builtinInfo(r)
 		if !ok {
-			info = Info{Resource: r, Namespaced: !clusterScoped[r.Resource]}
+			// A custom resource: namespaced once a path or an object of
+			// it shows a namespace (objectMeta, list).
+			info = Info{Resource: r}
 		}
 		h = newHistory(info)
 		l.s.res[r] = h

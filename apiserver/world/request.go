@@ -61,6 +61,10 @@ type Response struct {
 	// Changed is true when the request changed the store (not for
 	// dry runs, refused writes and no-op updates).
 	Changed bool
+	// Warnings are what the apiserver would say in Warning headers
+	// (fields a write's object does not declare, with fieldValidation
+	// Warn): each one's text (see WarningHeader).
+	Warnings []string
 }
 
 // Handles reports whether the store answers requests for path: a
@@ -109,6 +113,13 @@ func (s *Store) Serve(r *Request) (resp *Response, ok bool) {
 	}
 	if len(r.Body) > MaxBodyBytes {
 		return s.errorResponse(r, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", MaxBodyBytes)), HowError), true
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		// The field manager's schemas (about 150 ms to build, once) are
+		// built here, before the store's lock is taken: watchers waiting
+		// on the lock would stall behind them.
+		_, _ = fieldManager(info.GVK(), t.Subresource)
+		_, _ = fieldManager(info.GVK(), "")
 	}
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:

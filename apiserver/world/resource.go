@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/wtrace/wtrace/apiserver/codec"
+	"github.com/wtrace/wtrace/internal/apipath"
 )
 
 // Resource is an API resource: group, version and plural name ("" and
@@ -28,59 +29,26 @@ type Target struct {
 func (t Target) Collection() bool { return t.Name == "" }
 
 // ParsePath reads an API path: /api/v1/namespaces/demo/configmaps[/name[/sub]],
-// /apis/apps/v1/deployments, /api/v1/namespaces[/name[/status]], with or
-// without the legacy "watch" segment. ok is false for anything else
-// (discovery, /version, non-resource paths).
+// /apis/apps/v1/deployments, /api/v1/namespaces[/name[/status|finalize]],
+// with or without the legacy "watch" segment, as the apiserver does
+// (internal/apipath). ok is false for anything else (discovery, /version,
+// non-resource paths, empty segments, subresources of subresources).
 func ParsePath(path string) (t Target, ok bool) {
-	segs := strings.Split(strings.Trim(path, "/"), "/")
-	var rest []string
-	switch {
-	case len(segs) >= 3 && segs[0] == "api":
-		t.Resource.Version, rest = segs[1], segs[2:]
-	case len(segs) >= 4 && segs[0] == "apis":
-		t.Resource.Group, t.Resource.Version, rest = segs[1], segs[2], segs[3:]
-	default:
+	p, watch := apipath.StripWatchSegment(path)
+	if strings.Contains(strings.Trim(p, "/"), "//") {
 		return t, false
 	}
-	if len(rest) > 0 && rest[0] == "watch" {
-		t.Watch, rest = true, rest[1:]
-	}
-	for _, s := range rest {
-		if s == "" {
-			return t, false
-		}
-	}
-	if len(rest) >= 3 && rest[0] == "namespaces" && !namespaceSubresources[rest[2]] {
-		t.Namespace, rest = rest[1], rest[2:]
-	} else if len(rest) >= 2 && rest[0] == "namespaces" {
-		// /namespaces/{name}[/{sub}]: the namespace object itself.
-		t.Resource.Resource, t.Name = "namespaces", rest[1]
-		if len(rest) == 3 {
-			t.Subresource = rest[2]
-		}
-		return t, len(rest) <= 3
-	}
-	switch len(rest) {
-	case 1:
-		t.Resource.Resource = rest[0]
-	case 2:
-		t.Resource.Resource, t.Name = rest[0], rest[1]
-	case 3:
-		t.Resource.Resource, t.Name, t.Subresource = rest[0], rest[1], rest[2]
-	default:
+	r, ok := apipath.ParseResource(p)
+	if !ok || r.Version == "" || strings.Contains(r.Subresource, "/") {
 		return t, false
 	}
-	if t.Resource.Resource == "namespaces" && t.Namespace != "" {
+	if r.Resource == "namespaces" && r.Namespace != "" {
 		return t, false
 	}
-	return t, t.Resource.Version != ""
+	t = Target{Resource: Resource{Group: r.Group, Version: r.Version, Resource: r.Resource},
+		Namespace: r.Namespace, Name: r.Name, Subresource: r.Subresource, Watch: watch}
+	return t, true
 }
-
-// namespaceSubresources are the subresources of a Namespace: the
-// apiserver reads /api/v1/namespaces/NAME/status (and /finalize) as the
-// namespace's, not as a resource "status" in namespace NAME
-// (k8s.io/apiserver's RequestInfoFactory).
-var namespaceSubresources = map[string]bool{"status": true, "finalize": true}
 
 // isNamespaces reports whether r is the core Namespace resource.
 func isNamespaces(r Resource) bool {
@@ -164,6 +132,11 @@ var builtinKinds = sync.OnceValue(func() map[Resource]string {
 	m[Resource{Version: "v1", Resource: "endpoints"}] = "Endpoints"
 	return m
 })
+
+// BuiltinInfo returns what kube-apiserver v1.33 serves of a built-in
+// resource: its kind and its scope. ok is false for a resource it does not
+// serve (a custom resource).
+func BuiltinInfo(r Resource) (Info, bool) { return builtinInfo(r) }
 
 // builtinInfo returns what the scheme knows of a built-in resource.
 func builtinInfo(r Resource) (Info, bool) {

@@ -103,6 +103,9 @@ type entry struct {
 	// inferred: a deletion a LIST showed by leaving the object out; its
 	// object is the last version seen, with an older resourceVersion.
 	inferred bool
+	// watched: a watch event showed this version as a change (not only a
+	// LIST, a GET, or a watch's initial events).
+	watched bool
 	// src is the recorded version a Live store's entry was stored from
 	// as it is (nil when the environment's change was rebased, or for a
 	// client's write).
@@ -154,6 +157,9 @@ type Store struct {
 	env     *Environment
 	envNext int
 	live    *liveState
+	// historic counts the versions of objects that are not current (at
+	// least: compaction recounts them), for maybeCompact.
+	historic int
 
 	// For ObserveN's path without the lock: the world's point, and the
 	// recorded resourceVersion above which numbers are served shifted
@@ -371,12 +377,18 @@ func (s *Store) current(h *history, k Key) *entry {
 
 // addSynth inserts a synthesized entry (the lock is held).
 func (s *Store) addSynth(h *history, e *entry) error {
+	if s.bytes+e.size > s.maxBytes() && s.window() >= 0 {
+		// Forget all history but the current objects before refusing.
+		s.compact(0)
+	}
 	if s.bytes+e.size > s.maxBytes() {
 		return fmt.Errorf("%w (%d bytes)", ErrTooLarge, s.maxBytes())
 	}
 	s.bytes += e.size
 	h.syn = append(h.syn, e)
 	h.objs[e.key] = append(h.objs[e.key], e)
+	s.historic++
+	s.maybeCompact()
 	s.notify()
 	return nil
 }

@@ -52,6 +52,9 @@ type WatchEvent struct {
 	e     *entry
 	typ   EventType
 	prev  *entry // the version before, for a DELETED that is a scope exit
+	// Expired: the store compacted past the watch's position; Take gives
+	// the ERROR event with a 410 Expired Status, the watch's last.
+	Expired bool
 }
 
 // Watch starts a watch for a request with watch=true (or the legacy
@@ -171,6 +174,12 @@ func (wt *Watch) Next() (WatchEvent, bool) {
 	s := wt.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if wt.cursor+1 < s.oldest {
+		// Compacted past the watch's position: what it has not sent is
+		// gone; the apiserver ends such a watch with 410 Expired.
+		wt.expired = true
+		return WatchEvent{Expired: true}, true
+	}
 	h := wt.h
 	ri := sort.Search(len(h.rec), func(i int) bool { return s.clk.served(h.rec[i].rv) > wt.cursor })
 	si := sort.Search(len(h.syn), func(i int) bool { return h.syn[i].rv > wt.cursor })
@@ -314,6 +323,13 @@ func (wt *Watch) matches(e *entry) bool {
 // (Store.Observe), so it goes out with its served resourceVersion.
 func (wt *Watch) Take(ev WatchEvent) ([]byte, error) {
 	s := wt.s
+	if ev.Expired {
+		s.mu.Lock()
+		oldest := s.oldest
+		s.mu.Unlock()
+		st := apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", wt.cursor, oldest)).ErrStatus
+		return wt.w.Frame(codec.StatusEvent(wt.w.Media.Format, &st)), nil
+	}
 	s.mu.Lock()
 	var served uint64
 	if ev.e.synth {

@@ -56,10 +56,11 @@ const optimisticLockMsg = "the object has been modified; please apply your chang
 
 // writeParams are the query parameters every write shares.
 type writeParams struct {
-	dryRun  bool
-	manager string // fieldManager, else the User-Agent's prefix
-	named   bool   // fieldManager was given
-	force   bool
+	dryRun     bool
+	manager    string // fieldManager, else the User-Agent's prefix
+	named      bool   // fieldManager was given
+	force      bool
+	validation string // fieldValidation: Strict, Warn or Ignore
 }
 
 func parseWriteParams(r *Request, optionsKind string) (writeParams, error) {
@@ -87,6 +88,11 @@ func parseWriteParams(r *Request, optionsKind string) (writeParams, error) {
 		}
 		p.force = b
 	}
+	v, err := fieldValidation(r, optionsKind)
+	if err != nil {
+		return p, err
+	}
+	p.validation = v
 	return p, nil
 }
 
@@ -145,13 +151,25 @@ func (s *Store) create(r *Request, t Target, info Info) *Response {
 	if err != nil {
 		return s.errorResponse(r, err, HowCreate)
 	}
+	warnings, err := checkFields(p.validation, mt, r.Body, info.GVK())
+	if err != nil {
+		return s.errorResponse(r, err, HowCreate)
+	}
 	if err := checkNamespace(m, t, info); err != nil {
 		return s.errorResponse(r, err, HowCreate)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h, _ := s.hist(t.Resource)
-	return s.createLocked(r, info, h, obj, p, HowCreate)
+	return withWarnings(s.createLocked(r, info, h, obj, p, HowCreate), warnings)
+}
+
+// withWarnings adds warnings to a successful answer.
+func withWarnings(resp *Response, warnings []string) *Response {
+	if resp.Code < 300 {
+		resp.Warnings = append(resp.Warnings, warnings...)
+	}
+	return resp
 }
 
 // checkNamespace sets or checks the object's namespace against the
@@ -176,6 +194,14 @@ func (s *Store) createLocked(r *Request, info Info, h *history, obj runtime.Obje
 	pol := policyFor(info)
 	m, _ := meta.Accessor(obj)
 	gr := info.Resource.GroupResource()
+	// Admission comes before the registry, which generates the name.
+	named := m.GetName()
+	if named == "" {
+		named = m.GetGenerateName()
+	}
+	if err := s.admitNamespace(info, m.GetNamespace(), named); err != nil {
+		return s.errorResponse(r, err, how)
+	}
 	if m.GetName() == "" && m.GetGenerateName() != "" {
 		base := m.GetGenerateName()
 		if len(base) > 58 {
@@ -206,7 +232,6 @@ func (s *Store) createLocked(r *Request, info Info, h *history, obj runtime.Obje
 	if pol.generation {
 		m.SetGeneration(1)
 	}
-	defaultCreate(obj)
 	defaultObject(obj)
 	prepareCreate(obj, info, pol)
 	mgr, err := fieldManager(info.GVK(), "")
@@ -251,18 +276,6 @@ func (s *Store) commit(r *Request, info Info, h *history, key Key, obj runtime.O
 		return s.errorResponse(r, err, how)
 	}
 	return s.respond(r, info, code, o, how, true)
-}
-
-// defaultCreate does what the apiserver's defaulting does to an object it
-// decodes (a create's, an update's), before the field manager sees it: a
-// Namespace gets its name label.
-func defaultCreate(obj runtime.Object) {
-	if o, ok := obj.(*corev1.Namespace); ok {
-		if o.Labels == nil {
-			o.Labels = map[string]string{}
-		}
-		o.Labels[corev1.LabelMetadataName] = o.Name
-	}
 }
 
 // prepareCreate does what the registry's strategies do to every new
@@ -369,6 +382,10 @@ func (s *Store) update(r *Request, t Target, info Info) *Response {
 	if err != nil {
 		return s.errorResponse(r, err, HowUpdate)
 	}
+	warnings, err := checkFields(p.validation, mt, r.Body, want)
+	if err != nil {
+		return s.errorResponse(r, err, HowUpdate)
+	}
 	if m.GetName() != t.Name {
 		return s.errorResponse(r, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", m.GetName(), t.Name)), HowUpdate)
 	}
@@ -382,7 +399,7 @@ func (s *Store) update(r *Request, t Target, info Info) *Response {
 	cur := s.current(h, key)
 	if cur == nil {
 		if pol.createOnUpdate && t.Subresource == "" {
-			return s.createLocked(r, info, h, obj, p, HowUpdate)
+			return withWarnings(s.createLocked(r, info, h, obj, p, HowUpdate), warnings)
 		}
 		return s.errorResponse(r, apierrors.NewNotFound(info.Resource.GroupResource(), t.Name), HowUpdate)
 	}
@@ -402,14 +419,14 @@ func (s *Store) update(r *Request, t Target, info Info) *Response {
 	if err != nil {
 		return s.errorResponse(r, err, HowUpdate)
 	}
-	return s.commitUpdate(r, info, h, key, old, obj, p, HowUpdate)
+	return withWarnings(s.commitUpdate(r, info, h, key, old, obj, p, HowUpdate), warnings)
 }
 
 // managed applies the registry's update rules to obj (prepareUpdate), then
 // records the change in its managedFields, as the apiserver's field
 // manager sees it (what the rules reset is not the client's).
 func (s *Store) managed(info Info, old, obj runtime.Object, subresource string, p writeParams) (runtime.Object, error) {
-	defaultCreate(obj)
+	defaultObject(obj)
 	obj, err := prepareUpdate(obj, old, policyFor(info), subresource)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
@@ -872,14 +889,30 @@ func (s *Store) patch(r *Request, t Target, info Info) *Response {
 	if err != nil {
 		return s.errorResponse(r, err, how)
 	}
+	var warnings []string
 	run := func(base runtime.Object, gvk schema.GroupVersionKind) (runtime.Object, error) {
+		var (
+			obj     runtime.Object
+			patched []byte
+			shown   string
+			err     error
+		)
 		switch pt {
 		case jsonPatch, mergePatch:
-			return applyJSONPatch(pt, r.Body, base, gvk)
+			obj, patched, err = applyJSONPatch(pt, r.Body, base, gvk)
+			shown = string(patched)
 		case strategicPatch:
-			return applyStrategicPatch(r.Body, base, gvk)
+			obj, patched, shown, err = applyStrategicPatch(r.Body, base, gvk)
+		default:
+			return s.apply(r.Body, base, gvk, t.Subresource, p)
 		}
-		return s.apply(r.Body, base, gvk, t.Subresource, p)
+		if err != nil {
+			return nil, err
+		}
+		if warnings, err = checkPatchedFields(p.validation, patched, shown, gvk); err != nil {
+			return nil, err
+		}
+		return obj, nil
 	}
 	if t.Subresource == "scale" {
 		return s.updateScale(r, info, h, key, old, func(sc *autoscalingv1.Scale) (*autoscalingv1.Scale, error) {
@@ -903,6 +936,7 @@ func (s *Store) patch(r *Request, t Target, info Info) *Response {
 	}
 	convertStringData(obj)
 	if pt == applyPatch {
+		defaultObject(obj)
 		obj, err = prepareUpdate(obj, old, pol, t.Subresource)
 	} else {
 		obj, err = s.managed(info, old, obj, t.Subresource, p)
@@ -910,66 +944,66 @@ func (s *Store) patch(r *Request, t Target, info Info) *Response {
 	if err != nil {
 		return s.errorResponse(r, err, how)
 	}
-	return s.commitUpdate(r, info, h, key, old, obj, p, how)
+	return withWarnings(s.commitUpdate(r, info, h, key, old, obj, p, how), warnings)
 }
 
 // applyJSONPatch applies a JSON patch or a JSON merge patch to base's
 // JSON, as the apiserver's jsonPatcher does.
-func applyJSONPatch(pt string, patch []byte, base runtime.Object, gvk schema.GroupVersionKind) (runtime.Object, error) {
+func applyJSONPatch(pt string, patch []byte, base runtime.Object, gvk schema.GroupVersionKind) (runtime.Object, []byte, error) {
 	cur, err := codec.Encode(base.DeepCopyObject(), frame.JSON)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var patched []byte
 	if pt == jsonPatch {
 		var ops []jsonPatchOp
 		if err := json.Unmarshal(patch, &ops); err != nil {
 			msg := strings.ReplaceAll(err.Error(), reflect.TypeOf(jsonPatchOp{}).String(), "handlers.jsonPatchOp")
-			return nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: %s", msg))
+			return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: %s", msg))
 		}
 		po, err := jsonpatch.DecodePatch(patch)
 		if err != nil {
-			return nil, apierrors.NewBadRequest(err.Error())
+			return nil, nil, apierrors.NewBadRequest(err.Error())
 		}
 		if len(po) > maxJSONPatchOperations {
-			return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("The allowed maximum operations in a JSON patch is %d, got %d", maxJSONPatchOperations, len(po)))
+			return nil, nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("The allowed maximum operations in a JSON patch is %d, got %d", maxJSONPatchOperations, len(po)))
 		}
 		patched, err = po.Apply(cur.Raw)
 		if err != nil {
-			return nil, apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{}, "", err.Error(), 0, false)
+			return nil, nil, apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{}, "", err.Error(), 0, false)
 		}
 	} else {
 		var v map[string]any
 		if err := json.Unmarshal(patch, &v); err != nil {
-			return nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: %v", err))
+			return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: %v", err))
 		}
 		patched, err = jsonpatch.MergePatch(cur.Raw, patch)
 		if err != nil {
 			if err == jsonpatch.ErrBadJSONPatch {
-				return nil, apierrors.NewBadRequest(err.Error())
+				return nil, nil, apierrors.NewBadRequest(err.Error())
 			}
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	obj, err := codec.Decode(codec.Object{Format: frame.JSON, APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Raw: patched})
 	if err != nil {
-		return nil, apierrors.NewInvalid(schema.GroupKind{}, "", field.ErrorList{
+		return nil, nil, apierrors.NewInvalid(schema.GroupKind{}, "", field.ErrorList{
 			field.Invalid(field.NewPath("patch"), string(patched), err.Error())})
 	}
 	obj.GetObjectKind().SetGroupVersionKind(gvk)
-	return obj, nil
+	return obj, patched, nil
 }
 
 // applyStrategicPatch applies a strategic merge patch with the Go type of
 // a built-in kind as its schema.
-func applyStrategicPatch(patch []byte, base runtime.Object, gvk schema.GroupVersionKind) (runtime.Object, error) {
+func applyStrategicPatch(patch []byte, base runtime.Object, gvk schema.GroupVersionKind) (obj runtime.Object, patchedJSON []byte, shown string, err error) {
 	orig, err := runtime.DefaultUnstructuredConverter.ToUnstructured(base)
 	if err != nil {
-		return nil, err
+		return nil, nil, "", err
 	}
 	pm := map[string]any{}
 	if err := json.Unmarshal(patch, &pm); err != nil {
-		return nil, apierrors.NewBadRequest(err.Error())
+		return nil, nil, "", apierrors.NewBadRequest(err.Error())
 	}
 	schemaObj := newObject(gvk)
 	patched, err := strategicpatch.StrategicMergeMapPatch(orig, pm, schemaObj)
@@ -977,19 +1011,23 @@ func applyStrategicPatch(patch []byte, base runtime.Object, gvk schema.GroupVers
 		switch err {
 		case mergepatch.ErrBadJSONDoc, mergepatch.ErrBadPatchFormatForPrimitiveList, mergepatch.ErrBadPatchFormatForRetainKeys,
 			mergepatch.ErrBadPatchFormatForSetElementOrderList, mergepatch.ErrUnsupportedStrategicMergePatchFormat:
-			return nil, apierrors.NewBadRequest(err.Error())
+			return nil, nil, "", apierrors.NewBadRequest(err.Error())
 		case mergepatch.ErrNoListOfLists, mergepatch.ErrPatchContentNotMatchRetainKeys:
-			return nil, apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{}, "", err.Error(), 0, false)
+			return nil, nil, "", apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{}, "", err.Error(), 0, false)
 		}
-		return nil, err
+		return nil, nil, "", err
 	}
-	obj := newObject(gvk)
+	obj = newObject(gvk)
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(patched, obj); err != nil {
-		return nil, apierrors.NewInvalid(schema.GroupKind{}, "", field.ErrorList{
+		return nil, nil, "", apierrors.NewInvalid(schema.GroupKind{}, "", field.ErrorList{
 			field.Invalid(field.NewPath("patch"), fmt.Sprintf("%+v", patched), err.Error())})
 	}
 	obj.GetObjectKind().SetGroupVersionKind(gvk)
-	return obj, nil
+	patchedJSON, err = json.Marshal(patched)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	return obj, patchedJSON, fmt.Sprintf("%+v", pm), nil
 }
 
 // apply runs server-side apply with the apiserver's field manager.
@@ -1028,6 +1066,9 @@ func (s *Store) applyCreate(r *Request, t Target, info Info, h *history, p write
 	if err := checkNamespace(m, t, info); err != nil {
 		return s.errorResponse(r, err, HowApply)
 	}
+	if err := s.admitNamespace(info, m.GetNamespace(), m.GetName()); err != nil {
+		return s.errorResponse(r, err, HowApply)
+	}
 	pol := policyFor(info)
 	now := s.timeNow()
 	m.SetUID(typesUID(s.newUID()))
@@ -1036,6 +1077,20 @@ func (s *Store) applyCreate(r *Request, t Target, info Info, h *history, p write
 	if pol.generation {
 		m.SetGeneration(1)
 	}
+	defaultObject(obj)
 	prepareCreate(obj, info, pol)
-	return s.commit(r, info, h, Key{t.Namespace, t.Name}, obj, Added, http.StatusCreated, p.dryRun, HowApply)
+	if err := s.admit(obj); err != nil {
+		return s.errorResponse(r, err, HowApply)
+	}
+	if o, ok := obj.(*corev1.Namespace); ok {
+		o.Status = corev1.NamespaceStatus{Phase: corev1.NamespaceActive}
+		if len(o.Spec.Finalizers) == 0 {
+			o.Spec.Finalizers = []corev1.FinalizerName{corev1.FinalizerKubernetes}
+		}
+	}
+	resp := s.commit(r, info, h, Key{t.Namespace, t.Name}, obj, Added, http.StatusCreated, p.dryRun, HowApply)
+	if resp.Changed {
+		s.pairCreated(info.Resource, obj)
+	}
+	return resp
 }

@@ -450,89 +450,12 @@ func (r *Reader) nextNG() (Packet, error) {
 				return Packet{}, r.fail(off, err)
 			}
 		case blockEPB, blockPB:
-			if n < 20 {
-				return Packet{}, r.fail(off, fmt.Errorf("packet block too short (%d bytes)", n))
-			}
-			if n > MaxPacketSize+MaxBlockSize {
-				return Packet{}, r.fail(off, fmt.Errorf("packet block of %d bytes exceeds the limit", n))
-			}
-			h := r.hdr[8:28]
-			if err := r.readFull(h); err != nil {
-				return Packet{}, r.fail(off, io.ErrUnexpectedEOF)
-			}
-			var ifc int
-			if typ == blockEPB {
-				ifc = int(r.order.Uint32(h[0:4]))
-			} else {
-				ifc = int(r.order.Uint16(h[0:2]))
-			}
-			ts := uint64(r.order.Uint32(h[4:8]))<<32 | uint64(r.order.Uint32(h[8:12]))
-			capLen := r.order.Uint32(h[12:16])
-			orig := r.order.Uint32(h[16:20])
-			if ifc >= len(r.ifaces) {
-				return Packet{}, r.fail(off, fmt.Errorf("packet refers to interface %d, but the section describes %d", ifc, len(r.ifaces)))
-			}
-			if capLen > MaxPacketSize {
-				return Packet{}, r.fail(off, fmt.Errorf("packet length %d exceeds the limit of %d bytes", capLen, MaxPacketSize))
-			}
-			padded := (capLen + 3) &^ 3
-			if padded > n-20 {
-				return Packet{}, r.fail(off, fmt.Errorf("packet length %d does not fit its block (%d bytes)", capLen, n))
-			}
-			// The data, then padding, options and the trailing length.
-			data, err := r.packetData(int64(n-20)+4, int(capLen))
-			if err != nil {
-				return Packet{}, r.fail(off, io.ErrUnexpectedEOF)
-			}
-			ifd := &r.ifaces[ifc]
-			length := int(orig)
-			if length < len(data) {
-				length = len(data)
-			}
-			return Packet{Data: data, Time: ifd.nanos(ts), Length: length, LinkType: ifd.linkType, Interface: ifc}, nil
+			return r.packetBlock(typ, n, off)
 		case blockSPB:
-			if n < 4 {
-				return Packet{}, r.fail(off, fmt.Errorf("simple packet block too short (%d bytes)", n))
-			}
-			if len(r.ifaces) == 0 {
-				return Packet{}, r.fail(off, errors.New("simple packet block before any interface description"))
-			}
-			h := r.hdr[8:12]
-			if err := r.readFull(h); err != nil {
-				return Packet{}, r.fail(off, io.ErrUnexpectedEOF)
-			}
-			orig := r.order.Uint32(h)
-			capLen := min(orig, n-4)
-			if s := r.ifaces[0].snapLen; s != 0 && capLen > s {
-				capLen = s
-			}
-			if capLen > MaxPacketSize {
-				return Packet{}, r.fail(off, fmt.Errorf("packet length %d exceeds the limit of %d bytes", capLen, MaxPacketSize))
-			}
-			data, _ := r.grow(int(capLen))
-			if err := r.readFull(data); err != nil {
-				return Packet{}, r.fail(off, io.ErrUnexpectedEOF)
-			}
-			if err := r.discard(int64(n-4-capLen) + 4); err != nil {
-				return Packet{}, r.fail(off, io.ErrUnexpectedEOF)
-			}
-			// A simple packet block has no timestamp.
-			return Packet{Data: data, Length: int(max(orig, capLen)), LinkType: r.ifaces[0].linkType}, nil
+			return r.simplePacketBlock(n, off)
 		case blockDSB:
-			body, err := r.readBody(n)
-			if err != nil {
-				return Packet{}, r.fail(off, err)
-			}
-			if len(body) < 8 {
-				return Packet{}, r.fail(off, errors.New("decryption secrets block too short"))
-			}
-			styp := r.order.Uint32(body[0:4])
-			slen := r.order.Uint32(body[4:8])
-			if uint64(slen) > uint64(len(body)-8) {
-				return Packet{}, r.fail(off, fmt.Errorf("decryption secrets length %d exceeds its block", slen))
-			}
-			if r.opts.Secrets != nil {
-				r.opts.Secrets(styp, bytes.Clone(body[8:8+slen]))
+			if err := r.decryptionSecrets(n, off); err != nil {
+				return Packet{}, err
 			}
 		default:
 			if err := r.discard(int64(n) + 4); err != nil {
@@ -540,6 +463,104 @@ func (r *Reader) nextNG() (Packet, error) {
 			}
 		}
 	}
+}
+
+// packetBlock reads an enhanced (or obsolete) packet block of n bytes
+// after its header, at file offset off.
+func (r *Reader) packetBlock(typ, n uint32, off int64) (Packet, error) {
+	if n < 20 {
+		return Packet{}, r.fail(off, fmt.Errorf("packet block too short (%d bytes)", n))
+	}
+	if n > MaxPacketSize+MaxBlockSize {
+		return Packet{}, r.fail(off, fmt.Errorf("packet block of %d bytes exceeds the limit", n))
+	}
+	h := r.hdr[8:28]
+	if err := r.readFull(h); err != nil {
+		return Packet{}, r.fail(off, io.ErrUnexpectedEOF)
+	}
+	var ifc int
+	if typ == blockEPB {
+		ifc = int(r.order.Uint32(h[0:4]))
+	} else {
+		ifc = int(r.order.Uint16(h[0:2]))
+	}
+	ts := uint64(r.order.Uint32(h[4:8]))<<32 | uint64(r.order.Uint32(h[8:12]))
+	capLen := r.order.Uint32(h[12:16])
+	orig := r.order.Uint32(h[16:20])
+	if ifc >= len(r.ifaces) {
+		return Packet{}, r.fail(off, fmt.Errorf("packet refers to interface %d, but the section describes %d", ifc, len(r.ifaces)))
+	}
+	if capLen > MaxPacketSize {
+		return Packet{}, r.fail(off, fmt.Errorf("packet length %d exceeds the limit of %d bytes", capLen, MaxPacketSize))
+	}
+	padded := (capLen + 3) &^ 3
+	if padded > n-20 {
+		return Packet{}, r.fail(off, fmt.Errorf("packet length %d does not fit its block (%d bytes)", capLen, n))
+	}
+	// The data, then padding, options and the trailing length.
+	data, err := r.packetData(int64(n-20)+4, int(capLen))
+	if err != nil {
+		return Packet{}, r.fail(off, io.ErrUnexpectedEOF)
+	}
+	ifd := &r.ifaces[ifc]
+	length := int(orig)
+	if length < len(data) {
+		length = len(data)
+	}
+	return Packet{Data: data, Time: ifd.nanos(ts), Length: length, LinkType: ifd.linkType, Interface: ifc}, nil
+}
+
+// simplePacketBlock reads a simple packet block of n bytes after its
+// header, at file offset off: the first interface's, with no timestamp.
+func (r *Reader) simplePacketBlock(n uint32, off int64) (Packet, error) {
+	if n < 4 {
+		return Packet{}, r.fail(off, fmt.Errorf("simple packet block too short (%d bytes)", n))
+	}
+	if len(r.ifaces) == 0 {
+		return Packet{}, r.fail(off, errors.New("simple packet block before any interface description"))
+	}
+	h := r.hdr[8:12]
+	if err := r.readFull(h); err != nil {
+		return Packet{}, r.fail(off, io.ErrUnexpectedEOF)
+	}
+	orig := r.order.Uint32(h)
+	capLen := min(orig, n-4)
+	if s := r.ifaces[0].snapLen; s != 0 && capLen > s {
+		capLen = s
+	}
+	if capLen > MaxPacketSize {
+		return Packet{}, r.fail(off, fmt.Errorf("packet length %d exceeds the limit of %d bytes", capLen, MaxPacketSize))
+	}
+	data, _ := r.grow(int(capLen))
+	if err := r.readFull(data); err != nil {
+		return Packet{}, r.fail(off, io.ErrUnexpectedEOF)
+	}
+	if err := r.discard(int64(n-4-capLen) + 4); err != nil {
+		return Packet{}, r.fail(off, io.ErrUnexpectedEOF)
+	}
+	// A simple packet block has no timestamp.
+	return Packet{Data: data, Length: int(max(orig, capLen)), LinkType: r.ifaces[0].linkType}, nil
+}
+
+// decryptionSecrets reads a decryption secrets block of n bytes after its
+// header, at file offset off, and hands its secrets to Options.Secrets.
+func (r *Reader) decryptionSecrets(n uint32, off int64) error {
+	body, err := r.readBody(n)
+	if err != nil {
+		return r.fail(off, err)
+	}
+	if len(body) < 8 {
+		return r.fail(off, errors.New("decryption secrets block too short"))
+	}
+	styp := r.order.Uint32(body[0:4])
+	slen := r.order.Uint32(body[4:8])
+	if uint64(slen) > uint64(len(body)-8) {
+		return r.fail(off, fmt.Errorf("decryption secrets length %d exceeds its block", slen))
+	}
+	if r.opts.Secrets != nil {
+		r.opts.Secrets(styp, bytes.Clone(body[8:8+slen]))
+	}
+	return nil
 }
 
 func (r *Reader) interfaceDescription(body []byte) error {

@@ -106,7 +106,7 @@ func TestInformerThroughProxy(t *testing.T) {
 			if len(want) == 0 {
 				t.Fatalf("no %s watch in %s", tc.resource, tc.scenario)
 			}
-			srv, err := replay.Open(orig, replay.Options{})
+			srv, err := replay.Open(orig, replay.Options{Writes: replay.WritesReject})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -199,7 +199,7 @@ func TestInformerThroughProxy(t *testing.T) {
 // the original values.
 func checkRedactedDecode(t *testing.T, path, namespace string) {
 	t.Helper()
-	srv := replaytest.NewServer(t, path, replay.Options{})
+	srv := replaytest.NewServer(t, path, replay.Options{Writes: replay.WritesReject})
 	cs, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
 	if err != nil {
 		t.Fatal(err)

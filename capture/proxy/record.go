@@ -6,6 +6,8 @@ import (
 	"net"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/wtrace/wtrace/capture"
 	"github.com/wtrace/wtrace/formats"
 )
@@ -35,6 +37,14 @@ type RecordOptions struct {
 	// OnStart, if set, is called once the proxy serves, with the proxy
 	// (its URL and certificate) and the Tee recording it (its Stats).
 	OnStart func(*Proxy, *capture.Tee)
+	// Health, if set, serves the recording's /livez, /readyz, /healthz
+	// and (with Metrics) /metrics — see ops.go — until Record returns,
+	// which closes it. nil serves none.
+	Health net.Listener
+	// Metrics, if set, is the Prometheus registry the recording's
+	// metrics (wtrace_proxy_*) are registered in, for one recording at a
+	// time. nil means no metrics.
+	Metrics *prometheus.Registry
 }
 
 // Record records what the apiserver of cl sends the proxy's clients into
@@ -74,6 +84,13 @@ func Record(ctx context.Context, cl *Cluster, ln net.Listener, opts RecordOption
 		tf.Close("proxy failed: " + err.Error())
 		return capture.Result{}, err
 	}
+	ops, err := serveOps(opts, p, tee)
+	if err != nil {
+		p.Close()
+		tf.Close("proxy failed: " + err.Error())
+		return capture.Result{}, err
+	}
+	defer ops.stop()
 	if opts.OnStart != nil {
 		opts.OnStart(p, tee)
 	}
@@ -82,6 +99,7 @@ func Record(ctx context.Context, cl *Cluster, ln net.Listener, opts RecordOption
 	case <-tee.Done():
 		cancel(fmt.Errorf("writing failed: %w", tee.Err()))
 	}
+	ops.drain()
 	grace := opts.ShutdownGrace
 	if grace <= 0 {
 		grace = DefaultShutdownGrace

@@ -2,8 +2,11 @@ package redact
 
 import (
 	"bytes"
+	"io"
 	"mime"
 	"strings"
+
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 const (
@@ -33,6 +36,12 @@ type BodyOptions struct {
 	// Midstream: the body's beginning was not captured. Its bytes cannot
 	// be parsed, so all of them are replaced.
 	Midstream bool
+	// SecretPath: the body answers (or is sent to) a request whose path
+	// addresses Secrets (SecretPath). A body of such an exchange is judged
+	// whatever its Content-Type says: JSON served as text is read as JSON,
+	// and a text or untyped body that is not JSON (YAML, say) is held whole
+	// and replaced if it may hold a Secret, as a YAML body is.
+	SecretPath bool
 }
 
 type bmode uint8
@@ -165,11 +174,16 @@ func (b *Body) decide(final bool) bool {
 		return false
 	}
 	text := strings.HasPrefix(b.mt, "text/")
+	secretPath := b.o.AssumeSecret || b.o.SecretPath
 	switch {
+	case b.form():
+		// No Kubernetes API takes a form (kube-apiserver answers 415),
+		// and a form is how credentials are posted: held whole, judged.
+		b.mode = mWhole
 	case bytes.HasPrefix(b.sniff, protoMagic):
 		b.mode = mProto
 		b.pb = &protoBody{s: b.s, rep: b.rep}
-	case i < len(b.sniff) && (b.sniff[i] == '{' || b.sniff[i] == '[') && (!text || b.o.AssumeSecret):
+	case i < len(b.sniff) && (b.sniff[i] == '{' || b.sniff[i] == '[') && (!text || secretPath):
 		b.mode = mJSON
 		b.jw = newJSONWalker(b.s, b.rep, b.o.AssumeSecret)
 	case i == len(b.sniff) && final && !b.o.AssumeSecret:
@@ -179,7 +193,7 @@ func (b *Body) decide(final bool) bool {
 		// reads whatever follows (and fails closed on what is not JSON).
 		b.mode = mJSON
 		b.jw = newJSONWalker(b.s, b.rep, b.o.AssumeSecret)
-	case b.structured():
+	case b.structured(), b.o.SecretPath && (text || b.mt == ""):
 		b.mode = mWhole
 	case b.o.AssumeSecret:
 		b.mode = mReplace
@@ -276,6 +290,12 @@ func (b *Body) Close(complete bool, emit func([]byte)) {
 	}
 }
 
+// form reports a form-encoded body (application/x-www-form-urlencoded,
+// multipart/form-data).
+func (b *Body) form() bool {
+	return b.mt == "application/x-www-form-urlencoded" || b.mt == "multipart/form-data"
+}
+
 // cbor reports a CBOR body (application/cbor, or a +cbor suffix).
 func (b *Body) cbor() bool {
 	return b.mt == "application/cbor" || strings.HasSuffix(b.mt, "+cbor")
@@ -287,6 +307,8 @@ func (b *Body) what() string {
 		return "YAML"
 	case strings.Contains(b.mt, "cbor"):
 		return "CBOR"
+	case b.form():
+		return "form-encoded"
 	case b.mt == "":
 		return "untyped"
 	}
@@ -294,21 +316,50 @@ func (b *Body) what() string {
 }
 
 // mayHold reports whether a body the package cannot parse may hold a
-// credential: it mentions a secret or a token in any case, or (YAML,
-// CBOR) holds an escape or an indefinite-length string that could hide
-// one.
+// credential: it mentions a secret or a token in any case, or holds what
+// could hide such a word from that check. CBOR: an escape or an
+// indefinite-length string. A form, always: a form is how passwords are
+// posted, under any field name, and no Kubernetes API takes one (the
+// apiserver answers 415), so nothing is lost. YAML, text and untyped
+// bodies, as a YAML decoder reads them: a backslash (an escape in a
+// double-quoted scalar: "\x53ecret"), a tag ("!!binary U2VjcmV0" is
+// "Secret", as a key or a value; any tag may resolve to a string), or
+// bytes that are not plain UTF-8 text (a NUL or a byte-order mark: UTF-16
+// spells a word with NULs between its letters).
 func (b *Body) mayHold(h []byte) bool {
 	l := bytes.ToLower(h)
 	if bytes.Contains(l, []byte("secret")) || bytes.Contains(l, []byte("token")) {
 		return true
 	}
 	switch {
-	case strings.HasSuffix(b.mt, "yaml"):
-		return bytes.IndexByte(h, '\\') >= 0
 	case strings.Contains(b.mt, "cbor"):
 		return bytes.IndexByte(h, 0x7f) >= 0 || bytes.IndexByte(h, 0x5f) >= 0
+	case b.form():
+		return true
 	}
-	return false
+	return bytes.IndexByte(h, '\\') >= 0 || yamlTag(h) || bytes.IndexByte(h, 0) >= 0 ||
+		bytes.HasPrefix(h, []byte{0xef, 0xbb, 0xbf}) || bytes.HasPrefix(h, []byte{0xfe, 0xff}) || bytes.HasPrefix(h, []byte{0xff, 0xfe})
+}
+
+// yamlTag reports whether h holds a YAML tag: a '!' that begins a node
+// (YAML 1.1 §6.9.1, "c-tag"), at the start of a line or after a space, a
+// tab or a flow indicator.
+func yamlTag(h []byte) bool {
+	for i := 0; ; {
+		k := bytes.IndexByte(h[i:], '!')
+		if k < 0 {
+			return false
+		}
+		j := i + k
+		if j == 0 {
+			return true
+		}
+		switch h[j-1] {
+		case ' ', '\t', '\n', '\r', '[', '{', ',', '-', ':', '?':
+			return true
+		}
+		i = j + 1
+	}
 }
 
 // protoBody is the protobuf path of a Body. The envelope's kind comes
@@ -326,6 +377,10 @@ type protoBody struct {
 	tail    []byte
 	changed bool
 	scratch []byte
+	// pAnnot: the annotation value field's tag and length as they arrive,
+	// and the value's length once they are known (-1 before).
+	annHdr  []byte
+	annNeed int
 }
 
 type pstate uint8
@@ -336,6 +391,7 @@ const (
 	pPass                   // a typed message: streamed, scanning for a nested envelope
 	pHoldRest               // from a nested envelope on: held
 	pReplace                // failed closed: every byte replaced
+	pAnnot                  // a last-applied-configuration annotation's value: held until whole, judged, then pPass again
 )
 
 func (p *protoBody) write(b []byte, emit func([]byte)) {
@@ -370,14 +426,28 @@ func (p *protoBody) write(b []byte, emit func([]byte)) {
 		p.pass(b, p.pos-int64(len(b)), emit)
 	case pReplace:
 		p.replace(b, emit)
+	case pAnnot:
+		p.annot(b, emit)
 	}
 }
 
-// pass streams b (at absolute offset off) until a nested envelope begins.
+// pass streams b (at absolute offset off) until a nested envelope begins,
+// or the key of a last-applied-configuration annotation (whose value a
+// typed object's ObjectMeta carries right after it: see annot).
 func (p *protoBody) pass(b []byte, off int64, emit func([]byte)) {
 	d := append(p.tail, b...)
 	doff := off - int64(len(p.tail))
-	if k := bytes.Index(d, protoMagic); k >= 0 {
+	k := bytes.Index(d, protoMagic)
+	if a := bytes.Index(d, lastAppliedKey); a >= 0 && (k < 0 || a < k) {
+		end := a + len(lastAppliedKey)
+		emit(d[:end])
+		rest := bytes.Clone(d[end:]) // d may share p.tail's storage
+		p.tail = p.tail[:0]
+		p.st, p.annHdr, p.annNeed = pAnnot, p.annHdr[:0], -1
+		p.annot(rest, emit)
+		return
+	}
+	if k >= 0 {
 		if k > 0 {
 			emit(d[:k])
 		}
@@ -393,11 +463,79 @@ func (p *protoBody) pass(b []byte, off int64, emit func([]byte)) {
 		}
 		return
 	}
-	keep := min(len(d), len(protoMagic)-1)
+	keep := min(len(d), len(lastAppliedKey)-1) // what may begin a magic or a key cut by the piece's end
 	if n := len(d) - keep; n > 0 {
 		emit(d[:n])
 	}
 	p.tail = append(p.tail[:0:0], d[len(d)-keep:]...)
+}
+
+// maxFieldHead bounds a field's tag and length: a one-byte tag and a
+// varint of at most 10 bytes.
+const maxFieldHead = 11
+
+// annot reads the value field after a last-applied-configuration key in a
+// streamed typed object: its tag and length, then the value, held until
+// whole (at most MaxHoldWhole), judged as the JSON walker judges the
+// annotation of any kind (objectHoldsSecret), replaced if it is or holds
+// a Secret, and emitted; streaming then goes on. What is not a value
+// field is emitted as it is.
+func (p *protoBody) annot(b []byte, emit func([]byte)) {
+	for len(b) > 0 {
+		if p.annNeed < 0 {
+			p.annHdr = append(p.annHdr, b[0])
+			b = b[1:]
+			num, typ, n := protowire.ConsumeTag(p.annHdr)
+			var l uint64
+			m := -1
+			if n > 0 {
+				l, m = protowire.ConsumeVarint(p.annHdr[n:])
+			}
+			switch {
+			case (n < 0 || m < 0) && len(p.annHdr) < maxFieldHead && (n < 0 && protowire.ParseError(n) == io.ErrUnexpectedEOF || n > 0 && num == fMapValue && typ == protowire.BytesType):
+				continue // more of the head to come
+			case n < 0 || m < 0 || num != fMapValue || typ != protowire.BytesType:
+				p.annotEnd(b, emit) // not the entry's value: as it is
+				return
+			case l > MaxHoldWhole:
+				p.rep.fail(p.pos-int64(len(b)), 0, "an annotation larger than the limit for one held whole")
+				p.st = pReplace
+				p.replace(p.annHdr, emit)
+				p.replace(b, emit)
+				return
+			}
+			p.annNeed = int(l)
+			p.held = p.held[:0]
+			continue
+		}
+		k := min(len(b), p.annNeed-len(p.held))
+		p.held = append(p.held, b[:k]...)
+		b = b[k:]
+		if len(p.held) == p.annNeed {
+			if v := p.held; objectHoldsSecret(v) {
+				p.s.replace(v, false)
+				p.changed = true
+				p.rep.add(whyLastApplied.reason(), "an object", whyLastApplied.field(""), 1, int64(len(v)))
+			}
+			p.annotEnd(b, emit)
+			return
+		}
+	}
+}
+
+// annotEnd emits what annot holds and streams the rest b again.
+func (p *protoBody) annotEnd(b []byte, emit func([]byte)) {
+	if len(p.annHdr) > 0 {
+		emit(p.annHdr)
+	}
+	if len(p.held) > 0 {
+		emit(p.held)
+	}
+	p.annHdr, p.held, p.annNeed = p.annHdr[:0], nil, -1
+	p.st = pPass
+	if len(b) > 0 {
+		p.pass(b, p.pos-int64(len(b)), emit)
+	}
 }
 
 func (p *protoBody) replace(b []byte, emit func([]byte)) {
@@ -455,7 +593,19 @@ func (p *protoBody) gap(emit func([]byte)) {
 			emit(p.tail)
 			p.tail = p.tail[:0]
 		}
+	case pAnnot:
+		p.annotCut(emit, "bytes were lost in an annotation")
 	}
+}
+
+// annotCut ends an annotation that will not be whole: what was held of
+// it is replaced (fail closed), and streaming goes on.
+func (p *protoBody) annotCut(emit func([]byte), why string) {
+	p.rep.fail(p.pos, 0, why)
+	p.replace(p.annHdr, emit)
+	p.replace(p.held, emit)
+	p.annHdr, p.held, p.annNeed = p.annHdr[:0], nil, -1
+	p.st = pPass
 }
 
 func (p *protoBody) close(emit func([]byte)) {
@@ -478,5 +628,7 @@ func (p *protoBody) close(emit func([]byte)) {
 			emit(p.tail)
 			p.tail = p.tail[:0]
 		}
+	case pAnnot:
+		p.annotCut(emit, "the body ended inside an annotation")
 	}
 }

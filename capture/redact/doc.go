@@ -34,11 +34,13 @@
 //     a SecretList (which carry no kind), a SecretList nested in a List.
 //     ServiceAccount token, bootstrap token, docker config, TLS and Helm
 //     release Secrets are Secrets like any other.
-//   - The kubectl.kubernetes.io/last-applied-configuration annotation of a
-//     Secret, wherever it appears: on the Secret; on a
-//     PartialObjectMetadata (metadata-only informers, Table rows with
-//     includeObject=Metadata) or an object without a kind, if the
-//     annotation's own content is a Secret, holds one, or cannot be parsed.
+//   - The kubectl.kubernetes.io/last-applied-configuration annotation,
+//     which copies the object as applied: a Secret's, always; any other
+//     object's (a custom resource embedding a Secret, a
+//     PartialObjectMetadata of metadata-only informers and Table rows, an
+//     object without a kind), if the annotation's own content is a
+//     Secret, holds one, or cannot be parsed — in JSON, CBOR, and the
+//     ObjectMeta of protobuf objects (whole, in events, streamed).
 //   - TokenRequest status.token (kubectl create token) and TokenReview
 //     spec.token.
 //   - In a body sent to a Secret endpoint (SecretPath: a path whose
@@ -60,7 +62,7 @@
 // by contract); environment variables of Pods; CertificateSigningRequest
 // status.certificate (a certificate is public; the private key never
 // reaches the apiserver); the last-applied-configuration of objects that
-// are not Secrets; pod logs and exec/attach streams; the Table cells of
+// hold no Secret; pod logs and exec/attach streams; the Table cells of
 // Secrets (name, type, number of keys, age).
 //
 // # Deciding by content, failing closed
@@ -68,7 +70,10 @@
 // What a body is decides, never only the request path, and a body whose
 // request was not captured is read the same way. Body picks its parser by
 // how the body begins (a JSON value, the "k8s\x00" protobuf envelope) and
-// the Content-Type (YAML, CBOR, text). JSON is read by a streaming walker
+// the Content-Type (YAML, CBOR, text, forms); on an exchange whose path
+// addresses Secrets (BodyOptions.SecretPath) a body is judged whatever its
+// Content-Type says (JSON served as text is read as JSON; text or untyped
+// bodies that are not JSON are held as YAML is). JSON is read by a streaming walker
 // that finds kinds, lists, Table rows, metadata-only objects, watch event
 // wrappers and nested lists at any depth, holding back only values whose
 // object's kind has not been seen yet (kind after data, a list's kind
@@ -94,24 +99,33 @@
 // well-formed item, names a kind twice differently, nests deeper than 64
 // (Kubernetes' own CBOR decoder stops there) or holds a Secret value that
 // is not a string (each replaced by a CBOR byte string of its length, so
-// what holds it stays well-formed), a cut CBOR body, YAML bodies that
-// mention a secret or a token (this package does not parse YAML), a body
-// to a Secret endpoint in a form it cannot parse, a body larger than the
-// limits below, a content coding that cannot be decoded (package capture).
-// A partial protobuf or CBOR event is always replaced. An object whose "kind"
-// member is repeated with another value fails closed from there;
-// duplicated members are otherwise taken as the first one says.
+// what holds it stays well-formed), a cut CBOR body, YAML bodies (and
+// text or untyped ones on a Secret path) that mention a secret or a token
+// or hold what could spell one unseen (this package does not parse YAML: a
+// backslash escape, a tag such as !!binary, a NUL or a byte-order mark of
+// UTF-16), form-encoded bodies (no Kubernetes API takes one; kube-apiserver
+// answers 415), a body to a Secret endpoint in a form it cannot parse, a
+// body larger than the limits below, a content or transfer coding that
+// cannot be decoded (package capture: a body's transfer codings, "gzip,
+// chunked", are read through like content codings). A partial protobuf or
+// CBOR event is always replaced. Repeated members are taken as the
+// apiserver's decoder takes them, the last one: an object's values wait
+// for its end and are decided by its last "kind"; a list whose "kind"
+// changes after its kindless items were decided by the first fails closed
+// from there.
 //
 // # Limits and memory
 //
 // A JSON body streams: the walker holds only bytes from the first value
-// whose fate is not known yet, at most MaxHold (16 MiB; past it those
-// values are replaced). Protobuf objects of the kinds above are held
-// whole, at most MaxHoldWhole (64 MiB; past it replaced), as are YAML and
-// CBOR bodies; other protobuf kinds stream. A CBOR item that names none
-// of Secret, TokenRequest or TokenReview and has no indefinite-length
-// string (which could split such a word into chunks) is returned
-// untouched without being walked. Nesting is bounded by
+// whose fate is not known yet (an object's values wait for its end, where
+// its last kind decides), at most MaxHold (16 MiB; past it those values
+// are replaced). Protobuf objects of the kinds above are held whole, at
+// most MaxHoldWhole (64 MiB; past it replaced), as are YAML, CBOR and
+// form bodies; other protobuf kinds stream, holding only the value of a
+// last-applied-configuration annotation until it is whole. A CBOR item
+// that names none of Secret, TokenRequest or TokenReview and has no
+// indefinite-length string (which could split such a word into chunks)
+// is returned untouched without being walked. Nesting is bounded by
 // MaxDepth. Watch events are redacted whole (at most 16 MiB, the frame
 // limit) and copied only when something is replaced; an event that names
 // none of Secret, TokenRequest or TokenReview (and hides no letter

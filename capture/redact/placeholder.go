@@ -5,9 +5,10 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"hash"
 	"sync"
+
+	"github.com/wtrace/wtrace/formats"
 )
 
 // Secrets redacts credentials in bodies and watch events by content (see
@@ -45,9 +46,9 @@ func fill[P string | []byte](b []byte, pattern P) {
 	}
 }
 
-// tagLen is the length of a placeholder pattern: "redacted-" and 16 hex
-// digits.
-const tagLen = len("redacted-") + 16
+// tagLen is the length of a placeholder pattern (formats.PlaceholderTagLen:
+// the format is defined there, for diff to read it back).
+const tagLen = formats.PlaceholderTagLen
 
 // tagger is a keyed MAC with its output buffer, reused through
 // Secrets.macs (a buffer handed to the hash.Hash interface would escape).
@@ -64,7 +65,7 @@ func (s *Secrets) tag(buf *[tagLen]byte, v []byte) []byte {
 	}
 	tg.mac.Reset()
 	tg.mac.Write(v)
-	t := hex.AppendEncode(append(buf[:0], "redacted-"...), tg.mac.Sum(tg.sum[:0])[:8])
+	t := formats.AppendPlaceholderTag(buf[:0], tg.mac.Sum(tg.sum[:0]))
 	s.macs.Put(tg)
 	return t
 }

@@ -255,8 +255,11 @@ func (p *protoWalker) rawExtension(m []byte, off, depth int) {
 	}
 }
 
-// scan looks for nested envelopes in b[i:] (absolute offset of b: off).
+// scan looks for nested envelopes in b[i:] (absolute offset of b: off),
+// and for last-applied-configuration annotations of the typed messages
+// there (see lastAppliedValues).
 func (p *protoWalker) scan(b []byte, i, off, depth int) {
+	p.lastAppliedValues(b, i, off)
 	for {
 		k := bytes.Index(b[i:], protoMagic)
 		if k < 0 {
@@ -278,6 +281,42 @@ func (p *protoWalker) scan(b []byte, i, off, depth int) {
 			continue
 		}
 		i = j + 1 // look inside it too
+	}
+}
+
+// lastAppliedKey is the annotation's key as a typed message's ObjectMeta
+// carries it: a map entry's key field (1, length-delimited) and the key.
+var lastAppliedKey = append([]byte{fMapKey<<3 | 2, byte(len(lastApplied))}, lastApplied...)
+
+// lastAppliedValues judges, in a typed message not otherwise parsed
+// (b[i:], at absolute offset off), the value of each
+// last-applied-configuration annotation by its content, as the JSON
+// walker does for every kind: the map entry's value field (2) after the
+// key, if it parses, is replaced when it is (or holds) a Secret or cannot
+// be parsed. The key is looked for as bytes, so a message's field that
+// merely looks like the entry is judged too (fail closed).
+func (p *protoWalker) lastAppliedValues(b []byte, i, off int) {
+	for {
+		k := bytes.Index(b[i:], lastAppliedKey)
+		if k < 0 {
+			return
+		}
+		j := i + k + len(lastAppliedKey)
+		i = j
+		num, typ, n := protowire.ConsumeTag(b[j:])
+		if n < 0 || num != fMapValue || typ != protowire.BytesType {
+			continue
+		}
+		l, m := protowire.ConsumeVarint(b[j+n:])
+		if m < 0 || l > uint64(len(b)-j-n-m) {
+			continue
+		}
+		vs := j + n + m
+		ve := vs + int(l)
+		if objectHoldsSecret(b[vs:ve]) {
+			p.spans = append(p.spans, pspan{start: off + vs, end: off + ve, why: whyLastApplied, object: "an object"})
+		}
+		i = ve
 	}
 }
 

@@ -125,6 +125,19 @@
 // record under the application keys, when the keys may be what is wrong)
 // a record that fails is an error, as before.
 //
+// A burst of damage may span many records. No byte is missing, so the
+// scan is not bounded by distance, as after a gap (only the trial
+// decryptions are), and the chain of record lengths from the damaged
+// record on tells where each following record starts and which sequence
+// number it has: a record there is tried with that number alone (TLS 1.3:
+// also under the next keys, in case a KeyUpdate was among the last eight
+// damaged records), and one that does not authenticate is damaged too and
+// the chain goes on past it. Where a header was damaged as well the chain
+// breaks, and the scan goes on byte by byte; a record found so is tried
+// first with the numbers around the bytes skipped over the direction's
+// average record size. A region damaged in place ends at the first record
+// that authenticates, however long it was.
+//
 // # Limits and memory
 //
 // Record lengths are checked against MaxCiphertext13 / MaxCiphertext12

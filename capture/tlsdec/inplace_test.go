@@ -21,7 +21,7 @@ func (s *lossSink) Lost(l Loss) {
 }
 
 // garbled returns ps with bytes of direction d changed in place: at each
-// wire offset of at, XOR with x.
+// wire offset of at (sorted), XOR with x.
 func garbled(ps []piece, d Direction, at []int, x byte) []piece {
 	out := make([]piece, len(ps))
 	off := 0
@@ -31,8 +31,11 @@ func garbled(ps []piece, d Direction, at []int, x byte) []piece {
 			continue
 		}
 		out[i].data = bytes.Clone(p.data)
-		for _, a := range at {
-			if a >= off && a < off+len(p.data) {
+		for _, a := range at { // at is sorted
+			if a >= off+len(p.data) {
+				break
+			}
+			if a >= off {
 				out[i].data[a-off] ^= x
 			}
 		}
@@ -84,6 +87,26 @@ func TestResyncInPlace(t *testing.T) {
 		{"two-regions", func(tab []recInfo, m int) ([]int, []int) {
 			return []int{tab[m].start + 20, tab[m+5].end - 3}, []int{m, m + 5}
 		}, 0x04, 2},
+		// A burst: a byte in each of ten records in a row, their headers
+		// intact (the chain of lengths gives each one's sequence number).
+		{"burst-bodies", func(tab []recInfo, m int) (at, bad []int) {
+			for i := m; i < m+10; i++ {
+				at, bad = append(at, tab[i].start+20), append(bad, i)
+			}
+			return at, bad
+		}, 0x04, 1},
+		// A burst: every byte of records in a row, headers too, over more
+		// than maxResyncScan bytes (no chain to follow; nothing is
+		// missing, so the scan goes on until the next record).
+		{"burst-whole", func(tab []recInfo, m int) (at, bad []int) {
+			for i := m; tab[i].start-tab[m].start <= maxResyncScan; i++ {
+				for a := tab[i].start; a < tab[i].end; a++ {
+					at = append(at, a)
+				}
+				bad = append(bad, i)
+			}
+			return at, bad
+		}, 0x5a, 1},
 	}
 	for _, ss := range resyncSessions {
 		t.Run(ss.name, func(t *testing.T) {

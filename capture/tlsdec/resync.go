@@ -15,7 +15,20 @@ const (
 	// maxResyncScan bounds the bytes skipped after a gap while looking for
 	// a record that authenticates: four of the largest records. The first
 	// record that starts after the gap starts within one record of it.
+	// Records damaged in place (no byte missing) are not bounded so: a
+	// burst of damage may span many records, and every byte of it is
+	// there to be scanned, at the cost of a header check per byte (the
+	// trial decryptions stay bounded by maxResyncWork and the credit).
 	maxResyncScan = 4 * (5 + MaxCiphertext12)
+	// maxChainUpdate bounds the sequence numbers tried under the keys
+	// after a KeyUpdate for a record found by following the chain of
+	// record lengths through records damaged in place: a KeyUpdate among
+	// the last maxChainUpdate damaged records is found.
+	maxChainUpdate = 8
+	// estimateSpan is the sequence numbers tried on each side of the
+	// estimate of the records lost (the bytes skipped over the
+	// direction's average record), before the rounds of try.
+	estimateSpan = 16
 	// maxResyncWork bounds the work of the trial decryptions after a gap,
 	// in ciphertext bytes plus resyncTryCost per trial: the CPU a resync
 	// may cost, a few tens of milliseconds. The record that ends a resync
@@ -63,6 +76,14 @@ type resync struct {
 	t       int64  // capture time of the last piece fed
 	badRec  int64  // the first damaged record's number
 	why     string // what was wrong with it
+	// The chain of record lengths from the damaged record on: no byte is
+	// missing, so a header whose length was not damaged tells where the
+	// next record starts, and which sequence number it has. chainAt is the
+	// stream offset of the next header the chain predicts (-1: the chain
+	// broke, at a header damaged too, or after a gap), chainK the records
+	// from the damaged one to it.
+	chainAt int64
+	chainK  uint64
 }
 
 // resyncKeys returns the keys of h if a gap in h can be resynchronised:
@@ -92,7 +113,7 @@ func (c *Conn) resyncKeys(h *half) *keys {
 func (c *Conn) startResync(h *half, k *keys, n int) {
 	s := c.suite
 	rs := &resync{keys: k, next: k.seq, v13: s.v13, minCT: s.minCiphertext(), maxCT: MaxCiphertext12,
-		cbc: s.bulk == bulkAESCBC, gapOff: h.off, lost: int64(n), gaps: 1}
+		cbc: s.bulk == bulkAESCBC, gapOff: h.off, lost: int64(n), gaps: 1, chainAt: -1}
 	if s.v13 {
 		rs.maxCT = MaxCiphertext13
 	}
@@ -119,6 +140,7 @@ func (c *Conn) gapAgain(h *half, n int) {
 		rs.lost += int64(n)
 	}
 	rs.scanned, rs.work = 0, 0
+	rs.chainAt = -1 // bytes are missing: the chain of lengths is broken
 	c.setNote(rs.note, "%s; resynchronizing", rs.gapText(h.dir))
 }
 
@@ -140,6 +162,7 @@ func (c *Conn) resyncInPlace(h *half, no, off int64, pieces [][]byte, t int64) e
 	c.startResync(h, k, 0)
 	rs := h.rs
 	rs.inPlace, rs.badRec, rs.why, rs.gaps, rs.from = true, no, why, 0, off
+	rs.chainAt, rs.chainK = off, 0
 	h.stats.Damaged++
 	c.setNote(rs.note, "%s; resynchronizing", rs.gapText(h.dir))
 	var first error
@@ -237,17 +260,36 @@ func (c *Conn) feedResync(h *half, p []byte, t int64) error {
 // tries the candidates. It returns the length of the record that
 // authenticated, now at the start of the window, or 0 when it needs more
 // bytes or gave up (h.rs is nil).
+//
+// After records damaged in place, a candidate where the chain of record
+// lengths predicts a header is tried with the one sequence number the
+// chain gives it (and, TLS 1.3, after a KeyUpdate among the last damaged
+// records); if it does not authenticate it is damaged too, and the chain
+// goes on past it: a burst of damaged records costs a trial or a few per
+// record, not a sweep of sequence numbers each.
 func (c *Conn) scan(h *half) int {
 	rs := h.rs
 	for rs.start < rs.end {
-		if rs.scanned > maxResyncScan {
+		if rs.scanned > maxResyncScan && !(rs.inPlace && rs.gaps == 0) {
 			c.giveUp(h, fmt.Sprintf("no record authenticated in the %d bytes after offset %d", rs.scanned, rs.from))
 			return 0
 		}
 		w := rs.win[rs.start:rs.end]
-		if i := rs.candidate(w); i > 0 {
-			rs.skip(h, i)
-			continue
+		at := h.off - int64(len(w)) // stream offset of w[0]
+		onChain := rs.chainAt == at
+		if onChain && !rs.header(w[:min(5, len(w))]) {
+			rs.chainAt = -1 // a header damaged too: the chain breaks here
+			onChain = false
+		}
+		if !onChain {
+			i := rs.candidate(w)
+			if rs.chainAt > at && int64(i) > rs.chainAt-at {
+				i = int(rs.chainAt - at) // stop where the chain goes on
+			}
+			if i > 0 {
+				rs.skip(h, i)
+				continue
+			}
 		}
 		if len(w) < 5 {
 			return 0
@@ -255,6 +297,21 @@ func (c *Conn) scan(h *half) int {
 		m := 5 + int(binary.BigEndian.Uint16(w[3:5]))
 		if len(w) < m {
 			return 0
+		}
+		if onChain {
+			if c.tryChain(h, w[:m]) {
+				return m
+			}
+			if h.rs == nil {
+				return 0
+			}
+			// Damaged too: the next record starts after it. Its bytes are
+			// still scanned, in case its length was damaged.
+			rs.chainAt += int64(m)
+			rs.chainK++
+			rs.scanned = 0
+			rs.skip(h, 1)
+			continue
 		}
 		if follows(w[m:]) && c.try(h, w[:m]) {
 			return m
@@ -265,6 +322,26 @@ func (c *Conn) scan(h *half) int {
 		rs.skip(h, 1)
 	}
 	return 0
+}
+
+// tryChain trial-decrypts the record r that the chain of record lengths
+// puts at rs.chainK records after the damaged one: under the keys in use
+// with its sequence number, and, for TLS 1.3, under the next keys from 0,
+// in case a KeyUpdate was among the last maxChainUpdate damaged records.
+func (c *Conn) tryChain(h *half, r []byte) bool {
+	rs := h.rs
+	hdr, body := [5]byte(r[:5]), r[5:]
+	dst := bufPool.Get().(*recBuf)
+	defer bufPool.Put(dst)
+	if s := rs.next + rs.chainK; c.tryOpen(h, rs.keys, s, &hdr, body, dst[:]) {
+		return c.matched(h, rs.keys, s, false)
+	}
+	if k := c.updatedKeys(h); k != nil {
+		if s, ok := c.trySeqs(h, k, &hdr, body, dst[:], 0, min(rs.chainK, maxChainUpdate)); ok {
+			return c.matched(h, k, s, true)
+		}
+	}
+	return false
 }
 
 // candidate returns the index of the first byte of w that may start a
@@ -337,6 +414,11 @@ func (c *Conn) try(h *half, r []byte) bool {
 	if s, ok := explicitNonce(rs.keys, body); ok && s-rs.next < n && c.tryOpen(h, rs.keys, s, &hdr, body, dst[:]) {
 		return c.matched(h, rs.keys, s, false)
 	}
+	if lo, hi, ok := c.estimate(h, n); ok {
+		if s, ok := c.trySeqs(h, rs.keys, &hdr, body, dst[:], rs.next+lo, hi-lo); ok {
+			return c.matched(h, rs.keys, s, false)
+		}
+	}
 	for lo, hi := uint64(0), min(firstResyncRound, n); lo < hi && h.rs != nil; lo, hi = hi, min(4*hi, n) {
 		if s, ok := c.trySeqs(h, rs.keys, &hdr, body, dst[:], rs.next+lo, hi-lo); ok {
 			return c.matched(h, rs.keys, s, false)
@@ -348,6 +430,28 @@ func (c *Conn) try(h *half, r []byte) bool {
 		}
 	}
 	return false
+}
+
+// estimate returns the sequence numbers, from rs.next, worth trying first
+// for a candidate: estimateSpan on each side of the bytes lost and skipped
+// over the direction's average record (its bytes fed over its records),
+// within [0, n). ok is false when there is nothing to go by or the span
+// starts where the rounds of try begin anyway.
+func (c *Conn) estimate(h *half, n uint64) (lo, hi uint64, ok bool) {
+	rs := h.rs
+	if rs.lost < 0 || h.stats.Records == 0 {
+		return 0, 0, false
+	}
+	avg := h.stats.Bytes / h.stats.Records
+	if avg <= 0 {
+		return 0, 0, false
+	}
+	est := uint64((rs.lost + rs.skipped) / avg)
+	if est <= firstResyncRound+estimateSpan {
+		return 0, 0, false
+	}
+	lo, hi = est-estimateSpan, min(est+estimateSpan+1, n)
+	return lo, hi, lo < hi
 }
 
 // explicitNonce returns the explicit nonce of a TLS 1.2 AES-GCM record:

@@ -17,21 +17,23 @@ import (
 // errStopped is why a command stops at the first Ctrl-C (or SIGTERM).
 var errStopped = errors.New("stopped by the user")
 
-// abortError ends a command at a second Ctrl-C: run prints msg and exits 1.
-type abortError struct{ msg string }
+// abortError ends a command at a second Ctrl-C: exit status 1, what it
+// means already said.
+type abortError struct{}
 
-func (e *abortError) Error() string { return e.msg }
+func (abortError) Error() string { return "aborted" }
 
 // interruptible runs fn with a context that the first SIGINT or SIGTERM
-// cancels (cause errStopped), after clear() and the line stopping on
-// stderr: fn then finishes cleanly (a recording closes its file, a
-// replay its streams) and its error is returned. A second signal returns
-// an *abortError with the line aborted at once, without waiting for fn:
-// the outputs still being written are removed (a live recording's file,
-// in place since its first flush, stays readable up to its last block),
-// and main exits 1. As litestream's: the library gets a context; the
-// command's one exit is main's.
-func interruptible(s streams, clear func(), stopping, aborted string, fn func(ctx context.Context) error) error {
+// cancels (cause errStopped), after stop() says what stopping means: fn
+// then finishes cleanly (a recording closes its file, a replay ends its
+// streams) and its error is returned. A second signal calls abort() and
+// returns an abortError at once, without waiting for fn (its goroutine
+// ends with the process): the outputs still being written are removed (a
+// live recording's file, in place since its first flush, stays readable
+// up to its last block), and main exits 1. As litestream's: the library
+// gets a context; the command's one exit is main's. It is the one place
+// the CLI handles signals.
+func interruptible(stop, abort func(), fn func(ctx context.Context) error) error {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	sig := make(chan os.Signal, 2)
@@ -45,14 +47,22 @@ func interruptible(s streams, clear func(), stopping, aborted string, fn func(ct
 			return err
 		case <-sig:
 			if stopped {
+				abort()
 				outfile.RemovePending()
-				return &abortError{msg: aborted}
+				return abortError{}
 			}
 			stopped = true
-			clear()
-			fmt.Fprintln(s.err, stopping)
+			stop()
 			cancel(errStopped)
 		}
+	}
+}
+
+// sayLine returns a func printing line on stderr after clear().
+func sayLine(s streams, clear func(), line string) func() {
+	return func() {
+		clear()
+		fmt.Fprintln(s.err, line)
 	}
 }
 

@@ -20,6 +20,7 @@ type diffOptions struct {
 	ignoreVrb []string
 	verdict   []string
 	strict    bool
+	leases    bool
 	compareRV bool
 	repeats   bool
 	tolerance time.Duration
@@ -43,8 +44,9 @@ session A (the reference) and says what a controller author cares about:
              subresource): its successful writes in order, aligned so that
              one missing write is one difference; bodies compared as
              normalized JSON (protobuf decoded), a changed one shown as a
-             unified diff. A write answered 409, 429 or 5xx (or not at all)
-             is a failed attempt: left out, and named only where the object's
+             unified diff. A write answered anything but 2xx (409, 429, 5xx,
+             a 403 of a terminating namespace; or not at all) is a failed
+             attempt: left out, and named only where the object's
              successful writes differ; a write that repeats the one before
              it changes nothing and is left out too
   events     watch events of each stream (resource, namespace, selectors),
@@ -96,6 +98,7 @@ github.com/wtrace/wtrace/diff'). Exit status: 0 the sessions are the same,
 	f.StringSliceVar(&o.only, "only", nil, "compare only these `categories`: state, write, event, stream, exchange")
 	f.StringSliceVar(&o.verdict, "verdict", nil, "the `categories` whose differences make the sessions differ (default: state,write when there are writes, else all)")
 	f.BoolVar(&o.strict, "strict", false, "every category compared decides the verdict (events and their timing too)")
+	f.BoolVar(&o.leases, "leases", false, "compare leader election Leases too (left out by default: renewed on a timer, their writes count how long a run lasted)")
 	f.StringArrayVar(&o.ignoreRes, "ignore-resource", nil, "leave out every exchange of `RESOURCE`: events (in every API group) or events.events.k8s.io (resource.group) (repeatable)")
 	f.StringArrayVar(&o.ignoreVrb, "ignore-verb", nil, "leave out the writes of `METHOD` (PATCH, DELETE, …; repeatable)")
 	f.BoolVar(&o.json, "json", false, "print the report as JSON")
@@ -130,7 +133,7 @@ func runDiff(o *diffOptions) error {
 		}
 		opts.Verdict = diff.AllCategories
 	}
-	opts.IgnoreResources, opts.IgnoreVerbs = o.ignoreRes, o.ignoreVrb
+	opts.IgnoreResources, opts.IgnoreVerbs, opts.Leases = o.ignoreRes, o.ignoreVrb, o.leases
 	for _, p := range []string{a, b} {
 		f, err := openSession(p) // the helpful errors of a path that is no session
 		if err != nil {

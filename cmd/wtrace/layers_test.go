@@ -36,8 +36,9 @@ var layerOf = map[string]struct {
 	"chunked":             {1, false, nil},
 	"frame":               {1, false, []string{modJsonIter, modProtobuf}},
 	"formats":             {2, false, []string{modZstd, modXsys}},
+	"apiserver/openapi":   {2, false, []string{modZstd}},
 	"apiserver/codec":     {2, false, []string{modGoautoneg, modK8sAPI, modK8sAPIMachinery, modSigsYAML}},
-	"apiserver/world":     {3, false, []string{modUuid, modJsonPatch, modK8sAPI, modK8sAPIMachinery, modK8sClientGo, modSmd, modSigsYAML}},
+	"apiserver/world":     {3, false, []string{modUuid, modJsonPatch, modK8sAPI, modK8sAPIMachinery, modK8sClientGo, modK8sUtils, modSmd, modSigsYAML, modSigsJSON}},
 	"capture/pcapfile":    {3, false, []string{modZstd}},
 	"capture/tlsdec":      {3, false, []string{modXcrypto}},
 	"capture/redact":      {3, false, []string{modProtobuf}},
@@ -58,33 +59,43 @@ var layerOf = map[string]struct {
 	"testkit/proxytest":   {6, true, nil},
 	"replay/replaytest":   {6, true, nil},
 	"testkit/kcmtest":     {7, true, []string{modK8sAPI, modK8sAPIMachinery, modK8sClientGo}},
+	"testkit/crtest":      {0, true, []string{modK8sAPI, modK8sAPIMachinery, modK8sClientGo, modControllerRuntime}},
 	"tools/pcapcat":       {6, true, nil},
 	"tools/pcapgen":       {6, true, []string{modGopacket}},
+	"tools/mkopenapi":     {6, true, []string{modZstd, modK8sClientGo}},
 	"tools/mkcorpus":      {6, true, []string{modGopacket, modK8sAPIMachinery, modK8sClientGo}},
+	"tools/mkimage":       {6, true, []string{modGGCR}},
+	"tools/scaleout":      {6, true, []string{modPromModel, modPromCommon}},
+	"deploy":              {6, true, nil},
 }
 
 // The modules outside the standard library that packages import.
 const (
-	modCobra           = "github.com/spf13/cobra"
-	modGoautoneg       = "github.com/munnerz/goautoneg"
-	modGopacket        = "github.com/google/gopacket"
-	modJsonIter        = "github.com/json-iterator/go"
-	modJsonPatch       = "gopkg.in/evanphx/json-patch.v4"
-	modK8sAPI          = "k8s.io/api"
-	modK8sAPIMachinery = "k8s.io/apimachinery"
-	modK8sClientGo     = "k8s.io/client-go"
-	modK8sUtils        = "k8s.io/utils"
-	modProtobuf        = "google.golang.org/protobuf"
-	modPrometheus      = "github.com/prometheus/client_golang"
-	modSigsYAML        = "sigs.k8s.io/yaml"
-	modSmd             = "sigs.k8s.io/structured-merge-diff/v6"
-	modUuid            = "github.com/google/uuid"
-	modXcrypto         = "golang.org/x/crypto"
-	modXnet            = "golang.org/x/net"
-	modXsys            = "golang.org/x/sys"
-	modXterm           = "golang.org/x/term"
-	modXxhash          = "github.com/cespare/xxhash/v2"
-	modZstd            = "github.com/klauspost/compress"
+	modCobra             = "github.com/spf13/cobra"
+	modControllerRuntime = "sigs.k8s.io/controller-runtime"
+	modGoautoneg         = "github.com/munnerz/goautoneg"
+	modGopacket          = "github.com/google/gopacket"
+	modGGCR              = "github.com/google/go-containerregistry"
+	modJsonIter          = "github.com/json-iterator/go"
+	modJsonPatch         = "gopkg.in/evanphx/json-patch.v4"
+	modK8sAPI            = "k8s.io/api"
+	modK8sAPIMachinery   = "k8s.io/apimachinery"
+	modK8sClientGo       = "k8s.io/client-go"
+	modK8sUtils          = "k8s.io/utils"
+	modProtobuf          = "google.golang.org/protobuf"
+	modPrometheus        = "github.com/prometheus/client_golang"
+	modPromModel         = "github.com/prometheus/client_model"
+	modPromCommon        = "github.com/prometheus/common"
+	modSigsYAML          = "sigs.k8s.io/yaml"
+	modSigsJSON          = "sigs.k8s.io/json"
+	modSmd               = "sigs.k8s.io/structured-merge-diff/v6"
+	modUuid              = "github.com/google/uuid"
+	modXcrypto           = "golang.org/x/crypto"
+	modXnet              = "golang.org/x/net"
+	modXsys              = "golang.org/x/sys"
+	modXterm             = "golang.org/x/term"
+	modXxhash            = "github.com/cespare/xxhash/v2"
+	modZstd              = "github.com/klauspost/compress"
 )
 
 // kubernetesFree are the packages that read the wire and the session file:

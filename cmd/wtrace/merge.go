@@ -69,7 +69,7 @@ func runMerge(o *mergeOptions) error {
 		f.Close()
 	}
 	var res edit.MergeResult
-	err := interruptible(o.s, func() {}, "Stopping: the merged file is not written (Ctrl-C again to exit at once)", "Aborted.",
+	err := interruptible(sayLine(o.s, func() {}, "Stopping: the merged file is not written (Ctrl-C again to exit at once)"), sayLine(o.s, func() {}, "Aborted."),
 		func(ctx context.Context) (err error) {
 			res, err = edit.Merge(ctx, o.inputs, edit.MergeOptions{Output: sessionOutput(o.s, o.out, formats.WriterOptions{}), Tool: "wtrace " + toolVersion()})
 			return err

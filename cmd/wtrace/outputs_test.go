@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -164,27 +165,30 @@ func TestExportLostBlocksCLI(t *testing.T) {
 // it, an abort (exit 1) — from the command, not from a goroutine calling
 // os.Exit.
 func TestInterruptible(t *testing.T) {
-	var errb bytes.Buffer
-	s := streams{err: &errb}
-	err := interruptible(s, func() {}, "stopping", "aborted", func(ctx context.Context) error {
+	var said []string
+	saying := func(w string) func() { return func() { said = append(said, w) } }
+	err := interruptible(saying("stopping"), saying("aborted"), func(ctx context.Context) error {
 		syscall.Kill(syscall.Getpid(), syscall.SIGINT)
 		<-ctx.Done()
 		return context.Cause(ctx)
 	})
-	if !errors.Is(err, errStopped) || errb.String() != "stopping\n" {
-		t.Fatalf("first signal: %v, stderr %q; want errStopped after \"stopping\"", err, errb.String())
+	if !errors.Is(err, errStopped) || fmt.Sprint(said) != "[stopping]" {
+		t.Fatalf("first signal: %v, said %q; want errStopped after \"stopping\"", err, said)
 	}
+	said = nil
 	stuck := make(chan struct{})
 	defer close(stuck)
-	err = interruptible(s, func() {}, "stopping", "aborted", func(ctx context.Context) error {
+	err = interruptible(saying("stopping"), saying("aborted"), func(ctx context.Context) error {
 		syscall.Kill(syscall.Getpid(), syscall.SIGTERM)
 		<-ctx.Done()
 		syscall.Kill(syscall.Getpid(), syscall.SIGINT)
 		<-stuck // never finishes on its own
 		return nil
 	})
-	var ae *abortError
-	if !errors.As(err, &ae) || ae.msg != "aborted" {
-		t.Fatalf("second signal: %v; want an abort", err)
+	if !errors.As(err, new(abortError)) || fmt.Sprint(said) != "[stopping aborted]" {
+		t.Fatalf("second signal: %v, said %q; want an abort", err, said)
+	}
+	if code := run([]string{"--version"}, strings.NewReader(""), &bytes.Buffer{}, &bytes.Buffer{}); code != 0 {
+		t.Fatalf("run --version: %d", code)
 	}
 }

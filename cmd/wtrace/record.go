@@ -51,6 +51,10 @@ type recordOptions struct {
 	maxDuration time.Duration
 	maxSize     string
 	rotate      bool
+	// The proxy as a service (service.go).
+	healthListen string
+	metrics      bool
+	logFormat    string
 }
 
 func newRecordCmd(s streams, runF func(*recordOptions) error) *cobra.Command {
@@ -119,6 +123,9 @@ portforward (--reject-paths).`,
   wtrace record --proxy -o session.wt
   kubectl --server http://127.0.0.1:8001 get pods -A -w
 
+  # as a sidecar: probes and Prometheus on :8081, JSON logs
+  wtrace record --proxy --listen 127.0.0.1:8001 --health-listen 0.0.0.0:8081 --log-format json -o /data/s.wt
+
   # one hour of the prod context at most, in files of at most 2 GiB
   wtrace record --proxy --kubeconfig kc --context prod --max-duration 1h --max-size 2GiB --rotate -o s.wt`,
 		Args: exactArgs(0, "no arguments (the source is given with --pcap, --iface or --proxy)"),
@@ -163,6 +170,9 @@ portforward (--reject-paths).`,
 	f.StringVar(&o.blockSize, "block-size", "", "records per block of the session file before compression (`size`, 16KiB to 64MiB): larger compresses better, smaller loses less to damage and seeks faster (default: 4MiB for --pcap; 256KiB for live and proxy recordings, which also cut a block every second)")
 	f.StringVar(&o.acceptHosts, "accept-hosts", hostfilter.DefaultAcceptHosts, "--proxy: serve only requests to these hosts: comma-separated `regexps`, as kubectl proxy's (the Host without its port)")
 	f.StringVar(&o.rejectPaths, "reject-paths", hostfilter.DefaultRejectPaths, "--proxy: refuse these paths: comma-separated `regexps`, as kubectl proxy's ('' refuses none)")
+	f.StringVar(&o.healthListen, "health-listen", "", "--proxy: serve the recording's own /livez, /readyz, /healthz and /metrics on this `address` (the --listen port forwards every path to the apiserver)")
+	f.BoolVar(&o.metrics, "metrics", true, "--proxy: serve Prometheus metrics at /metrics of --health-listen")
+	f.StringVar(&o.logFormat, "log-format", "text", "--proxy: log `format` on stderr: text or json (log/slog)")
 	f.IntVar(&o.maxConns, "max-conns", capture.DefaultMaxConns, "TCP connections open at once (`n`); past it, flows that never carried data make room first (oldest first), then half-closed, then idle connections")
 	return c
 }
@@ -210,7 +220,7 @@ func runRecord(o *recordOptions) error {
 	warnKeepSecrets(s, o)
 	prog := progress.New(s.err, isTerminal(s.err))
 	var res capture.Result
-	err = interruptible(s, prog.Clear, "Stopping: finishing the session file (Ctrl-C again to abort)", "Aborted: nothing was written over "+o.out+".",
+	err = interruptible(sayLine(s, prog.Clear, "Stopping: finishing the session file (Ctrl-C again to abort)"), sayLine(s, func() {}, "Aborted: nothing was written over "+o.out+"."),
 		func(ctx context.Context) (err error) {
 			res, err = capture.RecordPcap(ctx, in, capture.PcapOptions{
 				Options:       capture.Options{Port: o.port, MaxBuffered: o.maxBuffered, MaxConns: o.maxConns, KeepSecrets: o.keepSecrets, KeyLog: keys},

@@ -23,6 +23,7 @@ import (
 	"github.com/wtrace/wtrace/capture/proxy"
 	"github.com/wtrace/wtrace/capture/tlsdec"
 	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/internal/healthz"
 	"github.com/wtrace/wtrace/internal/hostfilter"
 	"github.com/wtrace/wtrace/internal/progress"
 	"github.com/wtrace/wtrace/internal/units"
@@ -60,8 +61,11 @@ func (o *recordOptions) validate(c *cobra.Command) error {
 	if o.captureSHA256 && o.pcap == "" {
 		return usage("--capture-sha256 goes with --pcap (live and proxy recordings have no capture file)")
 	}
-	if name := changed("listen", "kubeconfig", "context", "tls", "accept-hosts", "reject-paths"); name != "" && !o.proxy {
+	if name := changed("listen", "kubeconfig", "context", "tls", "accept-hosts", "reject-paths", "health-listen", "metrics", "log-format"); name != "" && !o.proxy {
 		return usage("--%s goes with --proxy", name)
+	}
+	if err := checkLogFormat(o.logFormat); err != nil {
+		return err
 	}
 	if o.keylog != "" && o.proxy {
 		return usage("--keylog goes with --pcap or --iface; the proxy decrypts TLS itself")
@@ -188,7 +192,7 @@ func runRecordIface(o *recordOptions) error {
 		}
 	}
 	var res capture.Result
-	err = interruptible(s, prog.Clear, "Stopping: finishing the session file (Ctrl-C again to abort)", abortedLive,
+	err = interruptible(sayLine(s, prog.Clear, "Stopping: finishing the session file (Ctrl-C again to abort)"), sayLine(s, func() {}, abortedLive),
 		func(ctx context.Context) (err error) {
 			res, err = live.Record(ctx, h, opts)
 			return err
@@ -288,13 +292,25 @@ func runRecordProxy(o *recordOptions) error {
 	if err != nil {
 		return listenError(err, listen)
 	}
+	logger := slog.New(slog.NewTextHandler(s.err, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if o.logFormat == "json" {
+		logger = slog.New(slog.NewJSONHandler(s.err, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	var health net.Listener
+	if o.healthListen != "" {
+		if health, err = net.Listen("tcp", o.healthListen); err != nil {
+			ln.Close()
+			return listenError(err, o.healthListen)
+		}
+	}
 	warnKeepSecrets(s, o)
 	prog := progress.New(s.err, isTerminal(s.err))
 	start := time.Now()
 	var url, certPath string
 	opts := proxy.RecordOptions{
-		Proxy: proxy.Options{TLS: o.tls, Logger: slog.New(slog.NewTextHandler(s.err, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Proxy: proxy.Options{TLS: o.tls, Logger: logger,
 			AcceptHosts: hostfilter.Split(o.acceptHosts), RejectPaths: hostfilter.Split(o.rejectPaths)},
+		Health: health,
 		Output: output(o, kubeconfigs...),
 		Tee: capture.TeeOptions{KeepSecrets: o.keepSecrets, OnTick: func(st capture.Stats) {
 			prog.Show("%s  %s proxied%s", time.Since(start).Round(time.Second), units.Bytes(st.Bytes), counts(st))
@@ -315,9 +331,12 @@ func runRecordProxy(o *recordOptions) error {
 			}
 		},
 	}
+	if health != nil && o.metrics {
+		opts.Metrics = healthz.NewRegistry()
+	}
 	opts.Output.OnRotate = rotated(s, prog)
 	var res capture.Result
-	err = interruptible(s, prog.Clear, "Stopping: finishing the session file (Ctrl-C again to abort)", abortedLive,
+	err = interruptible(sayLine(s, prog.Clear, "Stopping: finishing the session file (Ctrl-C again to abort)"), sayLine(s, func() {}, abortedLive),
 		func(ctx context.Context) (err error) {
 			res, err = proxy.Record(ctx, cl, ln, opts)
 			return err

@@ -764,7 +764,7 @@ func TestRecordProxyRotate(t *testing.T) {
 		if i == 1 {
 			// A middle part replays on its own: its events, as recorded
 			// (the watch does not end in this part, so read only those).
-			srv := replaytest.NewServer(t, p, replay.Options{})
+			srv := replaytest.NewServer(t, p, replay.Options{Writes: replay.WritesReject})
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/api/v1/namespaces/demo/configmaps?watch=true&resourceVersion=9", nil)
 			resp, err := http.DefaultClient.Do(req)

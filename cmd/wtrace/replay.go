@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net"
 	"path/filepath"
 	"strings"
 	"time"
@@ -18,9 +19,10 @@ import (
 	"github.com/wtrace/wtrace/edit"
 	"github.com/wtrace/wtrace/export"
 	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/internal/healthz"
 	"github.com/wtrace/wtrace/internal/hostfilter"
-	"github.com/wtrace/wtrace/internal/logline"
 	"github.com/wtrace/wtrace/internal/outfile"
+	"github.com/wtrace/wtrace/internal/selfsigned"
 	"github.com/wtrace/wtrace/internal/units"
 	"github.com/wtrace/wtrace/replay"
 	"github.com/wtrace/wtrace/replay/record"
@@ -44,12 +46,15 @@ type replayOptions struct {
 	out           string
 	keepSecrets   bool
 	from, to      string
-	acceptHosts   string
-	rejectPaths   string
+	logFormat     string
+	shutdownGrace time.Duration
+	metrics       bool
 	pace          string
 	quietWindow   time.Duration
 	clients       []string
 	exitWhenDone  bool
+	acceptHosts   string
+	rejectPaths   string
 }
 
 func newReplayCmd(s streams, runF func(*replayOptions) error) *cobra.Command {
@@ -57,40 +62,54 @@ func newReplayCmd(s streams, runF func(*replayOptions) error) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "replay SESSION.wt",
 		Short: "Serve a recorded session to real clients with the original timing",
-		Long: `Replay serves a session like the apiserver it was recorded from: each request
-is matched with a recorded exchange (method, path, labelSelector/fieldSelector
-and watch; resourceVersion, limit, continue and timeouts may differ), and the
-recorded response is sent back — headers, exact bytes, chunk boundaries, and
-each watch event at its recorded time after the request arrived, scaled by
---speed. Streams end the way they were recorded (clean end, FIN or RST).
+		Long: `Replay serves a session in one of two ways (--writes):
 
-Every client gets its own timeline; a slow client never delays another.
-An informer that lists and watches sees the recorded LIST, then the WATCH that
-followed it. Clients that ask for a streaming list (client-go's WatchList)
-get one built from a recorded LIST + WATCH, and the reverse. Discovery
-(/api, /apis, …) is synthesized from the session's resources when it was not
-recorded, so kubectl works against a replay.
+  answer    (default) an apiserver whose world is the recording's
+            environment: for a controller under test
+  apply     the same (an older name)
+  reject    the recording as a tape, read-only: for informers, kubectl -w,
+            scale tests; every write gets 403 Forbidden
+  recorded  the tape alone: no world, a write the session does not hold
+            gets 404
 
-A watch past the session's last event stays open and quiet until its
-timeoutSeconds; a watch from a resourceVersion the session does not hold gets
-a 410 Expired event, so the client relists.
+THE WORLD (answer). The clients under test — by default every client of a
+session recorded through the proxy, none of a capture; --client picks them by
+user agent or address — are what a run is compared with: their writes, and
+what those writes made, are never replayed. Everything else the recording
+shows (kubectl, other controllers, kubelets) is the environment: applied to
+the world change by change, at its recorded time scaled by --speed (from the
+run's first watch, as the recorded clients' first watch), or with --pace quiet
+each once the clients have been quiet for --quiet-window, so a controller
+reconciles each change before the next and every run sees the same sequence.
+A change the run made moot (an object it deleted, a Pod it never created) is
+dropped and logged; a change to an object the run changed applies on top of
+the run's version. Every read — GET, LIST, WATCH, discovery, OpenAPI — is
+answered from the world when it arrives; writes are answered as kube-apiserver
+v1.33 does (defaults, admission, field validation, status and finalize
+subresources, finalizers), once their watch events went out. --exit-when-done
+ends the replay once the environment was played and the clients were quiet;
+'wtrace diff session.wt run.wt' then judges the run (--out run.wt).
 
-Writes (--writes) are answered as the apiserver would, from the session's
-view of the world at that moment (the recorded objects, plus the clients'
-own writes): creates, updates, every kind of patch, server-side apply,
-deletes with finalizers, status and scale, dry runs; the recorded answer
-when the session holds the same write. Reads and watches the session did
-not record (another label selector, an object's GET, another resource) are
-answered from the same world. Modes:
-  answer    (default) writes answered; watchers keep seeing the recording
-  apply     watchers also see the events the clients' writes cause, as
-            they happen, among the recorded ones
-  reject    every write gets 403 Forbidden: a read-only replay
-  recorded  only what was recorded is served (a write the session does not
-            hold gets 404)
-Each client gets the encoding its Accept header asks for (JSON, protobuf,
-Table for kubectl, metadata-only); the log says which answers were
-synthesized (how=synth-…) or transcoded (transcoded=…).
+THE TAPE (reject, recorded). Each request is matched with a recorded exchange
+(method, path, labelSelector/fieldSelector and watch; resourceVersion, limit,
+continue and timeouts may differ), and the recorded response is sent back —
+headers, exact bytes, chunk boundaries, and each watch event at its recorded
+time after the request arrived, scaled by --speed. Streams end the way they
+were recorded (clean end, FIN or RST). Every client gets its own timeline; a
+slow client never delays another. An informer that lists and watches sees the
+recorded LIST, then the WATCH that followed it. Clients that ask for a
+streaming list (client-go's WatchList) get one built from a recorded LIST +
+WATCH, and the reverse. A watch past the session's last event stays open and
+quiet until its timeoutSeconds; a watch from a resourceVersion the session
+does not hold gets a 410 Expired event, so the client relists. With reject,
+reads the session did not record (an object's GET, another label selector)
+are answered from the session's world.
+
+Both: discovery (/api, /apis, …) is served as recorded or synthesized from the
+session's resources, so kubectl works; each client gets the encoding its
+Accept header asks for (JSON, protobuf, Table for kubectl, metadata-only); the
+log says how each request was answered (how=recorded, synth-…) and what was
+transcoded (transcoded=…).
 
 --from starts the replay at a point of the session (a duration after its
 start, 42m, or an RFC 3339 time) without waiting for it: clients get the world
@@ -109,12 +128,30 @@ inspect, events and diff read. Secret values are redacted unless
 By default the server listens on 127.0.0.1:8080 over plain HTTP, and serves,
 like kubectl proxy, only requests to localhost, 127.0.0.1 and [::1]
 (--accept-hosts: a web page whose name resolves to 127.0.0.1 cannot read the
-session) and no exec, attach or portforward (--reject-paths). Requests are
-logged on stderr; stdout stays empty. Ctrl-C stops the server (open watches
-end at once); a second Ctrl-C exits immediately.`,
+session; a Service's name, say, must be accepted) and no exec, attach or
+portforward (--reject-paths). Requests are logged on stderr (--log-format
+json: one JSON object a line); stdout stays empty.
+
+The server answers /livez, /readyz and /healthz itself, as kube-apiserver
+does (for probes; /readyz passes once the session is loaded — the port
+answers while it loads — and fails from the first SIGTERM), and /metrics in
+the Prometheus text format (watchers, connections, requests by verb,
+resource, code and how they were answered, events and bytes sent, event
+lateness, writes applied, sessions loaded; Go and process metrics) unless
+--metrics=false.
+
+SIGTERM or Ctrl-C stops the server gracefully: it stops accepting, /readyz
+fails, every open watch ends cleanly (its terminating chunk; over HTTP/2
+END_STREAM after a GOAWAY) so that informers re-watch elsewhere, --out is
+flushed and closed, and wtrace exits 0 — within --shutdown-grace, after which
+what is left is cut. A second signal exits at once (status 1).`,
 		Example: `  # serve with the original timing, then watch with curl
   wtrace replay session.wt
   curl -N 'http://127.0.0.1:8080/api/v1/namespaces/demo/configmaps?watch=true'
+
+  # as a service (in a container): on every interface, read-only, JSON logs;
+  # /livez, /readyz, /metrics on the same port
+  wtrace replay /data/session.wt --listen 0.0.0.0:8080 --accept-hosts '.*' --writes reject --log-format json
 
   # ten times faster, forever
   wtrace replay session.wt --speed 10 --loop
@@ -129,10 +166,18 @@ end at once); a second Ctrl-C exits immediately.`,
   wtrace replay session.wt --tls --kubeconfig-out kc
   kubectl --kubeconfig kc get configmaps -n demo -w
 
-  # a controller under test: its writes change what its informers see;
-  # record what it did
-  wtrace replay session.wt --writes apply --out run.wt
-  wtrace events run.wt`,
+  # a controller under test, each change of the recording's environment once
+  # it is quiet; record what it did and judge it against the recording
+  wtrace replay session.wt --pace quiet --exit-when-done --out run.wt --kubeconfig-out kc &
+  my-controller --kubeconfig kc
+  wtrace diff session.wt run.wt
+
+  # a capture of many clients: the one whose user agent names my-operator
+  # is under test, the others are its environment
+  wtrace replay capture.wt --client 'user-agent=my-operator' --out run.wt
+
+  # the recording as a tape, read-only, for many informers
+  wtrace replay session.wt --writes reject --speed 10`,
 		Args: exactArgs(1, "one session file"),
 		RunE: func(c *cobra.Command, args []string) error {
 			usage := func(format string, a ...any) error {
@@ -161,6 +206,12 @@ end at once); a second Ctrl-C exits immediately.`,
 			if o.keepSecrets && o.out == "" {
 				return usage("--keep-secrets applies to --out")
 			}
+			if err := checkLogFormat(o.logFormat); err != nil {
+				return err
+			}
+			if o.shutdownGrace < 0 {
+				return usage("--shutdown-grace %v: must be 0 or more", o.shutdownGrace)
+			}
 			if _, err := hostfilter.New(hostfilter.Split(o.acceptHosts), hostfilter.Split(o.rejectPaths)); err != nil {
 				return usage("%v", strings.TrimPrefix(err.Error(), "hostfilter: "))
 			}
@@ -188,6 +239,9 @@ end at once); a second Ctrl-C exits immediately.`,
 	f.StringVar(&o.from, "from", "", "start at this point: a `duration` after the session's start (42m) or an RFC 3339 time")
 	f.StringVar(&o.to, "to", "", "end at this point: a `duration` after the session's start or an RFC 3339 time")
 	f.BoolVar(&o.keepSecrets, "keep-secrets", false, "with --out: store Secret objects' values as served (credentials in headers are never stored)")
+	f.StringVar(&o.logFormat, "log-format", "text", "log `format` on stderr: text (short lines) or json (one object a line, log/slog)")
+	f.DurationVar(&o.shutdownGrace, "shutdown-grace", 20*time.Second, "on SIGTERM, how long open watches and requests get to end cleanly (`duration`) before they are cut")
+	f.BoolVar(&o.metrics, "metrics", true, "serve Prometheus metrics at /metrics")
 	f.StringVar(&o.acceptHosts, "accept-hosts", hostfilter.DefaultAcceptHosts, "serve only requests to these hosts: comma-separated `regexps`, as kubectl proxy's (the Host without its port)")
 	f.StringVar(&o.rejectPaths, "reject-paths", hostfilter.DefaultRejectPaths, "refuse these paths: comma-separated `regexps`, as kubectl proxy's ('' refuses none)")
 	f.StringVar(&o.pace, "pace", string(replay.PaceRecorded), "when the environment's changes are applied: `pace` recorded (their recorded times, scaled by --speed) or quiet (each once the clients have been quiet for --quiet-window)")
@@ -226,36 +280,47 @@ func clientsOption(sel []string) ([]world.Client, bool, error) {
 	return cs, none, nil
 }
 
-func runReplay(o *replayOptions) (err error) {
-	s, sessionPath := o.s, o.path
-	if err := noOverwrite([]string{o.out, o.kubeconfigOut}, sessionPath, o.cert, o.key); err != nil {
+func runReplay(o *replayOptions) error {
+	if err := noOverwrite([]string{o.out, o.kubeconfigOut}, o.path, o.cert, o.key); err != nil {
 		return err
 	}
+	s := o.s
+	level := slog.LevelInfo
+	if o.verbose {
+		level = slog.LevelDebug
+	}
+	log := newLogger(s, o.logFormat, level)
+	say := func(msg string, args ...any) { // the banner and notes: lines, or log records in JSON
+		if o.logFormat == "json" {
+			log.Info(msg, args...)
+		}
+	}
+	return interruptible(func() {
+		if o.logFormat == "json" {
+			log.Info("replay: stopping: ending open watches cleanly; a second signal exits at once", "grace", o.shutdownGrace.String())
+			return
+		}
+		fmt.Fprintln(s.err, "\nStopping: ending open watches cleanly (Ctrl-C again to exit at once)")
+	}, func() {
+		if o.logFormat == "json" {
+			log.Warn("replay: aborted")
+			return
+		}
+		fmt.Fprintln(s.err, "Aborted.")
+	}, func(stopping context.Context) error { return serveReplay(stopping, o, log, say) })
+}
+
+// serveReplay serves the session until stopping is done (or, with
+// --exit-when-done, the clients are quiet), then shuts the server down
+// within --shutdown-grace.
+func serveReplay(stopping context.Context, o *replayOptions, log *slog.Logger, say func(string, ...any)) (err error) {
+	s, sessionPath := o.s, o.path
 	f, err := openSession(sessionPath)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	if o.from != "" || o.to != "" {
-		from, to, err := sliceWindow(f.Index(), o.from, o.to)
-		if err != nil {
-			return err
-		}
-		sk, err := edit.Seek(context.Background(), sessionPath, "", edit.SliceOptions{From: from, To: to, Tool: "wtrace " + toolVersion()})
-		if err != nil {
-			return withHint(fmt.Errorf("--from/--to: %w", err), "wtrace verify %s; or set TMPDIR to a directory with room for the slice", sessionPath)
-		}
-		defer sk.Close()
-		notes(s, sk.Result.Notes)
-		f = sk.File
-	}
-	for _, p := range f.Problems() {
-		fmt.Fprintf(s.err, "Warning: %s: %v\n", sessionPath, p)
-	}
-	level := slog.LevelInfo
-	if o.verbose {
-		level = slog.LevelDebug
-	}
+
 	opts := replay.Options{
 		Speed:        o.speed,
 		Loop:         o.loop,
@@ -264,15 +329,20 @@ func runReplay(o *replayOptions) (err error) {
 		Listen:       o.listen,
 		WriteTimeout: o.writeTimeout,
 		IdleTimeout:  o.idleTimeout,
-		Logger:       slog.New(logline.New(s.err, logline.Options{Level: level, TrimPrefix: "replay: ", Silent: "request", Bare: []string{"method", "target"}})),
+		Logger:       log,
 		Writes:       replay.Writes(o.writes),
 		MaxRequests:  -1, // nobody reads them
-		AcceptHosts:  hostfilter.Split(o.acceptHosts),
-		RejectPaths:  hostfilter.Split(o.rejectPaths),
 		Pace:         replay.Pace(o.pace),
 		QuietWindow:  o.quietWindow,
+		AcceptHosts:  hostfilter.Split(o.acceptHosts),
+		RejectPaths:  hostfilter.Split(o.rejectPaths),
 	}
-	opts.Clients, opts.NoClients, _ = clientsOption(o.clients) // checked with the flags
+	if opts.Clients, opts.NoClients, err = clientsOption(o.clients); err != nil {
+		return &usageError{err}
+	}
+	if o.metrics {
+		opts.Metrics = healthz.NewRegistry()
+	}
 	if o.idleTimeout == 0 {
 		opts.IdleTimeout = -1 // never
 	}
@@ -282,12 +352,55 @@ func runReplay(o *replayOptions) (err error) {
 			return withHint(fmt.Errorf("loading --cert/--key: %w", err), "give a PEM certificate and its PEM private key")
 		}
 		opts.Certificate = &cert
+	} else if o.useTLS {
+		// Made now, so that the port answers probes over HTTPS while the
+		// session loads, with the certificate it serves afterwards.
+		host, _, _ := net.SplitHostPort(o.listen)
+		cert, _, err := selfsigned.New("wtrace replay", host, time.Now())
+		if err != nil {
+			return err
+		}
+		opts.Certificate = &cert
 	}
-	aborted := false // a second Ctrl-C: exit without waiting for anything
+	// The port answers (/livez; /readyz not ready yet) while the session
+	// is checked and its world loaded.
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return withHint(fmt.Errorf("replay: %w", err), "pick another address with --listen 127.0.0.1:0 (a free port)")
+	}
+	pre := replay.Preload(ln, replay.PreloadOptions{Certificate: opts.Certificate, Metrics: opts.Metrics, Logger: log})
+	opts.Listener = pre.Listener()
+	handed := false
+	defer func() {
+		if !handed {
+			pre.Close()
+		}
+	}()
+
+	if o.from != "" || o.to != "" {
+		from, to, err := sliceWindow(f.Index(), o.from, o.to)
+		if err != nil {
+			return err
+		}
+		sk, err := edit.Seek(stopping, sessionPath, "", edit.SliceOptions{From: from, To: to, Tool: "wtrace " + toolVersion()})
+		if err != nil {
+			return withHint(fmt.Errorf("--from/--to: %w", err), "wtrace verify %s; or set TMPDIR to a directory with room for the slice", sessionPath)
+		}
+		defer sk.Close()
+		notes(s, sk.Result.Notes)
+		f = sk.File
+	}
+	for _, p := range f.Problems() {
+		if o.logFormat == "json" {
+			log.Warn("replay: session problem", "session", sessionPath, "err", p)
+		} else {
+			fmt.Fprintf(s.err, "Warning: %s: %v\n", sessionPath, p)
+		}
+	}
 	var rec *record.Recorder
 	if o.out != "" {
-		rec, err = record.New(record.Options{Output: sessionOutput(s, o.out, formats.WriterOptions{}, sessionPath), Tool: "wtrace " + toolVersion(), KeepSecrets: o.keepSecrets,
-			Description: "replay of " + filepath.Base(sessionPath), Labels: runLabels(sessionPath, o)})
+		rec, err = record.New(record.Options{Output: sessionOutput(s, o.out, formats.WriterOptions{}, sessionPath), Tool: "wtrace " + toolVersion(),
+			KeepSecrets: o.keepSecrets, Description: "replay of " + filepath.Base(sessionPath), Labels: runLabels(sessionPath, o)})
 		if err != nil {
 			return outputError(err, "--out")
 		}
@@ -303,67 +416,106 @@ func runReplay(o *replayOptions) (err error) {
 		}
 		return withHint(err, "try --writes recorded, which serves only what was recorded and keeps no world")
 	}
-	if rec != nil {
-		defer func() {
-			if aborted {
-				return
-			}
-			srv.Close() // every answer ends before the file, and the environment is complete
-			note := ""
-			if env := srv.Environment(); env != nil {
-				note = env.String()
-			}
-			res, cerr := rec.CloseNote(note)
-			switch {
-			case cerr != nil && err == nil:
+	defer srv.Close()
+	defer func() {
+		if rec == nil {
+			return
+		}
+		srv.Close() // every answer ends before the file, and the environment is complete
+		note := ""
+		if env := srv.Environment(); env != nil {
+			note = env.String()
+		}
+		res, cerr := rec.CloseNote(note)
+		if cerr != nil {
+			if err == nil {
 				err = fmt.Errorf("writing --out %s: %w", o.out, cerr)
-			case cerr == nil && o.out != "-":
-				fmt.Fprintf(s.err, "Recorded the run: %d exchanges, %d watch events into %s (%s).\n", res.Exchanges, res.Events, o.out, units.Bytes(res.Size))
 			}
-		}()
-	}
+			return
+		}
+		if o.out == "-" {
+			return
+		}
+		if o.logFormat == "json" {
+			log.Info("replay: recorded the run", "exchanges", res.Exchanges, "events", res.Events, "file", o.out, "bytes", res.Size)
+			return
+		}
+		fmt.Fprintf(s.err, "Recorded the run: %d exchanges, %d watch events into %s (%s).\n", res.Exchanges, res.Events, o.out, units.Bytes(res.Size))
+	}()
+	handed = true
+	pre.Handoff()
 	if o.useTLS {
 		err = srv.StartTLS()
 	} else {
 		err = srv.Start()
 	}
 	if err != nil {
-		srv.Close()
 		return withHint(err, "pick another address with --listen 127.0.0.1:0 (a free port)")
 	}
 	if o.kubeconfigOut != "" {
 		if err := outfile.WriteFile(o.kubeconfigOut, srv.Kubeconfig(), 0o600); err != nil {
-			srv.Close()
 			return withHint(fmt.Errorf("writing --kubeconfig-out: %w", err), "check that the directory exists and is writable")
 		}
 	}
-	printReplayBanner(s.err, sessionPath, f, srv.URL, o, srv.Losses())
-	if env := srv.Environment(); env != nil {
-		fmt.Fprintf(s.err, "World: the recording's environment, %d changes (clients under test: %s; %d of their writes are the expected output, not replayed)\n",
-			env.Changes, env.Clients, env.Writes)
-		defer func() {
-			if aborted {
-				return
-			}
-			fmt.Fprintf(s.err, "%s.\n", env)
-			for _, d := range env.Dropped {
-				fmt.Fprintf(s.err, "  dropped: %s %s %s (recorded at rv %s): %s\n", d.Type, d.Resource.Resource, d.Change.Key, d.Change.RV, d.Reason)
-			}
-		}()
+	if o.logFormat == "json" {
+		idx := f.Index()
+		var events int64
+		for _, x := range idx.Exchanges {
+			events += x.Frames
+		}
+		say("replay: serving", "session", sessionPath, "exchanges", len(idx.Exchanges), "events", events, "url", srv.URL,
+			"speed", o.speed, "writes", o.writes, "losses", len(srv.Losses()))
+	} else {
+		printReplayBanner(s.err, sessionPath, f, srv.URL, o, srv.Losses())
 	}
-	err = interruptible(s, func() {}, "\nStopping: closing open streams (Ctrl-C again to exit at once)", "Aborted.",
-		func(ctx context.Context) error {
-			if o.exitWhenDone && srv.Settle(ctx.Done(), o.quietWindow) {
-				fmt.Fprintln(s.err, "The environment was played and the clients are quiet: stopping.")
+	if env := srv.Environment(); env != nil {
+		if o.logFormat == "json" {
+			log.Info("replay: world", "changes", env.Changes, "clients", fmt.Sprint(env.Clients), "expected-writes", env.Writes)
+		} else {
+			fmt.Fprintf(s.err, "World: the recording's environment, %d changes (clients under test: %s; %d of their writes are the expected output, not replayed)\n",
+				env.Changes, env.Clients, env.Writes)
+		}
+	}
+	defer func() {
+		if env := srv.Environment(); env != nil {
+			if o.logFormat == "json" {
+				log.Info("replay: environment", "summary", env.String(), "dropped", len(env.Dropped))
 			} else {
-				<-ctx.Done()
+				fmt.Fprintf(s.err, "%s.\n", env)
 			}
-			srv.Close()
+			for _, d := range env.Dropped {
+				if o.logFormat == "json" {
+					log.Info("replay: dropped", "type", d.Type, "resource", d.Resource.Resource, "key", d.Change.Key, "rv", d.Change.RV, "reason", d.Reason)
+				} else {
+					fmt.Fprintf(s.err, "  dropped: %s %s %s (recorded at rv %s): %s\n", d.Type, d.Resource.Resource, d.Change.Key, d.Change.RV, d.Reason)
+				}
+			}
+		}
+	}()
+
+	if o.exitWhenDone {
+		if srv.Settle(stopping.Done(), o.quietWindow) {
+			say("replay: the environment was played and the clients are quiet: stopping")
+			if o.logFormat != "json" {
+				fmt.Fprintln(s.err, "The environment was played and the clients are quiet: stopping.")
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), o.shutdownGrace)
+			defer cancel()
+			srv.Shutdown(ctx)
 			return nil
-		})
-	var ae *abortError
-	aborted = errors.As(err, &ae)
-	return err
+		}
+	}
+
+	<-stopping.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), o.shutdownGrace)
+	defer cancel()
+	start := time.Now()
+	if err := srv.Shutdown(ctx); err != nil {
+		log.Warn("replay: shutdown grace period over: what was still open was cut", "grace", o.shutdownGrace.String(), "err", err)
+	} else {
+		log.Debug("replay: shut down", "took", time.Since(start).String())
+	}
+	return nil
 }
 
 // runLabels are the labels of a run's session file (--out): what was

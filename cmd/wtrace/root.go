@@ -117,9 +117,7 @@ func run(args []string, in io.Reader, out, errw io.Writer) int {
 	if errors.As(err, &se) || errors.As(err, &de) {
 		return 1
 	}
-	var ae *abortError
-	if errors.As(err, &ae) {
-		fmt.Fprintln(errw, ae.msg)
+	if errors.As(err, new(abortError)) {
 		return 1
 	}
 	if errors.Is(err, syscall.EPIPE) {

@@ -763,7 +763,7 @@ func TestSecretsNeverStored(t *testing.T) {
 				return
 			}
 			// Replay serves the redacted Secrets, and client-go decodes them.
-			srv, err := replay.Open(wt, replay.Options{})
+			srv, err := replay.Open(wt, replay.Options{Writes: replay.WritesReject})
 			if err != nil {
 				t.Fatal(err)
 			}

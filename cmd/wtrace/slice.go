@@ -109,7 +109,7 @@ func runSlice(o *sliceOptions) error {
 		return err
 	}
 	var res edit.SliceResult
-	err = interruptible(o.s, func() {}, "Stopping: the slice is not written (Ctrl-C again to exit at once)", "Aborted.",
+	err = interruptible(sayLine(o.s, func() {}, "Stopping: the slice is not written (Ctrl-C again to exit at once)"), sayLine(o.s, func() {}, "Aborted."),
 		func(ctx context.Context) (err error) {
 			res, err = edit.Slice(ctx, o.in, edit.SliceOptions{Output: sessionOutput(o.s, o.out, formats.WriterOptions{}), From: from, To: to,
 				Namespaces: o.namespaces, Resources: o.resources, Exchanges: o.exchanges, Tool: "wtrace " + toolVersion()})

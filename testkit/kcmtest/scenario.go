@@ -154,6 +154,11 @@ type Options struct {
 	StepDeadline time.Duration
 	// Logf, if set, logs each step and how it ended (t.Logf).
 	Logf func(format string, args ...any)
+	// Kubelet, if set, plays a node's kubelet as part of the
+	// environment: each Pod of the namespace is reported running and
+	// ready (its status written) this long after it is created, so that
+	// Deployments become available. Zero: no kubelet (Pods stay Pending).
+	Kubelet time.Duration
 }
 
 // Result is how one step ended.
@@ -203,6 +208,16 @@ func Play(ctx context.Context, cfg *rest.Config, opts Options) ([]Result, error)
 	defer w.stop()
 	if err := w.start(ctx); err != nil {
 		return nil, err
+	}
+	if opts.Kubelet > 0 {
+		kc := rest.CopyConfig(cfg)
+		kc.UserAgent = KubeletUserAgent
+		kcs, err := kubernetes.NewForConfig(kc)
+		if err != nil {
+			return nil, err
+		}
+		k := startKubelet(ctx, kcs, ns, opts.Kubelet)
+		defer k.stop()
 	}
 	want := map[string]expect{} // Deployment → what converged means
 	var res []Result

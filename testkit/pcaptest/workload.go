@@ -87,11 +87,38 @@ func Pipelined(b *Builder, n int) {
 func Watches(b *Builder, n int) {
 	for i := range n {
 		c := b.Conn(client(i), server, true)
-		c.Send(ToServer, []byte("GET /api/v1/namespaces/default/configmaps?watch=true HTTP/1.1\r\nHost: 127.0.0.1:8001\r\n\r\n"))
-		ev := fmt.Sprintf(`{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"cm-%d","namespace":"default","resourceVersion":"%d"}}}`, i, 1000+i)
-		c.Send(ToClient, []byte(fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\n\r\n0\r\n\r\n", len(ev)+1, ev)))
+		c.Send(ToServer, []byte(watchHead))
+		c.Send(ToClient, []byte(fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n%s0\r\n\r\n", watchChunk(i))))
 		c.FIN(ToClient)
 		c.FIN(ToServer)
+	}
+}
+
+// OpenWatches writes n watches, each on its own connection, that stay
+// open: each has its response head and one event, then nothing more
+// until the capture ends (an informer's watches between events).
+func OpenWatches(b *Builder, n int) {
+	for i := range n {
+		c := b.Conn(client(i), server, true)
+		c.Send(ToServer, []byte(watchHead))
+		c.Send(ToClient, []byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"+watchChunk(i)))
+	}
+}
+
+const watchHead = "GET /api/v1/namespaces/default/configmaps?watch=true HTTP/1.1\r\nHost: 127.0.0.1:8001\r\n\r\n"
+
+// watchChunk is the i-th watch event, a chunk of its own.
+func watchChunk(i int) string {
+	ev := fmt.Sprintf(`{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"cm-%d","namespace":"default","resourceVersion":"%d"}}}`, i, 1000+i)
+	return fmt.Sprintf("%x\r\n%s\n\r\n", len(ev)+1, ev)
+}
+
+// Unanswered writes one connection on which the client sends n requests
+// back to back that the server never answers before the capture ends.
+func Unanswered(b *Builder, n int) {
+	c := b.Conn(client(0), server, true)
+	for i := range n {
+		c.Send(ToServer, []byte(fmt.Sprintf(getHead, i)))
 	}
 }
 
@@ -117,6 +144,36 @@ func GzipSecretList(b *Builder, size int) {
 	c.MSS = 65483
 	c.Send(ToClient, []byte(fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n", buf.Len())))
 	c.Send(ToClient, buf.Bytes())
+	c.FIN(ToServer)
+	c.FIN(ToClient)
+}
+
+// SteadyWatch writes one informer's LIST and WATCH of ConfigMaps in
+// namespace "steady": a LIST of 10 objects at resourceVersion 1000, then
+// a watch from there carrying n MODIFIED events gap apart, each of about
+// size bytes and in a chunk of its own, ended cleanly a gap after the
+// last. Replayed, every watcher gets the same steady timeline (the
+// scale-out measurement and the metrics tests).
+func SteadyWatch(b *Builder, n int, gap time.Duration, size int) {
+	c := b.Conn(client(0), server, true)
+	var items []string
+	for i := range 10 {
+		items = append(items, fmt.Sprintf(`{"metadata":{"name":"cm-%d","namespace":"steady","resourceVersion":"%d"},"data":{"k":"v"}}`, i, 990+i))
+	}
+	list := `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"1000"},"items":[` + strings.Join(items, ",") + `]}`
+	c.Send(ToServer, []byte("GET /api/v1/namespaces/steady/configmaps?limit=500&resourceVersion=0 HTTP/1.1\r\nHost: 127.0.0.1:8001\r\nAccept: application/json\r\n\r\n"))
+	c.Send(ToClient, []byte(fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(list), list)))
+	b.Advance(time.Millisecond)
+	c.Send(ToServer, []byte("GET /api/v1/namespaces/steady/configmaps?allowWatchBookmarks=true&resourceVersion=1000&timeoutSeconds=3600&watch=true HTTP/1.1\r\nHost: 127.0.0.1:8001\r\nAccept: application/json\r\n\r\n"))
+	c.Send(ToClient, []byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"))
+	pad := strings.Repeat("x", max(size-160, 1))
+	for i := range n {
+		b.Advance(gap)
+		ev := fmt.Sprintf(`{"type":"MODIFIED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"cm-%d","namespace":"steady","resourceVersion":"%d"},"data":{"pad":"%s"}}}`, i%10, 1001+i, pad)
+		c.Send(ToClient, []byte(fmt.Sprintf("%x\r\n%s\n\r\n", len(ev)+1, ev)))
+	}
+	b.Advance(gap)
+	c.Send(ToClient, []byte("0\r\n\r\n"))
 	c.FIN(ToServer)
 	c.FIN(ToClient)
 }

@@ -9,10 +9,13 @@
 // Workloads: exchanges (n GET exchanges over -conns keep-alive
 // connections), connections (n one-exchange connections, -gap apart,
 // ended as -end says),
-// pipelined (n requests on one connection before their answers), watches
-// (n one-event watches, one connection each), secretlist (one gzip'd LIST
+// pipelined (n requests on one connection before their answers),
+// unanswered (n pipelined requests never answered), watches (n one-event
+// watches, one connection each), openwatches (n watches with one event
+// each, all still open when the capture ends), secretlist (one gzip'd LIST
 // of Secrets of about n bytes of JSON), synflood (n half-open flows, then
-// one watch).
+// one watch), steady (an informer's LIST and a watch of n events of -size
+// bytes, -gap apart: the scale-out measurement's timeline).
 package main
 
 import (
@@ -31,10 +34,11 @@ import (
 )
 
 func main() {
-	kind := flag.String("w", "", "workload: exchanges, connections, pipelined, watches, secretlist, synflood")
+	kind := flag.String("w", "", "workload: exchanges, connections, pipelined, unanswered, watches, openwatches, secretlist, synflood, steady")
 	n := flag.Int("n", 1000, "size of the workload (`count`, or bytes for secretlist)")
 	conns := flag.Int("conns", 100, "keep-alive connections of the exchanges workload")
-	gap := flag.Duration("gap", 0, "capture time between connections (connections workload)")
+	gap := flag.Duration("gap", 0, "capture time between connections (connections workload) or events (steady)")
+	size := flag.Int("size", 1024, "bytes of each event (steady workload)")
 	end := flag.String("end", "fin", "how connections of the connections workload end: fin, rst, half")
 	out := flag.String("o", "", "output pcap `file`")
 	flag.Parse()
@@ -42,13 +46,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: pcapgen -w WORKLOAD -n N -o OUT.pcap")
 		os.Exit(2)
 	}
-	if err := run(*kind, *n, *conns, *gap, *end, *out); err != nil {
+	if err := run(*kind, *n, *conns, *gap, *size, *end, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "pcapgen:", err)
 		os.Exit(1)
 	}
 }
 
-func run(kind string, n, conns int, gap time.Duration, end, out string) error {
+func run(kind string, n, conns int, gap time.Duration, size int, end, out string) error {
 	f, err := os.Create(out)
 	if err != nil {
 		return err
@@ -75,6 +79,15 @@ func run(kind string, n, conns int, gap time.Duration, end, out string) error {
 		pcaptest.Pipelined(b, n)
 	case "watches":
 		pcaptest.Watches(b, n)
+	case "steady":
+		if gap <= 0 {
+			gap = 100 * time.Millisecond
+		}
+		pcaptest.SteadyWatch(b, n, gap, size)
+	case "openwatches":
+		pcaptest.OpenWatches(b, n)
+	case "unanswered":
+		pcaptest.Unanswered(b, n)
 	case "secretlist":
 		pcaptest.GzipSecretList(b, n)
 	case "synflood":

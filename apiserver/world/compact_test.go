@@ -1,0 +1,99 @@
+package world_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/wtrace/wtrace/apiserver/world"
+	"github.com/wtrace/wtrace/frame"
+	"github.com/wtrace/wtrace/testkit/wttest"
+)
+
+// TestCompaction: a store that takes thousands of writes forgets old
+// versions as the apiserver compacts: its memory stays bounded by the live
+// objects plus the window (no write is ever refused for memory while the
+// live objects fit), a watch from a forgotten resourceVersion is 410
+// Expired, one from the window's start gets every change since, and a
+// watch left behind by compaction ends with a 410 ERROR event.
+func TestCompaction(t *testing.T) {
+	q := func(s string) url.Values {
+		v, err := url.ParseQuery(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	path := wttest.RecordCorpus(t, "basic-json", false)
+	f := wttest.OpenSession(t, path)
+	const limit = 4 << 20
+	st, err := world.Load(f, world.Options{MaxBytes: limit, HistoryWindow: 50, Live: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const cms = "/api/v1/namespaces/corpus-basic/configmaps"
+	big := strings.Repeat("x", 4000)
+	if r := do(t, st, "POST", cms, "", http.Header{"Content-Type": {"application/json"}}, `{"metadata":{"name":"hot"}}`); r.Code != 201 {
+		t.Fatalf("create: %d %s", r.Code, r.Body)
+	}
+	first := st.LastRV()
+	// A left-behind watch: from the first write, never read.
+	lagging, refused := st.Watch(&world.Request{Method: "GET", Path: cms, Query: q("watch=true&resourceVersion=" + fmt.Sprint(first)), Header: http.Header{}})
+	if refused != nil {
+		t.Fatalf("watch: %d %s", refused.Code, refused.Body)
+	}
+	// 3,000 writes of 4 KB each: 12 MB of versions through a 4 MB store.
+	for i := range 3000 {
+		body := fmt.Sprintf(`{"data":{"v":"%d","big":"%s"}}`, i, big)
+		if r := do(t, st, "PATCH", cms+"/hot", "", http.Header{"Content-Type": {"application/merge-patch+json"}}, body); r.Code != 200 {
+			t.Fatalf("write %d: %d %s", i, r.Code, r.Body)
+		}
+	}
+	last := st.LastRV()
+	// From a forgotten resourceVersion: 410 Expired at once.
+	old, refused := st.Watch(&world.Request{Method: "GET", Path: cms, Query: q("watch=true&resourceVersion=" + fmt.Sprint(first)), Header: http.Header{}})
+	if refused != nil || !old.Expired() {
+		t.Fatalf("watch from the forgotten %d: refused %v, expired %v; want one ERROR event", first, refused, old != nil && old.Expired())
+	}
+	// From within the window: every change since.
+	from := last - 20
+	recent, refused := st.Watch(&world.Request{Method: "GET", Path: cms, Query: q("watch=true&resourceVersion=" + fmt.Sprint(from)), Header: http.Header{}})
+	if refused != nil || recent.Expired() {
+		t.Fatalf("watch from %d in the window: refused %v", from, refused)
+	}
+	n := 0
+	for {
+		ev, ok := recent.Next()
+		if !ok {
+			break
+		}
+		if _, err := recent.Take(ev); err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if n != 20 {
+		t.Errorf("watch from %d: %d events; want the 20 writes since", from, n)
+	}
+	// The left-behind watch: one ERROR event, then nothing.
+	ev, ok := lagging.Next()
+	if !ok || !ev.Expired {
+		t.Fatalf("the left-behind watch's next: %v %v; want its 410", ev, ok)
+	}
+	b, err := lagging.Take(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := frame.Peek(frame.JSON, b[strings.IndexByte(string(b), '{'):]); err != nil || m.Type != "ERROR" {
+		t.Errorf("the left-behind watch's last event: %.200s (%v); want an ERROR", b, err)
+	}
+	if _, ok := lagging.Next(); ok {
+		t.Error("the left-behind watch goes on after its 410")
+	}
+	// The current object is whole.
+	if r := do(t, st, "GET", cms+"/hot", "", http.Header{}, ""); r.Code != 200 || !strings.Contains(string(r.Body), `"v":"2999"`) {
+		t.Errorf("GET hot: %d %.200s", r.Code, r.Body)
+	}
+}
