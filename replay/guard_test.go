@@ -35,6 +35,11 @@ func TestReplayGuard(t *testing.T) {
 		{"portforward", Options{}, false, "127.0.0.1", "/api/v1/namespaces/corpus-basic/pods/p/portforward", false},
 		{"accept-hosts", Options{AcceptHosts: []string{`^replay\.demo\.svc$`}}, false, "replay.demo.svc:8080", list, true},
 		{"reject-paths none", Options{RejectPaths: []string{}}, false, "127.0.0.1", exec, true},
+		// A probe names the pod by its address: the Server's own
+		// endpoints are served whatever the Host; nothing else is.
+		{"probe", Options{}, false, "10.1.2.3:8080", "/livez", true},
+		{"readyz", Options{}, false, "10.1.2.3:8080", "/readyz", true},
+		{"not a probe", Options{}, false, "10.1.2.3:8080", list, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, err := Open(path, tc.opts)
