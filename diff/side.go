@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/frame"
 )
 
 // side is one session as diff sees it: its exchanges classified and
@@ -540,7 +541,7 @@ func (c *comparer) document(body []byte, ctype, cenc string) ([]byte, string) {
 	default:
 		return nil, "content-encoding " + cenc + ", compared byte for byte"
 	}
-	if bytes.HasPrefix(body, []byte(protoMagic)) || strings.Contains(ctype, "protobuf") {
+	if bytes.HasPrefix(body, []byte(frame.ProtobufMagic)) || strings.Contains(ctype, "protobuf") {
 		j, err := protoBodyJSON(body)
 		if err != nil {
 			return nil, "protobuf: " + err.Error() + "; compared byte for byte"

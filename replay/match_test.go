@@ -2,6 +2,7 @@ package replay
 
 import (
 	"github.com/wtrace/wtrace/apiserver/world"
+	"github.com/wtrace/wtrace/internal/apipath"
 
 	"net/http"
 	"testing"
@@ -65,7 +66,7 @@ func TestParseTarget(t *testing.T) {
 			}
 		})
 	}
-	for _, bad := range []string{"", "nopath", "/a?%zz", "/" + string(make([]byte, maxTargetLen))} {
+	for _, bad := range []string{"", "nopath", "/a?%zz", "/" + string(make([]byte, apipath.MaxTargetLen))} {
 		if _, err := parseTarget("GET", bad); err == nil {
 			t.Errorf("parseTarget(%.20q) = nil error; want one", bad)
 		}
