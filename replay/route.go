@@ -267,6 +267,9 @@ func (s *Server) pick(xs []*recorded, ck string) *recorded {
 }
 
 func (s *Server) route(r *http.Request, q query, body []byte) route {
+	if rt, ok := s.invalidRVWatch(q); ok { // invalidrv.go
+		return rt
+	}
 	if s.causal() {
 		return s.routeWorld(r, q, body)
 	}
