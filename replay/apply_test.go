@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wtrace/wtrace/frame"
+	"github.com/wtrace/wtrace/replay/internal/tape"
 	"github.com/wtrace/wtrace/testkit/wttest"
 )
 
@@ -148,9 +149,9 @@ func TestWorldInterleaves(t *testing.T) {
 		if e.Type != evs[i].meta.Type || e.Name != evs[i].meta.Name {
 			t.Fatalf("event %d = %s %s; want %s %s", i, e.Type, e.Name, evs[i].meta.Type, evs[i].meta.Name)
 		}
-		n, _ := rvNumber(e.ResourceVersion)
+		n, _ := tape.RVNumber(e.ResourceVersion)
 		if i == k+2 {
-			if w, _ := rvNumber(wrv); w <= prev || w >= n {
+			if w, _ := tape.RVNumber(wrv); w <= prev || w >= n {
 				t.Fatalf("the write's resourceVersion %d is not between %d and %d", w, prev, n)
 			}
 		}

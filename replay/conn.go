@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/replay/internal/tape"
 )
 
 // maxBatch bounds the bytes of due chunks sent in one write call.
@@ -82,11 +83,11 @@ func newHead(status int, h http.Header) *head {
 
 // headOf returns the head of watch exchange x with the given status
 // (cached).
-func (s *Server) headOf(x *recorded, status int) *head {
-	v, _ := s.cache.get("head:"+strconv.FormatInt(x.id, 10)+":"+strconv.Itoa(status), func() (any, int64, error) {
-		h := responseHeader(x.info.Response.Header, false)
+func (s *Server) headOf(x *tape.Exchange, status int) *head {
+	v, _ := s.cache.Get("head:"+strconv.FormatInt(x.ID, 10)+":"+strconv.Itoa(status), func() (any, int64, error) {
+		h := responseHeader(x.Info.Response.Header, false)
 		if h.Get("Content-Type") == "" {
-			h.Set("Content-Type", watchContentType(x.format)) // the head was not captured
+			h.Set("Content-Type", watchContentType(x.Format)) // the head was not captured
 		}
 		hd := newHead(status, h)
 		return hd, int64(len(hd.raw))*2 + 64, nil

@@ -11,6 +11,7 @@ import (
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
 	"github.com/wtrace/wtrace/internal/apipath"
+	"github.com/wtrace/wtrace/replay/internal/tape"
 )
 
 // maxDiscoveryBody bounds a LIST body read at start-up only to learn its
@@ -115,15 +116,15 @@ var (
 // names) and builds the legacy discovery documents for them. With a world
 // (store not nil) they list every verb, and the well-known built-in
 // resources too, which a client may create.
-func newDiscovery(f *formats.File, m *matcher, store *world.Store) *discovery {
+func newDiscovery(f *formats.File, m *tape.Matcher, store *world.Store) *discovery {
 	type gvr struct{ gv, name string }
 	found := map[gvr]*resource{}
 	var order []gvr
-	for _, x := range m.all {
-		if x.q.method != http.MethodGet {
+	for _, x := range m.All {
+		if x.Q.Method != http.MethodGet {
 			continue
 		}
-		r, ok := parseResourcePath(x.q.path)
+		r, ok := parseResourcePath(x.Q.Path)
 		if !ok {
 			continue
 		}
@@ -137,7 +138,7 @@ func newDiscovery(f *formats.File, m *matcher, store *world.Store) *discovery {
 		if r.namespaced {
 			have.namespaced = true
 		}
-		if have.kind == "" && x.info.Response.Status == http.StatusOK && isCollection(x.q.path) {
+		if have.kind == "" && x.Info.Response.Status == http.StatusOK && isCollection(x.Q.Path) {
 			have.kind = kindOf(f, x)
 		}
 	}
@@ -282,8 +283,8 @@ func isCollection(path string) bool {
 
 // kindOf reads the kind of the objects exchange x carries: from its first
 // watch event, or from its LIST body.
-func kindOf(f *formats.File, x *recorded) string {
-	sc := f.ExchangeRecords(x.id)
+func kindOf(f *formats.File, x *tape.Exchange) string {
+	sc := f.ExchangeRecords(x.ID)
 	var body []byte
 	for {
 		rec, err := sc.Next()
@@ -295,12 +296,12 @@ func kindOf(f *formats.File, x *recorded) string {
 		}
 		switch r := rec.(type) {
 		case *formats.Frame:
-			m, err := frame.Peek(x.format, r.Data)
+			m, err := frame.Peek(x.Format, r.Data)
 			if err == nil && m.Kind != "" && m.Kind != "Status" {
 				return m.Kind
 			}
 		case *formats.Body:
-			if r.Dir != formats.ServerToClient || x.format != frame.Unknown {
+			if r.Dir != formats.ServerToClient || x.Format != frame.Unknown {
 				continue
 			}
 			if len(body)+len(r.Data) > maxDiscoveryBody {
@@ -309,7 +310,7 @@ func kindOf(f *formats.File, x *recorded) string {
 			body = append(body, r.Data...)
 		}
 	}
-	if body == nil || x.info.Response.Encoding != "" {
+	if body == nil || x.Info.Response.Encoding != "" {
 		return ""
 	}
 	l, err := frame.ListItems(listFormat(x), body)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/wtrace/wtrace/apiserver/world"
 	"github.com/wtrace/wtrace/internal/apipath"
+	"github.com/wtrace/wtrace/replay/internal/tape"
 )
 
 // A replay that answers writes (WritesAnswer, WritesApply) is an
@@ -432,12 +433,12 @@ func (s *Server) writeLatency(arrival time.Time, done <-chan struct{}) {
 // from the world, whatever the recording holds, for every resource it
 // knows; the rest (discovery, /version, paths that are no resource) as the
 // recording has it or as synthesized.
-func (s *Server) routeWorld(r *http.Request, q query, body []byte) route {
-	if s.storeHandles(q.path) || apipath.IsWrite(q.method) {
-		if q.watch && q.method == http.MethodGet {
+func (s *Server) routeWorld(r *http.Request, q tape.Query, body []byte) route {
+	if s.storeHandles(q.Path) || apipath.IsWrite(q.Method) {
+		if q.Watch && q.Method == http.MethodGet {
 			return s.storeWatchRoute(r, q)
 		}
-		if apipath.IsWrite(q.method) {
+		if apipath.IsWrite(q.Method) {
 			// The write reaches the world after the apiserver's latency,
 			// as it reaches etcd: its answer and its watch events come
 			// together, after it.
@@ -449,8 +450,8 @@ func (s *Server) routeWorld(r *http.Request, q query, body []byte) route {
 			}
 			return storeRoute(resp)
 		}
-		if apipath.IsWrite(q.method) {
-			if t, ok := world.ParsePath(q.path); ok && t.Resource.Resource != "" {
+		if apipath.IsWrite(q.Method) {
+			if t, ok := world.ParsePath(q.Path); ok && t.Resource.Resource != "" {
 				return s.notFound(q)
 			}
 		}

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/wtrace/wtrace/replay/internal/tape"
 )
 
 // idleTarget is the watch the idle rounds of BenchmarkLateness open: from
@@ -41,31 +43,31 @@ func TestFloorServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var x *recorded
-	for _, r := range srv.m.all {
-		if r.format != 0 {
+	var x *tape.Exchange
+	for _, r := range srv.m.All {
+		if r.Format != 0 {
 			x = r
 		}
 	}
 	if x == nil {
 		t.Fatal("the session holds no watch")
 	}
-	head := srv.headOf(x, responseStatus(x.info.Response.Status)).raw
+	head := srv.headOf(x, responseStatus(x.Info.Response.Status)).raw
 	src, err := srv.openSource(x)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var chunks []floorChunk
 	for {
-		w, ok, err := src.next()
+		w, ok, err := src.Next()
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !ok {
 			break
 		}
-		if len(w.data) > 0 {
-			chunks = append(chunks, floorChunk{due: time.Duration(w.at - x.respTime()), size: []byte(strconv.FormatInt(int64(len(w.data)), 16) + "\r\n"), data: w.data})
+		if len(w.Data) > 0 {
+			chunks = append(chunks, floorChunk{due: time.Duration(w.At - x.RespTime()), size: []byte(strconv.FormatInt(int64(len(w.Data)), 16) + "\r\n"), data: w.Data})
 		}
 	}
 	srv.Close()

@@ -1,8 +1,6 @@
 package replay
 
 import (
-	"errors"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -14,6 +12,7 @@ import (
 	"github.com/wtrace/wtrace/apiserver/world"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
+	"github.com/wtrace/wtrace/replay/internal/tape"
 )
 
 // A read-only replay (WritesReject) keeps the session's world and serves
@@ -26,14 +25,14 @@ import (
 // the request's handler goroutine.
 type flow struct {
 	s      *Server
-	x      *recorded
+	x      *tape.Exchange
 	format frame.Format  // the recorded stream's
 	w      *codec.Writer // transcodes every event (nil: the recorded encoding)
 	media  codec.Media   // what the client gets
 	// switched says why the stream went event by event ("" while it
 	// goes as recorded): "rv", or the transcoding.
 	switched string
-	pending  write // the recorded write waiting for its time, if waiting
+	pending  tape.Write // the recorded write waiting for its time, if waiting
 	waiting  bool
 	writes   int // clients' writes sent
 }
@@ -50,25 +49,25 @@ type flow struct {
 // a client that accepts CBOR alone gets 406 for a JSON or protobuf
 // recording. Without a world, or for a kind the replay does not know,
 // everything goes as recorded.
-func (s *Server) negotiate(q query, t codec.Target, f frame.Format) (m codec.Media, transcode bool, err error) {
+func (s *Server) negotiate(q tape.Query, t codec.Target, f frame.Format) (m codec.Media, transcode bool, err error) {
 	if s.store == nil || f == frame.Unknown {
 		return m, false, nil
 	}
-	if f == frame.CBOR && acceptsPlain(q.accept, f) {
+	if f == frame.CBOR && acceptsPlain(q.Accept, f) {
 		return m, false, nil
 	}
-	gvk := s.gvkOf(q.path)
+	gvk := s.gvkOf(q.Path)
 	if gvk.Empty() {
 		return m, false, nil
 	}
-	m, err = codec.Negotiate(q.accept, t, gvk)
+	m, err = codec.Negotiate(q.Accept, t, gvk)
 	if err != nil {
-		if acceptsPlain(q.accept, f) {
+		if acceptsPlain(q.Accept, f) {
 			return m, false, nil
 		}
 		return m, false, err
 	}
-	if m.As == "" && !m.YAML && m.Format == f || m.As == "" && acceptsPlain(q.accept, f) {
+	if m.As == "" && !m.YAML && m.Format == f || m.As == "" && acceptsPlain(q.Accept, f) {
 		return m, false, nil
 	}
 	return m, true, nil
@@ -122,7 +121,7 @@ func transcodeName(from frame.Format, m codec.Media) string {
 // exchange x, or nil for a synthesized stream) for the client of q (nil
 // without a world). from is the served resourceVersion the client's view
 // starts at ("" for now), where a Follow starts.
-func (s *Server) newFlow(r *http.Request, q query, f frame.Format, x *recorded, from string) (*flow, error) {
+func (s *Server) newFlow(r *http.Request, q tape.Query, f frame.Format, x *tape.Exchange, from string) (*flow, error) {
 	if s.store == nil || f == frame.Unknown {
 		return nil, nil
 	}
@@ -142,72 +141,13 @@ func (s *Server) newFlow(r *http.Request, q query, f frame.Format, x *recorded, 
 }
 
 // head is the response head of the flow's stream.
-func (s *Server) watchHead(x *recorded, fl *flow) *head {
+func (s *Server) watchHead(x *tape.Exchange, fl *flow) *head {
 	if fl != nil && fl.w != nil {
-		h := responseHeader(x.info.Response.Header, false)
+		h := responseHeader(x.Info.Response.Header, false)
 		h.Set("Content-Type", fl.media.ContentType(codec.TargetWatch))
 		return newHead(http.StatusOK, h)
 	}
 	return s.headOf(x, http.StatusOK)
-}
-
-// eventSource yields the events of watch exchange x whose data starts at
-// body offset from or later, one write each (event set), read from the
-// file; what the session's damage lost is a write of its own (lost set),
-// as from a producer.
-type eventSource struct {
-	sc   *formats.Scanner
-	lt   *lossTracker
-	from int64
-	out  []write
-	done bool
-}
-
-func (s *Server) eventSource(x *recorded, from int64) *eventSource {
-	return &eventSource{sc: s.file.ExchangeRecords(x.id), lt: newLossTracker(s.file, x), from: from}
-}
-
-func (e *eventSource) lost(l *Loss) {
-	if l != nil {
-		e.out = append(e.out, write{at: l.From, off: l.Offset, lost: l})
-	}
-}
-
-func (e *eventSource) next() (write, bool, error) {
-	for len(e.out) == 0 {
-		if e.done {
-			return write{}, false, nil
-		}
-		rec, err := e.sc.Next()
-		if err == io.EOF {
-			e.lost(e.lt.finish(0))
-			e.done = true
-			continue
-		}
-		if err != nil {
-			var de *formats.DamageError
-			if errors.As(err, &de) {
-				e.lt.damage(de)
-				continue
-			}
-			return write{}, false, err
-		}
-		switch r := rec.(type) {
-		case *formats.Frame:
-			e.lost(e.lt.piece(r.Offset, int64(len(r.Pre)+len(r.Data)), r.Seq, r.Time))
-			if ds := r.Offset + int64(len(r.Pre)); ds >= e.from {
-				e.out = append(e.out, write{at: r.Time, off: ds, data: append([]byte(nil), r.Data...), event: true})
-			}
-		case *formats.End:
-			if r.Dir == formats.ServerToClient {
-				e.lost(e.lt.finish(int64(len(r.Tail))))
-				e.done = true
-			}
-		}
-	}
-	w := e.out[0]
-	e.out = e.out[1:]
-	return w, true, nil
 }
 
 // runFlow is runFrom for a recorded watch served with the world
@@ -234,34 +174,34 @@ func (st *streamer) runFlow(rdp **writeReader, base int64) bool {
 			return st.stopped == ""
 		}
 		fl.pending, fl.waiting = w, true
-		if !st.waitUntil(st.deadline(w.at, base)) {
+		if !st.waitUntil(st.deadline(w.At, base)) {
 			if st.parked {
 				rd.unread(w)
 			}
 			return false
 		}
-		if w.event {
+		if w.Event {
 			st.wrote(&w, base, st.s.clock.Now())
-			if !st.sendEvent(w.data) {
+			if !st.sendEvent(w.Data) {
 				return false
 			}
 			continue
 		}
-		if w.rv != 0 && store.ObserveN(w.rv) != w.rv && w.evOff >= w.off {
+		if w.RV != 0 && store.ObserveN(w.RV) != w.RV && w.EvOff >= w.Off {
 			// Clients' writes took the numbers this write carries: the
 			// rest goes event by event, rewritten.
-			if n := w.evOff - w.off; n > 0 && !st.send(w.data[:n]) {
+			if n := w.EvOff - w.Off; n > 0 && !st.send(w.Data[:n]) {
 				return false
 			}
-			rd = st.reader(st.s.eventSource(fl.x, w.evOff), 0)
+			rd = st.reader(tape.NewEventSource(st.s.file, fl.x, w.EvOff), 0)
 			if fl.switched == "" {
 				fl.switched = "rv"
 			}
 			continue
 		}
-		batch := append(st.batch[:0], w.data)
-		st.exts = append(st.exts[:0], w.ext)
-		size := len(w.data)
+		batch := append(st.batch[:0], w.Data)
+		st.exts = append(st.exts[:0], w.Ext)
+		size := len(w.Data)
 		last := w
 		now := st.s.clock.Now()
 		st.wrote(&w, base, now)
@@ -273,21 +213,21 @@ func (st *streamer) runFlow(rdp **writeReader, base int64) bool {
 				}
 				break
 			}
-			if w2.event || st.deadline(w2.at, base).After(now) || w2.rv != 0 && store.ObserveN(w2.rv) != w2.rv {
+			if w2.Event || st.deadline(w2.At, base).After(now) || w2.RV != 0 && store.ObserveN(w2.RV) != w2.RV {
 				rd.unread(w2)
 				break
 			}
 			st.wrote(&w2, base, now)
-			batch = append(batch, w2.data)
-			st.exts = append(st.exts, w2.ext)
-			size += len(w2.data)
+			batch = append(batch, w2.Data)
+			st.exts = append(st.exts, w2.Ext)
+			size += len(w2.Data)
 			last = w2
 		}
 		st.batch = batch[:0]
 		if !st.sendBatch(batch) {
 			return false
 		}
-		st.midEvent = last.cut
+		st.midEvent = last.Cut
 	}
 }
 
@@ -297,7 +237,7 @@ func (st *streamer) sendEvent(data []byte) bool {
 	fl := st.flow
 	out := data
 	m, perr := frame.Peek(fl.format, data)
-	if n, ok := rvNumber(m.ResourceVersion); perr == nil && ok && st.s.store.ObserveN(n) != n {
+	if n, ok := tape.RVNumber(m.ResourceVersion); perr == nil && ok && st.s.store.ObserveN(n) != n {
 		// Shifted by the clients' writes: rewritten (ServeEvent observes
 		// it again, which changes nothing).
 		if b, _, err := st.s.store.ServeEvent(fl.format, data); err == nil {
@@ -311,7 +251,7 @@ func (st *streamer) sendEvent(data []byte) bool {
 			out, err = fl.w.Event(m.Type, codec.Object{Format: fl.format, APIVersion: av, Kind: kind, Raw: raw})
 		}
 		if err != nil {
-			st.s.log.Warn("replay: cannot transcode an event; skipped", "exchange", fl.x.id, "err", err)
+			st.s.log.Warn("replay: cannot transcode an event; skipped", "exchange", fl.x.ID, "err", err)
 			return true
 		}
 	}
@@ -362,7 +302,7 @@ func (st *streamer) waitOr(t time.Time, wake <-chan struct{}) (woke, ok bool) {
 // that answers writes; for a tape, one the session did not record with
 // these parameters, or one resumed from a resourceVersion the recording
 // does not show.
-func (s *Server) storeWatchRoute(r *http.Request, q query) route {
+func (s *Server) storeWatchRoute(r *http.Request, q tape.Query) route {
 	req := stateRequest(r, q, nil)
 	req.RecordedOnly = !s.causal()
 	wt, refused := s.store.Watch(req)
@@ -434,17 +374,17 @@ func (s *Server) serveStoreWatch(st *streamer, wt *world.Watch) {
 // the resourceVersions it carries go out unchanged, else decoded, its
 // resourceVersions rewritten (world.Store.ServeList, ServeObject) and
 // encoded as the client asks.
-func (s *Server) recordedRoute(r *http.Request, q query, x *recorded) route {
-	if s.store == nil || x.format != frame.Unknown {
+func (s *Server) recordedRoute(r *http.Request, q tape.Query, x *tape.Exchange) route {
+	if s.store == nil || x.Format != frame.Unknown {
 		return s.full(x)
 	}
-	resp := x.info.Response
+	resp := x.Info.Response
 	f := bodyFormatOf(x)
-	if resp.Status < 200 || resp.Status > 299 || x.endStatus() != formats.EndComplete || f == frame.Unknown {
+	if resp.Status < 200 || resp.Status > 299 || x.EndStatus() != formats.EndComplete || f == frame.Unknown {
 		return s.full(x)
 	}
 	target := codec.TargetObject
-	if q.method == http.MethodGet && isCollection(q.path) {
+	if q.Method == http.MethodGet && isCollection(q.Path) {
 		target = codec.TargetList
 	}
 	m, transcode, err := s.negotiate(q, target, f)
@@ -464,7 +404,7 @@ func (s *Server) recordedRoute(r *http.Request, q query, x *recorded) route {
 	}
 	rt.serve = func(st *streamer, r *http.Request) {
 		if err := s.serveRewritten(st, r, x, f, target, m, transcode); err != nil {
-			s.log.Warn("replay: cannot rewrite a recorded body", "exchange", x.id, "err", err)
+			s.log.Warn("replay: cannot rewrite a recorded body", "exchange", x.ID, "err", err)
 			writeStatus(st.w, http.StatusInternalServerError, "InternalError", err.Error())
 		}
 	}
@@ -472,22 +412,22 @@ func (s *Server) recordedRoute(r *http.Request, q query, x *recorded) route {
 }
 
 // statusResponse is a store-like response carrying err's Status.
-func (s *Server) statusResponse(q query, err error) *world.Response {
+func (s *Server) statusResponse(q tape.Query, err error) *world.Response {
 	st := codec.StatusOf(err)
-	m := codec.StatusMedia(q.accept)
+	m := codec.StatusMedia(q.Accept)
 	return &world.Response{Code: int(st.Code), ContentType: m.ContentType(codec.TargetObject),
 		Body: codec.StatusBody(m, st), How: howNotAcceptable}
 }
 
 // bodyFormatOf is the format of an opaque body from its Content-Type:
 // JSON, protobuf or CBOR, else Unknown.
-func bodyFormatOf(x *recorded) frame.Format {
+func bodyFormatOf(x *tape.Exchange) frame.Format {
 	switch {
-	case x.media == codec.MediaJSON:
+	case x.Media == codec.MediaJSON:
 		return frame.JSON
-	case x.media == codec.MediaProtobuf:
+	case x.Media == codec.MediaProtobuf:
 		return frame.Protobuf
-	case x.media == codec.MediaCBOR:
+	case x.Media == codec.MediaCBOR:
 		return frame.CBOR
 	}
 	return frame.Unknown
@@ -495,8 +435,8 @@ func bodyFormatOf(x *recorded) frame.Format {
 
 // bodyRV is the resourceVersion of recorded opaque body x (a list's, or
 // its object's), 0 if it has none (cached).
-func (s *Server) bodyRV(x *recorded, t codec.Target) (uint64, error) {
-	v, err := s.cache.get("rv:"+strconv.FormatInt(x.id, 10), func() (any, int64, error) {
+func (s *Server) bodyRV(x *tape.Exchange, t codec.Target) (uint64, error) {
+	v, err := s.cache.Get("rv:"+strconv.FormatInt(x.ID, 10), func() (any, int64, error) {
 		b, err := s.readBody(x)
 		if err != nil {
 			return nil, 0, err
@@ -514,9 +454,9 @@ func (s *Server) bodyRV(x *recorded, t codec.Target) (uint64, error) {
 			if err != nil {
 				return nil, 0, err
 			}
-			rv = peekRV(f, frame.WatchEvent(f, "ADDED", o.APIVersion, o.Kind, o.Raw))
+			rv = tape.PeekRV(f, frame.WatchEvent(f, "ADDED", o.APIVersion, o.Kind, o.Raw))
 		}
-		n, _ := rvNumber(rv)
+		n, _ := tape.RVNumber(rv)
 		return n, 16, nil
 	})
 	if err != nil {
@@ -527,7 +467,7 @@ func (s *Server) bodyRV(x *recorded, t codec.Target) (uint64, error) {
 
 // serveRewritten sends recorded body x with its served resourceVersions,
 // transcoded into m if transcode.
-func (s *Server) serveRewritten(st *streamer, r *http.Request, x *recorded, f frame.Format, t codec.Target, m codec.Media, transcode bool) error {
+func (s *Server) serveRewritten(st *streamer, r *http.Request, x *tape.Exchange, f frame.Format, t codec.Target, m codec.Media, transcode bool) error {
 	b, err := s.readBody(x)
 	if err != nil {
 		return err
@@ -573,14 +513,14 @@ func (s *Server) serveRewritten(st *streamer, r *http.Request, x *recorded, f fr
 		ct = m.ContentType(t)
 	}
 	h := st.w.Header()
-	for k, v := range responseHeader(x.info.Response.Header, false) {
+	for k, v := range responseHeader(x.Info.Response.Header, false) {
 		h[k] = v
 	}
 	if ct != "" {
 		h.Set("Content-Type", ct)
 	}
 	h.Set("Content-Length", strconv.Itoa(len(b)))
-	st.w.WriteHeader(responseStatus(x.info.Response.Status))
+	st.w.WriteHeader(responseStatus(x.Info.Response.Status))
 	if r.Method != http.MethodHead {
 		st.send(b)
 	}
@@ -591,7 +531,7 @@ func (s *Server) serveRewritten(st *streamer, r *http.Request, x *recorded, f fr
 // LIST lst (and the recorded WATCH after it) can go to the client of q:
 // in an encoding it accepts, and with the LIST's resourceVersion served
 // unchanged. Otherwise the world answers.
-func (s *Server) synthWatchListFits(q query, lst *recorded) bool {
+func (s *Server) synthWatchListFits(q tape.Query, lst *tape.Exchange) bool {
 	if _, transcode, err := s.negotiate(q, codec.TargetWatch, listFormat(lst)); err != nil || transcode {
 		return false
 	}
@@ -599,20 +539,20 @@ func (s *Server) synthWatchListFits(q query, lst *recorded) bool {
 	if err != nil {
 		return true // served as before: the error is reported then
 	}
-	n, ok := rvNumber(sl.rv)
+	n, ok := tape.RVNumber(sl.rv)
 	return !ok || s.store.ObserveN(n) == n
 }
 
 // listFromWatchFits is synthWatchListFits for a LIST built from recorded
 // streaming list x.
-func (s *Server) listFromWatchFits(q query, x *recorded) bool {
-	if _, transcode, err := s.negotiate(q, codec.TargetList, x.format); err != nil || transcode {
+func (s *Server) listFromWatchFits(q tape.Query, x *tape.Exchange) bool {
+	if _, transcode, err := s.negotiate(q, codec.TargetList, x.Format); err != nil || transcode {
 		return false
 	}
 	l, err := s.listFromWatch(x)
 	if err != nil {
 		return true
 	}
-	n, ok := rvNumber(l.rv)
+	n, ok := tape.RVNumber(l.rv)
 	return !ok || s.store.ObserveN(n) == n
 }

@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"testing"
+
+	"github.com/wtrace/wtrace/replay/internal/tape"
 )
 
 // FuzzRoute feeds arbitrary request lines to the matcher of a real session:
@@ -38,7 +40,7 @@ func FuzzRoute(f *testing.F) {
 				break
 			}
 		}
-		q, err := parseTarget(method, target)
+		q, err := tape.ParseTarget(method, target)
 		if err != nil {
 			return
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/wtrace/wtrace/apiserver/codec"
 	"github.com/wtrace/wtrace/apiserver/world"
+	"github.com/wtrace/wtrace/replay/internal/tape"
 )
 
 // invalidRVWatch answers a watch from a resourceVersion that is not a
@@ -22,23 +23,23 @@ import (
 // recorded a watch from this very resourceVersion (its recording is
 // served), whatever answers the watch otherwise (the world or the
 // recording).
-func (s *Server) invalidRVWatch(q query) (rt route, ok bool) {
-	rv := q.rawRV
-	if !q.watch || rv == "" || rv == "0" {
+func (s *Server) invalidRVWatch(q tape.Query) (rt route, ok bool) {
+	rv := q.RawRV
+	if !q.Watch || rv == "" || rv == "0" {
 		return route{}, false
 	}
 	_, err := strconv.ParseUint(rv, 10, 64)
 	if err == nil {
 		return route{}, false
 	}
-	for _, x := range s.m.byKey[q.key] {
-		if x.q.rawRV == rv {
+	for _, x := range s.m.ByKey[q.Key] {
+		if x.Q.RawRV == rv {
 			return route{}, false
 		}
 	}
 	st := &metav1.Status{Status: metav1.StatusFailure, Code: http.StatusInternalServerError,
 		Message: fmt.Sprintf("resourceVersion: Invalid value: %q: %v", rv, err)}
-	m := codec.StatusMedia(q.accept)
+	m := codec.StatusMedia(q.Accept)
 	return storeRoute(&world.Response{Code: http.StatusInternalServerError, ContentType: m.ContentType(codec.TargetObject),
 		Body: codec.StatusBody(m, st), How: howError, Transcoded: true}), true
 }

@@ -2,76 +2,11 @@ package replay
 
 import (
 	"github.com/wtrace/wtrace/apiserver/world"
-	"github.com/wtrace/wtrace/internal/apipath"
+	"github.com/wtrace/wtrace/replay/internal/tape"
 
 	"net/http"
 	"testing"
-	"time"
 )
-
-func TestParseTarget(t *testing.T) {
-	tests := []struct {
-		method, target string
-		want           query // key compared through sameKey, not literally
-		sameKey        string
-		otherKey       string
-	}{
-		{"GET", "/api/v1/namespaces/a/configmaps?watch=true&resourceVersion=5&timeoutSeconds=30",
-			query{method: "GET", path: "/api/v1/namespaces/a/configmaps", watch: true, rv: "5", rawRV: "5", timeout: 30 * time.Second},
-			"/api/v1/namespaces/a/configmaps?watch=1&allowWatchBookmarks=true&timeout=5m&resourceVersion=9",
-			"/api/v1/namespaces/a/configmaps?resourceVersion=5"},
-		{"GET", "/api/v1/namespaces/a/configmaps?resourceVersion=0&limit=500",
-			query{method: "GET", path: "/api/v1/namespaces/a/configmaps", rawRV: "0"},
-			"/api/v1/namespaces/a/configmaps?continue=abc&resourceVersionMatch=NotOlderThan",
-			"/api/v1/namespaces/a/configmaps?watch=true"},
-		{"GET", "/api/v1/watch/namespaces/a/configmaps?labelSelector=app%3Dx",
-			query{method: "GET", path: "/api/v1/namespaces/a/configmaps", watch: true},
-			"/api/v1/namespaces/a/configmaps?watch=true&labelSelector=app%3Dx",
-			"/api/v1/namespaces/a/configmaps?watch=true&labelSelector=app%3Dy"},
-		{"GET", "/apis/apps/v1/watch/deployments?fieldSelector=a%3Db&labelSelector=c",
-			query{method: "GET", path: "/apis/apps/v1/deployments", watch: true},
-			"/apis/apps/v1/deployments?labelSelector=c&watch=true&fieldSelector=a%3Db",
-			"/apis/apps/v1/deployments?labelSelector=c&watch=true"},
-		{"GET", "/api/v1/pods?watch=false&sendInitialEvents=true&timeoutSeconds=abc",
-			query{method: "GET", path: "/api/v1/pods", sie: true},
-			"/api/v1/pods?watch=0",
-			"/api/v1/pods?watch=1"},
-		{"GET", "/api/v1/pods?pretty=true",
-			query{method: "GET", path: "/api/v1/pods"},
-			"/api/v1/pods?pretty=true&limit=1",
-			"/api/v1/pods"},
-		{"GET", "/api/v1/pods?continue=tok&timeoutSeconds=99999999999",
-			query{method: "GET", path: "/api/v1/pods", cont: "tok"},
-			"/api/v1/pods",
-			"/api/v1/pods?x=1"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.target, func(t *testing.T) {
-			q, err := parseTarget(tt.method, tt.target)
-			if err != nil {
-				t.Fatalf("parseTarget(%q) = %v", tt.target, err)
-			}
-			got := q
-			got.key = ""
-			if got != tt.want {
-				t.Errorf("parseTarget(%q) = %+v; want %+v", tt.target, got, tt.want)
-			}
-			same, _ := parseTarget(tt.method, tt.sameKey)
-			if same.key != q.key {
-				t.Errorf("key(%q) = %q ≠ key(%q) = %q; want equal", tt.sameKey, same.key, tt.target, q.key)
-			}
-			other, _ := parseTarget(tt.method, tt.otherKey)
-			if other.key == q.key {
-				t.Errorf("key(%q) = key(%q) = %q; want different", tt.otherKey, tt.target, q.key)
-			}
-		})
-	}
-	for _, bad := range []string{"", "nopath", "/a?%zz", "/" + string(make([]byte, apipath.MaxTargetLen))} {
-		if _, err := parseTarget("GET", bad); err == nil {
-			t.Errorf("parseTarget(%.20q) = nil error; want one", bad)
-		}
-	}
-}
 
 // step is one request of a matching scenario and how it must be answered.
 type step struct {
@@ -88,14 +23,14 @@ func runSteps(t *testing.T, srv *Server, steps []step) {
 		if method == "" {
 			method = "GET"
 		}
-		q, err := parseTarget(method, s.target)
+		q, err := tape.ParseTarget(method, s.target)
 		if err != nil {
 			t.Fatalf("step %d: parseTarget(%q): %v", i, s.target, err)
 		}
 		rt := srv.route(requestFor(method, s.target, ""), q, nil)
 		id := int64(-1)
 		if rt.x != nil {
-			id = rt.x.id
+			id = rt.x.ID
 		}
 		if rt.how != s.how || id != s.exchange || rt.status != s.status {
 			t.Errorf("step %d: %s %s → %s #%d %d; want %s #%d %d", i, method, s.target, rt.how, id, rt.status, s.how, s.exchange, s.status)
@@ -245,35 +180,9 @@ func TestResume(t *testing.T) {
 	if string(b) != string(want) {
 		t.Fatalf("watch from RV %s (event %d) = %d bytes; want the %d events after it (%d bytes)", rv, k, len(b), len(evs)-k-1, len(want))
 	}
-	q, _ := parseTarget(http.MethodGet, w+evs[len(evs)-1].meta.ResourceVersion)
+	q, _ := tape.ParseTarget(http.MethodGet, w+evs[len(evs)-1].meta.ResourceVersion)
 	if rt := srv.route(requestFor(http.MethodGet, w+evs[len(evs)-1].meta.ResourceVersion, ""), q, nil); rt.how != howAfterLast {
 		t.Errorf("watch from the last event's RV: %s; want %s", rt.how, howAfterLast)
-	}
-}
-
-func TestAcceptRank(t *testing.T) {
-	const json, pb = "application/json", "application/vnd.kubernetes.protobuf"
-	tests := []struct {
-		accept, media string
-		want          int
-	}{
-		{"", json, 2},
-		{"", pb, 1},
-		{"*/*", pb, 1},
-		{"application/json, */*", json, 3},
-		{"application/json, */*", pb, 1},
-		{"application/vnd.kubernetes.protobuf, */*", pb, 3},
-		{"application/vnd.kubernetes.protobuf;stream=watch", pb, 3},
-		{"application/vnd.kubernetes.protobuf;stream=watch", json, 0},
-		{"application/*", json, 2},
-		{"application/json;q=0, */*", json, 2},
-		{"application/json;q=0", json, 0},
-		{"application/json;as=Table;v=v1;g=meta.k8s.io,application/json", json, 3},
-	}
-	for _, tt := range tests {
-		if got := acceptRank(tt.accept, tt.media); got != tt.want {
-			t.Errorf("acceptRank(%q, %q) = %d; want %d", tt.accept, tt.media, got, tt.want)
-		}
 	}
 }
 
@@ -299,9 +208,9 @@ func TestMatchingAccept(t *testing.T) {
 		{"application/vnd.kubernetes.protobuf, */*", pbWatch}, {"application/vnd.kubernetes.protobuf;stream=watch", pbWatch},
 		{"", jsonWatch},
 	} {
-		q, _ := parseTarget("GET", target)
-		q.accept = c.accept
-		if rt := srv.route(requestFor("GET", target, c.accept), q, nil); rt.x == nil || rt.x.id != c.want {
+		q, _ := tape.ParseTarget("GET", target)
+		q.Accept = c.accept
+		if rt := srv.route(requestFor("GET", target, c.accept), q, nil); rt.x == nil || rt.x.ID != c.want {
 			t.Errorf("%d: Accept %q → %+v; want exchange %d", i, c.accept, rt.x, c.want)
 		}
 	}

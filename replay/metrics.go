@@ -12,6 +12,7 @@ import (
 
 	"github.com/wtrace/wtrace/internal/apipath"
 	"github.com/wtrace/wtrace/internal/healthz"
+	"github.com/wtrace/wtrace/replay/internal/tape"
 )
 
 // The replay's Prometheus metrics (Options.Metrics). The serving code
@@ -166,15 +167,15 @@ func (st *streamer) sentEvents(n int, at, base int64, now time.Time) {
 
 // wrote notes write w of a stream going out now (see sentEvents): the
 // events whose data ends in it.
-func (st *streamer) wrote(w *write, base int64, now time.Time) {
+func (st *streamer) wrote(w *tape.Write, base int64, now time.Time) {
 	if st.s.met == nil {
 		return
 	}
-	n := int(w.events)
-	if w.event {
+	n := int(w.Events)
+	if w.Event {
 		n = 1
 	}
-	st.sentEvents(n, w.at, base, now)
+	st.sentEvents(n, w.At, base, now)
 }
 
 // sentBytes notes n bytes handed to a client connection.

@@ -261,7 +261,7 @@ func (t *tap) finish(rt *route, st *streamer, clean bool) {
 	}
 	t.req.How = rt.how
 	if rt.x != nil {
-		t.req.Exchange = rt.x.id
+		t.req.Exchange = rt.x.ID
 	}
 	t.req.Transcoded = rt.transcoded
 	if st.flow != nil && st.flow.switched != "" && t.req.Transcoded == "" {

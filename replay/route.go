@@ -13,6 +13,7 @@ import (
 	"github.com/wtrace/wtrace/apiserver/openapi"
 	"github.com/wtrace/wtrace/apiserver/world"
 	"github.com/wtrace/wtrace/internal/apipath"
+	"github.com/wtrace/wtrace/replay/internal/tape"
 )
 
 // ServeHTTP answers one request from the session (see the package doc for
@@ -35,9 +36,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.active.Add(1)
 	arrival := s.clock.Now()
 	target := r.URL.RequestURI()
-	q, err := parseTarget(r.Method, target)
-	watch := err == nil && q.watch
-	if err != nil || !heartbeat(q.path) {
+	q, err := tape.ParseTarget(r.Method, target)
+	watch := err == nil && q.Watch
+	if err != nil || !heartbeat(q.Path) {
 		s.act.begin(arrival, watch)
 		if !watch {
 			defer func() { s.act.end(s.clock.Now()) }()
@@ -49,7 +50,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.env.begin(arrival)
 	}
 	s.met.opened(r.Method, target)
-	handOff := err == nil && q.watch && mayTakeOver(r)
+	handOff := err == nil && q.Watch && mayTakeOver(r)
 	var ctx context.Context
 	var cancel context.CancelFunc
 	var stop func() bool
@@ -84,18 +85,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	tp := s.newTap(r, body, arrival)
 	if rt.serve == nil {
-		q.accept = r.Header.Get("Accept")
+		q.Accept = r.Header.Get("Accept")
 		rt = s.route(r, q, body)
 		attrs := []any{"method", r.Method, "target", truncate(target), "how", rt.how}
 		if rt.x != nil {
-			attrs = append(attrs, "exchange", rt.x.id)
+			attrs = append(attrs, "exchange", rt.x.ID)
 		}
 		attrs = append(attrs, "status", rt.status)
 		if rt.transcoded != "" {
 			attrs = append(attrs, "transcoded", rt.transcoded)
 		}
 		if rt.how == howNotFound {
-			attrs = append(attrs, "closest", s.m.closest(q, 3))
+			attrs = append(attrs, "closest", s.m.Closest(q, 3))
 			s.log.Warn("replay: no recorded exchange matches", attrs...)
 		} else {
 			s.log.Info("replay: request", attrs...)
@@ -246,7 +247,7 @@ const (
 // route is how one request will be answered.
 type route struct {
 	how    string
-	x      *recorded
+	x      *tape.Exchange
 	status int
 	serve  func(st *streamer, r *http.Request)
 	// transcoded says why the answer is not the recorded bytes as
@@ -260,13 +261,13 @@ func cursor(key string, parts ...string) string {
 	return key + "\x01" + strings.Join(parts, "\x01")
 }
 
-func (s *Server) pick(xs []*recorded, ck string) *recorded {
+func (s *Server) pick(xs []*tape.Exchange, ck string) *tape.Exchange {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.m.pick(xs, ck, s.opts.Loop)
+	return s.m.Pick(xs, ck, s.opts.Loop)
 }
 
-func (s *Server) route(r *http.Request, q query, body []byte) route {
+func (s *Server) route(r *http.Request, q tape.Query, body []byte) route {
 	if rt, ok := s.invalidRVWatch(q); ok { // invalidrv.go
 		return rt
 	}
@@ -274,9 +275,9 @@ func (s *Server) route(r *http.Request, q query, body []byte) route {
 		return s.routeWorld(r, q, body)
 	}
 	switch {
-	case s.store != nil && apipath.IsWrite(q.method):
+	case s.store != nil && apipath.IsWrite(q.Method):
 		return s.routeWrite(r, q, body)
-	case q.watch:
+	case q.Watch:
 		return s.routeWatch(r, q)
 	}
 	return s.routeOther(r, q)
@@ -285,12 +286,12 @@ func (s *Server) route(r *http.Request, q query, body []byte) route {
 // recordedWatch answers with recorded watch x, whole or (resumed) from
 // body offset skip on the timeline of capture time base; from is the
 // served resourceVersion the client's view starts at.
-func (s *Server) recordedWatch(r *http.Request, q query, x *recorded, skip, base int64, how, from string) route {
-	fl, err := s.newFlow(r, q, x.format, x, from)
+func (s *Server) recordedWatch(r *http.Request, q tape.Query, x *tape.Exchange, skip, base int64, how, from string) route {
+	fl, err := s.newFlow(r, q, x.Format, x, from)
 	if err != nil {
 		return storeRoute(s.statusResponse(q, err))
 	}
-	rt := route{how: how, x: x, status: responseStatus(x.info.Response.Status), flow: fl, serve: func(st *streamer, r *http.Request) {
+	rt := route{how: how, x: x, status: responseStatus(x.Info.Response.Status), flow: fl, serve: func(st *streamer, r *http.Request) {
 		s.serveExchange(st, r, x, skip, base)
 	}}
 	if fl != nil && fl.w != nil {
@@ -299,8 +300,8 @@ func (s *Server) recordedWatch(r *http.Request, q query, x *recorded, skip, base
 	return rt
 }
 
-func (s *Server) full(x *recorded) route {
-	status := responseStatus(x.info.Response.Status)
+func (s *Server) full(x *tape.Exchange) route {
+	status := responseStatus(x.Info.Response.Status)
 	return route{how: howRecorded, x: x, status: status, serve: func(st *streamer, r *http.Request) {
 		s.serveExchange(st, r, x, 0, 0)
 	}}
@@ -312,10 +313,10 @@ func (s *Server) errorRoute(err error) route {
 	}}
 }
 
-func (s *Server) emptyWatch(r *http.Request, q query, x *recorded) route {
+func (s *Server) emptyWatch(r *http.Request, q tape.Query, x *tape.Exchange) route {
 	var fl *flow
 	if x != nil {
-		fl, _ = s.newFlow(r, q, x.format, x, q.rawRV)
+		fl, _ = s.newFlow(r, q, x.Format, x, q.RawRV)
 	}
 	rt := route{how: howAfterLast, x: x, status: http.StatusOK, flow: fl, serve: func(st *streamer, r *http.Request) {
 		s.serveEmptyWatch(st, x)
@@ -331,62 +332,62 @@ func (s *Server) storeHandles(path string) bool {
 	return s.store != nil && s.store.Handles(path)
 }
 
-func (s *Server) routeWatch(r *http.Request, q query) route {
-	cands := s.m.byKey[q.key]
+func (s *Server) routeWatch(r *http.Request, q tape.Query) route {
+	cands := s.m.ByKey[q.Key]
 	// A resourceVersion the replay served in place of a recorded one
 	// stands for that one.
-	rv := q.rv
+	rv := q.RV
 	if s.store != nil && rv != "" {
 		if rec, ok := s.store.Recorded(rv); ok {
 			rv = rec
-		} else if n, num := rvNumber(rv); num && s.storeHandles(q.path) {
+		} else if n, num := tape.RVNumber(rv); num && s.storeHandles(q.Path) {
 			// Not one the recording holds (as served): a client's write's,
 			// or a number the replay never served. The world's history
 			// from there (or a 410), unless it is past everything served.
-			if point, _ := rvNumber(s.store.Point()); n <= point {
+			if point, _ := tape.RVNumber(s.store.Point()); n <= point {
 				return s.storeWatchRoute(r, q)
 			}
 		}
 	}
-	if q.sie {
-		if sie := filter(cands, func(x *recorded) bool { return x.q.sie }); len(sie) > 0 {
-			sie = preferAccepted(prefer(sie, func(x *recorded) bool { return x.q.rv == rv }), q.accept)
-			x := s.pick(sie, cursor(q.key, "sie", rv, sie[0].media))
+	if q.SendInitial {
+		if sie := tape.Filter(cands, func(x *tape.Exchange) bool { return x.Q.SendInitial }); len(sie) > 0 {
+			sie = tape.PreferAccepted(tape.Prefer(sie, func(x *tape.Exchange) bool { return x.Q.RV == rv }), q.Accept)
+			x := s.pick(sie, cursor(q.Key, "sie", rv, sie[0].Media))
 			return s.recordedWatch(r, q, x, 0, 0, howRecorded, "")
 		}
-		if lst := s.pickList(q.listKey(), "", rv, q.accept); lst != nil && lst.format == 0 && lst.info.Response.Status == http.StatusOK {
+		if lst := s.pickList(q.ListKey(), "", rv, q.Accept); lst != nil && lst.Format == 0 && lst.Info.Response.Status == http.StatusOK {
 			if s.store != nil && !s.synthWatchListFits(q, lst) {
 				return s.storeWatchRoute(r, q)
 			}
 			return route{how: howWatchList, x: lst, status: http.StatusOK, serve: func(st *streamer, r *http.Request) {
 				if _, err := s.serveSynthWatchList(st, r, q, lst); err != nil {
-					s.log.Warn("replay: cannot synthesize a streaming list", "list", lst.id, "err", err)
+					s.log.Warn("replay: cannot synthesize a streaming list", "list", lst.ID, "err", err)
 					writeStatus(st.w, http.StatusInternalServerError, "InternalError", err.Error())
 				}
 			}}
 		}
-		if s.storeHandles(q.path) {
+		if s.storeHandles(q.Path) {
 			return s.storeWatchRoute(r, q)
 		}
 	}
 	if len(cands) == 0 {
-		if s.storeHandles(q.path) {
+		if s.storeHandles(q.Path) {
 			return s.storeWatchRoute(r, q)
 		}
 		return s.notFound(q)
 	}
 	if rv == "" {
-		xs := prefer(cands, func(x *recorded) bool { return x.q.sie == q.sie })
-		xs = preferAccepted(prefer(xs, func(x *recorded) bool { return x.q.rv == "" }), q.accept)
-		x := s.pick(xs, cursor(q.key, "watch", "", xs[0].media))
+		xs := tape.Prefer(cands, func(x *tape.Exchange) bool { return x.Q.SendInitial == q.SendInitial })
+		xs = tape.PreferAccepted(tape.Prefer(xs, func(x *tape.Exchange) bool { return x.Q.RV == "" }), q.Accept)
+		x := s.pick(xs, cursor(q.Key, "watch", "", xs[0].Media))
 		return s.recordedWatch(r, q, x, 0, 0, howRecorded, "")
 	}
-	if exact := filter(cands, func(x *recorded) bool { return x.q.rv == rv }); len(exact) > 0 {
-		exact = preferAccepted(exact, q.accept)
-		x := s.pick(exact, cursor(q.key, "watch", rv, exact[0].media))
-		return s.recordedWatch(r, q, x, 0, 0, howRecorded, q.rawRV)
+	if exact := tape.Filter(cands, func(x *tape.Exchange) bool { return x.Q.RV == rv }); len(exact) > 0 {
+		exact = tape.PreferAccepted(exact, q.Accept)
+		x := s.pick(exact, cursor(q.Key, "watch", rv, exact[0].Media))
+		return s.recordedWatch(r, q, x, 0, 0, howRecorded, q.RawRV)
 	}
-	rp, found, err := s.findResume(orderAccepted(cands, q.accept), rv)
+	rp, found, err := s.findResume(tape.OrderAccepted(cands, q.Accept), rv)
 	if err != nil {
 		return s.errorRoute(err)
 	}
@@ -394,79 +395,79 @@ func (s *Server) routeWatch(r *http.Request, q query) route {
 		if rp.remain == 0 && !s.opts.Loop {
 			return s.emptyWatch(r, q, rp.x)
 		}
-		return s.recordedWatch(r, q, rp.x, rp.off, rp.time, howResumed, q.rawRV)
+		return s.recordedWatch(r, q, rp.x, rp.off, rp.time, howResumed, q.RawRV)
 	}
-	if n, ok := rvNumber(rv); ok {
+	if n, ok := tape.RVNumber(rv); ok {
 		if newest, ok := s.newestRV(cands); ok && n >= newest {
-			xs := preferAccepted(cands, q.accept)
+			xs := tape.PreferAccepted(cands, q.Accept)
 			return s.emptyWatch(r, q, xs[len(xs)-1])
 		}
-		if s.storeHandles(q.path) {
+		if s.storeHandles(q.Path) {
 			return s.storeWatchRoute(r, q) // the world's history from rv, or 410
 		}
 	}
 	return route{how: howExpired, status: http.StatusOK, serve: func(st *streamer, r *http.Request) {
-		s.serveExpired(st, q.rawRV)
+		s.serveExpired(st, q.RawRV)
 	}}
 }
 
 // pickList picks the LIST of key listKey a request with continue token cont
 // and resourceVersion rv gets, advancing its cursor; nil if there is none.
-func (s *Server) pickList(listKey, cont, rv, accept string) *recorded {
-	cands := s.m.byKey[listKey]
+func (s *Server) pickList(listKey, cont, rv, accept string) *tape.Exchange {
+	cands := s.m.ByKey[listKey]
 	if len(cands) == 0 {
 		return nil
 	}
-	var xs []*recorded
+	var xs []*tape.Exchange
 	if cont != "" {
-		xs = filter(cands, func(x *recorded) bool { return x.q.cont == cont })
+		xs = tape.Filter(cands, func(x *tape.Exchange) bool { return x.Q.Continue == cont })
 		if len(xs) == 0 {
 			return nil
 		}
 	} else {
-		xs = prefer(cands, func(x *recorded) bool { return x.q.cont == "" })
+		xs = tape.Prefer(cands, func(x *tape.Exchange) bool { return x.Q.Continue == "" })
 	}
-	xs = preferAccepted(prefer(xs, func(x *recorded) bool { return x.q.rv == rv }), accept)
-	return s.pick(xs, cursor(listKey, "get", cont, rv, xs[0].media))
+	xs = tape.PreferAccepted(tape.Prefer(xs, func(x *tape.Exchange) bool { return x.Q.RV == rv }), accept)
+	return s.pick(xs, cursor(listKey, "get", cont, rv, xs[0].Media))
 }
 
-func (s *Server) routeOther(r *http.Request, q query) route {
-	read := q.method == http.MethodGet || q.method == http.MethodHead
-	if x := s.pickList(q.key, q.cont, q.rv, q.accept); x != nil {
+func (s *Server) routeOther(r *http.Request, q tape.Query) route {
+	read := q.Method == http.MethodGet || q.Method == http.MethodHead
+	if x := s.pickList(q.Key, q.Continue, q.RV, q.Accept); x != nil {
 		return s.recordedRoute(r, q, x)
 	}
-	if q.cont != "" && len(s.m.byKey[q.key]) > 0 {
+	if q.Continue != "" && len(s.m.ByKey[q.Key]) > 0 {
 		msg := "the provided continue parameter is too old to display a consistent list result (not in the replayed session)"
 		return route{how: howExpired, status: http.StatusGone, serve: func(st *streamer, r *http.Request) {
 			writeStatus(st.w, http.StatusGone, "Expired", msg)
 		}}
 	}
-	if q.method == http.MethodGet && isCollection(q.path) {
-		ws := filter(s.m.byKey[q.watchKey()], func(x *recorded) bool { return x.q.sie && x.format != 0 })
+	if q.Method == http.MethodGet && isCollection(q.Path) {
+		ws := tape.Filter(s.m.ByKey[q.WatchKey()], func(x *tape.Exchange) bool { return x.Q.SendInitial && x.Format != 0 })
 		if len(ws) > 0 && (s.store == nil || s.listFromWatchFits(q, ws[0])) {
-			x := s.pick(ws, cursor(q.key, "synth-list"))
+			x := s.pick(ws, cursor(q.Key, "synth-list"))
 			return route{how: howList, x: x, status: http.StatusOK, serve: func(st *streamer, r *http.Request) {
 				if err := s.serveListFromWatch(st, x); err != nil {
-					s.log.Warn("replay: cannot build a list from a streaming list", "watch", x.id, "err", err)
+					s.log.Warn("replay: cannot build a list from a streaming list", "watch", x.ID, "err", err)
 					writeStatus(st.w, http.StatusInternalServerError, "InternalError", err.Error())
 				}
 			}}
 		}
 	}
-	if read && s.storeHandles(q.path) {
+	if read && s.storeHandles(q.Path) {
 		if resp, ok := s.store.Serve(stateRequest(r, q, nil)); ok {
 			return storeRoute(resp)
 		}
 	}
-	if read && strings.HasPrefix(q.path, "/openapi/") {
-		if doc, ok := openapi.Doc(q.path); ok {
-			return openAPIRoute(doc, q.accept)
+	if read && strings.HasPrefix(q.Path, "/openapi/") {
+		if doc, ok := openapi.Doc(q.Path); ok {
+			return openAPIRoute(doc, q.Accept)
 		}
 	}
-	if q.method == http.MethodGet || q.method == http.MethodHead {
-		if _, ok := s.disc.docs[strings.TrimSuffix(q.path, "/")]; ok {
+	if q.Method == http.MethodGet || q.Method == http.MethodHead {
+		if _, ok := s.disc.docs[strings.TrimSuffix(q.Path, "/")]; ok {
 			return route{how: howDiscovery, status: http.StatusOK, serve: func(st *streamer, r *http.Request) {
-				s.disc.serve(st.w, q.path)
+				s.disc.serve(st.w, q.Path)
 			}}
 		}
 	}
@@ -492,8 +493,8 @@ func openAPIRoute(doc []byte, accept string) route {
 	}}
 }
 
-func (s *Server) notFound(q query) route {
-	msg := fmt.Sprintf("the server could not find the requested resource (wtrace replay: no recorded exchange matches %s %s)", q.method, q.path)
+func (s *Server) notFound(q tape.Query) route {
+	msg := fmt.Sprintf("the server could not find the requested resource (wtrace replay: no recorded exchange matches %s %s)", q.Method, q.Path)
 	return route{how: howNotFound, status: http.StatusNotFound, serve: func(st *streamer, r *http.Request) {
 		writeStatus(st.w, http.StatusNotFound, "NotFound", msg)
 	}}

@@ -15,6 +15,7 @@ import (
 	"github.com/klauspost/compress/gzip"
 
 	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/replay/internal/tape"
 )
 
 // hopByHop lists the header fields a proxy or server must not forward
@@ -168,12 +169,12 @@ type streamer struct {
 	end       *formats.End // the recorded end, for its last-chunk extensions and trailers
 	bytes     int64
 	writes    int64
-	stopped   string  // why the stream stopped early ("" if it did not)
-	ended     bool    // the connection was already closed or reset (abort)
-	crossed   []*Loss // losses of the session's damage this stream went past
-	flow      *flow   // a recorded watch served with the world (nil: as recorded)
-	midEvent  bool    // the last write ended inside a watch event (flows only)
-	tap       *tap    // the request log's and Out's view of the response
+	stopped   string       // why the stream stopped early ("" if it did not)
+	ended     bool         // the connection was already closed or reset (abort)
+	crossed   []*tape.Loss // losses of the session's damage this stream went past
+	flow      *flow        // a recorded watch served with the world (nil: as recorded)
+	midEvent  bool         // the last write ended inside a watch event (flows only)
+	tap       *tap         // the request log's and Out's view of the response
 	// handoff, when the request is served on a goroutine of its own (see
 	// ServeHTTP), lets ServeHTTP return once the stream took the
 	// connection over; nil otherwise.
@@ -201,15 +202,15 @@ type streamer struct {
 	due     int64 // parkAt in the heap (Unix ns; maxDue: never)
 }
 
-func (s *Server) newStreamer(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, r *http.Request, q query, arrival time.Time) *streamer {
+func (s *Server) newStreamer(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, r *http.Request, q tape.Query, arrival time.Time) *streamer {
 	st := &streamer{s: s, w: w, r: r, method: r.Method, rc: http.NewResponseController(w), ctx: ctx, cancel: cancel, arrival: arrival}
-	if q.timeout > 0 {
+	if q.Timeout > 0 {
 		// timeoutSeconds is the client's view of the recorded time: it
 		// scales with the speed, as the recording's own ends do (as fast
 		// as possible, Speed 0, keeps it in real time).
-		st.timeoutAt = arrival.Add(q.timeout)
+		st.timeoutAt = arrival.Add(q.Timeout)
 		if s.speed > 0 {
-			st.timeoutAt = arrival.Add(s.scale(int64(q.timeout)))
+			st.timeoutAt = arrival.Add(s.scale(int64(q.Timeout)))
 		}
 	}
 	return st
@@ -371,7 +372,7 @@ func (st *streamer) sendBatch(batch [][]byte) bool {
 // request's arrival, skipping body bytes before offset skip. Writes that
 // are due together (a burst, or a client that fell behind) go out as one
 // batch. It returns false if the stream stopped early.
-func (st *streamer) run(src source, base, skip int64) bool {
+func (st *streamer) run(src tape.Source, base, skip int64) bool {
 	return st.runFrom(st.reader(src, skip), base)
 }
 
@@ -387,15 +388,15 @@ func (st *streamer) runFrom(rd *writeReader, base int64) bool {
 		if !ok {
 			return st.stopped == ""
 		}
-		if !st.waitUntil(st.deadline(w.at, base)) {
+		if !st.waitUntil(st.deadline(w.At, base)) {
 			if st.parked {
 				rd.unread(w)
 			}
 			return false
 		}
-		batch := append(st.batch[:0], w.data)
-		st.exts = append(st.exts[:0], w.ext)
-		size := len(w.data)
+		batch := append(st.batch[:0], w.Data)
+		st.exts = append(st.exts[:0], w.Ext)
+		size := len(w.Data)
 		now := st.s.clock.Now()
 		st.wrote(&w, base, now)
 		for size < maxBatch {
@@ -406,14 +407,14 @@ func (st *streamer) runFrom(rd *writeReader, base int64) bool {
 				}
 				break
 			}
-			if st.deadline(w2.at, base).After(now) {
+			if st.deadline(w2.At, base).After(now) {
 				rd.unread(w2)
 				break
 			}
 			st.wrote(&w2, base, now)
-			batch = append(batch, w2.data)
-			st.exts = append(st.exts, w2.ext)
-			size += len(w2.data)
+			batch = append(batch, w2.Data)
+			st.exts = append(st.exts, w2.Ext)
+			size += len(w2.Data)
 		}
 		st.batch = batch[:0]
 		if !st.sendBatch(batch) {
@@ -499,14 +500,14 @@ func (st *streamer) abort(reset bool) {
 }
 
 // endOf says how a recorded response ended, for a replay.
-func endOf(x *recorded) endKind {
-	switch x.endStatus() {
+func endOf(x *tape.Exchange) endKind {
+	switch x.EndStatus() {
 	case formats.EndClosed, formats.EndError:
 		return endAbort
 	case formats.EndReset:
 		return endReset
 	case formats.EndTruncated:
-		if x.format != 0 {
+		if x.Format != 0 {
 			return endHold // the watch was still open when the capture ended
 		}
 		return endAbort
@@ -516,28 +517,28 @@ func endOf(x *recorded) endKind {
 
 // openSource returns exchange x's writes: from the shared plan cache when
 // the exchange is small enough, else streamed from the file.
-func (s *Server) openSource(x *recorded) (source, error) {
-	if x.info.BodyBytes <= s.maxPlan {
-		v, err := s.cache.get("plan:"+strconv.FormatInt(x.id, 10), func() (any, int64, error) {
-			p, err := buildPlan(s.file, x, s.opts.EventChunks, s.store != nil)
+func (s *Server) openSource(x *tape.Exchange) (tape.Source, error) {
+	if x.Info.BodyBytes <= s.maxPlan {
+		v, err := s.cache.Get("plan:"+strconv.FormatInt(x.ID, 10), func() (any, int64, error) {
+			p, err := tape.BuildPlan(s.file, x, s.opts.EventChunks, s.store != nil)
 			if err != nil {
 				return nil, 0, err
 			}
-			return p, p.size, nil
+			return p, p.Size, nil
 		})
 		if err != nil {
 			return nil, err
 		}
-		return &planSource{p: v.(*plan)}, nil
+		return &tape.PlanSource{Plan: v.(*tape.Plan)}, nil
 	}
-	return newProducer(s.file, x, s.opts.EventChunks, s.store != nil), nil
+	return tape.NewProducer(s.file, x, s.opts.EventChunks, s.store != nil), nil
 }
 
 // serveExchange sends recorded exchange x, whole or (resume) from body
 // offset skip with the timeline starting at capture time base.
-func (s *Server) serveExchange(st *streamer, r *http.Request, x *recorded, skip, base int64) {
-	status := responseStatus(x.info.Response.Status)
-	if x.format == 0 {
+func (s *Server) serveExchange(st *streamer, r *http.Request, x *tape.Exchange, skip, base int64) {
+	status := responseStatus(x.Info.Response.Status)
+	if x.Format == 0 {
 		s.serveOpaque(st, r, x, status)
 		return
 	}
@@ -545,22 +546,22 @@ func (s *Server) serveExchange(st *streamer, r *http.Request, x *recorded, skip,
 	if st.flow != nil {
 		hd = s.watchHead(x, st.flow)
 	}
-	if x.endStatus() == formats.EndComplete {
-		st.end = x.info.End // its last-chunk extensions and trailers, if it ends as recorded
+	if x.EndStatus() == formats.EndComplete {
+		st.end = x.Info.End // its last-chunk extensions and trailers, if it ends as recorded
 	}
 	if !st.begin(hd) {
 		return
 	}
 	if base == 0 {
-		base = x.respTime()
+		base = x.RespTime()
 	}
 	s.continueWatch(st, x, skip, base)
 }
 
 // serveOpaque sends a non-event body: as recorded (byte for byte, with its
 // Content-Encoding) when the client accepts that encoding, else decoded.
-func (s *Server) serveOpaque(st *streamer, r *http.Request, x *recorded, status int) {
-	resp := x.info.Response
+func (s *Server) serveOpaque(st *streamer, r *http.Request, x *tape.Exchange, status int) {
+	resp := x.Info.Response
 	gz := strings.EqualFold(resp.Encoding, "gzip")
 	decode := gz && !acceptsGzip(r.Header.Get("Accept-Encoding"))
 	known := resp.Encoding == "" || gz
@@ -568,9 +569,9 @@ func (s *Server) serveOpaque(st *streamer, r *http.Request, x *recorded, status 
 	for k, v := range responseHeader(resp.Header, !decode || !known) {
 		h[k] = v
 	}
-	complete := x.endStatus() == formats.EndComplete
+	complete := x.EndStatus() == formats.EndComplete
 	if complete && !decode && resp.Framing == formats.FramingLength {
-		h.Set("Content-Length", strconv.FormatInt(x.info.BodyBytes, 10))
+		h.Set("Content-Length", strconv.FormatInt(x.Info.BodyBytes, 10))
 	}
 	if status == http.StatusNoContent || status == http.StatusNotModified || r.Method == http.MethodHead {
 		st.w.WriteHeader(status)
@@ -584,16 +585,16 @@ func (s *Server) serveOpaque(st *streamer, r *http.Request, x *recorded, status 
 	}
 	st.w.WriteHeader(status)
 	if complete {
-		st.end = x.info.End // its trailers (net/http frames the body)
+		st.end = x.Info.End // its trailers (net/http frames the body)
 	}
-	base := x.respTime()
+	base := x.RespTime()
 	if decode && known {
 		zr, err := gzip.NewReader(&sourceReader{src: src, st: st})
 		if err != nil {
 			st.stopped = "gzip: " + err.Error()
 			return
 		}
-		if !st.waitUntil(st.deadline(x.endTime(), base)) {
+		if !st.waitUntil(st.deadline(x.EndTime(), base)) {
 			return
 		}
 		buf := make([]byte, 32<<10)
@@ -628,34 +629,34 @@ func (s *Server) serveOpaque(st *streamer, r *http.Request, x *recorded, status 
 		st.hold()
 		return
 	}
-	st.finish(k, x.endTime(), base)
+	st.finish(k, x.EndTime(), base)
 }
 
 // sourceReader reads a source's bytes as a stream (to decode gzip). Bytes
 // lost to damage are an error, unless it serves a stream (st), which
 // crosses them.
 type sourceReader struct {
-	src source
+	src tape.Source
 	st  *streamer
 	buf []byte
 }
 
 func (r *sourceReader) Read(p []byte) (int, error) {
 	for len(r.buf) == 0 {
-		w, ok, err := r.src.next()
+		w, ok, err := r.src.Next()
 		if err != nil {
 			return 0, err
 		}
 		if !ok {
 			return 0, io.EOF
 		}
-		if w.lost != nil {
+		if w.Lost != nil {
 			if r.st == nil {
-				return 0, fmt.Errorf("replay: %v", w.lost)
+				return 0, fmt.Errorf("replay: %v", w.Lost)
 			}
-			r.st.cross(w.lost)
+			r.st.cross(w.Lost)
 		}
-		r.buf = w.data
+		r.buf = w.Data
 	}
 	n := copy(p, r.buf)
 	r.buf = r.buf[n:]
@@ -672,26 +673,26 @@ var errClosed = errors.New("replay: server closed")
 // back (unread) to be read again.
 type writeReader struct {
 	st   *streamer
-	src  source
+	src  tape.Source
 	skip int64
-	held write
+	held tape.Write
 	have bool
 }
 
-func (st *streamer) reader(src source, skip int64) *writeReader {
+func (st *streamer) reader(src tape.Source, skip int64) *writeReader {
 	return &writeReader{st: st, src: src, skip: skip}
 }
 
 // next returns the next write with data; false at the end of the source
 // or when reading it failed (st.stopped says why).
-func (r *writeReader) next() (write, bool) {
+func (r *writeReader) next() (tape.Write, bool) {
 	if r.have {
 		r.have = false
 		return r.held, true
 	}
 	st, skip := r.st, r.skip
 	for {
-		w, ok, err := r.src.next()
+		w, ok, err := r.src.Next()
 		if err != nil {
 			st.stopped = "reading session: " + err.Error()
 			st.s.log.Warn("replay: reading session", "err", err)
@@ -700,20 +701,20 @@ func (r *writeReader) next() (write, bool) {
 		if !ok {
 			return w, false
 		}
-		if w.lost != nil {
-			if w.off >= skip {
-				st.cross(w.lost)
+		if w.Lost != nil {
+			if w.Off >= skip {
+				st.cross(w.Lost)
 			}
 			continue
 		}
-		if skip > w.off {
-			n := skip - w.off
-			if n >= int64(len(w.data)) {
+		if skip > w.Off {
+			n := skip - w.Off
+			if n >= int64(len(w.Data)) {
 				continue
 			}
-			w.data, w.off, w.rv, w.rv0, w.evOff = w.data[n:], skip, 0, 0, 0
+			w.Data, w.Off, w.RV, w.RV0, w.EvOff = w.Data[n:], skip, 0, 0, 0
 		}
-		if len(w.data) > 0 {
+		if len(w.Data) > 0 {
 			return w, true
 		}
 	}
@@ -724,9 +725,9 @@ func (r *writeReader) nonBlocking() bool {
 	if r.have {
 		return true
 	}
-	_, ok := r.src.(*planSource)
+	_, ok := r.src.(*tape.PlanSource)
 	return ok
 }
 
 // unread makes w the next write next returns.
-func (r *writeReader) unread(w write) { r.held, r.have = w, true }
+func (r *writeReader) unread(w tape.Write) { r.held, r.have = w, true }

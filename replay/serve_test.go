@@ -20,6 +20,7 @@ import (
 
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
+	"github.com/wtrace/wtrace/replay/internal/tape"
 )
 
 func TestResponseHeader(t *testing.T) {
@@ -477,13 +478,13 @@ func TestFlowAllocs(t *testing.T) {
 	defer srv.Close()
 	f := openSession(t, path)
 	id := exchangeByTarget(t, f, "GET", "watch=true")
-	var x *recorded
-	for _, c := range srv.m.all {
-		if c.id == id {
+	var x *tape.Exchange
+	for _, c := range srv.m.All {
+		if c.ID == id {
 			x = c
 		}
 	}
-	p, err := buildPlan(srv.file, x, false, true)
+	p, err := tape.BuildPlan(srv.file, x, false, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -506,18 +507,18 @@ func TestFlowAllocs(t *testing.T) {
 	}
 	defer c.Close()
 	st := &streamer{s: srv, ctx: context.Background(), own: &ownConn{conn: c, tcp: c.(*net.TCPConn)},
-		flow: &flow{s: srv, x: x, format: x.format}}
-	src := &planSource{p: p}
+		flow: &flow{s: srv, x: x, format: x.Format}}
+	src := &tape.PlanSource{Plan: p}
 	run := func() {
-		src.i = 0
+		*src = tape.PlanSource{Plan: p}
 		rd := st.reader(src, 0)
-		if !st.runFlow(&rd, x.respTime()) {
+		if !st.runFlow(&rd, x.RespTime()) {
 			t.Fatal(st.stopped)
 		}
 	}
 	run() // warm up: the world's point moves past every event
 	n := testing.AllocsPerRun(20, run)
-	if per := n / float64(len(p.writes)); per > 0.05 {
-		t.Errorf("runFlow: %v allocations for %d writes (%.2f per write); want none per write", n, len(p.writes), per)
+	if per := n / float64(len(p.Writes)); per > 0.05 {
+		t.Errorf("runFlow: %v allocations for %d writes (%.2f per write); want none per write", n, len(p.Writes), per)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/internal/hostfilter"
 	"github.com/wtrace/wtrace/internal/selfsigned"
+	"github.com/wtrace/wtrace/replay/internal/tape"
 )
 
 // DefaultListen is the address Start and StartTLS listen on when
@@ -174,10 +175,10 @@ type Server struct {
 	speed        float64
 	writeTimeout time.Duration
 	maxPlan      int64
-	m            *matcher
-	losses       []*Loss
+	m            *tape.Matcher
+	losses       []*tape.Loss
 	disc         *discovery
-	cache        *cache
+	cache        *tape.Cache
 	ctx          context.Context
 	cancel       context.CancelFunc
 	writes       Writes
@@ -253,11 +254,11 @@ func New(f *formats.File, opts Options) (*Server, error) {
 	if budget <= 0 {
 		budget = DefaultCacheBytes
 	}
-	s.cache = newCache(budget)
+	s.cache = tape.NewCache(budget)
 	s.maxPlan = budget / 4
 	mids := world.MidstreamTargets(f)
-	s.m = newMatcher(f, mids)
-	if err := s.findLosses(); err != nil {
+	s.m = tape.NewMatcher(f, mids)
+	if s.losses, err = tape.FindLosses(s.file, s.m); err != nil {
 		return nil, err
 	}
 	pace, err := ParsePace(string(opts.Pace))

@@ -18,6 +18,7 @@ import (
 	"github.com/wtrace/wtrace/apiserver/codec"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
+	"github.com/wtrace/wtrace/replay/internal/tape"
 )
 
 // maxSynthBytes bounds a LIST body (all pages, decoded) that is held in
@@ -35,35 +36,35 @@ var errTooLarge = errors.New("replay: list too large to synthesize")
 
 // readBody returns the whole stored body of opaque exchange x, decoded if it
 // was gzip'd.
-func (s *Server) readBody(x *recorded) ([]byte, error) {
-	if x.info.BodyBytes > maxSynthBytes {
-		return nil, fmt.Errorf("%w: exchange %d holds %d bytes (limit %d)", errTooLarge, x.id, x.info.BodyBytes, maxSynthBytes)
+func (s *Server) readBody(x *tape.Exchange) ([]byte, error) {
+	if x.Info.BodyBytes > maxSynthBytes {
+		return nil, fmt.Errorf("%w: exchange %d holds %d bytes (limit %d)", errTooLarge, x.ID, x.Info.BodyBytes, maxSynthBytes)
 	}
 	src, err := s.openSource(x)
 	if err != nil {
 		return nil, err
 	}
 	var r io.Reader = &sourceReader{src: src}
-	if strings.EqualFold(x.info.Response.Encoding, "gzip") {
+	if strings.EqualFold(x.Info.Response.Encoding, "gzip") {
 		zr, err := gzip.NewReader(r)
 		if err != nil {
-			return nil, fmt.Errorf("replay: exchange %d: gzip: %w", x.id, err)
+			return nil, fmt.Errorf("replay: exchange %d: gzip: %w", x.ID, err)
 		}
 		r = zr
 	}
 	b, err := io.ReadAll(io.LimitReader(r, maxSynthBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("replay: exchange %d: %w", x.id, err)
+		return nil, fmt.Errorf("replay: exchange %d: %w", x.ID, err)
 	}
 	if len(b) > maxSynthBytes {
-		return nil, fmt.Errorf("%w: exchange %d decodes to more than %d bytes", errTooLarge, x.id, maxSynthBytes)
+		return nil, fmt.Errorf("%w: exchange %d decodes to more than %d bytes", errTooLarge, x.ID, maxSynthBytes)
 	}
 	return b, nil
 }
 
 // listFormat is the format of a LIST response, from its Content-Type.
-func listFormat(x *recorded) frame.Format {
-	for _, h := range x.info.Response.Header {
+func listFormat(x *tape.Exchange) frame.Format {
+	for _, h := range x.Info.Response.Header {
 		if strings.EqualFold(h.Name, "Content-Type") {
 			if strings.Contains(strings.ToLower(h.Value), "protobuf") {
 				return frame.Protobuf
@@ -79,14 +80,14 @@ func listFormat(x *recorded) frame.Format {
 type synthList struct {
 	format frame.Format
 	rv     string
-	writes []write
+	writes []tape.Write
 	size   int64
 }
 
 // listPages returns first and the pages that follow it through their
 // continue tokens.
-func (s *Server) listPages(first *recorded) ([]*recorded, [][]byte, error) {
-	pages := []*recorded{first}
+func (s *Server) listPages(first *tape.Exchange) ([]*tape.Exchange, [][]byte, error) {
+	pages := []*tape.Exchange{first}
 	var bodies [][]byte
 	total := 0
 	for x := first; ; {
@@ -96,19 +97,19 @@ func (s *Server) listPages(first *recorded) ([]*recorded, [][]byte, error) {
 		}
 		total += len(b)
 		if total > maxSynthBytes {
-			return nil, nil, fmt.Errorf("%w: pages from exchange %d exceed %d bytes", errTooLarge, first.id, maxSynthBytes)
+			return nil, nil, fmt.Errorf("%w: pages from exchange %d exceed %d bytes", errTooLarge, first.ID, maxSynthBytes)
 		}
 		bodies = append(bodies, b)
 		l, err := frame.ListItems(listFormat(x), b)
 		if err != nil {
-			return nil, nil, fmt.Errorf("replay: exchange %d: %w", x.id, err)
+			return nil, nil, fmt.Errorf("replay: exchange %d: %w", x.ID, err)
 		}
 		if l.Continue == "" || len(pages) >= maxPages {
 			return pages, bodies, nil
 		}
-		var next *recorded
-		for _, c := range s.m.byKey[first.q.key] {
-			if c.q.cont == l.Continue {
+		var next *tape.Exchange
+		for _, c := range s.m.ByKey[first.Q.Key] {
+			if c.Q.Continue == l.Continue {
 				next = c
 				break
 			}
@@ -122,7 +123,7 @@ func (s *Server) listPages(first *recorded) ([]*recorded, [][]byte, error) {
 }
 
 // buildSynthList turns LIST pages into a streaming list's initial events.
-func (s *Server) buildSynthList(first *recorded) (*synthList, error) {
+func (s *Server) buildSynthList(first *tape.Exchange) (*synthList, error) {
 	pages, bodies, err := s.listPages(first)
 	if err != nil {
 		return nil, err
@@ -133,7 +134,7 @@ func (s *Server) buildSynthList(first *recorded) (*synthList, error) {
 	for i, b := range bodies {
 		l, err := frame.ListItems(listFormat(pages[i]), b)
 		if err != nil {
-			return nil, fmt.Errorf("replay: exchange %d: %w", pages[i].id, err)
+			return nil, fmt.Errorf("replay: exchange %d: %w", pages[i].ID, err)
 		}
 		if i == 0 {
 			sl.rv = l.ResourceVersion
@@ -164,7 +165,7 @@ func (sl *synthList) add(f frame.Format, ev []byte) {
 	} else {
 		b = append(append(make([]byte, 0, len(ev)+1), ev...), '\n')
 	}
-	sl.writes = append(sl.writes, write{data: b, events: 1})
+	sl.writes = append(sl.writes, tape.Write{Data: b, Events: 1})
 	sl.size += int64(len(b)) + 48
 }
 
@@ -174,15 +175,15 @@ func (sl *synthList) add(f frame.Format, ev []byte) {
 // ADDED events, the initial-events-end bookmark, then the watch's events on
 // its own timeline. Without such a watch the stream stays open after the
 // bookmark.
-func (s *Server) serveSynthWatchList(st *streamer, r *http.Request, q query, lst *recorded) (watch *recorded, err error) {
+func (s *Server) serveSynthWatchList(st *streamer, r *http.Request, q tape.Query, lst *tape.Exchange) (watch *tape.Exchange, err error) {
 	sl, err := s.synthList(lst)
 	if err != nil {
 		return nil, err
 	}
-	if ws := filter(s.m.byKey[q.key], func(c *recorded) bool {
-		return c.q.rv == sl.rv && sl.rv != "" && c.format == sl.format
+	if ws := tape.Filter(s.m.ByKey[q.Key], func(c *tape.Exchange) bool {
+		return c.Q.RV == sl.rv && sl.rv != "" && c.Format == sl.format
 	}); len(ws) > 0 {
-		watch = preferAccepted(ws, q.accept)[0]
+		watch = tape.PreferAccepted(ws, q.Accept)[0]
 	}
 	var hd *head
 	if watch != nil {
@@ -193,7 +194,7 @@ func (s *Server) serveSynthWatchList(st *streamer, r *http.Request, q query, lst
 	if !st.begin(hd) {
 		return watch, nil
 	}
-	if !st.run(&planSource{p: &plan{writes: sl.writes}}, 0, 0) {
+	if !st.run(&tape.PlanSource{Plan: &tape.Plan{Writes: sl.writes}}, 0, 0) {
 		return watch, nil
 	}
 	// With a world, the rest is a flow (the LIST's encoding was one the
@@ -205,14 +206,14 @@ func (s *Server) serveSynthWatchList(st *streamer, r *http.Request, q query, lst
 		st.runRest(st.hold)
 		return nil, nil
 	}
-	s.continueWatch(st, watch, 0, watch.respTime())
+	s.continueWatch(st, watch, 0, watch.RespTime())
 	return watch, nil
 }
 
 // synthList returns the streaming list's initial events built from LIST
 // lst (cached).
-func (s *Server) synthList(lst *recorded) (*synthList, error) {
-	v, err := s.cache.get("synth:"+strconv.FormatInt(lst.id, 10), func() (any, int64, error) {
+func (s *Server) synthList(lst *tape.Exchange) (*synthList, error) {
+	v, err := s.cache.Get("synth:"+strconv.FormatInt(lst.ID, 10), func() (any, int64, error) {
 		sl, err := s.buildSynthList(lst)
 		if err != nil {
 			return nil, 0, err
@@ -238,7 +239,7 @@ func watchContentType(f frame.Format) string {
 // continueWatch sends a watch exchange's body after the head was sent (by
 // a synthesized prefix), from body offset skip on the timeline of base,
 // resumably (see runRest): the caller returns at once after it.
-func (s *Server) continueWatch(st *streamer, x *recorded, skip, base int64) {
+func (s *Server) continueWatch(st *streamer, x *tape.Exchange, skip, base int64) {
 	c := &watchCont{st: st, x: x, skip: skip, base: base}
 	st.runRest(c.step)
 }
@@ -247,7 +248,7 @@ func (s *Server) continueWatch(st *streamer, x *recorded, skip, base int64) {
 // a pass over the recorded exchange (several with Loop), then its end.
 type watchCont struct {
 	st         *streamer
-	x          *recorded
+	x          *tape.Exchange
 	skip, base int64
 	rd         *writeReader
 	phase      int
@@ -274,9 +275,9 @@ func (c *watchCont) step() {
 		}
 		switch c.phase {
 		case wcOpen:
-			var src source
+			var src tape.Source
 			if st.flow != nil && st.flow.w != nil {
-				src = s.eventSource(x, c.skip) // transcoded: event by event
+				src = tape.NewEventSource(s.file, x, c.skip) // transcoded: event by event
 			} else {
 				var err error
 				if src, err = s.openSource(x); err != nil {
@@ -302,14 +303,14 @@ func (c *watchCont) step() {
 			case !s.opts.Loop:
 				c.phase = wcFinish
 			default:
-				st.shift += s.scale(x.endTime() - c.base)
-				if s.speed != 0 && x.endTime() <= x.respTime() {
+				st.shift += s.scale(x.EndTime() - c.base)
+				if s.speed != 0 && x.EndTime() <= x.RespTime() {
 					st.shift += time.Millisecond
 				}
-				c.base, c.skip, c.phase = x.respTime(), 0, wcOpen
+				c.base, c.skip, c.phase = x.RespTime(), 0, wcOpen
 			}
 		case wcFinish:
-			st.finish(endOf(x), x.endTime(), c.base)
+			st.finish(endOf(x), x.EndTime(), c.base)
 			if !st.parked {
 				c.phase = wcDone
 			}
@@ -331,26 +332,26 @@ type synthFromWatch struct {
 // buildListFromWatch reads the initial ADDED events of streaming-list watch
 // x up to its initial-events-end bookmark and builds the LIST a client would
 // have got at that resourceVersion.
-func (s *Server) buildListFromWatch(x *recorded) (*synthFromWatch, error) {
-	sc := s.file.ExchangeRecords(x.id)
+func (s *Server) buildListFromWatch(x *tape.Exchange) (*synthFromWatch, error) {
+	sc := s.file.ExchangeRecords(x.ID)
 	var objs [][]byte
 	var apiVersion, kind, rv string
 	total := 0
 	for {
 		rec, err := sc.Next()
 		if err == io.EOF {
-			return nil, fmt.Errorf("replay: exchange %d: no initial-events-end bookmark", x.id)
+			return nil, fmt.Errorf("replay: exchange %d: no initial-events-end bookmark", x.ID)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("replay: exchange %d: %w", x.id, err)
+			return nil, fmt.Errorf("replay: exchange %d: %w", x.ID, err)
 		}
 		fr, ok := rec.(*formats.Frame)
 		if !ok {
 			continue
 		}
-		m, err := frame.Peek(x.format, fr.Data)
+		m, err := frame.Peek(x.Format, fr.Data)
 		if err != nil {
-			return nil, fmt.Errorf("replay: exchange %d event %d: %w", x.id, fr.Seq, err)
+			return nil, fmt.Errorf("replay: exchange %d event %d: %w", x.ID, fr.Seq, err)
 		}
 		if m.Type == "BOOKMARK" && m.InitialEventsEnd {
 			rv = m.ResourceVersion
@@ -362,23 +363,23 @@ func (s *Server) buildListFromWatch(x *recorded) (*synthFromWatch, error) {
 		if m.Type != "ADDED" {
 			continue
 		}
-		av, k, obj, err := frame.EventObject(x.format, fr.Data)
+		av, k, obj, err := frame.EventObject(x.Format, fr.Data)
 		if err != nil {
-			return nil, fmt.Errorf("replay: exchange %d event %d: %w", x.id, fr.Seq, err)
+			return nil, fmt.Errorf("replay: exchange %d event %d: %w", x.ID, fr.Seq, err)
 		}
 		apiVersion, kind = av, k
 		total += len(obj)
 		if total > maxSynthBytes {
-			return nil, fmt.Errorf("%w: initial events of exchange %d exceed %d bytes", errTooLarge, x.id, maxSynthBytes)
+			return nil, fmt.Errorf("%w: initial events of exchange %d exceed %d bytes", errTooLarge, x.ID, maxSynthBytes)
 		}
 		objs = append(objs, obj)
 	}
-	body := frame.BuildList(x.format, apiVersion, kind+"List", rv, objs)
+	body := frame.BuildList(x.Format, apiVersion, kind+"List", rv, objs)
 	if body == nil {
-		return nil, fmt.Errorf("replay: exchange %d: cannot build a %s list", x.id, x.format)
+		return nil, fmt.Errorf("replay: exchange %d: cannot build a %s list", x.ID, x.Format)
 	}
 	ct := "application/json"
-	if x.format == frame.Protobuf {
+	if x.Format == frame.Protobuf {
 		ct = "application/vnd.kubernetes.protobuf"
 	}
 	return &synthFromWatch{body: body, contentType: ct, rv: rv}, nil
@@ -386,7 +387,7 @@ func (s *Server) buildListFromWatch(x *recorded) (*synthFromWatch, error) {
 
 // serveListFromWatch answers a LIST the session did not record from the
 // initial events of a recorded streaming list.
-func (s *Server) serveListFromWatch(st *streamer, x *recorded) error {
+func (s *Server) serveListFromWatch(st *streamer, x *tape.Exchange) error {
 	l, err := s.listFromWatch(x)
 	if err != nil {
 		return err
@@ -400,8 +401,8 @@ func (s *Server) serveListFromWatch(st *streamer, x *recorded) error {
 }
 
 // listFromWatch returns the LIST built from streaming list x (cached).
-func (s *Server) listFromWatch(x *recorded) (*synthFromWatch, error) {
-	v, err := s.cache.get("list:"+strconv.FormatInt(x.id, 10), func() (any, int64, error) {
+func (s *Server) listFromWatch(x *tape.Exchange) (*synthFromWatch, error) {
+	v, err := s.cache.Get("list:"+strconv.FormatInt(x.ID, 10), func() (any, int64, error) {
 		l, err := s.buildListFromWatch(x)
 		if err != nil {
 			return nil, 0, err
@@ -417,7 +418,7 @@ func (s *Server) listFromWatch(x *recorded) (*synthFromWatch, error) {
 // resumePoint is where a watch from a resourceVersion continues: just after
 // the event (or bookmark) that carried it in a recorded watch.
 type resumePoint struct {
-	x      *recorded
+	x      *tape.Exchange
 	off    int64 // body offset just past that event
 	time   int64 // its capture time: the new timeline's origin
 	remain int   // events after it
@@ -431,9 +432,9 @@ const maxMarkFrames = 1 << 18
 // eachMark calls fn with the marks of watch exchange x in order, until fn
 // returns false: from the cache, or streamed from the file for a long
 // watch.
-func (s *Server) eachMark(x *recorded, fn func(i int, m mark) bool) error {
-	if x.info.Frames > maxMarkFrames {
-		sc := s.file.ExchangeRecords(x.id)
+func (s *Server) eachMark(x *tape.Exchange, fn func(i int, m tape.Mark) bool) error {
+	if x.Info.Frames > maxMarkFrames {
+		sc := s.file.ExchangeRecords(x.ID)
 		i := 0
 		for {
 			rec, err := sc.Next()
@@ -448,28 +449,28 @@ func (s *Server) eachMark(x *recorded, fn func(i int, m mark) bool) error {
 				return err
 			}
 			if fr, ok := rec.(*formats.Frame); ok {
-				if !fn(i, markOf(x, fr)) {
+				if !fn(i, tape.MarkOf(x, fr)) {
 					return nil
 				}
 				i++
 			}
 		}
 	}
-	v, err := s.cache.get("marks:"+strconv.FormatInt(x.id, 10), func() (any, int64, error) {
-		ms, err := readMarks(s.file, x)
+	v, err := s.cache.Get("marks:"+strconv.FormatInt(x.ID, 10), func() (any, int64, error) {
+		ms, err := tape.ReadMarks(s.file, x)
 		if err != nil {
 			return nil, 0, err
 		}
 		var n int64
 		for _, m := range ms {
-			n += int64(len(m.rv)) + 48
+			n += int64(len(m.RV)) + 48
 		}
 		return ms, n, nil
 	})
 	if err != nil {
 		return err
 	}
-	for i, m := range v.([]mark) {
+	for i, m := range v.([]tape.Mark) {
 		if !fn(i, m) {
 			break
 		}
@@ -480,22 +481,22 @@ func (s *Server) eachMark(x *recorded, fn func(i int, m mark) bool) error {
 // findResume looks for resourceVersion rv among the live events of the
 // recorded watches of a key (see recorded.resumable), in recorded order, and
 // prefers a point with events after it. found is false if rv is not there.
-func (s *Server) findResume(cands []*recorded, rv string) (rp resumePoint, found bool, err error) {
+func (s *Server) findResume(cands []*tape.Exchange, rv string) (rp resumePoint, found bool, err error) {
 	for _, x := range cands {
-		if !x.resumable() {
+		if !x.Resumable() {
 			continue
 		}
 		// The last event carrying rv: a watch from rv wants what is newer,
 		// and a bookmark often repeats the resourceVersion of the event
 		// before it.
-		live := !x.q.sie
+		live := !x.Q.SendInitial
 		last, n := -1, 0
-		var lm mark
-		err := s.eachMark(x, func(i int, m mark) bool {
-			if m.iee {
+		var lm tape.Mark
+		err := s.eachMark(x, func(i int, m tape.Mark) bool {
+			if m.InitialEnd {
 				live = true
 			}
-			if live && m.rv == rv {
+			if live && m.RV == rv {
 				last, lm = i, m
 			}
 			n = i + 1
@@ -507,7 +508,7 @@ func (s *Server) findResume(cands []*recorded, rv string) (rp resumePoint, found
 		if last < 0 {
 			continue
 		}
-		p := resumePoint{x: x, off: lm.end, time: lm.time, remain: n - last - 1}
+		p := resumePoint{x: x, off: lm.End, time: lm.Time, remain: n - last - 1}
 		if !found || (rp.remain == 0 && p.remain > 0) {
 			rp, found = p, true
 		}
@@ -520,21 +521,21 @@ func (s *Server) findResume(cands []*recorded, rv string) (rp resumePoint, found
 
 // newestRV returns the largest numeric resourceVersion a key's watches and
 // requests recorded, and false if there is none.
-func (s *Server) newestRV(cands []*recorded) (uint64, bool) {
+func (s *Server) newestRV(cands []*tape.Exchange) (uint64, bool) {
 	var max uint64
 	ok := false
 	see := func(rv string) {
-		if n, good := rvNumber(rv); good && (!ok || n > max) {
+		if n, good := tape.RVNumber(rv); good && (!ok || n > max) {
 			max, ok = n, true
 		}
 	}
 	for _, x := range cands {
-		see(x.q.rv)
-		if x.format == frame.Unknown {
+		see(x.Q.RV)
+		if x.Format == frame.Unknown {
 			continue
 		}
-		_ = s.eachMark(x, func(_ int, m mark) bool {
-			see(m.rv)
+		_ = s.eachMark(x, func(_ int, m tape.Mark) bool {
+			see(m.RV)
 			return true
 		})
 	}
@@ -561,7 +562,7 @@ func (s *Server) serveExpired(st *streamer, rv string) {
 // with an open stream that sends nothing, as a quiet apiserver does, until
 // the client's timeoutSeconds (then a clean end), the client leaves, or
 // Close. Headers come from x when there is one.
-func (s *Server) serveEmptyWatch(st *streamer, x *recorded) {
+func (s *Server) serveEmptyWatch(st *streamer, x *tape.Exchange) {
 	hd := newHead(http.StatusOK, http.Header{"Content-Type": {"application/json"}})
 	if x != nil {
 		hd = s.watchHead(x, st.flow)

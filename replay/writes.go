@@ -11,6 +11,7 @@ import (
 
 	"github.com/wtrace/wtrace/apiserver/codec"
 	"github.com/wtrace/wtrace/apiserver/world"
+	"github.com/wtrace/wtrace/replay/internal/tape"
 )
 
 // Writes says how a replay answers the requests that change the world
@@ -46,14 +47,14 @@ func ParseWrites(s string) (Writes, error) {
 }
 
 // stateRequest is the store's view of a request.
-func stateRequest(r *http.Request, q query, body []byte) *world.Request {
-	return &world.Request{Method: q.method, Path: r.URL.Path, Query: r.URL.Query(), Header: r.Header, Body: body}
+func stateRequest(r *http.Request, q tape.Query, body []byte) *world.Request {
+	return &world.Request{Method: q.Method, Path: r.URL.Path, Query: r.URL.Query(), Header: r.Header, Body: body}
 }
 
 // routeWrite answers a write of a read-only replay (WritesReject) with
 // 403 Forbidden; a replay that answers writes routes them through
 // routeWorld.
-func (s *Server) routeWrite(r *http.Request, q query, body []byte) route {
+func (s *Server) routeWrite(r *http.Request, q tape.Query, body []byte) route {
 	return s.rejectRoute(r, q)
 }
 
@@ -80,10 +81,10 @@ func storeRoute(resp *world.Response) route {
 
 // rejectRoute answers a write with 403 Forbidden, worded as the
 // apiserver's authorizer refusal.
-func (s *Server) rejectRoute(r *http.Request, q query) route {
+func (s *Server) rejectRoute(r *http.Request, q tape.Query) route {
 	gr := schema.GroupResource{}
 	name := ""
-	if t, ok := world.ParsePath(q.path); ok {
+	if t, ok := world.ParsePath(q.Path); ok {
 		gr, name = t.Resource.GroupResource(), t.Name
 	}
 	err := apierrors.NewForbidden(gr, name, errors.New("wtrace replay is read-only (--writes reject)"))

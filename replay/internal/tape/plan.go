@@ -1,4 +1,4 @@
-package replay
+package tape
 
 import (
 	"container/list"
@@ -13,67 +13,127 @@ import (
 // write is one piece of a response body to send, then flush: a recorded
 // chunk (or, in event mode or where chunks cannot be reproduced, a frame or
 // a body piece). Its data is immutable and may be shared by many clients.
-type write struct {
-	at   int64 // capture time (ns) at which the recorded server sent it
-	off  int64 // body offset of data[0]
-	data []byte
+type Write struct {
+	At   int64 // capture time (ns) at which the recorded server sent it
+	Off  int64 // body offset of data[0]
+	Data []byte
 
 	// For the events of a watch body, when the replay keeps a world (see
-	// flow): the largest numeric resourceVersion among the events whose
+	// replay's flow): the largest numeric resourceVersion among the events whose
 	// data starts in this write (0: none), the first one's, and where that
 	// first event may be cut out to be sent rewritten (JSON: its data;
 	// protobuf: its length prefix); cut says the write ends inside an
 	// event.
-	rv, rv0 uint64
-	evOff   int64
-	cut     bool
+	RV, RV0 uint64
+	EvOff   int64
+	Cut     bool
 	// event: data is one event's exact bytes (an eventSource), rewritten
 	// and framed when it is sent.
-	event bool
+	Event bool
 	// events counts the watch events whose data ends in this write (for
 	// the metrics).
-	events int32
+	Events int32
 	// lost, on a write without data, marks where the session's damage
 	// lost body bytes (off: where they begin).
-	lost *Loss
+	Lost *Loss
 	// ext: the recorded chunk's extensions, written after its size when
-	// the replay frames the chunks itself (conn.go).
-	ext string
+	// the replay frames the chunks itself (replay's conn.go).
+	Ext string
 }
 
 // mark is one watch event of a planned exchange, for resuming after it.
-type mark struct {
-	end  int64 // body offset just past the event's Data
-	time int64
-	rv   string
-	iee  bool // the initial-events-end bookmark
+type Mark struct {
+	End        int64 // body offset just past the event's Data
+	Time       int64
+	RV         string
+	InitialEnd bool // the initial-events-end bookmark
 }
 
 // plan is an exchange's body cut into timed writes, built once and shared
 // (read-only) by every client that is served it.
-type plan struct {
-	writes []write
-	size   int64 // bytes held, for the cache budget
+type Plan struct {
+	Writes []Write
+	Size   int64 // bytes held, for the cache budget
 }
 
 // source yields an exchange's writes in order: from a cached plan or
 // streamed from the file.
-type source interface {
+type Source interface {
 	// next returns the next write; ok is false at the end.
-	next() (w write, ok bool, err error)
+	Next() (w Write, ok bool, err error)
 }
 
-type planSource struct {
-	p *plan
-	i int
+type PlanSource struct {
+	Plan *Plan
+	i    int
 }
 
-func (s *planSource) next() (write, bool, error) {
-	if s.i >= len(s.p.writes) {
-		return write{}, false, nil
+func (s *PlanSource) Next() (Write, bool, error) {
+	if s.i >= len(s.Plan.Writes) {
+		return Write{}, false, nil
 	}
 	s.i++
-	return s.p.writes[s.i-1], true, nil
+	return s.Plan.Writes[s.i-1], true, nil
+}
+
+// eventSource yields the events of watch exchange x whose data starts at
+// body offset from or later, one write each (event set), read from the
+// file; what the session's damage lost is a write of its own (lost set),
+// as from a producer.
+type eventSource struct {
+	sc   *formats.Scanner
+	lt   *lossTracker
+	from int64
+	out  []Write
+	done bool
+}
+
+// newEventSource reads the events of exchange x of f from body offset from.
+func NewEventSource(f *formats.File, x *Exchange, from int64) Source {
+	return &eventSource{sc: f.ExchangeRecords(x.ID), lt: newLossTracker(f, x), from: from}
+}
+
+func (e *eventSource) lost(l *Loss) {
+	if l != nil {
+		e.out = append(e.out, Write{At: l.From, Off: l.Offset, Lost: l})
+	}
+}
+
+func (e *eventSource) Next() (Write, bool, error) {
+	for len(e.out) == 0 {
+		if e.done {
+			return Write{}, false, nil
+		}
+		rec, err := e.sc.Next()
+		if err == io.EOF {
+			e.lost(e.lt.finish(0))
+			e.done = true
+			continue
+		}
+		if err != nil {
+			var de *formats.DamageError
+			if errors.As(err, &de) {
+				e.lt.damage(de)
+				continue
+			}
+			return Write{}, false, err
+		}
+		switch r := rec.(type) {
+		case *formats.Frame:
+			e.lost(e.lt.piece(r.Offset, int64(len(r.Pre)+len(r.Data)), r.Seq, r.Time))
+			if ds := r.Offset + int64(len(r.Pre)); ds >= e.from {
+				e.out = append(e.out, Write{At: r.Time, Off: ds, Data: append([]byte(nil), r.Data...), Event: true})
+			}
+		case *formats.End:
+			if r.Dir == formats.ServerToClient {
+				e.lost(e.lt.finish(int64(len(r.Tail))))
+				e.done = true
+			}
+		}
+	}
+	w := e.out[0]
+	e.out = e.out[1:]
+	return w, true, nil
 }
 
 // producer turns one exchange's records into writes, incrementally: it holds
@@ -87,7 +147,7 @@ type producer struct {
 	pendOff int64
 	lastT   int64
 	queue   []formats.Chunk // chunk records whose bytes are not all here yet
-	out     []write
+	out     []Write
 	ended   bool
 	sawData bool
 	nextOff int64 // body offset after the last segment (for the End's Tail)
@@ -109,21 +169,21 @@ type span struct {
 // newProducer reads exchange x. eventChunks asks for one write per event
 // (and body piece) instead of the recorded chunks; annotate marks the
 // writes of a watch with their events' resourceVersions (see write).
-func newProducer(f *formats.File, x *recorded, eventChunks, annotate bool) *producer {
-	p := &producer{sc: f.ExchangeRecords(x.id), lt: newLossTracker(f, x), format: x.format, annotate: annotate && x.format != frame.Unknown}
-	r := x.info.Response
+func NewProducer(f *formats.File, x *Exchange, eventChunks, annotate bool) Source {
+	p := &producer{sc: f.ExchangeRecords(x.ID), lt: newLossTracker(f, x), format: x.Format, annotate: annotate && x.Format != frame.Unknown}
+	r := x.Info.Response
 	// Chunk offsets are in body bytes before content decoding; frames are
 	// stored decoded, so a compressed event body cannot keep its chunks.
-	p.chunks = !eventChunks && x.info.Chunks > 0 &&
+	p.chunks = !eventChunks && x.Info.Chunks > 0 &&
 		(r.Framing == formats.FramingChunked || r.Framing == formats.FramingH2) &&
 		(r.Events == frame.Unknown || r.Encoding == "")
 	return p
 }
 
-func (p *producer) next() (write, bool, error) {
+func (p *producer) Next() (Write, bool, error) {
 	for len(p.out) == 0 {
 		if p.ended {
-			return write{}, false, nil
+			return Write{}, false, nil
 		}
 		rec, err := p.sc.Next()
 		if err == io.EOF {
@@ -140,7 +200,7 @@ func (p *producer) next() (write, bool, error) {
 				p.segmentMode()
 				continue
 			}
-			return write{}, false, err
+			return Write{}, false, err
 		}
 		switch r := rec.(type) {
 		case *formats.Frame:
@@ -149,7 +209,7 @@ func (p *producer) next() (write, bool, error) {
 			if p.format != frame.Unknown {
 				ds := r.Offset + int64(len(r.Pre))
 				sp := span{start: r.Offset, dataStart: ds, dataEnd: ds + int64(len(r.Data))}
-				sp.rv, _ = rvNumber(peekRV(p.format, r.Data))
+				sp.rv, _ = RVNumber(PeekRV(p.format, r.Data))
 				p.spans = append(p.spans, sp)
 			}
 			p.lost(p.lt.piece(r.Offset, int64(len(b)), r.Seq, r.Time))
@@ -175,7 +235,7 @@ func (p *producer) next() (write, bool, error) {
 		}
 	}
 	w := p.out[0]
-	p.out[0] = write{}
+	p.out[0] = Write{}
 	p.out = p.out[1:]
 	return w, true, nil
 }
@@ -187,7 +247,7 @@ func (p *producer) lost(l *Loss) {
 		return
 	}
 	p.segmentMode()
-	p.emit(write{at: l.From, off: l.Offset, lost: l})
+	p.emit(Write{At: l.From, Off: l.Offset, Lost: l})
 }
 
 // segment takes stored body bytes b at body offset off, stored at time t.
@@ -198,7 +258,7 @@ func (p *producer) segment(off int64, b []byte, t int64) {
 	p.sawData = true
 	p.nextOff = off + int64(len(b))
 	if !p.chunks {
-		p.emit(write{at: t, off: off, data: b})
+		p.emit(Write{At: t, Off: off, Data: b})
 		return
 	}
 	if len(p.pend) == 0 {
@@ -206,7 +266,7 @@ func (p *producer) segment(off int64, b []byte, t int64) {
 	} else if off != p.pendOff+int64(len(p.pend)) {
 		// A gap or overlap: chunks no longer line up with what is stored.
 		p.segmentMode()
-		p.emit(write{at: t, off: off, data: b})
+		p.emit(Write{At: t, Off: off, Data: b})
 		return
 	}
 	p.pend = append(p.pend, b...)
@@ -227,7 +287,7 @@ func (p *producer) drain() {
 			return
 		}
 		n := end - p.pendOff
-		p.emit(write{at: c.Time, off: p.pendOff, data: p.pend[:n:n], ext: c.Ext})
+		p.emit(Write{At: c.Time, Off: p.pendOff, Data: p.pend[:n:n], Ext: c.Ext})
 		p.pend = p.pend[n:]
 		p.pendOff = end
 		p.queue = p.queue[1:]
@@ -238,7 +298,7 @@ func (p *producer) drain() {
 // write and later bytes as they were stored.
 func (p *producer) segmentMode() {
 	if len(p.pend) > 0 {
-		p.emit(write{at: p.lastT, off: p.pendOff, data: p.pend})
+		p.emit(Write{At: p.lastT, Off: p.pendOff, Data: p.pend})
 	}
 	p.pend, p.queue, p.chunks = nil, nil, false
 }
@@ -248,9 +308,9 @@ func (p *producer) finish() {
 	p.ended = true
 }
 
-func (p *producer) emit(w write) {
-	if n := len(p.out); n > 0 && w.at < p.out[n-1].at {
-		w.at = p.out[n-1].at // keep the schedule monotonic
+func (p *producer) emit(w Write) {
+	if n := len(p.out); n > 0 && w.At < p.out[n-1].At {
+		w.At = p.out[n-1].At // keep the schedule monotonic
 	}
 	if p.format != frame.Unknown {
 		p.mark(&w)
@@ -261,28 +321,28 @@ func (p *producer) emit(w write) {
 // mark sets w's event fields from the spans of the events seen so far
 // (every event with bytes in w has been seen: its Frame record brought
 // them).
-func (p *producer) mark(w *write) {
-	end := w.off + int64(len(w.data))
+func (p *producer) mark(w *Write) {
+	end := w.Off + int64(len(w.Data))
 	first := true
 	for _, sp := range p.spans {
-		if sp.dataStart >= w.off && sp.dataStart < end {
+		if sp.dataStart >= w.Off && sp.dataStart < end {
 			if first {
-				w.rv0, w.evOff, first = sp.rv, sp.dataStart, false
+				w.RV0, w.EvOff, first = sp.rv, sp.dataStart, false
 				if p.format == frame.Protobuf {
-					w.evOff = sp.start // its length prefix is sent again
+					w.EvOff = sp.start // its length prefix is sent again
 				}
 			}
-			w.rv = max(w.rv, sp.rv)
+			w.RV = max(w.RV, sp.rv)
 		}
-		if sp.dataEnd > w.off && sp.dataEnd <= end {
-			w.events++
+		if sp.dataEnd > w.Off && sp.dataEnd <= end {
+			w.Events++
 		}
 		cutFrom := sp.dataStart
 		if p.format == frame.Protobuf {
 			cutFrom = sp.start
 		}
 		if cutFrom < end && end < sp.dataEnd {
-			w.cut = true
+			w.Cut = true
 		}
 	}
 	i := 0
@@ -293,7 +353,7 @@ func (p *producer) mark(w *write) {
 }
 
 // peekRV reads an event's resourceVersion ("" if it has none).
-func peekRV(f frame.Format, data []byte) string {
+func PeekRV(f frame.Format, data []byte) string {
 	m, err := frame.Peek(f, data)
 	if err != nil {
 		return ""
@@ -302,28 +362,28 @@ func peekRV(f frame.Format, data []byte) string {
 }
 
 // buildPlan reads exchange x whole into a plan.
-func buildPlan(f *formats.File, x *recorded, eventChunks, annotate bool) (*plan, error) {
-	p := newProducer(f, x, eventChunks, annotate)
-	pl := &plan{}
+func BuildPlan(f *formats.File, x *Exchange, eventChunks, annotate bool) (*Plan, error) {
+	p := NewProducer(f, x, eventChunks, annotate)
+	pl := &Plan{}
 	for {
-		w, ok, err := p.next()
+		w, ok, err := p.Next()
 		if err != nil {
 			return nil, err
 		}
 		if !ok {
 			break
 		}
-		pl.writes = append(pl.writes, w)
-		pl.size += int64(len(w.data)) + 48
+		pl.Writes = append(pl.Writes, w)
+		pl.Size += int64(len(w.Data)) + 48
 	}
 	return pl, nil
 }
 
 // marks reads the events of watch exchange x (type, resourceVersion, where
 // each ends) without keeping their bytes.
-func readMarks(f *formats.File, x *recorded) ([]mark, error) {
-	sc := f.ExchangeRecords(x.id)
-	var ms []mark
+func ReadMarks(f *formats.File, x *Exchange) ([]Mark, error) {
+	sc := f.ExchangeRecords(x.ID)
+	var ms []Mark
 	for {
 		rec, err := sc.Next()
 		if err == io.EOF {
@@ -337,19 +397,19 @@ func readMarks(f *formats.File, x *recorded) ([]mark, error) {
 			return ms, err
 		}
 		if fr, ok := rec.(*formats.Frame); ok {
-			ms = append(ms, markOf(x, fr))
+			ms = append(ms, MarkOf(x, fr))
 		}
 	}
 }
 
 // markOf reads the mark of one event of watch exchange x.
-func markOf(x *recorded, fr *formats.Frame) mark {
-	m, _ := frame.Peek(x.format, fr.Data)
-	return mark{
-		end:  fr.Offset + int64(len(fr.Pre)) + int64(len(fr.Data)),
-		time: fr.Time,
-		rv:   m.ResourceVersion,
-		iee:  m.Type == "BOOKMARK" && m.InitialEventsEnd,
+func MarkOf(x *Exchange, fr *formats.Frame) Mark {
+	m, _ := frame.Peek(x.Format, fr.Data)
+	return Mark{
+		End:        fr.Offset + int64(len(fr.Pre)) + int64(len(fr.Data)),
+		Time:       fr.Time,
+		RV:         m.ResourceVersion,
+		InitialEnd: m.Type == "BOOKMARK" && m.InitialEventsEnd,
 	}
 }
 
@@ -357,7 +417,7 @@ func markOf(x *recorded, fr *formats.Frame) mark {
 // getters of a key being built wait for the one build (no thundering herd
 // when thousands of clients ask for the same exchange at once). Values in
 // use by clients stay alive after eviction until those clients finish.
-type cache struct {
+type Cache struct {
 	mu     sync.Mutex
 	budget int64
 	used   int64
@@ -374,13 +434,13 @@ type cacheEntry struct {
 	elem  *list.Element
 }
 
-func newCache(budget int64) *cache {
-	return &cache{budget: budget, lru: list.New(), byKey: map[string]*cacheEntry{}}
+func NewCache(budget int64) *Cache {
+	return &Cache{budget: budget, lru: list.New(), byKey: map[string]*cacheEntry{}}
 }
 
 // get returns the value for key, building it with build (which returns the
 // value and its size in bytes) if it is not cached. Errors are not cached.
-func (c *cache) get(key string, build func() (any, int64, error)) (any, error) {
+func (c *Cache) Get(key string, build func() (any, int64, error)) (any, error) {
 	c.mu.Lock()
 	if e, ok := c.byKey[key]; ok {
 		if e.elem != nil {

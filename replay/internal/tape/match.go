@@ -1,4 +1,4 @@
-package replay
+package tape
 
 import (
 	"errors"
@@ -19,83 +19,83 @@ import (
 const maxTimeoutSeconds = 365 * 24 * 3600
 
 // query is a request reduced to what matching needs.
-type query struct {
-	method  string
-	path    string // decoded path, legacy /watch/ segment removed
-	watch   bool
-	rv      string // resourceVersion, "0" normalised to "" (both mean "no RV known")
-	rawRV   string // resourceVersion as sent
-	cont    string // continue token
-	sie     bool   // sendInitialEvents=true
-	timeout time.Duration
-	key     string // method, path, watch and every non-varying parameter, order-insensitive
-	accept  string // the request's Accept header (incoming requests only)
+type Query struct {
+	Method      string
+	Path        string // decoded path, legacy /watch/ segment removed
+	Watch       bool
+	RV          string // resourceVersion, "0" normalised to "" (both mean "no RV known")
+	RawRV       string // resourceVersion as sent
+	Continue    string // continue token
+	SendInitial bool   // sendInitialEvents=true
+	Timeout     time.Duration
+	Key         string // method, path, watch and every non-varying parameter, order-insensitive
+	Accept      string // the request's Accept header (incoming requests only)
 }
 
 var errTarget = errors.New("replay: malformed request-target")
 
 // parseTarget reduces a request-target ("/api/v1/pods?watch=1") to a query.
-func parseTarget(method, target string) (query, error) {
+func ParseTarget(method, target string) (Query, error) {
 	if len(target) > apipath.MaxTargetLen {
-		return query{}, fmt.Errorf("%w: %d bytes (limit %d)", errTarget, len(target), apipath.MaxTargetLen)
+		return Query{}, fmt.Errorf("%w: %d bytes (limit %d)", errTarget, len(target), apipath.MaxTargetLen)
 	}
 	u, err := url.ParseRequestURI(target)
 	if err != nil {
-		return query{}, fmt.Errorf("%w: %v", errTarget, err)
+		return Query{}, fmt.Errorf("%w: %v", errTarget, err)
 	}
 	vals, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
-		return query{}, fmt.Errorf("%w: %v", errTarget, err)
+		return Query{}, fmt.Errorf("%w: %v", errTarget, err)
 	}
 	return newQuery(method, u.Path, vals), nil
 }
 
-func newQuery(method, path string, vals url.Values) query {
-	q := query{method: strings.ToUpper(method)}
-	q.path, q.watch = apipath.StripWatchSegment(path)
+func newQuery(method, path string, vals url.Values) Query {
+	q := Query{Method: strings.ToUpper(method)}
+	q.Path, q.Watch = apipath.StripWatchSegment(path)
 	if v := vals.Get("watch"); v != "" {
 		if b, err := strconv.ParseBool(v); err == nil && b {
-			q.watch = true
+			q.Watch = true
 		}
 	}
-	q.rawRV = vals.Get("resourceVersion")
-	q.rv = q.rawRV
-	if q.rv == "0" {
-		q.rv = ""
+	q.RawRV = vals.Get("resourceVersion")
+	q.RV = q.RawRV
+	if q.RV == "0" {
+		q.RV = ""
 	}
-	q.cont = vals.Get("continue")
+	q.Continue = vals.Get("continue")
 	if b, err := strconv.ParseBool(vals.Get("sendInitialEvents")); err == nil && b {
-		q.sie = true
+		q.SendInitial = true
 	}
 	if n, err := strconv.ParseInt(vals.Get("timeoutSeconds"), 10, 64); err == nil && n > 0 && n <= maxTimeoutSeconds {
-		q.timeout = time.Duration(n) * time.Second
+		q.Timeout = time.Duration(n) * time.Second
 	}
-	q.key = apipath.Key(q.method, q.path, q.watch, vals)
+	q.Key = apipath.Key(q.Method, q.Path, q.Watch, vals)
 	return q
 }
 
 // listKey is the key of the LIST a watch query pairs with: same path and
 // parameters, GET, not a watch.
-func (q query) listKey() string {
-	return strings.TrimSuffix(q.key, apipath.WatchSuffix)
+func (q Query) ListKey() string {
+	return strings.TrimSuffix(q.Key, apipath.WatchSuffix)
 }
 
 // watchKey is the key of the WATCH a LIST query pairs with.
-func (q query) watchKey() string {
-	if q.watch {
-		return q.key
+func (q Query) WatchKey() string {
+	if q.Watch {
+		return q.Key
 	}
-	return q.key + apipath.WatchSuffix
+	return q.Key + apipath.WatchSuffix
 }
 
 // recorded is one exchange of the session that can answer requests.
-type recorded struct {
-	id     int64
-	info   *formats.ExchangeInfo
-	q      query
+type Exchange struct {
+	ID     int64
+	Info   *formats.ExchangeInfo
+	Q      Query
 	target string
-	format frame.Format // event format; Unknown for an opaque body
-	media  string       // response media type ("application/json"), lower case, no parameters
+	Format frame.Format // event format; Unknown for an opaque body
+	Media  string       // response media type ("application/json"), lower case, no parameters
 	// midstream: the request was not captured; target and q are the
 	// ones its events show (midstreamTarget).
 	midstream bool
@@ -103,23 +103,23 @@ type recorded struct {
 
 // respTime is the Response record's time: the origin of the exchange's
 // timeline.
-func (x *recorded) respTime() int64 { return x.info.Response.Time }
+func (x *Exchange) RespTime() int64 { return x.Info.Response.Time }
 
 // endTime is when the recorded response ended (End, else its last record).
-func (x *recorded) endTime() int64 {
-	if x.info.End != nil {
-		return x.info.End.Time
+func (x *Exchange) EndTime() int64 {
+	if x.Info.End != nil {
+		return x.Info.End.Time
 	}
-	return x.info.Last
+	return x.Info.Last
 }
 
 // endStatus is how the response ended; an exchange the file ended inside
 // counts as truncated.
-func (x *recorded) endStatus() formats.EndStatus {
-	if x.info.End == nil {
+func (x *Exchange) EndStatus() formats.EndStatus {
+	if x.Info.End == nil {
 		return formats.EndTruncated
 	}
-	return x.info.End.Status
+	return x.Info.End.Status
 }
 
 // liveFrom says which frames of a watch are live history that a client can
@@ -129,22 +129,22 @@ func (x *recorded) endStatus() formats.EndStatus {
 // old resourceVersions and nothing marks their end). A watch captured from
 // its middle counts as started from a resourceVersion: its request is
 // unknown, and what was captured of it is history.
-func (x *recorded) resumable() bool {
-	return x.format != frame.Unknown && (x.q.rv != "" || x.q.sie || x.midstream)
+func (x *Exchange) Resumable() bool {
+	return x.Format != frame.Unknown && (x.Q.RV != "" || x.Q.SendInitial || x.midstream)
 }
 
 // matcher holds the recorded exchanges by key and the per-key cursors.
-type matcher struct {
-	byKey   map[string][]*recorded
-	all     []*recorded
-	cursors map[string]int // guarded by Server.mu
+type Matcher struct {
+	ByKey   map[string][]*Exchange
+	All     []*Exchange
+	cursors map[string]int // guarded by the caller (replay: Server.mu)
 }
 
 // newMatcher indexes the recorded exchanges of f; mids are its
 // world.MidstreamTargets.
-func newMatcher(f *formats.File, mids map[int64]string) *matcher {
+func NewMatcher(f *formats.File, mids map[int64]string) *Matcher {
 	idx := f.Index()
-	m := &matcher{byKey: map[string][]*recorded{}, cursors: map[string]int{}}
+	m := &Matcher{ByKey: map[string][]*Exchange{}, cursors: map[string]int{}}
 	for i := range idx.Exchanges {
 		info := &idx.Exchanges[i]
 		if info.Response == nil {
@@ -158,30 +158,30 @@ func newMatcher(f *formats.File, mids map[int64]string) *matcher {
 			}
 			method = "GET"
 		}
-		q, err := parseTarget(method, target)
+		q, err := ParseTarget(method, target)
 		if err != nil {
 			continue
 		}
-		x := &recorded{id: info.Request.Exchange, info: info, q: q, target: target, midstream: info.Request.Missing}
-		x.format = info.Response.Events
+		x := &Exchange{ID: info.Request.Exchange, Info: info, Q: q, target: target, midstream: info.Request.Missing}
+		x.Format = info.Response.Events
 		for _, h := range info.Response.Header {
 			if strings.EqualFold(h.Name, "Content-Type") {
-				x.media = mediaType(h.Value)
+				x.Media = mediaType(h.Value)
 			}
 		}
-		m.byKey[q.key] = append(m.byKey[q.key], x)
-		m.all = append(m.all, x)
+		m.ByKey[q.Key] = append(m.ByKey[q.Key], x)
+		m.All = append(m.All, x)
 	}
-	for _, xs := range m.byKey {
-		sort.SliceStable(xs, func(i, j int) bool { return xs[i].id < xs[j].id })
+	for _, xs := range m.ByKey {
+		sort.SliceStable(xs, func(i, j int) bool { return xs[i].ID < xs[j].ID })
 	}
 	return m
 }
 
 // prefer returns the candidates for which ok holds, or all of them if none
 // does.
-func prefer(xs []*recorded, ok func(*recorded) bool) []*recorded {
-	var out []*recorded
+func Prefer(xs []*Exchange, ok func(*Exchange) bool) []*Exchange {
+	var out []*Exchange
 	for _, x := range xs {
 		if ok(x) {
 			out = append(out, x)
@@ -193,8 +193,8 @@ func prefer(xs []*recorded, ok func(*recorded) bool) []*recorded {
 	return out
 }
 
-func filter(xs []*recorded, ok func(*recorded) bool) []*recorded {
-	var out []*recorded
+func Filter(xs []*Exchange, ok func(*Exchange) bool) []*Exchange {
+	var out []*Exchange
 	for _, x := range xs {
 		if ok(x) {
 			out = append(out, x)
@@ -256,28 +256,28 @@ func qZero(params string) bool {
 
 // orderAccepted returns xs with the candidates that suit the Accept header
 // best first, in recorded order otherwise.
-func orderAccepted(xs []*recorded, accept string) []*recorded {
-	out := append([]*recorded(nil), xs...)
-	sort.SliceStable(out, func(i, j int) bool { return acceptRank(accept, out[i].media) > acceptRank(accept, out[j].media) })
+func OrderAccepted(xs []*Exchange, accept string) []*Exchange {
+	out := append([]*Exchange(nil), xs...)
+	sort.SliceStable(out, func(i, j int) bool { return acceptRank(accept, out[i].Media) > acceptRank(accept, out[j].Media) })
 	return out
 }
 
 // preferAccepted keeps the candidates whose response type suits the
 // request's Accept header best.
-func preferAccepted(xs []*recorded, accept string) []*recorded {
+func PreferAccepted(xs []*Exchange, accept string) []*Exchange {
 	best := -1
 	for _, x := range xs {
-		if r := acceptRank(accept, x.media); r > best {
+		if r := acceptRank(accept, x.Media); r > best {
 			best = r
 		}
 	}
-	return prefer(xs, func(x *recorded) bool { return acceptRank(accept, x.media) == best })
+	return Prefer(xs, func(x *Exchange) bool { return acceptRank(accept, x.Media) == best })
 }
 
 // pick returns the next candidate of the cursor named ck: successive calls
 // return xs in order, then the last one again (or, with loop, the first
 // again). The caller holds the lock guarding cursors.
-func (m *matcher) pick(xs []*recorded, ck string, loop bool) *recorded {
+func (m *Matcher) Pick(xs []*Exchange, ck string, loop bool) *Exchange {
 	i := m.cursors[ck]
 	if i >= len(xs) {
 		if loop {
@@ -292,24 +292,24 @@ func (m *matcher) pick(xs []*recorded, ck string, loop bool) *recorded {
 
 // closest returns up to n recorded request-targets that look most like q:
 // same path first, then the longest common path prefix.
-func (m *matcher) closest(q query, n int) []string {
+func (m *Matcher) Closest(q Query, n int) []string {
 	type cand struct {
 		score  int
 		target string
 	}
 	seen := map[string]bool{}
 	var cs []cand
-	for _, x := range m.all {
-		t := x.q.method + " " + x.target
+	for _, x := range m.All {
+		t := x.Q.Method + " " + x.target
 		if seen[t] {
 			continue
 		}
 		seen[t] = true
-		s := commonPrefix(q.path, x.q.path)
-		if x.q.path == q.path {
+		s := commonPrefix(q.Path, x.Q.Path)
+		if x.Q.Path == q.Path {
 			s += 1 << 20
 		}
-		if x.q.watch == q.watch {
+		if x.Q.Watch == q.Watch {
 			s++
 		}
 		cs = append(cs, cand{s, t})
@@ -331,7 +331,7 @@ func commonPrefix(a, b string) int {
 }
 
 // rvNumber parses a resourceVersion as etcd writes it (a decimal uint64).
-func rvNumber(rv string) (uint64, bool) {
+func RVNumber(rv string) (uint64, bool) {
 	n, err := strconv.ParseUint(rv, 10, 64)
 	return n, err == nil
 }

@@ -1,0 +1,98 @@
+package tape
+
+import (
+	"testing"
+	"time"
+
+	"github.com/wtrace/wtrace/internal/apipath"
+)
+
+func TestParseTarget(t *testing.T) {
+	tests := []struct {
+		method, target string
+		want           Query // key compared through sameKey, not literally
+		sameKey        string
+		otherKey       string
+	}{
+		{"GET", "/api/v1/namespaces/a/configmaps?watch=true&resourceVersion=5&timeoutSeconds=30",
+			Query{Method: "GET", Path: "/api/v1/namespaces/a/configmaps", Watch: true, RV: "5", RawRV: "5", Timeout: 30 * time.Second},
+			"/api/v1/namespaces/a/configmaps?watch=1&allowWatchBookmarks=true&timeout=5m&resourceVersion=9",
+			"/api/v1/namespaces/a/configmaps?resourceVersion=5"},
+		{"GET", "/api/v1/namespaces/a/configmaps?resourceVersion=0&limit=500",
+			Query{Method: "GET", Path: "/api/v1/namespaces/a/configmaps", RawRV: "0"},
+			"/api/v1/namespaces/a/configmaps?continue=abc&resourceVersionMatch=NotOlderThan",
+			"/api/v1/namespaces/a/configmaps?watch=true"},
+		{"GET", "/api/v1/watch/namespaces/a/configmaps?labelSelector=app%3Dx",
+			Query{Method: "GET", Path: "/api/v1/namespaces/a/configmaps", Watch: true},
+			"/api/v1/namespaces/a/configmaps?watch=true&labelSelector=app%3Dx",
+			"/api/v1/namespaces/a/configmaps?watch=true&labelSelector=app%3Dy"},
+		{"GET", "/apis/apps/v1/watch/deployments?fieldSelector=a%3Db&labelSelector=c",
+			Query{Method: "GET", Path: "/apis/apps/v1/deployments", Watch: true},
+			"/apis/apps/v1/deployments?labelSelector=c&watch=true&fieldSelector=a%3Db",
+			"/apis/apps/v1/deployments?labelSelector=c&watch=true"},
+		{"GET", "/api/v1/pods?watch=false&sendInitialEvents=true&timeoutSeconds=abc",
+			Query{Method: "GET", Path: "/api/v1/pods", SendInitial: true},
+			"/api/v1/pods?watch=0",
+			"/api/v1/pods?watch=1"},
+		{"GET", "/api/v1/pods?pretty=true",
+			Query{Method: "GET", Path: "/api/v1/pods"},
+			"/api/v1/pods?pretty=true&limit=1",
+			"/api/v1/pods"},
+		{"GET", "/api/v1/pods?continue=tok&timeoutSeconds=99999999999",
+			Query{Method: "GET", Path: "/api/v1/pods", Continue: "tok"},
+			"/api/v1/pods",
+			"/api/v1/pods?x=1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.target, func(t *testing.T) {
+			q, err := ParseTarget(tt.method, tt.target)
+			if err != nil {
+				t.Fatalf("parseTarget(%q) = %v", tt.target, err)
+			}
+			got := q
+			got.Key = ""
+			if got != tt.want {
+				t.Errorf("parseTarget(%q) = %+v; want %+v", tt.target, got, tt.want)
+			}
+			same, _ := ParseTarget(tt.method, tt.sameKey)
+			if same.Key != q.Key {
+				t.Errorf("key(%q) = %q ≠ key(%q) = %q; want equal", tt.sameKey, same.Key, tt.target, q.Key)
+			}
+			other, _ := ParseTarget(tt.method, tt.otherKey)
+			if other.Key == q.Key {
+				t.Errorf("key(%q) = key(%q) = %q; want different", tt.otherKey, tt.target, q.Key)
+			}
+		})
+	}
+	for _, bad := range []string{"", "nopath", "/a?%zz", "/" + string(make([]byte, apipath.MaxTargetLen))} {
+		if _, err := ParseTarget("GET", bad); err == nil {
+			t.Errorf("parseTarget(%.20q) = nil error; want one", bad)
+		}
+	}
+}
+
+func TestAcceptRank(t *testing.T) {
+	const json, pb = "application/json", "application/vnd.kubernetes.protobuf"
+	tests := []struct {
+		accept, media string
+		want          int
+	}{
+		{"", json, 2},
+		{"", pb, 1},
+		{"*/*", pb, 1},
+		{"application/json, */*", json, 3},
+		{"application/json, */*", pb, 1},
+		{"application/vnd.kubernetes.protobuf, */*", pb, 3},
+		{"application/vnd.kubernetes.protobuf;stream=watch", pb, 3},
+		{"application/vnd.kubernetes.protobuf;stream=watch", json, 0},
+		{"application/*", json, 2},
+		{"application/json;q=0, */*", json, 2},
+		{"application/json;q=0", json, 0},
+		{"application/json;as=Table;v=v1;g=meta.k8s.io,application/json", json, 3},
+	}
+	for _, tt := range tests {
+		if got := acceptRank(tt.accept, tt.media); got != tt.want {
+			t.Errorf("acceptRank(%q, %q) = %d; want %d", tt.accept, tt.media, got, tt.want)
+		}
+	}
+}
