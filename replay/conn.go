@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/replay/internal/pace"
 	"github.com/wtrace/wtrace/replay/internal/tape"
 )
 
@@ -46,7 +47,7 @@ type ownConn struct {
 	// readDeadline: ownWait left a read deadline set.
 	readDeadline bool
 	// park: the stream parks in the server's scheduler where it would
-	// wait (see scheduler), which writes to raw without blocking; pend
+	// wait (see sched.go), which writes to raw without blocking; pend
 	// holds what such a write left unwritten, for a goroutine to write.
 	park bool
 	raw  syscall.RawConn
@@ -128,11 +129,11 @@ func (st *streamer) takeOver(r *http.Request, hd *head) bool {
 	// On the real clock, a plain TCP stream that waits only for its next
 	// write (no Follow) waits in a read of its connection, which notices
 	// the client leaving too; otherwise a goroutine reads it.
-	_, real := st.s.clock.(realClock)
+	_, real := st.s.clock.(pace.Real)
 	oc.selfRead = real && oc.tcp != nil
 	// Such a stream, on a goroutine of its own and without an Out, parks
 	// in the scheduler while it waits, where the platform allows.
-	if oc.selfRead && st.handed && (st.tap == nil || st.tap.out == nil) && schedSupported {
+	if oc.selfRead && st.handed && (st.tap == nil || st.tap.out == nil) && pace.Supported {
 		if rc, err := oc.tcp.SyscallConn(); err == nil {
 			oc.park, oc.raw = true, rc
 			scs := st.s.scs
@@ -391,7 +392,7 @@ func (st *streamer) ownWait(t time.Time) bool {
 	}
 }
 
-// tryWrite is ownWrite on the scheduler (see scheduler): bufs, of n bytes,
+// tryWrite is ownWrite on the scheduler (see sched.go): bufs, of n bytes,
 // written without blocking. What the client does not take at once goes to
 // pend, and the stream yields to a goroutine to write it (see
 // streamer.resume); bytes that follow go to pend too, in order.
@@ -400,7 +401,7 @@ func (st *streamer) tryWrite(bufs net.Buffers, n int64) bool {
 	var w int64
 	if len(oc.pend) == 0 {
 		var err error
-		if w, err = st.sc.w.writev(oc.raw, bufs); err != nil {
+		if w, err = st.sc.Writev(oc.raw, bufs); err != nil {
 			st.stopped = "write: " + err.Error()
 			return false
 		}

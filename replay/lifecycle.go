@@ -44,7 +44,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.cancel()
 	s.drainOwned()
 	for _, sc := range s.scs {
-		sc.stop()
+		sc.Stop()
 	}
 	done := make(chan struct{})
 	go func() {

@@ -128,7 +128,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // panic before the hand-off goes on in ServeHTTP, as if answer had run
 // there; after it, the connection is the stream's own: it is logged and
 // the connection closed, as net/http does for a handler. A stream that
-// parks (see sched) leaves this goroutine and is carried on by the
+// parks (see sched.go) leaves this goroutine and is carried on by the
 // scheduler.
 func (s *Server) answerHanded(st *streamer, rt route, r *http.Request) {
 	st.handed, st.rt = true, &rt
@@ -167,7 +167,7 @@ func (s *Server) drive(st *streamer, f func()) {
 	f()
 	if st.parked {
 		st.parked = false
-		if st.sc.park(st) {
+		if st.park() {
 			parked = true // st is the scheduler's: not to be touched here
 			return
 		}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wtrace/wtrace/replay/internal/pace"
 	"github.com/wtrace/wtrace/testkit/wttest"
 	"go.uber.org/goleak"
 )
@@ -20,7 +21,7 @@ import (
 const quietTarget = "/api/v1/namespaces/corpus-basic/configmaps?watch=true&resourceVersion=999999999"
 
 func needScheduler(t *testing.T) {
-	if !schedSupported {
+	if !pace.Supported {
 		t.Skip("streams park in the scheduler on Linux only")
 	}
 }
@@ -88,7 +89,7 @@ func TestParkedWatchersHoldNoGoroutines(t *testing.T) {
 		r.conn.Close()
 	}
 	wttest.WaitFor(t, time.Minute, func() bool { return srv.active.Load() == n/2+1 },
-		"the streams of the %d clients that left to end (within %v each)", n/2, 2*sweepEvery)
+		"the streams of the %d clients that left to end (within %v each)", n/2, 2*pace.SweepEvery)
 	// The clients' descriptors are this process's too: those left open
 	// are the other half's, on both sides.
 	wttest.WaitFor(t, time.Minute, func() bool { return openFDs(t) <= fd0+2*(n-n/2)+slack },
@@ -113,7 +114,7 @@ func TestParkedWatchersHoldNoGoroutines(t *testing.T) {
 
 // TestParkedDeparture: a client that closes an idle watch is noticed
 // without a reader: its stream ends and the server closes its descriptor
-// within 2×sweepEvery (polled here with a generous deadline).
+// within 2×pace.SweepEvery (polled here with a generous deadline).
 func TestParkedDeparture(t *testing.T) {
 	needScheduler(t)
 	path := corpusSession(t, "basic-json")
@@ -126,7 +127,7 @@ func TestParkedDeparture(t *testing.T) {
 	}
 	w.conn.Close()
 	wttest.WaitFor(t, time.Minute, func() bool { return srv.active.Load() == 0 },
-		"the stream of the client that left to end (bound %v)", 2*sweepEvery)
+		"the stream of the client that left to end (bound %v)", 2*pace.SweepEvery)
 	if n := parkedOf(srv); n != 0 {
 		t.Fatalf("%d streams still parked", n)
 	}

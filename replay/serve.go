@@ -15,6 +15,7 @@ import (
 	"github.com/klauspost/compress/gzip"
 
 	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/replay/internal/pace"
 	"github.com/wtrace/wtrace/replay/internal/tape"
 )
 
@@ -183,7 +184,7 @@ type streamer struct {
 	// hand-off, for ServeHTTP to panic with.
 	panicked any
 
-	// The scheduler's path (see sched): a stream served on a goroutine of
+	// The scheduler's path (see sched.go): a stream served on a goroutine of
 	// its own (handed) whose connection it owns and may park (see
 	// ownConn.park) runs the rest of its body (rest) resumably: where it
 	// would wait, it parks instead (parked, until parkAt), its goroutine
@@ -191,15 +192,14 @@ type streamer struct {
 	// due — itself (inSched), or on a new goroutine when that could block
 	// (needGo).
 	handed  bool
-	sc      *scheduler // the shard the stream parks in
-	rt      *route     // for the end of the stream (see answer)
+	sc      *pace.Scheduler // the shard the stream parks in
+	rt      *route          // for the end of the stream (see answer)
 	rest    func()
 	parked  bool
 	parkAt  time.Time // zero: no time (only the client leaving or Close)
 	inSched bool
 	needGo  bool
-	hidx    int   // in the scheduler's heap
-	due     int64 // parkAt in the heap (Unix ns; maxDue: never)
+	slot    pace.Slot
 }
 
 func (s *Server) newStreamer(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, r *http.Request, q tape.Query, arrival time.Time) *streamer {

@@ -10,7 +10,6 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/internal/hostfilter"
 	"github.com/wtrace/wtrace/internal/selfsigned"
+	"github.com/wtrace/wtrace/replay/internal/pace"
 	"github.com/wtrace/wtrace/replay/internal/tape"
 )
 
@@ -197,7 +197,7 @@ type Server struct {
 
 	ownMu sync.Mutex
 	owned map[*ownConn]struct{} // taken-over connections that wait in reads (see ownWait)
-	scs   []*scheduler          // the parked streams (see scheduler), one shard per P
+	scs   []*pace.Scheduler     // the parked streams (see scheduler), one shard per P
 	nsc   atomic.Uint32         // picks a stream's shard
 
 	mu        sync.Mutex // guards the fields below and m.cursors
@@ -244,7 +244,7 @@ func New(f *formats.File, opts Options) (*Server, error) {
 	}
 	s.clock = opts.Clock
 	if s.clock == nil {
-		s.clock = realClock{}
+		s.clock = pace.Real{}
 	}
 	s.writeTimeout = opts.WriteTimeout
 	if s.writeTimeout == 0 {
@@ -284,10 +284,7 @@ func New(f *formats.File, opts Options) (*Server, error) {
 	}
 	s.disc = newDiscovery(f, s.m, s.store)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.scs = make([]*scheduler, max(1, runtime.GOMAXPROCS(0)))
-	for i := range s.scs {
-		s.scs[i] = newScheduler(s)
-	}
+	s.scs = newShards()
 	s.initOps()
 	bindOut(s) // outbind.go
 	return s, nil
@@ -445,7 +442,7 @@ func (s *Server) Close() {
 	s.cancel()
 	s.interruptOwned()
 	for _, sc := range s.scs {
-		sc.stop()
+		sc.Stop()
 	}
 	if srv != nil {
 		<-s.serveDone

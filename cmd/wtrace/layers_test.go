@@ -44,6 +44,7 @@ var layerOf = map[string]struct {
 	"capture/redact":       {3, false, []string{modProtobuf}},
 	"diff":                 {3, false, []string{modZstd}},
 	"replay/internal/tape": {3, false, nil},
+	"replay/internal/pace": {3, false, nil},
 	"capture":              {4, false, []string{modXxhash, modZstd, modXnet}},
 	"replay":               {4, false, []string{modZstd, modGoautoneg, modK8sAPIMachinery, modSigsYAML, modPrometheus}},
 	"export":               {4, false, []string{modZstd, modXnet}},

@@ -1,6 +1,6 @@
 //go:build linux
 
-package replay
+package pace
 
 import (
 	"errors"
@@ -9,18 +9,17 @@ import (
 	"unsafe"
 )
 
-// schedSupported: streams may park in the scheduler (see scheduler).
-const schedSupported = true
+// Supported: streams may park in a Scheduler on this platform.
+const Supported = true
 
 // maxIov is the most iovecs one writev takes (IOV_MAX on Linux).
 const maxIov = 1024
 
-// rawWriter writes through a syscall.RawConn without blocking: one
-// writev (more if the batch holds more than maxIov buffers) until all is
-// written or the socket's buffer is full. It belongs to the scheduler's
-// goroutine; its function values are made once, so that a write does not
-// allocate.
-type rawWriter struct {
+// writer writes through a syscall.RawConn without blocking: one writev
+// (more if the batch holds more than maxIov buffers) until all is written
+// or the socket's buffer is full. It belongs to the scheduler's goroutine;
+// its function values are made once, so that a write does not allocate.
+type writer struct {
 	iov     []syscall.Iovec
 	n       int64
 	errno   syscall.Errno
@@ -30,14 +29,14 @@ type rawWriter struct {
 	peekN   int
 }
 
-func (w *rawWriter) init() {
+func (w *writer) init() {
 	w.writeFn = w.doWritev
 	w.peekFn = w.doPeek
 }
 
 // writev writes bufs to rc without blocking and returns how many bytes
 // went out (fewer than all when the socket's buffer is full).
-func (w *rawWriter) writev(rc syscall.RawConn, bufs [][]byte) (int64, error) {
+func (w *writer) writev(rc syscall.RawConn, bufs [][]byte) (int64, error) {
 	w.iov = w.iov[:0]
 	for _, b := range bufs {
 		if len(b) > 0 {
@@ -55,7 +54,7 @@ func (w *rawWriter) writev(rc syscall.RawConn, bufs [][]byte) (int64, error) {
 	return w.n, err
 }
 
-func (w *rawWriter) doWritev(fd uintptr) bool {
+func (w *writer) doWritev(fd uintptr) bool {
 	iov := w.iov
 	for len(iov) > 0 {
 		k := min(len(iov), maxIov)
@@ -84,13 +83,14 @@ func (w *rawWriter) doWritev(fd uintptr) bool {
 	return true
 }
 
-// peer reports whether the client of a parked stream may still be there:
-// false once it closed its side or the connection failed. What the client
-// sent meanwhile is read and dropped (as ownWait does).
-func (oc *ownConn) peer(w *rawWriter) bool {
+// peer reports whether the client of a parked stream's connection rc may
+// still be there: false once it closed its side or the connection failed.
+// What the client sent meanwhile is read and dropped (as replay's ownWait
+// does).
+func (w *writer) peer(rc syscall.RawConn) bool {
 	for range 16 {
 		w.peekN, w.errno = 0, 0
-		if err := oc.raw.Read(w.peekFn); err != nil {
+		if err := rc.Read(w.peekFn); err != nil {
 			return !errors.Is(err, syscall.EBADF) && !errors.Is(err, os.ErrClosed) && !errors.Is(err, os.ErrDeadlineExceeded)
 		}
 		switch {
@@ -106,7 +106,7 @@ func (oc *ownConn) peer(w *rawWriter) bool {
 // doPeek reads what is waiting on the socket without blocking (the
 // descriptor is non-blocking, as every one of the netpoller's): 0 bytes
 // is the client's FIN.
-func (w *rawWriter) doPeek(fd uintptr) bool {
+func (w *writer) doPeek(fd uintptr) bool {
 	for {
 		n, err := syscall.Read(int(fd), w.peekBuf[:])
 		if err == syscall.EINTR {
