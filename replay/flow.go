@@ -12,6 +12,7 @@ import (
 	"github.com/wtrace/wtrace/apiserver/world"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
+	"github.com/wtrace/wtrace/replay/internal/discovery"
 	"github.com/wtrace/wtrace/replay/internal/tape"
 )
 
@@ -384,7 +385,7 @@ func (s *Server) recordedRoute(r *http.Request, q tape.Query, x *tape.Exchange) 
 		return s.full(x)
 	}
 	target := codec.TargetObject
-	if q.Method == http.MethodGet && isCollection(q.Path) {
+	if q.Method == http.MethodGet && discovery.IsCollection(q.Path) {
 		target = codec.TargetList
 	}
 	m, transcode, err := s.negotiate(q, target, f)
@@ -532,7 +533,7 @@ func (s *Server) serveRewritten(st *streamer, r *http.Request, x *tape.Exchange,
 // in an encoding it accepts, and with the LIST's resourceVersion served
 // unchanged. Otherwise the world answers.
 func (s *Server) synthWatchListFits(q tape.Query, lst *tape.Exchange) bool {
-	if _, transcode, err := s.negotiate(q, codec.TargetWatch, listFormat(lst)); err != nil || transcode {
+	if _, transcode, err := s.negotiate(q, codec.TargetWatch, lst.ListFormat()); err != nil || transcode {
 		return false
 	}
 	sl, err := s.synthList(lst)

@@ -13,6 +13,7 @@ import (
 	"github.com/wtrace/wtrace/apiserver/openapi"
 	"github.com/wtrace/wtrace/apiserver/world"
 	"github.com/wtrace/wtrace/internal/apipath"
+	"github.com/wtrace/wtrace/replay/internal/discovery"
 	"github.com/wtrace/wtrace/replay/internal/tape"
 )
 
@@ -442,7 +443,7 @@ func (s *Server) routeOther(r *http.Request, q tape.Query) route {
 			writeStatus(st.w, http.StatusGone, "Expired", msg)
 		}}
 	}
-	if q.Method == http.MethodGet && isCollection(q.Path) {
+	if q.Method == http.MethodGet && discovery.IsCollection(q.Path) {
 		ws := tape.Filter(s.m.ByKey[q.WatchKey()], func(x *tape.Exchange) bool { return x.Q.SendInitial && x.Format != 0 })
 		if len(ws) > 0 && (s.store == nil || s.listFromWatchFits(q, ws[0])) {
 			x := s.pick(ws, cursor(q.Key, "synth-list"))
@@ -465,9 +466,9 @@ func (s *Server) routeOther(r *http.Request, q tape.Query) route {
 		}
 	}
 	if q.Method == http.MethodGet || q.Method == http.MethodHead {
-		if _, ok := s.disc.docs[strings.TrimSuffix(q.Path, "/")]; ok {
+		if s.disc.Has(q.Path) {
 			return route{how: howDiscovery, status: http.StatusOK, serve: func(st *streamer, r *http.Request) {
-				s.disc.serve(st.w, q.Path)
+				s.disc.Serve(st.w, q.Path)
 			}}
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/internal/hostfilter"
 	"github.com/wtrace/wtrace/internal/selfsigned"
+	"github.com/wtrace/wtrace/replay/internal/discovery"
 	"github.com/wtrace/wtrace/replay/internal/pace"
 	"github.com/wtrace/wtrace/replay/internal/tape"
 )
@@ -177,7 +178,7 @@ type Server struct {
 	maxPlan      int64
 	m            *tape.Matcher
 	losses       []*tape.Loss
-	disc         *discovery
+	disc         *discovery.Docs
 	cache        *tape.Cache
 	ctx          context.Context
 	cancel       context.CancelFunc
@@ -282,7 +283,7 @@ func New(f *formats.File, opts Options) (*Server, error) {
 			s.env = newEnvDriver(s, pace, opts.QuietWindow)
 		}
 	}
-	s.disc = newDiscovery(f, s.m, s.store)
+	s.disc = discovery.New(f, s.m, s.store)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.scs = newShards()
 	s.initOps()

@@ -62,19 +62,6 @@ func (s *Server) readBody(x *tape.Exchange) ([]byte, error) {
 	return b, nil
 }
 
-// listFormat is the format of a LIST response, from its Content-Type.
-func listFormat(x *tape.Exchange) frame.Format {
-	for _, h := range x.Info.Response.Header {
-		if strings.EqualFold(h.Name, "Content-Type") {
-			if strings.Contains(strings.ToLower(h.Value), "protobuf") {
-				return frame.Protobuf
-			}
-			return frame.JSON
-		}
-	}
-	return frame.JSON
-}
-
 // synthList is a streaming list's initial events built from recorded LIST
 // pages: one write per event, then the initial-events-end bookmark.
 type synthList struct {
@@ -100,7 +87,7 @@ func (s *Server) listPages(first *tape.Exchange) ([]*tape.Exchange, [][]byte, er
 			return nil, nil, fmt.Errorf("%w: pages from exchange %d exceed %d bytes", errTooLarge, first.ID, maxSynthBytes)
 		}
 		bodies = append(bodies, b)
-		l, err := frame.ListItems(listFormat(x), b)
+		l, err := frame.ListItems(x.ListFormat(), b)
 		if err != nil {
 			return nil, nil, fmt.Errorf("replay: exchange %d: %w", x.ID, err)
 		}
@@ -128,11 +115,11 @@ func (s *Server) buildSynthList(first *tape.Exchange) (*synthList, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := listFormat(first)
+	f := first.ListFormat()
 	sl := &synthList{format: f}
 	var apiVersion, kind string
 	for i, b := range bodies {
-		l, err := frame.ListItems(listFormat(pages[i]), b)
+		l, err := frame.ListItems(pages[i].ListFormat(), b)
 		if err != nil {
 			return nil, fmt.Errorf("replay: exchange %d: %w", pages[i].ID, err)
 		}

@@ -122,6 +122,19 @@ func (x *Exchange) EndStatus() formats.EndStatus {
 	return x.Info.End.Status
 }
 
+// ListFormat is the format of a LIST response, from its Content-Type.
+func (x *Exchange) ListFormat() frame.Format {
+	for _, h := range x.Info.Response.Header {
+		if strings.EqualFold(h.Name, "Content-Type") {
+			if strings.Contains(strings.ToLower(h.Value), "protobuf") {
+				return frame.Protobuf
+			}
+			return frame.JSON
+		}
+	}
+	return frame.JSON
+}
+
 // liveFrom says which frames of a watch are live history that a client can
 // resume after: all of them for a watch that started from a resourceVersion;
 // for a streaming list, those from the initial-events-end bookmark on; none

@@ -1,10 +1,11 @@
-package replay
+package discovery
 
 import (
 	"encoding/json"
 	"io"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/wtrace/wtrace/apiserver/world"
@@ -98,9 +99,9 @@ func guessKind(name string) string {
 	return strings.ToUpper(s[:1]) + s[1:]
 }
 
-// discovery holds the synthesized discovery documents, by path.
-type discovery struct {
-	docs map[string][]byte
+// Docs holds the synthesized discovery documents, by path.
+type Docs struct {
+	byPath map[string][]byte
 }
 
 // readVerbs and allVerbs are the verbs discovery lists: a replay without a
@@ -111,12 +112,12 @@ var (
 	allVerbs  = []string{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
 )
 
-// newDiscovery finds the resources of the recorded GET requests and their
+// New finds the resources of the recorded GET requests and their
 // kinds (from a watch event or a LIST body of the session, else well-known
 // names) and builds the legacy discovery documents for them. With a world
 // (store not nil) they list every verb, and the well-known built-in
 // resources too, which a client may create.
-func newDiscovery(f *formats.File, m *tape.Matcher, store *world.Store) *discovery {
+func New(f *formats.File, m *tape.Matcher, store *world.Store) *Docs {
 	type gvr struct{ gv, name string }
 	found := map[gvr]*resource{}
 	var order []gvr
@@ -138,7 +139,7 @@ func newDiscovery(f *formats.File, m *tape.Matcher, store *world.Store) *discove
 		if r.namespaced {
 			have.namespaced = true
 		}
-		if have.kind == "" && x.Info.Response.Status == http.StatusOK && isCollection(x.Q.Path) {
+		if have.kind == "" && x.Info.Response.Status == http.StatusOK && IsCollection(x.Q.Path) {
 			have.kind = kindOf(f, x)
 		}
 	}
@@ -166,7 +167,7 @@ func newDiscovery(f *formats.File, m *tape.Matcher, store *world.Store) *discove
 		sort.Slice(more, func(i, j int) bool { return more[i].gv+"/"+more[i].name < more[j].gv+"/"+more[j].name })
 		order = append(order, more...)
 	}
-	d := &discovery{docs: map[string][]byte{}}
+	d := &Docs{byPath: map[string][]byte{}}
 	groups := map[string][]string{} // group → versions
 	var groupOrder []string
 	lists := map[string][]apiResource{}
@@ -194,7 +195,7 @@ func newDiscovery(f *formats.File, m *tape.Matcher, store *world.Store) *discove
 	}
 	put := func(path string, v any) {
 		b, _ := json.Marshal(v)
-		d.docs[path] = b
+		d.byPath[path] = b
 	}
 	put("/version", map[string]string{
 		"major": "", "minor": "", "gitVersion": "v0.0.0-wtrace-replay", "gitCommit": "", "gitTreeState": "",
@@ -259,9 +260,9 @@ func contains(xs []string, s string) bool {
 	return false
 }
 
-// isCollection reports whether an API path names a collection (a LIST or
+// IsCollection reports whether an API path names a collection (a LIST or
 // WATCH target), not one object.
-func isCollection(path string) bool {
+func IsCollection(path string) bool {
 	segs := strings.Split(strings.Trim(path, "/"), "/")
 	var rest []string
 	switch {
@@ -313,24 +314,30 @@ func kindOf(f *formats.File, x *tape.Exchange) string {
 	if body == nil || x.Info.Response.Encoding != "" {
 		return ""
 	}
-	l, err := frame.ListItems(listFormat(x), body)
+	l, err := frame.ListItems(x.ListFormat(), body)
 	if err != nil {
 		return ""
 	}
 	return strings.TrimSuffix(l.Kind, "List")
 }
 
-// serve answers a discovery request the session did not record. It reports
+// Has reports whether path (a trailing slash aside) is a document d holds.
+func (d *Docs) Has(path string) bool {
+	_, ok := d.byPath[strings.TrimSuffix(path, "/")]
+	return ok
+}
+
+// Serve answers a discovery request the session did not record. It reports
 // false if path is not a discovery document it has.
-func (d *discovery) serve(w http.ResponseWriter, path string) bool {
-	b, ok := d.docs[strings.TrimSuffix(path, "/")]
+func (d *Docs) Serve(w http.ResponseWriter, path string) bool {
+	b, ok := d.byPath[strings.TrimSuffix(path, "/")]
 	if !ok {
 		return false
 	}
 	// Plain application/json: a client that asked for aggregated discovery
 	// (apidiscovery.k8s.io/v2) falls back to these legacy documents.
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", itoa(len(b)))
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(http.StatusOK)
 	w.Write(b)
 	return true
