@@ -122,7 +122,7 @@ func (st *streamer) takeOver(r *http.Request, hd *head) bool {
 	oc := &ownConn{conn: conn}
 	oc.tcp, _ = conn.(*net.TCPConn)
 	st.own = oc
-	st.s.met.connOpened()
+	st.s.met.ConnOpened()
 	// net/http's response and connection state are done with: drop them,
 	// so that they are freed when ServeHTTP returns (handoff).
 	st.w, st.rc, st.r = hijacked{}, hijackedRC, nil
@@ -275,7 +275,7 @@ func (st *streamer) ownWrite(bufs net.Buffers) bool {
 		return false
 	}
 	st.bytes += n
-	st.s.met.sentBytes(int(n))
+	st.s.met.SentBytes(int(n))
 	return true
 }
 
@@ -329,7 +329,7 @@ func (st *streamer) ownClose(clean, reset bool) {
 		}
 	}
 	_ = nc.Close()
-	st.s.met.connClosed()
+	st.s.met.ConnClosed()
 	if oc.readDone != nil {
 		<-oc.readDone
 	}
@@ -407,7 +407,7 @@ func (st *streamer) tryWrite(bufs net.Buffers, n int64) bool {
 		}
 	}
 	st.bytes += w
-	st.s.met.sentBytes(int(w))
+	st.s.met.SentBytes(int(w))
 	if w == n {
 		return true
 	}

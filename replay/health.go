@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/wtrace/wtrace/internal/healthz"
+	"github.com/wtrace/wtrace/replay/internal/metrics"
 )
 
 // A Server answers /livez, /readyz and /healthz itself, as kube-apiserver
@@ -31,14 +32,19 @@ type ops struct {
 	draining  atomic.Bool // Shutdown was called: streams cancelled from now on end cleanly
 }
 
+// LatenessBuckets are the upper bounds (seconds) of the event lateness
+// histogram (wtrace_replay_event_lateness_seconds): 100 µs to 10 s, about
+// three a decade.
+var LatenessBuckets = metrics.LatenessBuckets
+
 var errShuttingDown = errors.New("the replay is shutting down")
 
 // initOps builds s's health endpoints and metrics, once its session is
 // loaded (the end of New).
 func (s *Server) initOps() {
 	s.ops = &ops{}
-	s.met = newMetrics(s.opts.Metrics)
-	s.met.loaded(s)
+	s.met = metrics.New(s.opts.Metrics)
+	s.met.Loaded(string(s.writes), s.speed)
 	ok := func() error { return nil }
 	session := healthz.Check{Name: "session", Func: ok}
 	world := healthz.Check{Name: "world", Func: ok}

@@ -307,7 +307,7 @@ func (w *tapWriter) Write(p []byte) (int, error) {
 		w.t.head(http.StatusOK, w.ResponseWriter.Header(), w.method)
 	}
 	n, err := w.ResponseWriter.Write(p)
-	w.t.s.met.sentBytes(n)
+	w.t.s.met.SentBytes(n)
 	w.t.body(p[:n])
 	return n, err
 }

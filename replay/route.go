@@ -50,7 +50,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// (their first watch), as the recorded ones did.
 		s.env.begin(arrival)
 	}
-	s.met.opened(r.Method, target)
+	s.met.Opened(r.Method, target)
 	handOff := err == nil && q.Watch && mayTakeOver(r)
 	var ctx context.Context
 	var cancel context.CancelFunc
@@ -188,7 +188,7 @@ func (s *Server) answer(st *streamer, rt *route, r *http.Request, target string)
 func (s *Server) answerEnd(st *streamer, rt *route, target string) {
 	st.done()
 	st.tap.finish(rt, st, st.endsClean())
-	s.met.answered(st.method, target, st.tap.req.Status, rt.how, st.tap.req.Transcoded)
+	s.met.Answered(st.method, target, st.tap.req.Status, rt.how, st.tap.req.Transcoded)
 	if s.log.Enabled(st.ctx, slog.LevelDebug) {
 		attrs := []any{"method", st.method, "target", truncate(target), "bytes", st.bytes,
 			"writes", st.writes, "duration", s.clock.Now().Sub(st.arrival), "stopped", st.stopped}

@@ -731,3 +731,31 @@ func (r *writeReader) nonBlocking() bool {
 
 // unread makes w the next write next returns.
 func (r *writeReader) unread(w tape.Write) { r.held, r.have = w, true }
+
+// sentEvents notes n watch events going out now; at is their recorded
+// time on the timeline that maps capture time base to the request's
+// arrival (at 0: no recorded time, no lateness).
+func (st *streamer) sentEvents(n int, at, base int64, now time.Time) {
+	m := st.s.met
+	if m == nil || n <= 0 {
+		return
+	}
+	m.Events(n)
+	if at == 0 || st.s.speed == 0 {
+		return
+	}
+	m.Late(n, max(now.Sub(st.deadline(at, base)), 0))
+}
+
+// wrote notes write w of a stream going out now (see sentEvents): the
+// events whose data ends in it.
+func (st *streamer) wrote(w *tape.Write, base int64, now time.Time) {
+	if st.s.met == nil {
+		return
+	}
+	n := int(w.Events)
+	if w.Event {
+		n = 1
+	}
+	st.sentEvents(n, w.At, base, now)
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/wtrace/wtrace/internal/hostfilter"
 	"github.com/wtrace/wtrace/internal/selfsigned"
 	"github.com/wtrace/wtrace/replay/internal/discovery"
+	"github.com/wtrace/wtrace/replay/internal/metrics"
 	"github.com/wtrace/wtrace/replay/internal/pace"
 	"github.com/wtrace/wtrace/replay/internal/tape"
 )
@@ -124,7 +125,7 @@ type Options struct {
 	// pods, an empty list none.
 	RejectPaths []string
 	// Metrics, if set, is the Prometheus registry the Server registers
-	// its metrics in (wtrace_replay_*: see metrics.go; Servers sharing a
+	// its metrics in (wtrace_replay_*: see replay/internal/metrics; Servers sharing a
 	// registry share them) and serves at /metrics. nil (the zero value)
 	// means no metrics, and /metrics is a path like any other.
 	Metrics *prometheus.Registry
@@ -188,9 +189,9 @@ type Server struct {
 	act          *activity    // what the clients are doing (PaceQuiet, Settle)
 	deliv        *deliveries  // the world's watches, for a write's answer to wait for its events
 	maxRequests  int
-	seq          atomic.Int64 // numbers the requests in arrival order
-	met          *metrics     // nil: no metrics (see metrics.go)
-	ops          *ops         // health endpoints, shutdown (see health.go)
+	seq          atomic.Int64     // numbers the requests in arrival order
+	met          *metrics.Metrics // nil: no metrics (see replay/internal/metrics)
+	ops          *ops             // health endpoints, shutdown (see health.go)
 
 	active atomic.Int64 // requests being served
 
@@ -342,7 +343,7 @@ func (s *Server) start(useTLS bool) error {
 		IdleTimeout:       idleTimeout(s.opts.IdleTimeout),
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		ConnState: func(c net.Conn, st http.ConnState) {
-			s.met.connState(st)
+			s.met.ConnState(st)
 			switch st {
 			case http.StateNew:
 				s.conns.Add(1)

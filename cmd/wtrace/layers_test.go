@@ -45,6 +45,7 @@ var layerOf = map[string]struct {
 	"diff":                      {3, false, []string{modZstd}},
 	"replay/internal/tape":      {3, false, nil},
 	"replay/internal/pace":      {3, false, nil},
+	"replay/internal/metrics":   {3, false, []string{modPrometheus}},
 	"replay/internal/discovery": {4, false, nil},
 	"capture":                   {4, false, []string{modXxhash, modZstd, modXnet}},
 	"replay":                    {5, false, []string{modZstd, modGoautoneg, modK8sAPIMachinery, modSigsYAML, modPrometheus}},

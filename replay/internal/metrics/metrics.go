@@ -1,4 +1,4 @@
-package replay
+package metrics
 
 import (
 	"net/http"
@@ -12,23 +12,7 @@ import (
 
 	"github.com/wtrace/wtrace/internal/apipath"
 	"github.com/wtrace/wtrace/internal/healthz"
-	"github.com/wtrace/wtrace/replay/internal/tape"
 )
-
-// The replay's Prometheus metrics (Options.Metrics). The serving code
-// calls a few hooks of *metrics, each a no-op on a nil receiver (no
-// registry: no metrics, and nothing but a nil check on the serving path):
-//
-//   - opened and answered, when a request arrives and when its answer is
-//     over (route.go): requests by verb, resource, code and how; open
-//     watchers; writes applied.
-//   - wrote, sentEvents: watch events going out and their lateness against
-//     the recorded schedule (serve.go runFrom, flow.go).
-//   - sentBytes: bytes handed to a connection (out.go through net/http,
-//     conn.go on a taken-over connection).
-//   - connOpened, connClosed: client connections (server.go's ConnState,
-//     conn.go for the connections a stream takes over).
-//   - loaded: a session loaded (server.go New).
 
 // Metric names and the help text operators see.
 const (
@@ -42,15 +26,15 @@ const (
 // histogram: 100 µs to 10 s, about three a decade.
 var LatenessBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 
-// metrics are a Server's collectors, registered in Options.Metrics
-// (shared with the other Servers of that registry). Safe for concurrent
+// Metrics are a replay server's collectors, registered in its registry
+// (shared with the other servers of that registry). Safe for concurrent
 // use; nil means no metrics.
-type metrics struct {
+type Metrics struct {
 	watchers   prometheus.Gauge
 	conns      prometheus.Gauge
 	connsTotal prometheus.Counter
 	requests   *prometheus.CounterVec
-	events     prometheus.Counter
+	eventsSent prometheus.Counter
 	bytes      prometheus.Counter
 	lateness   prometheus.Histogram
 	writes     *prometheus.CounterVec
@@ -61,12 +45,12 @@ type metrics struct {
 	resources map[string]bool // resource label values in use
 }
 
-// newMetrics registers the replay's metrics in reg; nil without one.
-func newMetrics(reg *prometheus.Registry) *metrics {
+// New registers the replay's metrics in reg; nil without one.
+func New(reg *prometheus.Registry) *Metrics {
 	if reg == nil {
 		return nil
 	}
-	m := &metrics{resources: map[string]bool{}}
+	m := &Metrics{resources: map[string]bool{}}
 	m.watchers = healthz.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{Namespace: metricNamespace, Name: "watchers",
 		Help: "Watch requests being served (open watch streams)."}))
 	m.conns = healthz.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{Namespace: metricNamespace, Name: "connections",
@@ -76,7 +60,7 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 	m.requests = healthz.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricNamespace, Name: "requests_total",
 		Help: "Requests answered, by Kubernetes verb (get, list, watch, create, update, patch, delete, deletecollection; the HTTP method in lower case for other paths), API group, resource, subresource, status code, how they were answered (recorded, resumed, synth-*, after-last, expired, not-found, rejected, …: the how= of the log) and why the bytes are not the recorded ones (transcoded: json→protobuf, Table, rv, writes, …; empty when they are). Counted when the answer is over (a watch when it ends). The replay's own /livez, /readyz, /healthz and /metrics are not counted."},
 		[]string{"verb", "group", "resource", "subresource", "code", "how", "transcoded"}))
-	m.events = healthz.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{Namespace: metricNamespace, Name: "watch_events_sent_total",
+	m.eventsSent = healthz.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{Namespace: metricNamespace, Name: "watch_events_sent_total",
 		Help: "Watch events handed to client connections (recorded, synthesized and the clients' own writes), summed over every watcher."}))
 	m.bytes = healthz.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{Namespace: metricNamespace, Name: "sent_bytes_total",
 		Help: "Response bytes handed to client connections (through net/http: body bytes; on a connection a watch took over: with the chunk framing)."}))
@@ -93,17 +77,18 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 	return m
 }
 
-// loaded notes that s loaded its session.
-func (m *metrics) loaded(s *Server) {
+// Loaded notes that a server loaded its session, served with writes mode
+// writes at speed.
+func (m *Metrics) Loaded(writes string, speed float64) {
 	if m == nil {
 		return
 	}
 	m.sessions.Inc()
-	m.info.WithLabelValues(string(s.writes), strconv.FormatFloat(s.speed, 'g', -1, 64)).Set(1)
+	m.info.WithLabelValues(writes, strconv.FormatFloat(speed, 'g', -1, 64)).Set(1)
 }
 
-// opened notes a request arriving (target as requested).
-func (m *metrics) opened(method, target string) {
+// Opened notes a request arriving (target as requested).
+func (m *Metrics) Opened(method, target string) {
 	if m == nil {
 		return
 	}
@@ -112,9 +97,9 @@ func (m *metrics) opened(method, target string) {
 	}
 }
 
-// answered notes the end of a request's answer: its status, how it was
+// Answered notes the end of a request's answer: its status, how it was
 // answered and why its bytes are not the recorded ones.
-func (m *metrics) answered(method, target string, status int, how, transcoded string) {
+func (m *Metrics) Answered(method, target string, status int, how, transcoded string) {
 	if m == nil {
 		return
 	}
@@ -131,7 +116,7 @@ func (m *metrics) answered(method, target string, status int, how, transcoded st
 
 // resourceLabel is ri's resource, or "other" once maxResourceLabels
 // distinct ones are in use.
-func (m *metrics) resourceLabel(ri requestInfo) string {
+func (m *Metrics) resourceLabel(ri requestInfo) string {
 	if ri.resource == "" {
 		return ""
 	}
@@ -147,49 +132,38 @@ func (m *metrics) resourceLabel(ri requestInfo) string {
 	return ri.resource
 }
 
-// sentEvents notes n watch events going out now; at is their recorded
-// time on the timeline that maps capture time base to the request's
-// arrival (at 0: no recorded time, no lateness).
-func (st *streamer) sentEvents(n int, at, base int64, now time.Time) {
-	m := st.s.met
+// Events notes n watch events going out.
+func (m *Metrics) Events(n int) {
 	if m == nil || n <= 0 {
 		return
 	}
-	m.events.Add(float64(n))
-	if at == 0 || st.s.speed == 0 {
+	m.eventsSent.Add(float64(n))
+}
+
+// Late notes how late n watch events with a recorded time went out
+// against their schedule.
+func (m *Metrics) Late(n int, late time.Duration) {
+	if m == nil {
 		return
 	}
-	late := max(now.Sub(st.deadline(at, base)), 0).Seconds()
+	s := late.Seconds()
 	for range n {
-		m.lateness.Observe(late)
+		m.lateness.Observe(s)
 	}
 }
 
-// wrote notes write w of a stream going out now (see sentEvents): the
-// events whose data ends in it.
-func (st *streamer) wrote(w *tape.Write, base int64, now time.Time) {
-	if st.s.met == nil {
-		return
-	}
-	n := int(w.Events)
-	if w.Event {
-		n = 1
-	}
-	st.sentEvents(n, w.At, base, now)
-}
-
-// sentBytes notes n bytes handed to a client connection.
-func (m *metrics) sentBytes(n int) {
+// SentBytes notes n bytes handed to a client connection.
+func (m *Metrics) SentBytes(n int) {
 	if m == nil || n <= 0 {
 		return
 	}
 	m.bytes.Add(float64(n))
 }
 
-// connState follows net/http's connections (http.Server.ConnState): a
-// hijacked one is counted again by connOpened when a stream takes it
+// ConnState follows net/http's connections (http.Server.ConnState): a
+// hijacked one is counted again by ConnOpened when a stream takes it
 // over.
-func (m *metrics) connState(st http.ConnState) {
+func (m *Metrics) ConnState(st http.ConnState) {
 	if m == nil {
 		return
 	}
@@ -202,14 +176,14 @@ func (m *metrics) connState(st http.ConnState) {
 	}
 }
 
-// connOpened and connClosed follow a connection a stream took over.
-func (m *metrics) connOpened() {
+// ConnOpened and ConnClosed follow a connection a stream took over.
+func (m *Metrics) ConnOpened() {
 	if m != nil {
 		m.conns.Inc()
 	}
 }
 
-func (m *metrics) connClosed() {
+func (m *Metrics) ConnClosed() {
 	if m != nil {
 		m.conns.Dec()
 	}
