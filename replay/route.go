@@ -388,18 +388,18 @@ func (s *Server) routeWatch(r *http.Request, q tape.Query) route {
 		x := s.pick(exact, cursor(q.Key, "watch", rv, exact[0].Media))
 		return s.recordedWatch(r, q, x, 0, 0, howRecorded, q.RawRV)
 	}
-	rp, found, err := s.findResume(tape.OrderAccepted(cands, q.Accept), rv)
+	rp, found, err := tape.FindResume(s.file, s.cache, tape.OrderAccepted(cands, q.Accept), rv)
 	if err != nil {
 		return s.errorRoute(err)
 	}
 	if found {
-		if rp.remain == 0 && !s.opts.Loop {
-			return s.emptyWatch(r, q, rp.x)
+		if rp.Remain == 0 && !s.opts.Loop {
+			return s.emptyWatch(r, q, rp.X)
 		}
-		return s.recordedWatch(r, q, rp.x, rp.off, rp.time, howResumed, q.RawRV)
+		return s.recordedWatch(r, q, rp.X, rp.Off, rp.Time, howResumed, q.RawRV)
 	}
 	if n, ok := tape.RVNumber(rv); ok {
-		if newest, ok := s.newestRV(cands); ok && n >= newest {
+		if newest, ok := tape.NewestRV(s.file, s.cache, cands); ok && n >= newest {
 			xs := tape.PreferAccepted(cands, q.Accept)
 			return s.emptyWatch(r, q, xs[len(xs)-1])
 		}
