@@ -79,19 +79,30 @@ func FuzzRecordDecode(f *testing.F) {
 		f.Add(byte(r.Type()), body(r))
 	}
 	f.Fuzz(func(t *testing.T, typ byte, b []byte) {
-		decodeRecords(b, nil, nil, false)
-		decodeRecords(b, nil, recordFilter{0: true, 1: true}, true)
-		r, err := decodeRecord(Type(typ), b, false)
-		if err != nil {
-			return
+		for _, delta := range []bool{false, true} {
+			decodeRecords(b, nil, nil, false, delta)
+			decodeRecords(b, nil, recordFilter{0: true, 1: true}, true, delta)
 		}
-		enc, err := appendBody(nil, r)
-		if err != nil {
-			t.Fatalf("appendBody(%#v) = %v", r, err)
-		}
-		r2, err := decodeRecord(Type(typ), enc, true)
-		if err != nil || !reflect.DeepEqual(r, r2) {
-			t.Fatalf("decode(encode(%#v)) = %#v, %v", r, r2, err)
+		// Absolute times, and in a time chain (version 3 blocks).
+		for _, prev := range []*int64{nil, new(int64)} {
+			chain := func() *int64 {
+				if prev == nil {
+					return nil
+				}
+				return new(int64)
+			}
+			r, err := decodeRecord(Type(typ), b, false, chain())
+			if err != nil {
+				continue
+			}
+			enc, err := appendBodyChain(nil, r, chain())
+			if err != nil {
+				t.Fatalf("appendBody(%#v) = %v", r, err)
+			}
+			r2, err := decodeRecord(Type(typ), enc, true, chain())
+			if err != nil || !reflect.DeepEqual(r, r2) {
+				t.Fatalf("decode(encode(%#v)) = %#v, %v", r, r2, err)
+			}
 		}
 	})
 }

@@ -1,7 +1,6 @@
 package formats
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -100,6 +99,7 @@ type Writer struct {
 	meta   bool // the first record (a Meta) was written
 
 	pending []byte // records of the current block
+	prev    int64  // the time of its last timed record: its time chain (FORMAT.md §5.1)
 	scratch []byte // a record body being encoded
 	out     []byte // a block being written
 
@@ -258,7 +258,7 @@ func (w *Writer) output() {
 			w.err = fmt.Errorf("formats: write block %d at offset %d: %w", j.h.seq, w.n, err)
 			w.failed.Store(true)
 		} else {
-			if j.h.typ == blockData {
+			if isData(j.h.typ) {
 				w.done = append(w.done, BlockInfo{Offset: w.n, Size: int64(len(out)), Records: j.h.records, First: j.h.first, Last: j.h.last})
 			}
 			w.n += int64(len(out))
@@ -348,22 +348,24 @@ func (w *Writer) Write(r Record) error {
 			return err
 		}
 	}
-	mark := len(w.pending)
+	mark, prev := len(w.pending), w.prev
 	var err error
-	w.pending, w.scratch, err = appendRecord(w.pending, w.scratch, r)
+	w.pending, w.scratch, err = appendRecord(w.pending, w.scratch, r, &w.prev)
 	if err != nil {
 		w.pending = w.pending[:mark]
 		return err
 	}
 	w.meta = true
 	if len(w.pending) > MaxBlockSize {
-		// A record ≤ MaxRecordSize fits an empty block, so mark > 0.
-		rest := bytes.Clone(w.pending[mark:])
-		w.pending = w.pending[:mark]
+		// A record ≤ MaxRecordSize fits an empty block, so mark > 0. It
+		// goes into the next block, its time a difference from none.
+		w.pending, w.prev = w.pending[:mark], prev
 		if err := w.cut(); err != nil {
 			return err
 		}
-		w.pending = append(w.pending, rest...)
+		if w.pending, w.scratch, err = appendRecord(w.pending, w.scratch, r, &w.prev); err != nil {
+			return err
+		}
 	}
 	w.idx.add(r, w.blocks)
 	w.records++
@@ -402,6 +404,7 @@ func (w *Writer) cut() error {
 		return nil
 	}
 	w.written()
+	w.prev = 0 // the next block's time chain starts anew
 	if err := w.writeBlock(w.pending); err != nil {
 		return err
 	}
@@ -418,7 +421,7 @@ func (w *Writer) cut() error {
 // (or queues it: the goroutine then owns raw) and resets the block
 // statistics.
 func (w *Writer) writeBlock(raw []byte) error {
-	h := blockHeader{typ: blockData, seq: w.seq, records: w.records}
+	h := blockHeader{typ: blockDelta, seq: w.seq, records: w.records}
 	if w.timed {
 		h.first, h.last = w.first, w.last
 	}
