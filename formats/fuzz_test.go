@@ -163,7 +163,23 @@ func TestWriteFuzzSeeds(t *testing.T) {
 	dboth[copyEnd-3] ^= 2
 	dzeroed := bytes.Clone(dict)
 	clear(dzeroed[fileHeaderSize:copyEnd])
+	// Files of the earlier versions too (their data blocks are of type 1).
+	v2, err := os.ReadFile(goldenV2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2blocks, _ := blockSpans(t, v2)
+	v2flipped := bytes.Clone(v2)
+	v2flipped[v2blocks[3].Offset+blockHeaderSize+1] ^= 16
+	v1, err := os.ReadFile(goldenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
 	writeSeeds(t, "FuzzReader", map[string][]any{
+		"v1-whole":      {v1},
+		"v2-whole":      {v2},
+		"v2-cut":        {v2[:v2blocks[4].Offset+60]},
+		"v2-flipped":    {v2flipped},
 		"whole":         {small},
 		"unclosed":      {small[:indexOff]},
 		"cut":           {small[:blocks[2].Offset+30]},
