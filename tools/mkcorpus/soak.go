@@ -188,13 +188,14 @@ func rawWatches(ctx context.Context, r *recorder, client, u, sel, accept string,
 // soakWorkload keeps pools of configmaps and secrets in its namespaces
 // and changes them at random (seeded).
 type soakWorkload struct {
-	e    *env
-	hc   *http.Client
-	ns   []string
-	rng  *rand.Rand
-	live map[string][]soakObj // by namespace/kind
-	next int
-	ops  []op
+	e      *env
+	hc     *http.Client
+	ns     []string
+	rng    *rand.Rand
+	live   map[string][]soakObj // by namespace/kind
+	next   int
+	ops    []op
+	failed int // requests the apiserver did not answer (timeouts under load)
 }
 
 type soakObj struct{ ns, kind, name, tier string }
@@ -252,20 +253,29 @@ func (w *soakWorkload) body(o soakObj) map[string]any {
 	return m
 }
 
-func (w *soakWorkload) do(ctx context.Context, method, path string, body any) error {
+// do sends one request. An answer the apiserver gives under load (a
+// timeout of etcd, 429, 5xx) or a failed connection is logged and counted:
+// the soak goes on, as a real cluster's clients would; ok is false then.
+func (w *soakWorkload) do(ctx context.Context, method, path string, body any) (ok bool, err error) {
 	var b []byte
 	if body != nil {
 		b, _ = json.Marshal(body)
 	}
 	code, rb, err := w.e.c.do(ctx, w.hc, method, path, "application/json", b)
-	if err != nil {
-		return err
+	if err == nil && code >= 300 && code != 429 && code < 500 {
+		return false, fmt.Errorf("%s %s: %d %s", method, path, code, rb)
 	}
-	if code >= 300 {
-		return fmt.Errorf("%s %s: %d %s", method, path, code, rb)
+	if err != nil || code >= 300 {
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		w.failed++
+		log.Printf("long-soak: %s %s: %d %v %.200s (going on)", method, path, code, err, rb)
+		time.Sleep(time.Second)
+		return false, nil
 	}
 	w.ops = append(w.ops, op{Method: method, Path: path, Status: code, Time: time.Now().UnixNano()})
-	return nil
+	return true, nil
 }
 
 func (w *soakWorkload) create(ctx context.Context, ns, kind string) error {
@@ -275,11 +285,11 @@ func (w *soakWorkload) create(ctx context.Context, ns, kind string) error {
 	}
 	o := soakObj{ns: ns, kind: kind, name: fmt.Sprintf("%s-%05d", kind[:len(kind)-1], w.next), tier: tier}
 	w.next++
-	if err := w.do(ctx, "POST", "/api/v1/namespaces/"+ns+"/"+kind, w.body(o)); err != nil {
-		return err
+	ok, err := w.do(ctx, "POST", "/api/v1/namespaces/"+ns+"/"+kind, w.body(o))
+	if ok {
+		w.live[ns+"/"+kind] = append(w.live[ns+"/"+kind], o)
 	}
-	w.live[ns+"/"+kind] = append(w.live[ns+"/"+kind], o)
-	return nil
+	return err
 }
 
 // run changes objects until the deadline: 55% updates, 25% creates (while
@@ -305,13 +315,15 @@ func (w *soakWorkload) run(ctx context.Context, until time.Time) error {
 			j := w.rng.IntN(len(pool))
 			o := pool[j]
 			w.live[ns+"/"+kind] = append(pool[:j], pool[j+1:]...)
-			err = w.do(ctx, "DELETE", "/api/v1/namespaces/"+ns+"/"+kind+"/"+o.name, nil)
+			if _, err = w.do(ctx, "DELETE", "/api/v1/namespaces/"+ns+"/"+kind+"/"+o.name, nil); err != nil && strings.Contains(err.Error(), ": 404 ") {
+				err = nil // a DELETE that timed out may have been done
+			}
 		default:
 			o := &pool[w.rng.IntN(len(pool))]
 			if w.rng.IntN(10) == 0 {
 				o.tier = map[string]string{"gold": "silver", "silver": "gold"}[o.tier] // moves in or out of a selector
 			}
-			err = w.do(ctx, "PUT", "/api/v1/namespaces/"+ns+"/"+kind+"/"+o.name, w.body(*o))
+			_, err = w.do(ctx, "PUT", "/api/v1/namespaces/"+ns+"/"+kind+"/"+o.name, w.body(*o))
 		}
 		if err != nil {
 			return err
@@ -322,6 +334,6 @@ func (w *soakWorkload) run(ctx context.Context, until time.Time) error {
 			time.Sleep(time.Duration(5+w.rng.IntN(55)) * time.Millisecond)
 		}
 	}
-	log.Printf("long-soak: %d operations", len(w.ops))
+	log.Printf("long-soak: %d operations, %d not answered", len(w.ops), w.failed)
 	return nil
 }
