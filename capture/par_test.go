@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -15,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/pcapgo"
 	"github.com/klauspost/compress/zstd"
 	"go.uber.org/goleak"
 
@@ -154,6 +157,20 @@ func workerCases(t *testing.T) []workerCase {
 		dir := filepath.Join(corpus, name)
 		cases = append(cases, workerCase{name, read(filepath.Join(dir, "capture.pcap")), withKeys(dir, Options{})})
 	}
+	// TLS keys embedded in a pcapng (a Decryption Secrets Block): first,
+	// and after 3% of the packets, where the connections that began
+	// before it are recorded without them on one goroutine; with workers
+	// too, since parsing waits for the block's place in the file.
+	tlsDir := filepath.Join(corpus, "tls-h2")
+	keys := read(filepath.Join(tlsDir, "keylog.txt"))
+	tlsPcap := read(filepath.Join(tlsDir, "capture.pcap"))
+	embedded := func() Options { // a key log for the pcapng's secrets, as RecordPcap makes
+		keys, _ := tlsdec.ParseKeyLog(bytes.NewReader(nil))
+		return Options{KeyLog: keys}
+	}
+	cases = append(cases,
+		workerCase{"tls-h2/pcapng-secrets-first", pcapngWithSecrets(t, tlsPcap, keys, 0), embedded},
+		workerCase{"tls-h2/pcapng-secrets-later", pcapngWithSecrets(t, tlsPcap, keys, 0.03), embedded})
 	// Secret values kept, a fixed server port, a tight connection table.
 	mw := filepath.Join(corpus, "multi-watch")
 	cases = append(cases,
@@ -259,4 +276,68 @@ func scramble(b *pcaptest.Builder, seed uint64) []byte {
 	nb := pcaptest.New()
 	nb.Packets = out
 	return nb.Pcap()
+}
+
+// pcapngWithSecrets rewrites a classic pcap as pcapng (nanosecond
+// timestamps) with an NSS key log in a Decryption Secrets Block (pcapng
+// specification §4.8) before the packet at fraction at of the packets.
+func pcapngWithSecrets(t *testing.T, pcap, keyLog []byte, at float64) []byte {
+	t.Helper()
+	r, err := pcapgo.NewReader(bytes.NewReader(pcap))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pkts [][]byte
+	var cis []gopacket.CaptureInfo
+	for {
+		data, ci, err := r.ReadPacketData()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		pkts, cis = append(pkts, data), append(cis, ci)
+	}
+	le := binary.LittleEndian
+	var out []byte
+	block := func(typ uint32, body []byte) {
+		for len(body)%4 != 0 {
+			body = append(body, 0)
+		}
+		n := uint32(12 + len(body))
+		out = le.AppendUint32(out, typ)
+		out = le.AppendUint32(out, n)
+		out = append(out, body...)
+		out = le.AppendUint32(out, n)
+	}
+	shb := le.AppendUint32(nil, 0x1A2B3C4D)
+	shb = le.AppendUint16(shb, 1)
+	shb = le.AppendUint16(shb, 0)
+	shb = le.AppendUint64(shb, ^uint64(0)) // section length unknown
+	block(0x0A0D0D0A, shb)
+	idb := le.AppendUint16(nil, uint16(r.LinkType()))
+	idb = le.AppendUint16(idb, 0)
+	idb = le.AppendUint32(idb, 262144)
+	idb = append(idb, 9, 0, 1, 0, 9, 0, 0, 0, 0, 0, 0, 0) // if_tsresol = 9 (ns), padded; opt_endofopt
+	block(1, idb)
+	dsb := func() {
+		b := le.AppendUint32(nil, tlsKeyLogSecrets)
+		b = le.AppendUint32(b, uint32(len(keyLog)))
+		block(0x0A, append(b, keyLog...))
+	}
+	k := int(float64(len(pkts)) * at)
+	for i, data := range pkts {
+		if i == k {
+			dsb()
+		}
+		ns := uint64(cis[i].Timestamp.UnixNano())
+		epb := le.AppendUint32(nil, 0)
+		epb = le.AppendUint32(epb, uint32(ns>>32))
+		epb = le.AppendUint32(epb, uint32(ns))
+		epb = le.AppendUint32(epb, uint32(len(data)))
+		epb = le.AppendUint32(epb, uint32(cis[i].Length))
+		block(6, append(epb, data...))
+	}
+	return out
 }
