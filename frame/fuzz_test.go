@@ -2,6 +2,7 @@ package frame
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -193,7 +194,17 @@ func FuzzPeek(f *testing.F) {
 		// agrees with Peek on real events).
 		PeekType(fm, data)
 		PeekType(Unknown, data)
+		pm, pobj, perr := PeekEvent(fm, data)
+		if perr != nil && !errors.Is(perr, ErrInvalid) {
+			t.Fatalf("PeekEvent error %v does not wrap ErrInvalid", perr)
+		}
 		av, kind, obj, err := EventObject(fm, data)
+		if err == nil && perr == nil && json.Valid(data) && m.Kind != "Table" {
+			// Where both read the event, they read the same.
+			if pm.Type != m.Type || pm.Kind != kind || pm.APIVersion != av || !bytes.Equal(pobj, obj) {
+				t.Fatalf("PeekEvent = %+v %q; Peek %+v, EventObject %q %q %q", pm, pobj, m, av, kind, obj)
+			}
+		}
 		if err != nil {
 			if !errors.Is(err, ErrInvalid) {
 				t.Fatalf("EventObject error %v does not wrap ErrInvalid", err)

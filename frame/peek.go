@@ -3,6 +3,7 @@ package frame
 import (
 	"bytes"
 	"fmt"
+	"strconv"
 
 	jsoniter "github.com/json-iterator/go"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -45,6 +46,109 @@ func Peek(f Format, data []byte) (Meta, error) {
 		return peekCBOR(data)
 	}
 	return Meta{}, fmt.Errorf("%w: cannot peek format %v", ErrInvalid, f)
+}
+
+// PeekEvent reads an event's Meta as Peek does and its object's exact
+// bytes as EventObject does, in one walk over a JSON event: for readers
+// that keep the objects of many events (the replay's world). A Table
+// event's Meta is its own (no row is read). Errors wrap ErrInvalid, as an
+// event without an object does; PeekEvent never panics.
+func PeekEvent(f Format, data []byte) (Meta, []byte, error) {
+	if f != JSON {
+		m, err := Peek(f, data)
+		if err != nil {
+			return m, nil, err
+		}
+		_, _, obj, err := EventObject(f, data)
+		return m, obj, err
+	}
+	var m Meta
+	var object []byte
+	var err error
+	werr := eachMember(data, func(key, val []byte, at int) bool {
+		switch {
+		case keyIs(key, "type"):
+			m.Type, err = jsonString(val, at)
+		case keyIs(key, "object"):
+			object = val
+		}
+		return err == nil
+	})
+	if werr != nil {
+		return Meta{}, nil, werr
+	}
+	if err != nil {
+		return Meta{}, nil, err
+	}
+	if len(object) == 0 || object[0] != '{' {
+		return Meta{}, nil, fmt.Errorf("%w: json event without an object", ErrInvalid)
+	}
+	werr = eachMember(object, func(key, val []byte, at int) bool {
+		switch {
+		case keyIs(key, "kind"):
+			m.Kind, err = jsonString(val, at)
+		case keyIs(key, "apiVersion"):
+			m.APIVersion, err = jsonString(val, at)
+		case keyIs(key, "metadata"):
+			if len(val) > 0 && val[0] == '{' {
+				err = peekJSONMeta(val, &m)
+			}
+		case keyIs(key, "code"):
+			if n, perr := strconv.ParseInt(string(val), 10, 32); perr == nil {
+				m.Code = int32(n)
+			}
+		case keyIs(key, "reason"):
+			if len(val) > 0 && val[0] == '"' {
+				m.Reason, err = jsonString(val, at)
+			}
+		case keyIs(key, "message"):
+			if len(val) > 0 && val[0] == '"' {
+				m.Message, err = jsonString(val, at)
+			}
+		}
+		return err == nil
+	})
+	if werr == nil {
+		werr = err
+	}
+	if werr != nil {
+		return Meta{}, nil, werr
+	}
+	if m.Type != "ERROR" {
+		m.Code, m.Reason, m.Message = 0, "", ""
+	}
+	return m, object, nil
+}
+
+// peekJSONMeta reads name, namespace, resourceVersion and the
+// initial-events-end annotation of an object's metadata.
+func peekJSONMeta(md []byte, m *Meta) error {
+	var err error
+	werr := eachMember(md, func(key, val []byte, at int) bool {
+		switch {
+		case keyIs(key, "name"):
+			m.Name, err = jsonString(val, at)
+		case keyIs(key, "namespace"):
+			m.Namespace, err = jsonString(val, at)
+		case keyIs(key, "resourceVersion"):
+			m.ResourceVersion, err = jsonString(val, at)
+		case keyIs(key, "annotations"):
+			if len(val) > 0 && val[0] == '{' {
+				err = eachMember(val, func(k, v []byte, at int) bool {
+					if keyIs(k, annInitialEventsEnd) && len(v) > 0 && v[0] == '"' {
+						s, serr := jsonString(v, at)
+						m.InitialEventsEnd = serr == nil && s == "true"
+					}
+					return true
+				})
+			}
+		}
+		return err == nil
+	})
+	if werr != nil {
+		return werr
+	}
+	return err
 }
 
 func peekJSON(data []byte) (Meta, error) {

@@ -128,7 +128,7 @@ func (st *streamer) takeOver(r *http.Request, hd *head) bool {
 	// write (no Follow) waits in a read of its connection, which notices
 	// the client leaving too; otherwise a goroutine reads it.
 	_, real := st.s.clock.(realClock)
-	oc.selfRead = real && oc.tcp != nil && (st.flow == nil || st.flow.follow == nil)
+	oc.selfRead = real && oc.tcp != nil
 	// Such a stream, on a goroutine of its own and without an Out, parks
 	// in the scheduler while it waits, where the platform allows.
 	if oc.selfRead && st.handed && (st.tap == nil || st.tap.out == nil) && schedSupported {

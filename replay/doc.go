@@ -296,9 +296,9 @@
 // buffers and request for the connection are freed while the watch goes
 // on.
 //
-// On Linux, on the real clock, over plain TCP, a watch stream that waits
-// for its next write holds no goroutine at all (without Follow, that is
-// Options.Writes other than WritesApply, and without Options.Out): it
+// On Linux, on the real clock, over plain TCP, a recorded watch stream
+// of a tape that waits for its next write holds no goroutine at all
+// (without Options.Out): it
 // parks in the server's scheduler, a heap of waiting streams by due time
 // with one goroutine (one such shard per GOMAXPROCS), which writes each
 // due stream's chunks itself with a non-blocking writev and parks it

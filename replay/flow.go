@@ -16,14 +16,11 @@ import (
 	"github.com/wtrace/wtrace/frame"
 )
 
-// A replay that keeps the session's world (every mode but WritesRecorded)
-// serves a recorded watch through a flow: every event it sends moves the
-// world's point (world.Store.ObserveN); when the clients' writes shifted
-// the resourceVersions still to come, or the client asked for another
-// encoding, the rest of the stream goes out event by event, each
-// rewritten (world.Store.ServeEvent) and transcoded (codec.Writer); with
-// WritesApply the events the clients' writes cause are sent among the
-// recorded ones, in resourceVersion order (world.Store.Follow).
+// A read-only replay (WritesReject) keeps the session's world and serves
+// a recorded watch through a flow: every event it sends moves the world's
+// point (world.Store.ObserveN); when the client asked for another
+// encoding, the stream goes out event by event, each transcoded
+// (codec.Writer).
 
 // flow is one recorded watch stream served with the world. It belongs to
 // the request's handler goroutine.
@@ -33,7 +30,6 @@ type flow struct {
 	format frame.Format  // the recorded stream's
 	w      *codec.Writer // transcodes every event (nil: the recorded encoding)
 	media  codec.Media   // what the client gets
-	follow *world.Watch  // WritesApply: the clients' writes in the stream's scope
 	// switched says why the stream went event by event ("" while it
 	// goes as recorded): "rv", or the transcoding.
 	switched string
@@ -142,12 +138,6 @@ func (s *Server) newFlow(r *http.Request, q query, f frame.Format, x *recorded, 
 		}
 		fl.w, fl.media, fl.switched = codec.NewWriter(m, topts, s.clock.Now), m, transcodeName(f, m)
 	}
-	if s.writes == WritesApply {
-		fw, err := s.store.Follow(q.path, r.URL.Query(), fl.media, from)
-		if err == nil {
-			fl.follow = fw
-		}
-	}
 	return fl, nil
 }
 
@@ -250,9 +240,6 @@ func (st *streamer) runFlow(rdp **writeReader, base int64) bool {
 			}
 			return false
 		}
-		if fl.follow != nil && !st.deliver() {
-			return false
-		}
 		if w.event {
 			st.wrote(&w, base, st.s.clock.Now())
 			if !st.sendEvent(w.data) {
@@ -278,7 +265,7 @@ func (st *streamer) runFlow(rdp **writeReader, base int64) bool {
 		last := w
 		now := st.s.clock.Now()
 		st.wrote(&w, base, now)
-		for size < maxBatch && fl.follow == nil {
+		for size < maxBatch {
 			w2, ok := rd.next()
 			if !ok {
 				if st.stopped != "" {
@@ -301,9 +288,6 @@ func (st *streamer) runFlow(rdp **writeReader, base int64) bool {
 			return false
 		}
 		st.midEvent = last.cut
-		if fl.follow != nil && last.rv != 0 {
-			fl.follow.Advance(strconv.FormatUint(last.rv, 10))
-		}
 	}
 }
 
@@ -335,71 +319,7 @@ func (st *streamer) sendEvent(data []byte) bool {
 		return false
 	}
 	st.midEvent = false
-	if fl.follow != nil && perr == nil {
-		fl.follow.Advance(m.ResourceVersion)
-	}
 	return true
-}
-
-// deliver sends the clients' writes that are due before the recorded
-// event the stream waits for (all of them at its end), when the stream is
-// between events.
-func (st *streamer) deliver() bool {
-	fl := st.flow
-	if st.midEvent {
-		return true
-	}
-	limit := ""
-	if fl.waiting {
-		w := &fl.pending
-		var rv uint64
-		if w.event {
-			rv, _ = rvNumber(peekRV(fl.format, w.data))
-		} else {
-			rv = w.rv0
-		}
-		if rv == 0 {
-			return true // not between events yet
-		}
-		limit = strconv.FormatUint(st.s.store.ServedN(rv), 10)
-	}
-	for {
-		ev, ok := fl.follow.NextBefore(limit)
-		if !ok {
-			return true
-		}
-		b, err := fl.follow.Take(ev)
-		if err != nil {
-			st.s.log.Warn("replay: cannot encode a client's write for a watch", "err", err)
-			continue
-		}
-		if !st.send(b) {
-			return false
-		}
-		st.sentEvents(1, 0, 0, time.Time{})
-		fl.writes++
-		if fl.switched == "" {
-			fl.switched = "writes"
-		}
-	}
-}
-
-// waitFollow is waitUntil for a flow with a Follow: while it waits, the
-// clients' writes that fall due are sent.
-func (st *streamer) waitFollow(t time.Time) bool {
-	for {
-		changed := st.s.store.Changed()
-		if !st.deliver() {
-			return false
-		}
-		woke, ok := st.waitOr(t, changed)
-		if !ok {
-			return false
-		}
-		if !woke {
-			return true
-		}
-	}
 }
 
 // waitOr waits for the clock to reach t, or for wake. woke says wake came
@@ -438,33 +358,13 @@ func (st *streamer) waitOr(t time.Time, wake <-chan struct{}) (woke, ok bool) {
 	return false, true
 }
 
-// holdFollow is hold for a flow with a Follow: the clients' writes are
-// sent as they land.
-func (st *streamer) holdFollow() {
-	st.flow.waiting = false
-	end := st.timeoutAt
-	if end.IsZero() {
-		end = st.s.clock.Now().Add(100 * 365 * 24 * time.Hour)
-	} else {
-		end = end.Add(time.Hour) // waitOr stops at timeoutAt
-	}
-	for {
-		changed := st.s.store.Changed()
-		if !st.deliver() {
-			return
-		}
-		if _, ok := st.waitOr(end, changed); !ok {
-			return
-		}
-	}
-}
-
-// storeWatchRoute answers a watch from the world: one the session did not
-// record with these parameters, one resumed from a resourceVersion only
-// the replay knows, or (WritesApply) one of a resource the clients wrote.
+// storeWatchRoute answers a watch from the world: every watch of a replay
+// that answers writes; for a tape, one the session did not record with
+// these parameters, or one resumed from a resourceVersion the recording
+// does not show.
 func (s *Server) storeWatchRoute(r *http.Request, q query) route {
 	req := stateRequest(r, q, nil)
-	req.RecordedOnly = !s.causal() && s.writes != WritesApply
+	req.RecordedOnly = !s.causal()
 	wt, refused := s.store.Watch(req)
 	if refused != nil {
 		return storeRoute(refused)

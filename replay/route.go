@@ -327,18 +327,8 @@ func (s *Server) storeHandles(path string) bool {
 	return s.store != nil && s.store.Handles(path)
 }
 
-// applied reports whether, with WritesApply, the clients wrote objects of
-// path's resource: its LISTs and watches from now then come from the
-// world, which holds them.
-func (s *Server) applied(path string) bool {
-	return s.store != nil && s.writes == WritesApply && s.store.Wrote(path) && s.store.Handles(path)
-}
-
 func (s *Server) routeWatch(r *http.Request, q query) route {
 	cands := s.m.byKey[q.key]
-	if (q.rv == "" || q.sie) && s.applied(q.path) {
-		return s.storeWatchRoute(r, q)
-	}
 	// A resourceVersion the replay served in place of a recorded one
 	// stands for that one.
 	rv := q.rv
@@ -438,11 +428,6 @@ func (s *Server) pickList(listKey, cont, rv, accept string) *recorded {
 
 func (s *Server) routeOther(r *http.Request, q query) route {
 	read := q.method == http.MethodGet || q.method == http.MethodHead
-	if read && s.applied(q.path) {
-		if resp, ok := s.store.Serve(stateRequest(r, q, nil)); ok {
-			return storeRoute(resp)
-		}
-	}
 	if x := s.pickList(q.key, q.cont, q.rv, q.accept); x != nil {
 		return s.recordedRoute(r, q, x)
 	}

@@ -242,9 +242,6 @@ func (st *streamer) deadline(t, base int64) time.Time {
 // (parked set, stopped "") and returns false; the caller returns at once,
 // leaving its state such that calling st.rest again carries on.
 func (st *streamer) waitUntil(t time.Time) bool {
-	if st.flow != nil && st.flow.follow != nil {
-		return st.waitFollow(t)
-	}
 	limit := t
 	timeout := false
 	if !st.timeoutAt.IsZero() && (t.IsZero() || !st.timeoutAt.After(t)) {
@@ -291,10 +288,6 @@ func (st *streamer) waitUntil(t time.Time) bool {
 // hold waits until the client's timeoutSeconds, the client leaves, or the
 // server closes.
 func (st *streamer) hold() {
-	if st.flow != nil && st.flow.follow != nil {
-		st.holdFollow()
-		return
-	}
 	if st.mayPark() {
 		st.waitUntil(time.Time{}) // parks, or stops at timeoutAt
 		if !st.parked && st.stopped == "" {

@@ -197,7 +197,6 @@ type Server struct {
 	certPEM   []byte
 	requests  []Request      // the first maxRequests answered
 	dropped   int            // answered requests beyond maxRequests
-	usedWrite map[int64]bool // recorded writes served (each once)
 }
 
 // ErrStarted is returned by Start and StartTLS on a server that was already
@@ -218,7 +217,7 @@ func New(f *formats.File, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, file: f, speed: opts.Speed, writes: writes, usedWrite: map[int64]bool{}, owned: map[*ownConn]struct{}{}}
+	s := &Server{opts: opts, file: f, speed: opts.Speed, writes: writes, owned: map[*ownConn]struct{}{}}
 	s.maxRequests = opts.MaxRequests
 	if s.maxRequests == 0 {
 		s.maxRequests = DefaultMaxRequests

@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"testing"
 
 	"github.com/wtrace/wtrace/apiserver/world"
+	"github.com/wtrace/wtrace/capture"
 	"github.com/wtrace/wtrace/testkit/wttest"
 )
 
@@ -14,6 +16,30 @@ import (
 // events) into a Store.
 func BenchmarkLoad(b *testing.B) {
 	path := wttest.RecordCorpus(b, "basic-json", false)
+	f := wttest.OpenSession(b, path)
+	var size int64
+	for _, x := range f.Index().Exchanges {
+		size += x.BodyBytes
+	}
+	b.SetBytes(size)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := world.Load(f, world.Options{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkLoadSoak reads the real 8-minute soak (testdata/soak: 23
+// watches, keep-alive LISTs, 16,337 events) into a Store, as a replay
+// does before it serves. Its watches share the session's blocks: each
+// block is read once for all of them.
+func BenchmarkLoadSoak(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "soak.wt")
+	if _, err := wttest.RecordPcap(filepath.Join("..", "..", "testdata", "soak", "long-soak", "capture.pcap.zst"), path,
+		capture.Options{KeepSecrets: true}); err != nil {
+		b.Fatal(err)
+	}
 	f := wttest.OpenSession(b, path)
 	var size int64
 	for _, x := range f.Index().Exchanges {

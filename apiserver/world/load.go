@@ -49,6 +49,21 @@ type loader struct {
 	watched bool
 	// firstWatch is, per resource, the request time of its first watch.
 	firstWatch map[Resource]int64
+	// watches are the watches whose events the loader reads, in one
+	// pass over the session's records, once every exchange is known
+	// (readWatches): a block shared by many watches is read once.
+	watches  map[int64]*watchRead
+	watchIDs []int64
+}
+
+// watchRead is one watch whose events the loader reads.
+type watchRead struct {
+	x       *formats.ExchangeInfo
+	t       Target
+	format  frame.Format
+	scoped  bool
+	initial int // noInitial, initialAdded, initialUntilBookmark
+	done    bool
 }
 
 type startRV struct {
@@ -78,7 +93,7 @@ func Load(f *formats.File, opts Options) (*Store, error) {
 		s.now = time.Now
 	}
 	l := &loader{f: f, s: s, seen: map[Resource]map[Key]map[uint64]*entry{}, pages: map[string][]*page{},
-		firstWatch: map[Resource]int64{}}
+		firstWatch: map[Resource]int64{}, watches: map[int64]*watchRead{}}
 	if opts.Live {
 		l.env = &envBuilder{cs: newClientSet(f, opts)}
 		go warmFieldManagers()
@@ -91,6 +106,9 @@ func Load(f *formats.File, opts Options) (*Store, error) {
 			}
 			continue // an exchange that cannot be read adds nothing
 		}
+	}
+	if err := l.readWatches(); err != nil {
+		return nil, err
 	}
 	l.assemblePages()
 	l.finish()
@@ -163,7 +181,8 @@ func (l *loader) exchange(x *formats.ExchangeInfo) error {
 			l.firstWatch[t.Resource] = x.Request.Time
 		}
 		initial := initialEvents(q.Get("resourceVersion"), q.Get("sendInitialEvents"), x.Request.Missing)
-		return l.watch(x, t, q.Get("labelSelector") != "" || q.Get("fieldSelector") != "", initial)
+		l.addWatch(x, t, q.Get("labelSelector") != "" || q.Get("fieldSelector") != "", initial)
+		return nil
 	}
 	if t.Subresource != "" && t.Subresource != "status" {
 		return nil
@@ -284,68 +303,123 @@ const (
 // "0" may still be sending the current state.
 const initialBurst = int64(50 * time.Millisecond)
 
-func (l *loader) watch(x *formats.ExchangeInfo, t Target, scoped bool, initial int) error {
-	defer func() { l.watched = false }()
+// addWatch registers a watch whose events readWatches reads. scoped says
+// that it has a label or field selector; initial how it begins.
+func (l *loader) addWatch(x *formats.ExchangeInfo, t Target, scoped bool, initial int) {
 	f := frame.Format(x.Response.Events)
 	if f != frame.JSON && f != frame.Protobuf && f != frame.CBOR {
+		return
+	}
+	id := x.Request.Exchange
+	if l.watches[id] != nil {
+		return
+	}
+	l.watches[id] = &watchRead{x: x, t: t, format: f, scoped: scoped, initial: initial}
+	l.watchIDs = append(l.watchIDs, id)
+}
+
+// readWatches reads the events of every registered watch in one pass
+// over the blocks that hold them, in file order: one goroutine reads and
+// decompresses the blocks while this one reads the events (the two take
+// about as long). Damaged blocks are passed over; a read error ends the
+// pass with what was read (the exchanges beyond it add nothing, as an
+// unreadable exchange does).
+func (l *loader) readWatches() error {
+	if len(l.watchIDs) == 0 {
 		return nil
 	}
-	sc := l.f.ExchangeRecords(x.Request.Exchange)
-	for {
-		rec, err := sc.Next()
-		if err == io.EOF {
-			return nil
+	batches := make(chan []*formats.Frame, 8)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		defer close(batches)
+		sc := l.f.ExchangeRecords(l.watchIDs...)
+		var b []*formats.Frame
+		for {
+			rec, err := sc.Next()
+			if err != nil {
+				var de *formats.DamageError
+				if errors.As(err, &de) {
+					continue
+				}
+				break // io.EOF, or what cannot be read
+			}
+			if fr, ok := rec.(*formats.Frame); ok {
+				b = append(b, fr)
+			}
+			if len(b) == readBatch {
+				select {
+				case batches <- b:
+				case <-stop:
+					return
+				}
+				b = make([]*formats.Frame, 0, readBatch)
+			}
 		}
-		if err != nil {
-			var de *formats.DamageError
-			if errors.As(err, &de) {
+		if len(b) > 0 {
+			select {
+			case batches <- b:
+			case <-stop:
+			}
+		}
+	}()
+	for b := range batches {
+		for _, fr := range b {
+			w := l.watches[fr.Exchange]
+			if w == nil || w.done {
 				continue
 			}
-			return err
-		}
-		fr, ok := rec.(*formats.Frame)
-		if !ok {
-			continue
-		}
-		if u := l.s.opts.Until; u != 0 && fr.Time >= u {
-			return nil
-		}
-		m, err := frame.Peek(f, fr.Data)
-		if err != nil {
-			continue
-		}
-		var typ EventType
-		switch m.Type {
-		case "ADDED":
-			typ = Added
-		case "MODIFIED":
-			typ = Modified
-		case "DELETED":
-			typ = Deleted
-		case "BOOKMARK":
-			if n, ok := parseRV(m.ResourceVersion); ok {
-				l.rvs = append(l.rvs, n)
+			if err := l.watchEvent(w, fr); err != nil {
+				return err
 			}
-			if initial == initialUntilBookmark && bytes.Contains(fr.Data, []byte("k8s.io/initial-events-end")) {
-				initial = noInitial
-			}
-			continue
-		default:
-			continue
-		}
-		av, kind, raw, err := frame.EventObject(f, fr.Data)
-		if err != nil {
-			continue
-		}
-		o := codec.Object{Format: f, APIVersion: av, Kind: kind, Raw: raw}
-		if initial == initialAdded && (typ != Added || fr.Time > x.Response.Time+initialBurst) {
-			initial = noInitial
-		}
-		l.watched = initial == noInitial
-		if err := l.objectMeta(t.Resource, o, typ, fr.Time, m.Namespace, m.Name, m.ResourceVersion, scoped); err != nil {
-			return err
 		}
 	}
+	return nil
+}
+
+// readBatch is how many events readWatches hands over at a time.
+const readBatch = 256
+
+// watchEvent adds what one event of watch w shows.
+func (l *loader) watchEvent(w *watchRead, fr *formats.Frame) error {
+	defer func() { l.watched = false }()
+	if u := l.s.opts.Until; u != 0 && fr.Time >= u {
+		w.done = true
+		return nil
+	}
+	f := w.format
+	m, raw, err := frame.PeekEvent(f, fr.Data)
+	if err != nil {
+		return nil
+	}
+	var typ EventType
+	switch m.Type {
+	case "ADDED":
+		typ = Added
+	case "MODIFIED":
+		typ = Modified
+	case "DELETED":
+		typ = Deleted
+	case "BOOKMARK":
+		if n, ok := parseRV(m.ResourceVersion); ok {
+			l.rvs = append(l.rvs, n)
+		}
+		if w.initial == initialUntilBookmark && bytes.Contains(fr.Data, []byte("k8s.io/initial-events-end")) {
+			w.initial = noInitial
+		}
+		return nil
+	default:
+		return nil
+	}
+	if m.Kind == "Table" {
+		return nil // kubectl get -w: rows, not objects
+	}
+	o := codec.Object{Format: f, APIVersion: m.APIVersion, Kind: m.Kind, Raw: raw}
+	if w.initial == initialAdded && (typ != Added || fr.Time > w.x.Response.Time+initialBurst) {
+		w.initial = noInitial
+	}
+	l.watched = w.initial == noInitial
+	return l.objectMeta(w.t.Resource, o, typ, fr.Time, m.Namespace, m.Name, m.ResourceVersion, w.scoped)
 }
 
 func (l *loader) list(x *formats.ExchangeInfo, t Target, q url.Values, f frame.Format, body []byte) error {
@@ -441,6 +515,16 @@ func (l *loader) objectMeta(r Resource, o codec.Object, typ EventType, t int64, 
 		if t < e.time {
 			e.time = t
 		}
+		switch op, ep := partial(o), partial(e.obj); {
+		case op && !ep:
+			return nil // a metadata-only view of a version known whole
+		case ep && !op:
+			// The whole object of a version a metadata informer saw
+			// first: it takes the partial view's place.
+			l.s.bytes += int64(len(o.Raw) - len(e.obj.Raw) - len(e.alt.Raw))
+			e.obj, e.alt = o, codec.Object{}
+			return l.checkSize()
+		}
 		if e.obj.Format != o.Format && e.alt.Raw == nil {
 			e.alt = o
 			l.s.bytes += int64(len(o.Raw))
@@ -477,11 +561,16 @@ func (l *loader) history(r Resource, o codec.Object) *history {
 		h = newHistory(info)
 		l.s.res[r] = h
 	}
-	if h.info.Kind == "" && o.Kind != "" {
+	if o.Kind != "" && (h.info.Kind == "" || partial(codec.Object{Kind: h.info.Kind}) && !partial(o)) {
 		h.info.Kind = o.Kind
 	}
 	return h
 }
+
+// partial reports whether o is a metadata-only view (a metadata
+// informer's PartialObjectMetadata), which a whole object of the same
+// version always replaces.
+func partial(o codec.Object) bool { return strings.HasPrefix(o.Kind, "PartialObjectMetadata") }
 
 // assemblePages joins the pages of each paginated LIST into snapshots; a
 // LIST whose client did not fetch every page shows no complete scope.

@@ -40,17 +40,23 @@ func walkErr(at int, format string, args ...any) error {
 }
 
 // SkipString returns the index just past the string starting at b[i] ('"').
+// It looks for each '"' with bytes.IndexByte and takes the one not
+// escaped (preceded by an even number of backslashes).
 func SkipString(b []byte, i int) (int, error) {
 	for j := i + 1; j < len(b); {
-		k := bytes.IndexAny(b[j:], "\"\\")
+		k := bytes.IndexByte(b[j:], '"')
 		if k < 0 {
 			break
 		}
 		j += k
-		if b[j] == '"' {
+		n := 0
+		for p := j - 1; p > i && b[p] == '\\'; p-- {
+			n++
+		}
+		if n%2 == 0 {
 			return j + 1, nil
 		}
-		j += 2
+		j++
 	}
 	return 0, walkErr(i, "unterminated string")
 }
