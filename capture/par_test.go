@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -340,4 +341,40 @@ func pcapngWithSecrets(t *testing.T, pcap, keyLog []byte, at float64) []byte {
 		block(6, append(epb, data...))
 	}
 	return out
+}
+
+// failingSink fails every Write after the first n.
+type failingSink struct{ n int }
+
+func (s *failingSink) Write(formats.Record) error {
+	if s.n == 0 {
+		return errors.New("disk full")
+	}
+	s.n--
+	return nil
+}
+
+// TestWorkersSinkFails: when the Sink fails, Packet returns its error (a
+// batch later than without workers), every worker ends, and Close returns
+// the error again.
+func TestWorkersSinkFails(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	pcap, err := os.ReadFile(filepath.Join("..", "testdata", "corpus", "multi-watch", "capture.pcap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, after := range []int{0, 10, 500} {
+		oo, ob := batchOps, batchBytes
+		batchOps, batchBytes = 16, 1<<20
+		pc, err := NewPcap(bytes.NewReader(pcap), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = pc.Record(context.Background(), &failingSink{n: after}, Options{Workers: 2}, nil)
+		pc.Close()
+		batchOps, batchBytes = oo, ob
+		if err == nil || !strings.Contains(err.Error(), "disk full") {
+			t.Errorf("sink failing after %d records: Record = %v; want the sink's error", after, err)
+		}
+	}
 }
