@@ -142,7 +142,11 @@ func NewWriter(w io.Writer, opts WriterOptions) (*Writer, error) {
 			return nil, fmt.Errorf("formats: zstd level %d out of range [%d, %d]", opts.Level, zstd.SpeedFastest, zstd.SpeedBestCompression)
 		}
 	}
-	enc, err := encoder(level)
+	bs := opts.BlockSize
+	if bs <= 0 {
+		bs = DefaultBlockSize
+	}
+	enc, err := encoder(level, windowFor(min(bs, MaxBlockSize)))
 	if err != nil {
 		return nil, fmt.Errorf("formats: %w", err)
 	}
@@ -591,27 +595,69 @@ func (w *Writer) Close() error {
 	return nil
 }
 
-// encoders holds one zstd encoder per level, shared by every Writer:
-// EncodeAll is safe for concurrent use, and an encoder's tables (over 1 MiB
-// at the default level) are worth allocating once per process, not once
-// per file. Up to maxEncoders blocks are compressed at the same time.
-var encoders [zstd.SpeedBestCompression + 1]struct {
-	once sync.Once
-	enc  *zstd.Encoder
-	err  error
+// encoders holds one zstd encoder per level and window, shared by every
+// Writer: EncodeAll is safe for concurrent use, and an encoder's tables
+// (over 1 MiB at the default level) are worth allocating once per
+// process, not once per file. Up to maxEncoders blocks are compressed at
+// the same time.
+var encoders struct {
+	mu sync.Mutex
+	m  map[encoderKey]*zstd.Encoder
+}
+
+type encoderKey struct {
+	level  zstd.EncoderLevel
+	window int
 }
 
 const maxEncoders = 4
 
-func encoder(level zstd.EncoderLevel) (*zstd.Encoder, error) {
-	e := &encoders[level]
-	e.once.Do(func() {
-		e.enc, e.err = zstd.NewWriter(nil,
-			zstd.WithEncoderLevel(level),
-			zstd.WithEncoderConcurrency(min(runtime.GOMAXPROCS(0), maxEncoders)),
-			zstd.WithEncoderCRC(false)) // blocks carry their own CRC32-C
-	})
-	return e.enc, e.err
+// defaultWindow is zstd's own window (klauspost/compress's default):
+// enough for blocks up to its size.
+const defaultWindow = 8 << 20
+
+// windowFor returns the zstd window for blocks of n bytes: zstd's own for
+// blocks that fit it, else n rounded up to a power of two, so that a match
+// may reach back to the start of the block. On the real half-hour soak of
+// docs/BENCHMARKS.md (round 5), 16 MiB blocks with a 16 MiB window are
+// smaller and cheaper to compress than with the 8 MiB one: the earlier
+// versions of an object that an event repeats lie further back.
+func windowFor(n int) int {
+	if n <= defaultWindow {
+		return 0
+	}
+	w := defaultWindow
+	for w < n {
+		w <<= 1
+	}
+	return w
+}
+
+// encoder returns the shared encoder of level and window (0: zstd's own).
+func encoder(level zstd.EncoderLevel, window int) (*zstd.Encoder, error) {
+	encoders.mu.Lock()
+	defer encoders.mu.Unlock()
+	k := encoderKey{level, window}
+	if e := encoders.m[k]; e != nil {
+		return e, nil
+	}
+	opts := []zstd.EOption{
+		zstd.WithEncoderLevel(level),
+		zstd.WithEncoderConcurrency(min(runtime.GOMAXPROCS(0), maxEncoders)),
+		zstd.WithEncoderCRC(false), // blocks carry their own CRC32-C
+	}
+	if window > 0 {
+		opts = append(opts, zstd.WithWindowSize(window))
+	}
+	e, err := zstd.NewWriter(nil, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if encoders.m == nil {
+		encoders.m = map[encoderKey]*zstd.Encoder{}
+	}
+	encoders.m[k] = e
+	return e, nil
 }
 
 // spillEnc is the encoder of the index spill's segments, shared by every
