@@ -1,9 +1,6 @@
 package chunked
 
 import (
-	"bytes"
-	"io"
-	"net/http/httputil"
 	"testing"
 )
 
@@ -12,43 +9,6 @@ import (
 var benchBodies = []struct{ name, file string }{
 	{"small", "basic-json-watch.chunked"},
 	{"large", "large-objects-watch.chunked"},
-}
-
-// BenchmarkReader compares Reader with httputil.NewChunkedReader on the
-// same bodies through io.Reader, a new reader per body, reading into a
-// 32 KiB buffer.
-func BenchmarkReader(b *testing.B) {
-	for _, body := range benchBodies {
-		in := readFixture(b, body.file)
-		readers := []struct {
-			name string
-			new  func(io.Reader) io.Reader
-		}{
-			{"wtrace", func(r io.Reader) io.Reader { return NewReader(r) }},
-			{"httputil", httputil.NewChunkedReader},
-		}
-		for _, rd := range readers {
-			b.Run(body.name+"/"+rd.name, func(b *testing.B) {
-				buf := make([]byte, 32<<10)
-				src := bytes.NewReader(in)
-				b.SetBytes(int64(len(in)))
-				b.ReportAllocs()
-				for b.Loop() {
-					src.Reset(in)
-					r := rd.new(src)
-					for {
-						_, err := r.Read(buf)
-						if err == io.EOF {
-							break
-						}
-						if err != nil {
-							b.Fatal(err)
-						}
-					}
-				}
-			})
-		}
-	}
 }
 
 // BenchmarkDecoder runs the Next loop over a body fed in 64 KiB segments,

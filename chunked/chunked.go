@@ -326,8 +326,8 @@ func (d *Decoder) trailerLine(c []byte, start int64, n int, t int64) (int, Kind,
 	return n, Trailer, nil
 }
 
-// skipData accounts for k bytes of chunk data (k <= d.rem) that the caller
-// took from the input itself; Reader uses it to copy data without tokens.
+// skipData accounts for k bytes of chunk data (k <= d.rem) taken from the
+// input.
 func (d *Decoder) skipData(k int64) {
 	d.rem -= k
 	d.off += k

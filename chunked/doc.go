@@ -83,15 +83,7 @@
 // [Decoder.Resync] finds where chunk framing resumes in a stream whose
 // capture started in the middle of a body, or after a gap. See its doc.
 //
-// # Reader
-//
-// [Reader] is an io.Reader on top of a Decoder, a drop-in for
-// net/http/httputil.NewChunkedReader that also reads the trailer section
-// (so it ends after the final CRLF, not after the "0" line) and is as
-// strict as the Decoder. Its 32 KiB read buffer is pooled; large chunks
-// are read straight into the caller's buffer.
-//
 // # Concurrency
 //
-// Decoder and Reader are not safe for concurrent use.
+// A Decoder is not safe for concurrent use.
 package chunked

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
+	"net/http/httputil"
 	"strings"
+	"testing"
 )
 
 // event is a token normalized for comparison: consecutive Data tokens of
@@ -170,28 +173,6 @@ func chunkedEncode(body []byte, sizes ...int) []byte {
 	return b.Bytes()
 }
 
-// funcReader returns what f returns, as net/http's test helper of the same
-// name.
-type funcReader struct {
-	f   func(iteration int) ([]byte, error)
-	i   int
-	b   []byte
-	err error
-}
-
-func (r *funcReader) Read(p []byte) (n int, err error) {
-	if len(r.b) == 0 && r.err == nil {
-		r.b, r.err = r.f(r.i)
-		r.i++
-	}
-	n = copy(p, r.b)
-	r.b = r.b[n:]
-	if len(r.b) > 0 {
-		return n, nil
-	}
-	return n, r.err
-}
-
 // asError returns err as *Error or nil.
 func asError(err error) *Error {
 	var e *Error
@@ -199,4 +180,14 @@ func asError(err error) *Error {
 		return e
 	}
 	return nil
+}
+
+// httputilDecode decodes in with net/http's chunked reader, the reference.
+func httputilDecode(tb testing.TB, in []byte) []byte {
+	tb.Helper()
+	b, err := io.ReadAll(httputil.NewChunkedReader(bytes.NewReader(in)))
+	if err != nil {
+		tb.Fatalf("httputil: %v", err)
+	}
+	return b
 }

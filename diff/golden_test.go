@@ -169,5 +169,5 @@ func protoEnvelope(t *testing.T, data []byte) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return append([]byte(protoMagic), b...)
+	return append([]byte(frame.ProtobufMagic), b...)
 }

@@ -12,10 +12,6 @@ import (
 // an object is encoded for a client (every built-in kind of client-go's
 // scheme, and meta.k8s.io's Table and PartialObjectMetadata).
 
-// protoMagic starts every protobuf-encoded object
-// (k8s.io/apimachinery/pkg/runtime/serializer/protobuf).
-const protoMagic = "k8s\x00"
-
 // protoObjectJSON returns the JSON text of a protobuf object message (the
 // inside of the runtime.Unknown envelope) of kind apiVersion/kind. A kind
 // the scheme does not know is codec.ErrUnknownKind.

@@ -11,10 +11,6 @@ import (
 	"github.com/wtrace/wtrace/internal/apipath"
 )
 
-// maxTargetLen bounds a request-target diff parses: Kubernetes clients
-// stay far below it; net/http's own header limit is 1 MiB.
-const maxTargetLen = 64 << 10
-
 // class is what an exchange is to diff.
 type class uint8
 
@@ -105,7 +101,7 @@ func parseRequest(r *formats.Request) request {
 			q.cenc = strings.ToLower(strings.TrimSpace(h.Value))
 		}
 	}
-	if len(r.Target) > maxTargetLen {
+	if len(r.Target) > apipath.MaxTargetLen {
 		q.key = q.method + " (target of " + strconv.Itoa(len(r.Target)) + " bytes)"
 		return q
 	}
@@ -124,46 +120,23 @@ func parseRequest(r *formats.Request) request {
 	}
 	q.label, q.field = vals.Get("labelSelector"), vals.Get("fieldSelector")
 	q.obj, q.version, q.resource = parseResource(q.path)
-	q.key = keyOf(q.method, q.path, q.watch, q.as, vals)
+	q.key = apipath.Key(q.method, q.path, q.watch, vals)
+	if q.as != "" {
+		q.key += " (as " + q.as + ")"
+	}
 	return q
 }
 
 // classify says what exchange x is: a write by its method, a watch by its
 // request or by its response (a body the recorder split into events).
 func classify(q request, x *formats.ExchangeInfo) class {
-	switch q.method {
-	case "POST", "PUT", "PATCH", "DELETE":
+	if apipath.IsWrite(q.method) {
 		return classWrite
 	}
 	if q.watch || (x.Response != nil && x.Response.Events != 0) {
 		return classWatch
 	}
 	return classOther
-}
-
-// keyOf builds the pairing key from the request's stable parameters
-// (apipath.StableParams: the list replay's matcher uses, so what a replay
-// answers as the same request diff pairs as the same request).
-func keyOf(method, path string, watch bool, as string, vals url.Values) string {
-	var b strings.Builder
-	b.WriteString(method)
-	b.WriteByte(' ')
-	b.WriteString(path)
-	sep := byte('?')
-	for _, p := range apipath.StableParams(vals) {
-		b.WriteByte(sep)
-		sep = '&'
-		b.WriteString(p.Name)
-		b.WriteByte('=')
-		b.WriteString(p.Value)
-	}
-	if watch {
-		b.WriteString(" (watch)")
-	}
-	if as != "" {
-		b.WriteString(" (as " + as + ")")
-	}
-	return b.String()
 }
 
 // parseResource reads a resource path as the apiserver does

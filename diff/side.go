@@ -2,7 +2,6 @@ package diff
 
 import (
 	"bytes"
-	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,7 +11,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/klauspost/compress/gzip"
+
 	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/frame"
 )
 
 // side is one session as diff sees it: its exchanges classified and
@@ -540,7 +542,7 @@ func (c *comparer) document(body []byte, ctype, cenc string) ([]byte, string) {
 	default:
 		return nil, "content-encoding " + cenc + ", compared byte for byte"
 	}
-	if bytes.HasPrefix(body, []byte(protoMagic)) || strings.Contains(ctype, "protobuf") {
+	if bytes.HasPrefix(body, []byte(frame.ProtobufMagic)) || strings.Contains(ctype, "protobuf") {
 		j, err := protoBodyJSON(body)
 		if err != nil {
 			return nil, "protobuf: " + err.Error() + "; compared byte for byte"

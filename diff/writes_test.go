@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wtrace/wtrace/frame"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -210,7 +211,7 @@ func TestWriteProtobufBody(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return append([]byte(protoMagic), b...)
+		return append([]byte(frame.ProtobufMagic), b...)
 	}
 	a := writeSession(t, "a.wt", sx{method: "POST", target: cmPath, ctype: "application/json", body: js, status: 201})
 	b := writeSession(t, "b.wt", sx{method: "POST", target: cmPath, ctype: "application/vnd.kubernetes.protobuf", body: pb(js), status: 201})

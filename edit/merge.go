@@ -1,13 +1,11 @@
 package edit
 
 import (
-	"bufio"
 	"container/heap"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -49,8 +47,9 @@ type MergeResult struct {
 	Files []string
 }
 
-// Merge joins session files into one, streaming (memory: one block of each
-// recording being read, and the connection and exchange numbers of each).
+// Merge joins session files into one, streaming (memory: the index and one
+// block of the part of each recording being read, and the connection and
+// exchange numbers of each).
 //
 // Parts of one rotated recording (formats.FileSink with Rotate: each
 // part's Meta labels "part" and "previous" name the part before it) are
@@ -81,7 +80,8 @@ func Merge(ctx context.Context, inputs []string, opts MergeOptions) (MergeResult
 		return res, errors.New("edit: nothing to merge")
 	}
 	// Each input's Meta and Summary come from its index; its records are
-	// then read in one pass by a formats.Reader, without the index.
+	// then read in one pass, as every reader of a session reads them
+	// (damage numbered and skipped alike).
 	var files []*part
 	for _, in := range inputs {
 		f, err := formats.Open(in, formats.ReaderOptions{})
@@ -92,7 +92,10 @@ func Merge(ctx context.Context, inputs []string, opts MergeOptions) (MergeResult
 		files = append(files, &part{name: in, meta: idx.Meta, summary: idx.Summary})
 		f.Close()
 	}
-	chains := chainParts(files, &res)
+	chains, err := chainParts(files, &res)
+	if err != nil {
+		return res, err
+	}
 	for _, c := range chains {
 		var names []string
 		for _, p := range c {
@@ -102,6 +105,7 @@ func Merge(ctx context.Context, inputs []string, opts MergeOptions) (MergeResult
 	}
 
 	out := opts.Output
+	out.Inputs = append(slices.Clip(out.Inputs), inputs...)
 	if out.Meta.Tool == "" {
 		out.Meta = mergedMeta(chains, opts.Tool)
 	}
@@ -132,8 +136,8 @@ func Merge(ctx context.Context, inputs []string, opts MergeOptions) (MergeResult
 	var werr error
 	for h.Len() > 0 && werr == nil {
 		if res.Records%4096 == 0 {
-			if err := ctx.Err(); err != nil {
-				werr = err
+			if ctx.Err() != nil {
+				werr = context.Cause(ctx)
 				break
 			}
 		}
@@ -167,21 +171,20 @@ func Merge(ctx context.Context, inputs []string, opts MergeOptions) (MergeResult
 			end.CaptureSHA256, end.CaptureXXH64 = s.CaptureSHA256, s.CaptureXXH64
 		}
 	}
-	res.Files, err = closeSink(sink, end, "merge", werr)
+	res.Files, err = closeSink(sink, end, werr)
 	return res, err
 }
 
 // closeSink closes sink with end and returns the names of the files it
-// wrote and the error of the run: werr, the error that ended op, if any
-// (noted in end.Note), else the error of the close.
-func closeSink(sink *formats.FileSink, end formats.Ending, op string, werr error) ([]string, error) {
+// wrote and the error of the run: werr, the error that ended the edit, if
+// any — the output is then aborted (what its path held stays) and no file
+// is named — else the error of the close.
+func closeSink(sink *formats.FileSink, end formats.Ending, werr error) ([]string, error) {
 	if werr != nil {
-		end.Note = op + " failed: " + werr.Error()
+		sink.Abort()
+		return nil, werr
 	}
 	cerr := sink.Close(end)
-	if werr != nil {
-		return sink.Names(), werr
-	}
 	return sink.Names(), cerr
 }
 
@@ -198,8 +201,10 @@ type part struct {
 // chainParts groups the inputs into recordings: a part whose "previous"
 // label names another input (of the part number before it, in the same
 // directory if several match) follows it. The recordings are in the order
-// of their first parts among the inputs.
-func chainParts(files []*part, res *MergeResult) [][]*part {
+// of their first parts among the inputs. Parts whose labels name each
+// other in a circle (no first part: files copied or renamed into a loop)
+// are an error naming the circle.
+func chainParts(files []*part, res *MergeResult) ([][]*part, error) {
 	for _, p := range files {
 		if m := p.meta; m != nil {
 			p.number, _ = strconv.Atoi(m.Labels["part"])
@@ -213,7 +218,7 @@ func chainParts(files []*part, res *MergeResult) [][]*part {
 		prev := m.Labels["previous"]
 		var best *part
 		for _, q := range files {
-			if q == p || q.next != nil || filepath.Base(q.name) != prev || p.number != 0 && q.number != p.number-1 {
+			if q.next != nil || filepath.Base(q.name) != prev || p.number != 0 && q.number != p.number-1 {
 				continue
 			}
 			if best == nil || filepath.Dir(q.name) == filepath.Dir(p.name) {
@@ -227,6 +232,7 @@ func chainParts(files []*part, res *MergeResult) [][]*part {
 		best.next, p.prev = p, best
 	}
 	var chains [][]*part
+	chained := map[*part]bool{}
 	for _, p := range files {
 		if p.prev != nil {
 			continue
@@ -234,10 +240,27 @@ func chainParts(files []*part, res *MergeResult) [][]*part {
 		var c []*part
 		for q := p; q != nil; q = q.next {
 			c = append(c, q)
+			chained[q] = true
 		}
 		chains = append(chains, c)
 	}
-	return chains
+	// Each part has at most one part before it and one after it: a part no
+	// chain reached lies on a circle.
+	for _, p := range files {
+		if chained[p] {
+			continue
+		}
+		names := []string{p.name}
+		for q := p.next; q != p; q = q.next {
+			names = append(names, q.name)
+		}
+		names = append(names, p.name)
+		if len(names) == 2 {
+			return nil, fmt.Errorf("edit: %s names itself in its \"previous\" label (%s): it is not the first part of a recording; merge it alone, or leave it out", p.name, strings.Join(names, " → "))
+		}
+		return nil, fmt.Errorf("edit: the parts %s name each other in their \"previous\" labels, in a circle (%s): no part of it is the first of a recording; merge them one by one, or leave them out", strings.Join(names[:len(names)-1], ", "), strings.Join(names, " → "))
+	}
+	return chains, nil
 }
 
 // mergedMeta is the Meta of the merged session.
@@ -311,8 +334,8 @@ type stream struct {
 	order    int
 	parts    []*part
 	pi       int // the part being read; -1 before the first
-	file     *os.File
-	rd       *formats.Reader
+	file     *formats.File
+	rd       *formats.Scanner
 	renumber bool
 	res      *MergeResult
 
@@ -333,12 +356,9 @@ func (s *stream) openNext() bool {
 	}
 	s.pi++
 	name := s.parts[s.pi].name
-	f, err := os.Open(name)
+	f, err := formats.Open(name, formats.ReaderOptions{})
 	if err == nil {
-		s.rd, err = formats.NewReader(bufio.NewReaderSize(f, 1<<20), formats.ReaderOptions{})
-		if err != nil {
-			f.Close()
-		}
+		s.rd = f.Records()
 	}
 	if err != nil {
 		s.err = fmt.Errorf("edit: %s: %w", name, err)
@@ -356,25 +376,20 @@ func (s *stream) close() {
 	}
 }
 
+// damage notes a damaged region of the part being read.
+func (s *stream) damage(d *formats.DamageError) {
+	s.res.Damage = append(s.res.Damage, fmt.Errorf("%s: %w", s.parts[s.pi].name, d))
+}
+
 // advance reads the stream's next record to write; false at its end.
 func (s *stream) advance() bool {
 	if s.rd == nil && (s.err != nil || !s.openNext()) {
 		return false
 	}
 	for {
-		r, err := s.rd.Next()
+		r, err := s.rd.NextIntact(s.damage)
 		if err != nil {
-			var de *formats.DamageError
-			switch {
-			case errors.As(err, &de):
-				s.res.Damage = append(s.res.Damage, fmt.Errorf("%s: %w", s.parts[s.pi].name, err))
-				if errors.Is(err, io.ErrUnexpectedEOF) {
-					if !s.openNext() { // a cut file: nothing follows
-						return false
-					}
-				}
-				continue
-			case err != io.EOF:
+			if err != io.EOF {
 				s.err = fmt.Errorf("edit: %s: %w", s.parts[s.pi].name, err)
 				s.close()
 				return false

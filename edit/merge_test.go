@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -403,5 +404,96 @@ func TestMergeDamage(t *testing.T) {
 	}
 	if f := wttest.OpenSession(t, merged); !f.Clean() || f.Index().Summary.Events == 0 {
 		t.Errorf("merged file clean %v, %+v", f.Clean(), f.Index().Summary)
+	}
+}
+
+// TestMergeCycle: parts whose "previous" labels name each other in a
+// circle are an error naming the circle — alone (it panicked in
+// mergedMeta) or beside a normal recording (the pair was dropped without a
+// word, exit 0) — and nothing is written.
+func TestMergeCycle(t *testing.T) {
+	dir := t.TempDir()
+	part := func(name, previous string) string {
+		path := filepath.Join(dir, name)
+		meta := formats.Meta{Tool: "test", Labels: map[string]string{"previous": previous}}
+		if previous == "" {
+			meta.Labels = nil
+		}
+		fs, err := formats.NewFileSink(formats.FileSinkOptions{Path: path, Meta: meta})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fs.Write(&formats.Conn{ID: 1, Time: 1e9, Client: "127.0.0.1:1", Server: "127.0.0.1:2"})
+		fs.Write(&formats.Request{Conn: 1, Exchange: 0, Time: 1e9, Method: "GET", Target: "/api", Proto: "HTTP/1.1"})
+		if err := fs.Close(formats.Ending{}); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	a := part("a.wt", "b.wt")
+	b := part("b.wt", "a.wt")
+	c := part("c.wt", "")
+	for _, tc := range []struct {
+		name string
+		ins  []string
+	}{
+		{"alone", []string{a, b}},
+		{"beside a recording", []string{c, a, b}},
+		{"self", []string{part("s.wt", "s.wt")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := filepath.Join(dir, "m-"+strings.ReplaceAll(tc.name, " ", "-")+".wt")
+			res, err := Merge(context.Background(), tc.ins, MergeOptions{Output: formats.FileSinkOptions{Path: out}})
+			if err == nil || !strings.Contains(err.Error(), "→") {
+				t.Fatalf("Merge(%v) = %+v, %v; want an error naming the circle", tc.ins, res, err)
+			}
+			for _, in := range tc.ins {
+				if in != c && !strings.Contains(err.Error(), in) {
+					t.Errorf("the error does not name %s: %v", in, err)
+				}
+			}
+			if _, err := os.Stat(out); !os.IsNotExist(err) {
+				t.Errorf("%s was written", out)
+			}
+		})
+	}
+}
+
+// TestFailedEditKeepsOutput: a slice or merge that fails midway (here,
+// stopped by its context) leaves what the output path held, and no
+// temporary file — it used to close the partial output over it, with a
+// note.
+func TestFailedEditKeepsOutput(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.wt")
+	if _, err := wttest.RecordPcap(corpusPcaps(t)["basic-json"], in, capture.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out.wt")
+	old := []byte("what the output path held")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errors.New("stopped by the test"))
+	for _, run := range []func() error{
+		func() error {
+			_, err := Slice(ctx, in, SliceOptions{Output: formats.FileSinkOptions{Path: out}})
+			return err
+		},
+		func() error {
+			_, err := Merge(ctx, []string{in}, MergeOptions{Output: formats.FileSinkOptions{Path: out}})
+			return err
+		},
+	} {
+		if err := os.WriteFile(out, old, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := run(); err == nil || err.Error() != "stopped by the test" {
+			t.Errorf("err = %v; want the context's cause", err)
+		}
+		if got, _ := os.ReadFile(out); !bytes.Equal(got, old) {
+			t.Errorf("the output path holds %d bytes; want what it held", len(got))
+		}
+		if es, _ := os.ReadDir(dir); len(es) != 2 {
+			t.Errorf("files left: %v", es)
+		}
 	}
 }

@@ -1,9 +1,7 @@
 package edit
 
 import (
-	"bufio"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -11,12 +9,13 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/klauspost/compress/gzip"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -129,6 +128,7 @@ func Slice(ctx context.Context, in string, opts SliceOptions) (SliceResult, erro
 	}
 
 	out := opts.Output
+	out.Inputs = append(slices.Clip(out.Inputs), in)
 	if out.Meta.Tool == "" {
 		out.Meta = s.meta()
 	}
@@ -145,7 +145,7 @@ func Slice(ctx context.Context, in string, opts SliceOptions) (SliceResult, erro
 	if werr == nil {
 		werr = s.finish()
 	}
-	res.Files, err = closeSink(sink, formats.Ending{}, "slice", werr)
+	res.Files, err = closeSink(sink, formats.Ending{}, werr)
 	return res, err
 }
 
@@ -357,15 +357,11 @@ func (s *slicer) cutPoints() error {
 	}
 	sc := s.f.ExchangeRecords(ids...)
 	for len(open) > 0 {
-		rec, err := sc.Next()
+		rec, err := sc.NextIntact(nil) // copyRecords reports the damage
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			var de *formats.DamageError
-			if errors.As(err, &de) {
-				continue
-			}
 			return fmt.Errorf("edit: %s: %w", s.in, err)
 		}
 		fr, ok := rec.(*formats.Frame)
@@ -696,7 +692,7 @@ func (s *slicer) filterList(f frame.Format, body []byte) ([]byte, error) {
 	kind := strings.TrimSuffix(l.Kind, "List")
 	var keep [][]byte
 	for _, it := range l.Items {
-		m, err := frame.Peek(f, frame.WatchEvent(f, "ADDED", l.APIVersion, kind, it))
+		m, err := frame.PeekObject(f, l.APIVersion, kind, it)
 		if err != nil {
 			return nil, err
 		}
@@ -751,37 +747,29 @@ func (p *exPlan) chunked() bool {
 // copyRecords reads the input in file order and writes what the slice
 // keeps.
 func (s *slicer) copyRecords(ctx context.Context) error {
-	file, err := os.Open(s.in)
-	if err != nil {
-		return fmt.Errorf("edit: %w", err)
-	}
-	defer file.Close()
-	rd, err := formats.NewReader(bufio.NewReaderSize(file, 1<<20), formats.ReaderOptions{})
-	if err != nil {
-		return fmt.Errorf("edit: %s: %w", s.in, err)
-	}
-	for n := 0; ; n++ {
-		if n%4096 == 0 {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-		}
-		r, err := rd.Next()
-		if err == io.EOF {
-			return nil
-		}
+	n := 0
+	for r, err := range s.f.Records().Intact(s.damage) {
 		if err != nil {
-			var de *formats.DamageError
-			if errors.As(err, &de) {
-				s.res.Damage = append(s.res.Damage, fmt.Errorf("%s: %w", s.in, err))
-				continue
-			}
 			return fmt.Errorf("edit: %s: %w", s.in, err)
+		}
+		if n++; n%4096 == 0 {
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
 		}
 		if err := s.record(r); err != nil {
 			return err
 		}
 	}
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return nil
+}
+
+// damage notes a damaged region of the input, which the slice lacks.
+func (s *slicer) damage(d *formats.DamageError) {
+	s.res.Damage = append(s.res.Damage, fmt.Errorf("%s: %w", s.in, d))
 }
 
 // record writes what the slice keeps of input record r.

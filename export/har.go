@@ -129,8 +129,15 @@ func HAR(w io.Writer, f *formats.File, opts HAROptions) (Result, error) {
 	idx := f.Index()
 	creator, _ := json.Marshal(map[string]string{"name": "wtrace", "version": version})
 	fmt.Fprintf(h.w, `{"log":{"version":"1.2","creator":%s`, creator)
+	var comment []string
 	if m := idx.Meta; m != nil && m.Description != "" {
-		c, _ := json.Marshal("recorded by " + m.Tool + " from " + m.Description)
+		comment = append(comment, "recorded by "+m.Tool+" from "+m.Description)
+	}
+	if KeepsSecrets(f) {
+		comment = append(comment, keptSecrets)
+	}
+	if len(comment) > 0 {
+		c, _ := json.Marshal(strings.Join(comment, ". "))
 		fmt.Fprintf(h.w, `,"comment":%s`, c)
 	}
 	h.w.WriteString(`,"entries":[`)
@@ -149,7 +156,21 @@ func HAR(w io.Writer, f *formats.File, opts HAROptions) (Result, error) {
 		}
 	}
 	h.w.WriteString("\n]}}\n")
+	h.res.Damage = allDamage(f, h.res.Damage)
 	return h.res, h.w.Flush()
+}
+
+// keptSecrets is what an export of a session that kept Secret values says
+// of itself.
+const keptSecrets = "Secret values and tokens are kept as captured (recorded with --keep-secrets; credentials in headers never are): treat this file as a secret"
+
+// KeepsSecrets reports whether the session f holds Secret values and
+// tokens as captured (recorded with --keep-secrets, or merged from such a
+// recording): so does every export of it, which says so (HAR: the log's
+// comment; JSONL: the meta line's redaction).
+func KeepsSecrets(f *formats.File) bool {
+	m := f.Index().Meta
+	return m != nil && m.Redaction == formats.RedactionHeadersOnly
 }
 
 type harWriter struct {
@@ -384,10 +405,10 @@ type bodyKind struct {
 // Pre and Data) and the End's Tail.
 func (h *harWriter) bodyPieces(x *formats.ExchangeInfo, dir formats.Direction) iter.Seq[[]byte] {
 	return func(yield func([]byte) bool) {
-		for r, err := range h.f.ExchangeRecords(x.Request.Exchange).All() {
+		for r, err := range h.f.ExchangeRecords(x.Request.Exchange).Intact(func(d *formats.DamageError) { h.damage(d) }) {
 			if err != nil {
 				h.damage(err)
-				continue
+				return
 			}
 			switch r := r.(type) {
 			case *formats.Body:

@@ -1,13 +1,14 @@
 package export
 
 import (
+	"cmp"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"io"
+	"slices"
 
 	"github.com/wtrace/wtrace/formats"
-	"github.com/wtrace/wtrace/frame"
 )
 
 // JSONLOptions configure JSONL. The zero value writes no event or body
@@ -127,19 +128,20 @@ func JSONL(w io.Writer, f *formats.File, opts JSONLOptions) (Result, error) {
 		}
 		return enc.Encode(exchangeLine{Record: "exchange", Exchange: NewExchange(x, names)})
 	}
-	for r, err := range f.Records().All() {
-		if err != nil {
-			var de *formats.DamageError
-			if !errors.As(err, &de) {
-				return res, err
-			}
-			res.Damage = append(res.Damage, err)
-			if err := enc.Encode(damageLine{Record: "damage", Offset: de.Offset, Block: de.Block, Message: de.Error()}); err != nil {
-				return res, err
-			}
-			continue
+	var derr error // of writing a damage line
+	damage := func(de *formats.DamageError) {
+		res.Damage = append(res.Damage, de)
+		if derr == nil {
+			derr = enc.Encode(damageLine{Record: "damage", Offset: de.Offset, Block: de.Block, Message: de.Error()})
 		}
-		var err error
+	}
+	for r, err := range f.Records().Intact(damage) {
+		if err == nil {
+			err = derr
+		}
+		if err != nil {
+			return res, err
+		}
 		switch r := r.(type) {
 		case *formats.Conn:
 			err = conn(r.ID)
@@ -159,7 +161,7 @@ func JSONL(w io.Writer, f *formats.File, opts JSONLOptions) (Result, error) {
 			}
 		case *formats.Frame:
 			if err = exchange(r.Exchange); err == nil {
-				ev := newEvent(f, names, r)
+				ev := f.Event(r)
 				err = enc.Encode(eventLine{Record: "event", EventLine: ev.Line(opts.Data)})
 			}
 		case *formats.Anomaly:
@@ -176,6 +178,9 @@ func JSONL(w io.Writer, f *formats.File, opts JSONLOptions) (Result, error) {
 			return res, err
 		}
 	}
+	if derr != nil {
+		return res, derr
+	}
 	if idx.Summary != nil {
 		if err := enc.Encode(summaryLine{Record: "summary", Summary: NewSummary(idx.Summary)}); err != nil {
 			return res, err
@@ -184,18 +189,38 @@ func JSONL(w io.Writer, f *formats.File, opts JSONLOptions) (Result, error) {
 	return res, nil
 }
 
-// newEvent is what formats.File.Events says of the Frame r.
-func newEvent(f *formats.File, names map[uint64]string, r *formats.Frame) *formats.Event {
-	ev := &formats.Event{Exchange: r.Exchange, Seq: r.Seq, Time: r.Time, Data: r.Data, Redacted: r.Redacted}
-	if x := f.Exchange(r.Exchange); x != nil {
-		ev.Conn = names[x.Request.Conn]
-		if !x.Request.Missing {
-			ev.Request = x.Request.Method + " " + x.Request.Target
+// allDamage returns damage (found reading f's exchanges) with the damage
+// opening f found that those reads did not meet — a block no exchange is
+// known to lie in, every block when none is intact — in file order, once
+// per region: an export says what it lost whatever it read.
+func allDamage(f *formats.File, damage []error) []error {
+	seen := map[int64]bool{}
+	var out []error
+	add := func(err error) {
+		var de *formats.DamageError
+		if errors.As(err, &de) {
+			if seen[de.Offset] {
+				return
+			}
+			seen[de.Offset] = true
 		}
-		if x.Response != nil {
-			ev.Format = x.Response.Events
+		out = append(out, err)
+	}
+	for _, d := range damage {
+		add(d)
+	}
+	for _, p := range f.Problems() {
+		var de *formats.DamageError
+		if errors.As(p, &de) {
+			add(de)
 		}
 	}
-	ev.Meta, _ = frame.Peek(ev.Format, r.Data)
-	return ev
+	slices.SortStableFunc(out, func(a, b error) int {
+		var da, db *formats.DamageError
+		if errors.As(a, &da) && errors.As(b, &db) {
+			return cmp.Compare(da.Offset, db.Offset)
+		}
+		return 0
+	})
+	return out
 }

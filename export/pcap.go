@@ -83,6 +83,7 @@ func Pcap(w io.Writer, f *formats.File, opts PcapOptions) (Result, error) {
 	if err := p.run(); err != nil {
 		return p.res, err
 	}
+	p.res.Damage = allDamage(f, p.res.Damage)
 	return p.res, bw.Flush()
 }
 

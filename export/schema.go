@@ -129,6 +129,12 @@ type Exchange struct {
 	Last       string           `json:"last,omitempty"`
 	Anomalies  int              `json:"anomalies,omitempty"`
 	Blocks     []int            `json:"blocks,omitempty"`
+	// Errors are a watch's ERROR events carrying a Status, and
+	// LongestSilence the longest time it sent nothing: what inspect's text
+	// says under the exchange. In the Session document (NewSession) only;
+	// a JSONL export has the events themselves.
+	Errors         []WatchError `json:"errors,omitempty"`
+	LongestSilence *Silence     `json:"longestSilence,omitempty"`
 }
 
 // Request is an exchange's request head.
@@ -243,13 +249,24 @@ func Framing(f formats.BodyFraming) string {
 	return fmt.Sprintf("unknown-%d", f)
 }
 
-// NewSession returns the Session document of f: its index and the problems
-// found opening it. It reads only the index.
+// NewSession returns the Session document of f: its index, the problems
+// found opening it, and the notes of each watch (Exchange.Errors and
+// LongestSilence), read from its events in one pass over the file.
 func NewSession(f *formats.File) *Session {
 	s := SessionOf(f.Index())
 	s.Clean = f.Clean()
 	for _, p := range f.Problems() {
 		s.Problems = append(s.Problems, p.Error())
+	}
+	notes, err := readWatchNotes(f)
+	if err != nil {
+		s.Problems = append(s.Problems, "reading the watches' events: "+err.Error())
+	}
+	for i := range s.Exchanges {
+		if n := notes[s.Exchanges[i].Exchange]; n != nil {
+			s.Exchanges[i].Errors = n.errors
+			s.Exchanges[i].LongestSilence = n.silence()
+		}
 	}
 	return s
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/zlib"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"iter"
@@ -106,13 +105,8 @@ func (g *wireGen) run(yield func(piece) bool) {
 		g.body.mode = bodyH2
 		g.body.stream = stream
 	}
-	for r, err := range g.f.ExchangeRecords(g.x.Request.Exchange).All() {
+	for r, err := range g.f.ExchangeRecords(g.x.Request.Exchange).Intact(func(d *formats.DamageError) { g.o.damage(d) }) {
 		if err != nil {
-			var de *formats.DamageError
-			if errors.As(err, &de) {
-				g.o.damage(err)
-				continue
-			}
 			g.o.damage(err)
 			break
 		}

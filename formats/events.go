@@ -45,10 +45,6 @@ func (f *File) Exchange(id int64) *ExchangeInfo {
 // (unless ReaderOptions.StopOnDamage); any other error ends it.
 func (f *File) Events() iter.Seq2[*Event, error] {
 	return func(yield func(*Event, error) bool) {
-		conns := make(map[uint64]string, len(f.idx.Conns))
-		for _, c := range f.idx.Conns {
-			conns[c.Conn.ID] = c.Conn.Client + "->" + c.Conn.Server
-		}
 		for r, err := range f.Records().All() {
 			if err != nil {
 				if !yield(nil, err) {
@@ -56,26 +52,40 @@ func (f *File) Events() iter.Seq2[*Event, error] {
 				}
 				continue
 			}
-			fr, ok := r.(*Frame)
-			if !ok {
-				continue
-			}
-			ev := &Event{Exchange: fr.Exchange, Seq: fr.Seq, Time: fr.Time, Data: fr.Data, Redacted: fr.Redacted}
-			if x := f.Exchange(fr.Exchange); x != nil {
-				ev.Conn = conns[x.Request.Conn]
-				if !x.Request.Missing {
-					ev.Request = x.Request.Method + " " + x.Request.Target
-				}
-				if x.Response != nil {
-					ev.Format = x.Response.Events
-				}
-			}
-			ev.Meta, _ = frame.Peek(ev.Format, fr.Data)
-			if !yield(ev, nil) {
+			if fr, ok := r.(*Frame); ok && !yield(f.Event(fr), nil) {
 				return
 			}
 		}
 	}
+}
+
+// Event returns what the session says of the watch event fr, one of its
+// Frames: its connection and request (from the index), its format, and
+// what frame.Peek reads from it. The Event shares fr's Data.
+func (f *File) Event(fr *Frame) *Event {
+	ev := &Event{Exchange: fr.Exchange, Seq: fr.Seq, Time: fr.Time, Data: fr.Data, Redacted: fr.Redacted}
+	if x := f.Exchange(fr.Exchange); x != nil {
+		ev.Conn = f.connName(x.Request.Conn)
+		if !x.Request.Missing {
+			ev.Request = x.Request.Method + " " + x.Request.Target
+		}
+		if x.Response != nil {
+			ev.Format = x.Response.Events
+		}
+	}
+	ev.Meta, _ = frame.Peek(ev.Format, fr.Data)
+	return ev
+}
+
+// connName names connection id as the events lines do: "client->server".
+func (f *File) connName(id uint64) string {
+	f.namesOnce.Do(func() {
+		f.names = make(map[uint64]string, len(f.idx.Conns))
+		for _, c := range f.idx.Conns {
+			f.names[c.Conn.ID] = c.Conn.Client + "->" + c.Conn.Server
+		}
+	})
+	return f.names[id]
 }
 
 // EventFilter selects events by what Peek read from them. Each non-empty

@@ -7,6 +7,7 @@ import (
 	"iter"
 	"os"
 	"slices"
+	"sort"
 	"sync"
 )
 
@@ -26,6 +27,9 @@ type File struct {
 	dict     fileDict
 	once     sync.Once
 	closeErr error
+
+	namesOnce sync.Once
+	names     map[uint64]string // connection ID → "client->server"
 }
 
 // Open opens a session file: header, then footer and index; if the footer or
@@ -81,11 +85,20 @@ func OpenReaderAt(r io.ReaderAt, size int64, opts ReaderOptions) (*File, error) 
 			}
 			return nil
 		})
-		f.problems = append(f.problems, problems...)
 		if err != nil {
 			return nil, err
 		}
 		f.idx = b.finish()
+		// A damaged region is named by its place among the data blocks,
+		// as a Scanner names a damaged block of an intact index: the
+		// blocks' own numbers also count the dictionary's blocks.
+		for _, p := range problems {
+			var d *DamageError
+			if errors.As(p, &d) && d.Block >= 0 {
+				d.Block = sort.Search(len(f.idx.Blocks), func(i int) bool { return f.idx.Blocks[i].Offset >= d.Offset })
+			}
+		}
+		f.problems = append(f.problems, problems...)
 	}
 	for _, p := range f.problems {
 		var d *DamageError

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/wtrace/wtrace/internal/outfile"
 )
 
 // DefaultSyncInterval is the FileSinkOptions.SyncInterval a zero value
@@ -64,8 +66,19 @@ type Ending struct {
 type FileSinkOptions struct {
 	// Path is the session file to write. With Rotate, the files are
 	// PartName(Path, 1), PartName(Path, 2), … and Path itself is not
-	// written.
+	// written. Each file is written to a temporary file beside it and
+	// renamed into place when it is complete (or, for a recording that
+	// calls Flush, at its first Flush: a live recording is then found at
+	// its name, readable up to its last block, whatever becomes of the
+	// recorder), so that a recording that fails before leaves what the
+	// path held untouched.
 	Path string
+	// Inputs are the files the recording reads (a capture file, a key
+	// log, the sessions it is made from). A file the FileSink would
+	// create that is one of them — the same path, written another way, a
+	// symbolic or hard link to it (os.SameFile) — is refused before
+	// anything is written: an *OutputError wrapping ErrOutputIsInput.
+	Inputs []string
 	// Out, used instead of Path, receives a single session (standard
 	// output). It is neither synced nor closed; Rotate is not allowed.
 	Out io.Writer
@@ -142,8 +155,9 @@ type FileSink struct {
 
 	part    int
 	name    string
-	file    *os.File
-	out     *fileCounter // what reached the file: blocks, as they are cut
+	tmp     *outfile.File // the current file, until it is renamed into place and closed
+	file    *os.File      // tmp's file
+	out     *fileCounter  // what reached the file: blocks, as they are cut
 	w       *Writer
 	begun   time.Time
 	synced  time.Time
@@ -163,6 +177,10 @@ type FileSink struct {
 	mu    sync.Mutex
 	names []string
 }
+
+// ErrOutputIsInput is wrapped by the *OutputError of a FileSink whose file
+// would be one of FileSinkOptions.Inputs.
+var ErrOutputIsInput = outfile.ErrInput
 
 // ErrSinkRecord is returned by FileSink.Write for a Meta or Summary
 // record: the FileSink writes those itself.
@@ -209,17 +227,20 @@ func (fs *FileSink) open() error {
 	fs.part++
 	prev := fs.name
 	out := fs.opts.Out
-	fs.file = nil
+	fs.tmp, fs.file = nil, nil
 	if out == nil {
 		fs.name = fs.opts.Path
 		if fs.opts.Rotate {
 			fs.name = PartName(fs.opts.Path, fs.part)
 		}
-		f, err := os.Create(fs.name)
+		if err := outfile.Check(fs.name, fs.opts.Inputs...); err != nil {
+			return err
+		}
+		f, err := outfile.Create(fs.name)
 		if err != nil {
 			return err
 		}
-		fs.file, out = f, f
+		fs.tmp, fs.file, out = f, f.File, f
 	} else {
 		fs.name = "-"
 	}
@@ -233,8 +254,8 @@ func (fs *FileSink) open() error {
 	}
 	w, err := NewWriter(fs.out, wopts)
 	if err != nil {
-		if fs.file != nil {
-			fs.file.Close()
+		if fs.tmp != nil {
+			fs.tmp.Abort()
 		}
 		return err
 	}
@@ -477,12 +498,9 @@ func (fs *FileSink) finish(end Ending) error {
 	}
 	fs.finishedSize += fs.w.Size()
 	fs.size.Store(fs.finishedSize)
-	if fs.file != nil {
-		if err := fs.file.Sync(); err != nil {
-			fs.file.Close()
-			return err
-		}
-		if err := fs.file.Close(); err != nil {
+	if fs.tmp != nil {
+		// Synced, closed and renamed into place: complete.
+		if err := fs.tmp.Commit(); err != nil {
 			return err
 		}
 	}
@@ -504,6 +522,14 @@ func (fs *FileSink) flush() error {
 	}
 	fs.size.Store(fs.finishedSize + fs.w.Size())
 	now := fs.clock()
+	if fs.tmp != nil {
+		// A recording that flushes is live: from its first flush on, its
+		// file is at its name (synced then), whatever happens to it.
+		if err := fs.tmp.Publish(); err != nil {
+			fs.err = err
+			return err
+		}
+	}
 	if fs.file != nil && fs.opts.SyncInterval > 0 && now.Sub(fs.synced) >= fs.opts.SyncInterval {
 		fs.synced = now
 		if err := fs.file.Sync(); err != nil {
@@ -532,15 +558,34 @@ func (fs *FileSink) close(end Ending) error {
 	}
 	fs.closed = true
 	if fs.err != nil {
-		if fs.file != nil {
-			fs.file.Close()
+		if fs.tmp != nil {
+			fs.tmp.Abort() // removed, unless a flush published it
 		}
 		return fs.err
 	}
 	if err := fs.finish(end); err != nil {
 		fs.err = err
+		if fs.tmp != nil {
+			fs.tmp.Abort()
+		}
 	}
 	return fs.err
+}
+
+// Abort ends a recording that failed: the current file is closed and
+// removed — what its path held before stays — unless a Flush had already
+// put it in place (it then stays, readable up to its last flushed block).
+// Files finished before it (rotated parts) stay. It returns the first
+// error the FileSink met, like Close; after Close it does nothing.
+func (fs *FileSink) Abort() error {
+	if fs.closed {
+		return fs.failed(fs.err)
+	}
+	fs.closed = true
+	if fs.tmp != nil {
+		fs.tmp.Abort()
+	}
+	return fs.failed(fs.err)
 }
 
 // Size returns the bytes written so far over all files (with the pending

@@ -241,6 +241,15 @@ func FuzzListItems(f *testing.F) {
 			if !within(item, body) {
 				t.Fatalf("item %d does not alias the body", i)
 			}
+			// PeekObject reads what Peek reads of the item as an event.
+			pm, perr := PeekObject(fm, l.APIVersion, "X", item)
+			em, eerr := Peek(fm, WatchEvent(fm, "ADDED", l.APIVersion, "X", item))
+			if perr != nil && !errors.Is(perr, ErrInvalid) {
+				t.Fatalf("PeekObject error %v does not wrap ErrInvalid", perr)
+			}
+			if em.Type = ""; perr == nil && eerr == nil && json.Valid(item) && pm != em {
+				t.Fatalf("item %d: PeekObject = %+v; Peek of its event %+v", i, pm, em)
+			}
 			if fm == JSON && (item[0] != '{' || item[len(item)-1] != '}') {
 				t.Fatalf("item %d = %q", i, item)
 			}

@@ -144,9 +144,19 @@ func TestK8sListItems(t *testing.T) {
 			if len(l.Items) != len(items) || len(items) == 0 {
 				t.Fatalf("%d items; want %d", len(l.Items), len(items))
 			}
+			kind := strings.TrimSuffix(l.Kind, "List")
 			for i, item := range l.Items {
 				if got := decodeItem(t, f, item, items[i]); !equality.Semantic.DeepEqual(got, items[i]) {
 					t.Errorf("item %d decodes to %v; want %v", i, got, items[i])
+				}
+				om, err := meta.Accessor(items[i])
+				if err != nil {
+					t.Fatal(err)
+				}
+				pm, err := PeekObject(f, l.APIVersion, kind, item)
+				want := Meta{APIVersion: l.APIVersion, Kind: kind, Namespace: om.GetNamespace(), Name: om.GetName(), ResourceVersion: om.GetResourceVersion()}
+				if err != nil || pm != want {
+					t.Errorf("PeekObject(item %d) = %+v, %v; want %+v", i, pm, err, want)
 				}
 			}
 		})

@@ -49,9 +49,10 @@ const (
 	fStatusCode    = 6
 )
 
-// protoMagic starts a protobuf-encoded object (k8s.io/apimachinery
-// pkg/runtime/serializer/protobuf: "k8s" + 0x00, then runtime.Unknown).
-const protoMagic = "k8s\x00"
+// ProtobufMagic starts every protobuf-encoded Kubernetes object
+// (k8s.io/apimachinery pkg/runtime/serializer/protobuf: "k8s" + 0x00, then
+// a runtime.Unknown envelope).
+const ProtobufMagic = "k8s\x00"
 
 // pbField is one field of a protobuf message.
 type pbField struct {
@@ -130,11 +131,11 @@ type unknown struct {
 // the outermost buffer.
 func parseUnknown(b []byte, base int) (unknown, error) {
 	var u unknown
-	if len(b) < len(protoMagic) || string(b[:len(protoMagic)]) != protoMagic {
+	if len(b) < len(ProtobufMagic) || string(b[:len(ProtobufMagic)]) != ProtobufMagic {
 		return u, fmt.Errorf("%w: protobuf object at byte %d lacks the k8s\\x00 envelope", ErrInvalid, base)
 	}
-	b = b[len(protoMagic):]
-	base += len(protoMagic)
+	b = b[len(ProtobufMagic):]
+	base += len(ProtobufMagic)
 	err := eachField(b, base, func(f pbField) error {
 		switch f.num {
 		case fUnknownTypeMeta:
@@ -226,7 +227,7 @@ func appendBytes(b []byte, num protowire.Number, v []byte) []byte {
 // appendUnknown appends "k8s\x00" + runtime.Unknown{TypeMeta{apiVersion,
 // kind}, raw, contentEncoding "", contentType ""} as the apiserver writes it.
 func appendUnknown(b []byte, apiVersion, kind string, raw []byte) []byte {
-	b = append(b, protoMagic...)
+	b = append(b, ProtobufMagic...)
 	tm := appendString(nil, fTypeMetaAPIVersion, apiVersion)
 	tm = appendString(tm, fTypeMetaKind, kind)
 	b = appendBytes(b, fUnknownTypeMeta, tm)

@@ -120,6 +120,43 @@ func PeekEvent(f Format, data []byte) (Meta, []byte, error) {
 	return m, object, nil
 }
 
+// PeekObject reads the Meta of one object as a LIST's item or a
+// response's body holds it (ListItems' Items, EventObject's object):
+// Kind and APIVersion (apiVersion and kind when the object does not name
+// them, as a typed LIST's JSON items do not), Namespace, Name and
+// ResourceVersion; Type is empty. It reads what Peek reads of the
+// object of WatchEvent(f, "ADDED", apiVersion, kind, object), in one walk
+// for JSON. Errors wrap ErrInvalid; PeekObject never panics.
+func PeekObject(f Format, apiVersion, kind string, object []byte) (Meta, error) {
+	if f != JSON {
+		m, err := Peek(f, WatchEvent(f, "ADDED", apiVersion, kind, object))
+		m.Type = ""
+		return m, err
+	}
+	m := Meta{APIVersion: apiVersion, Kind: kind}
+	var err error
+	werr := eachMember(object, func(key, val []byte, at int) bool {
+		switch {
+		case keyIs(key, "kind"):
+			m.Kind, err = jsonString(val, at)
+		case keyIs(key, "apiVersion"):
+			m.APIVersion, err = jsonString(val, at)
+		case keyIs(key, "metadata"):
+			if len(val) > 0 && val[0] == '{' {
+				err = peekJSONMeta(val, &m)
+			}
+		}
+		return err == nil
+	})
+	if werr == nil {
+		werr = err
+	}
+	if werr != nil {
+		return Meta{}, werr
+	}
+	return m, nil
+}
+
 // peekJSONMeta reads name, namespace, resourceVersion and the
 // initial-events-end annotation of an object's metadata.
 func peekJSONMeta(md []byte, m *Meta) error {

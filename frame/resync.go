@@ -122,7 +122,7 @@ func probeProto(w []byte, limit int) int {
 		return probeNo
 	}
 	p = p[1+vn:]
-	const magic = "k8s\x00"
+	const magic = ProtobufMagic
 	if len(p) < len(magic) {
 		if string(p) == magic[:len(p)] {
 			return probeMore

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wtrace/wtrace/apiserver/world"
+	"github.com/wtrace/wtrace/internal/apipath"
 )
 
 // A replay that answers writes (WritesAnswer, WritesApply) is an
@@ -432,11 +433,11 @@ func (s *Server) writeLatency(arrival time.Time, done <-chan struct{}) {
 // knows; the rest (discovery, /version, paths that are no resource) as the
 // recording has it or as synthesized.
 func (s *Server) routeWorld(r *http.Request, q query, body []byte) route {
-	if s.storeHandles(q.path) || isWrite(q.method) {
+	if s.storeHandles(q.path) || apipath.IsWrite(q.method) {
 		if q.watch && q.method == http.MethodGet {
 			return s.storeWatchRoute(r, q)
 		}
-		if isWrite(q.method) {
+		if apipath.IsWrite(q.method) {
 			// The write reaches the world after the apiserver's latency,
 			// as it reaches etcd: its answer and its watch events come
 			// together, after it.
@@ -448,7 +449,7 @@ func (s *Server) routeWorld(r *http.Request, q query, body []byte) route {
 			}
 			return storeRoute(resp)
 		}
-		if isWrite(q.method) {
+		if apipath.IsWrite(q.method) {
 			if t, ok := world.ParsePath(q.path); ok && t.Resource.Resource != "" {
 				return s.notFound(q)
 			}

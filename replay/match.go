@@ -9,16 +9,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wtrace/wtrace/apiserver/world"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
 	"github.com/wtrace/wtrace/internal/apipath"
 )
-
-// maxTargetLen bounds a request-target the matcher parses (recorded or
-// incoming): Kubernetes clients stay far below it; net/http's own header
-// limit is 1 MiB.
-const maxTargetLen = 64 << 10
 
 // maxTimeoutSeconds bounds the timeoutSeconds a client may ask for (a year):
 // larger values are treated as no timeout.
@@ -42,8 +36,8 @@ var errTarget = errors.New("replay: malformed request-target")
 
 // parseTarget reduces a request-target ("/api/v1/pods?watch=1") to a query.
 func parseTarget(method, target string) (query, error) {
-	if len(target) > maxTargetLen {
-		return query{}, fmt.Errorf("%w: %d bytes (limit %d)", errTarget, len(target), maxTargetLen)
+	if len(target) > apipath.MaxTargetLen {
+		return query{}, fmt.Errorf("%w: %d bytes (limit %d)", errTarget, len(target), apipath.MaxTargetLen)
 	}
 	u, err := url.ParseRequestURI(target)
 	if err != nil {
@@ -76,35 +70,14 @@ func newQuery(method, path string, vals url.Values) query {
 	if n, err := strconv.ParseInt(vals.Get("timeoutSeconds"), 10, 64); err == nil && n > 0 && n <= maxTimeoutSeconds {
 		q.timeout = time.Duration(n) * time.Second
 	}
-	q.key = keyOf(q.method, q.path, q.watch, vals)
+	q.key = apipath.Key(q.method, q.path, q.watch, vals)
 	return q
-}
-
-// keyOf builds the matching key: the request's stable parameters
-// (apipath.StableParams; of those left out, resourceVersion and continue
-// still rank the candidates, and sendInitialEvents chooses between recorded
-// and synthesized streaming lists).
-func keyOf(method, path string, watch bool, vals url.Values) string {
-	var b strings.Builder
-	b.WriteString(method)
-	b.WriteByte(' ')
-	b.WriteString(path)
-	for _, p := range apipath.StableParams(vals) {
-		b.WriteByte('\x00')
-		b.WriteString(p.Name)
-		b.WriteByte('=')
-		b.WriteString(p.Value)
-	}
-	if watch {
-		b.WriteString("\x00watch")
-	}
-	return b.String()
 }
 
 // listKey is the key of the LIST a watch query pairs with: same path and
 // parameters, GET, not a watch.
 func (q query) listKey() string {
-	return strings.TrimSuffix(q.key, "\x00watch")
+	return strings.TrimSuffix(q.key, apipath.WatchSuffix)
 }
 
 // watchKey is the key of the WATCH a LIST query pairs with.
@@ -112,7 +85,7 @@ func (q query) watchKey() string {
 	if q.watch {
 		return q.key
 	}
-	return q.key + "\x00watch"
+	return q.key + apipath.WatchSuffix
 }
 
 // recorded is one exchange of the session that can answer requests.
@@ -167,7 +140,9 @@ type matcher struct {
 	cursors map[string]int // guarded by Server.mu
 }
 
-func newMatcher(f *formats.File) *matcher {
+// newMatcher indexes the recorded exchanges of f; mids are its
+// world.MidstreamTargets.
+func newMatcher(f *formats.File, mids map[int64]string) *matcher {
 	idx := f.Index()
 	m := &matcher{byKey: map[string][]*recorded{}, cursors: map[string]int{}}
 	for i := range idx.Exchanges {
@@ -178,7 +153,7 @@ func newMatcher(f *formats.File) *matcher {
 		method, target := info.Request.Method, info.Request.Target
 		if info.Request.Missing {
 			var ok bool
-			if target, ok = world.MidstreamTarget(f, info); !ok {
+			if target, ok = mids[info.Request.Exchange]; !ok {
 				continue
 			}
 			method = "GET"

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"github.com/wtrace/wtrace/apiserver/world"
+	"github.com/wtrace/wtrace/internal/apipath"
 
 	"net/http"
 	"testing"
@@ -65,7 +66,7 @@ func TestParseTarget(t *testing.T) {
 			}
 		})
 	}
-	for _, bad := range []string{"", "nopath", "/a?%zz", "/" + string(make([]byte, maxTargetLen))} {
+	for _, bad := range []string{"", "nopath", "/a?%zz", "/" + string(make([]byte, apipath.MaxTargetLen))} {
 		if _, err := parseTarget("GET", bad); err == nil {
 			t.Errorf("parseTarget(%.20q) = nil error; want one", bad)
 		}
@@ -142,7 +143,8 @@ func TestMatching(t *testing.T) {
 			// RVs past the session, unknown, older or not numeric.
 			{"", svc + "?watch=true&resourceVersion=99999999", howAfterLast, 12, 200},
 			{"", svc + "?watch=true&resourceVersion=1", howExpired, -1, 200},
-			{"", svc + "?watch=true&resourceVersion=abc", howExpired, -1, 200},
+			// Not a number: kube-apiserver's 500 (TestWatchInvalidRV).
+			{"", svc + "?watch=true&resourceVersion=abc", howError, -1, 500},
 			// A streaming list of namespaces is synthesized from LIST #3
 			// (+ WATCH #7).
 			{"", ns + "?labelSelector=corpus%3Dmulti&watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan", howWatchList, 3, 200},
@@ -173,7 +175,7 @@ func TestMatching(t *testing.T) {
 			{"", ns, world.HowList, -1, 200},
 			{"", svc + "?watch=true&resourceVersion=99999999", howAfterLast, 12, 200},
 			{"", svc + "?watch=true&resourceVersion=1", world.HowWatch, -1, 200}, // the store's 410 ERROR event
-			{"", svc + "?watch=true&resourceVersion=abc", howExpired, -1, 200},
+			{"", svc + "?watch=true&resourceVersion=abc", howError, -1, 500},
 			{"POST", cm, howRejected, -1, 403}, // read-only
 			{"", "/api/v1/namespaces/corpus-multi/pods", world.HowList, -1, 200},
 			{"", "/api/v1/namespaces/corpus-multi/pods/nope", world.HowError, -1, 404},

@@ -123,7 +123,7 @@ func (m *metrics) answered(method, target string, status int, how, transcoded st
 	}
 	resource := m.resourceLabel(ri)
 	m.requests.WithLabelValues(ri.verb, ri.group, resource, ri.subresource, strconv.Itoa(status), how, transcoded).Inc()
-	if isWrite(method) && status >= 200 && status < 300 && !ri.dryRun {
+	if apipath.IsWrite(method) && status >= 200 && status < 300 && !ri.dryRun {
 		m.writes.WithLabelValues(ri.verb, ri.group, resource).Inc()
 	}
 }

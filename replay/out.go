@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/internal/apipath"
 )
 
 // Out receives a replay's traffic, for a recording of the run
@@ -72,7 +73,7 @@ type Request struct {
 
 // IsWrite reports whether the request was a write (POST, PUT, PATCH,
 // DELETE).
-func (r *Request) IsWrite() bool { return isWrite(r.Method) }
+func (r *Request) IsWrite() bool { return apipath.IsWrite(r.Method) }
 
 // Requests returns the requests answered so far (the first
 // Options.MaxRequests), in the order they arrived. A request still being
@@ -118,7 +119,7 @@ const maxLoggedBody = 3 << 20
 
 // newTap starts following request r (whose body was read).
 func (s *Server) newTap(r *http.Request, body []byte, arrival time.Time) *tap {
-	t := &tap{s: s, req: Request{Method: r.Method, Arrival: arrival, Exchange: -1}, keep: isWrite(r.Method)}
+	t := &tap{s: s, req: Request{Method: r.Method, Arrival: arrival, Exchange: -1}, keep: apipath.IsWrite(r.Method)}
 	if s.maxRequests >= 0 {
 		t.req.Target, t.req.Header = r.URL.RequestURI(), r.Header.Clone()
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/wtrace/wtrace/apiserver/openapi"
 	"github.com/wtrace/wtrace/apiserver/world"
+	"github.com/wtrace/wtrace/internal/apipath"
 )
 
 // ServeHTTP answers one request from the session (see the package doc for
@@ -70,7 +71,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		s.log.Warn("replay: bad request", "method", r.Method, "target", truncate(target), "err", err)
 		rt = statusRoute(howError, http.StatusBadRequest, "BadRequest", err.Error())
-	case isWrite(r.Method) && r.Body != nil:
+	case apipath.IsWrite(r.Method) && r.Body != nil:
 		body, err = io.ReadAll(io.LimitReader(r.Body, world.MaxBodyBytes+1))
 		switch {
 		case err != nil:
@@ -266,11 +267,14 @@ func (s *Server) pick(xs []*recorded, ck string) *recorded {
 }
 
 func (s *Server) route(r *http.Request, q query, body []byte) route {
+	if rt, ok := s.invalidRVWatch(q); ok { // invalidrv.go
+		return rt
+	}
 	if s.causal() {
 		return s.routeWorld(r, q, body)
 	}
 	switch {
-	case s.store != nil && isWrite(q.method):
+	case s.store != nil && apipath.IsWrite(q.method):
 		return s.routeWrite(r, q, body)
 	case q.watch:
 		return s.routeWatch(r, q)

@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/klauspost/compress/gzip"
 
 	"github.com/wtrace/wtrace/formats"
 )

@@ -19,6 +19,7 @@ import (
 
 	"github.com/wtrace/wtrace/apiserver/world"
 	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/internal/hostfilter"
 	"github.com/wtrace/wtrace/internal/selfsigned"
 )
 
@@ -111,6 +112,15 @@ type Options struct {
 	// MaxRequests bounds the requests Server.Requests keeps (the first
 	// ones); 0 means DefaultMaxRequests, negative keeps none.
 	MaxRequests int
+	// AcceptHosts are the hosts Handler serves (regular expressions
+	// matched against the Host without its port, as kubectl proxy's
+	// --accept-hosts); nil means localhost, 127.0.0.1 and [::1]. Other
+	// hosts get 403 Forbidden (DNS rebinding, see guard.go).
+	AcceptHosts []string
+	// RejectPaths are paths Handler refuses with 403 Forbidden (as kubectl
+	// proxy's --reject-paths); nil means exec, attach and portforward of
+	// pods, an empty list none.
+	RejectPaths []string
 	// Metrics, if set, is the Prometheus registry the Server registers
 	// its metrics in (wtrace_replay_*: see metrics.go; Servers sharing a
 	// registry share them) and serves at /metrics. nil (the zero value)
@@ -182,6 +192,8 @@ type Server struct {
 
 	active atomic.Int64 // requests being served
 
+	filter *hostfilter.Filter // the hosts and paths Handler serves (guard.go)
+
 	ownMu sync.Mutex
 	owned map[*ownConn]struct{} // taken-over connections that wait in reads (see ownWait)
 	scs   []*scheduler          // the parked streams (see scheduler), one shard per P
@@ -195,8 +207,8 @@ type Server struct {
 	srv       *http.Server
 	serveDone chan struct{}
 	certPEM   []byte
-	requests  []Request      // the first maxRequests answered
-	dropped   int            // answered requests beyond maxRequests
+	requests  []Request // the first maxRequests answered
+	dropped   int       // answered requests beyond maxRequests
 }
 
 // ErrStarted is returned by Start and StartTLS on a server that was already
@@ -218,6 +230,9 @@ func New(f *formats.File, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{opts: opts, file: f, speed: opts.Speed, writes: writes, owned: map[*ownConn]struct{}{}}
+	if s.filter, err = newGuard(opts); err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
 	s.maxRequests = opts.MaxRequests
 	if s.maxRequests == 0 {
 		s.maxRequests = DefaultMaxRequests
@@ -240,7 +255,8 @@ func New(f *formats.File, opts Options) (*Server, error) {
 	}
 	s.cache = newCache(budget)
 	s.maxPlan = budget / 4
-	s.m = newMatcher(f)
+	mids := world.MidstreamTargets(f)
+	s.m = newMatcher(f, mids)
 	if err := s.findLosses(); err != nil {
 		return nil, err
 	}
@@ -256,7 +272,7 @@ func New(f *formats.File, opts Options) (*Server, error) {
 	}
 	if writes != WritesRecorded {
 		st, err := world.Load(f, world.Options{Now: s.clock.Now, MaxBytes: opts.StateBytes, Live: live,
-			Clients: opts.Clients, NoClients: opts.NoClients})
+			Clients: opts.Clients, NoClients: opts.NoClients, Midstream: mids})
 		if err != nil {
 			return nil, fmt.Errorf("replay: loading the session's objects (--writes %s): %w", writes, err)
 		}
@@ -272,6 +288,7 @@ func New(f *formats.File, opts Options) (*Server, error) {
 		s.scs[i] = newScheduler(s)
 	}
 	s.initOps()
+	bindOut(s) // outbind.go
 	return s, nil
 }
 
@@ -291,9 +308,10 @@ func Open(path string, opts Options) (*Server, error) {
 	return s, nil
 }
 
-// Handler returns the server's HTTP handler, to mount in a server of your
+// Handler returns the server's HTTP handler, behind its Host and path
+// filter (Options.AcceptHosts, RejectPaths), to mount in a server of your
 // own. Close still cancels the requests it is serving and waits for them.
-func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.ServeHTTP) }
+func (s *Server) Handler() http.Handler { return s.guard(http.HandlerFunc(s.ServeHTTP)) }
 
 // Start listens on Options.Listen (default 127.0.0.1, a free port) and
 // serves HTTP (HTTP/1.1, and h2c is not offered) in the background. It sets

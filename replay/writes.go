@@ -45,15 +45,6 @@ func ParseWrites(s string) (Writes, error) {
 	return "", fmt.Errorf("replay: writes mode %q: want answer, apply, reject or recorded", s)
 }
 
-// isWrite reports whether method changes the world.
-func isWrite(method string) bool {
-	switch method {
-	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
-		return true
-	}
-	return false
-}
-
 // stateRequest is the store's view of a request.
 func stateRequest(r *http.Request, q query, body []byte) *world.Request {
 	return &world.Request{Method: q.method, Path: r.URL.Path, Query: r.URL.Query(), Header: r.Header, Body: body}

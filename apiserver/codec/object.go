@@ -42,10 +42,6 @@ var schemeSerializers = sync.OnceValue(func() (ss struct {
 	return ss
 })
 
-// protoMagic starts every protobuf-encoded object
-// (k8s.io/apimachinery/pkg/runtime/serializer/protobuf).
-const protoMagic = "k8s\x00"
-
 // ErrUnknownKind: an object of a kind the Scheme does not know cannot be
 // decoded from or encoded to protobuf.
 var ErrUnknownKind = errors.New("codec: kind not known to the scheme")
@@ -197,10 +193,10 @@ func Encode(obj runtime.Object, f frame.Format) (Object, error) {
 // unwrapProto decodes a protobuf envelope ("k8s\x00" + runtime.Unknown).
 func unwrapProto(b []byte) (runtime.Unknown, error) {
 	var u runtime.Unknown
-	if !bytes.HasPrefix(b, []byte(protoMagic)) {
-		return u, fmt.Errorf("codec: protobuf object without the %q prefix", protoMagic)
+	if !bytes.HasPrefix(b, []byte(frame.ProtobufMagic)) {
+		return u, fmt.Errorf("codec: protobuf object without the %q prefix", frame.ProtobufMagic)
 	}
-	if err := u.Unmarshal(b[len(protoMagic):]); err != nil {
+	if err := u.Unmarshal(b[len(frame.ProtobufMagic):]); err != nil {
 		return u, fmt.Errorf("codec: protobuf envelope: %w", err)
 	}
 	return u, nil
@@ -210,9 +206,9 @@ func unwrapProto(b []byte) (runtime.Unknown, error) {
 // protobuf serializer does.
 func wrapProto(apiVersion, kind string, raw []byte) []byte {
 	u := runtime.Unknown{TypeMeta: runtime.TypeMeta{APIVersion: apiVersion, Kind: kind}, Raw: raw}
-	b := make([]byte, len(protoMagic)+u.Size())
-	copy(b, protoMagic)
-	if _, err := u.MarshalToSizedBuffer(b[len(protoMagic):]); err != nil {
+	b := make([]byte, len(frame.ProtobufMagic)+u.Size())
+	copy(b, frame.ProtobufMagic)
+	if _, err := u.MarshalToSizedBuffer(b[len(frame.ProtobufMagic):]); err != nil {
 		panic(err) // the buffer has u.Size() bytes: cannot fail
 	}
 	return b

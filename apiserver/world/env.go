@@ -305,9 +305,7 @@ func (b *envBuilder) observe(l *loader, x *formats.ExchangeInfo) {
 		b.start = t
 	}
 	method := x.Request.Method
-	switch method {
-	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
-	default:
+	if !apipath.IsWrite(method) {
 		if apipath.IsWatch(method, x.Request.Target) && (b.watch == 0 || x.Request.Time < b.watch) {
 			b.watch = x.Request.Time
 		}

@@ -2,7 +2,6 @@ package world
 
 import (
 	"bytes"
-	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/klauspost/compress/gzip"
 
 	"github.com/wtrace/wtrace/apiserver/codec"
 	"github.com/wtrace/wtrace/formats"
@@ -54,6 +55,7 @@ type loader struct {
 	// (readWatches): a block shared by many watches is read once.
 	watches  map[int64]*watchRead
 	watchIDs []int64
+	mids     map[int64]string // MidstreamTargets
 }
 
 // watchRead is one watch whose events the loader reads.
@@ -97,6 +99,9 @@ func Load(f *formats.File, opts Options) (*Store, error) {
 	if opts.Live {
 		l.env = &envBuilder{cs: newClientSet(f, opts)}
 		go warmFieldManagers()
+	}
+	if l.mids = opts.Midstream; l.mids == nil {
+		l.mids = MidstreamTargets(f)
 	}
 	idx := f.Index()
 	for i := range idx.Exchanges {
@@ -151,7 +156,7 @@ func (l *loader) exchange(x *formats.ExchangeInfo) error {
 	if x.Request.Missing {
 		// Captured from its middle: the watch its events show.
 		var ok bool
-		if target, ok = MidstreamTarget(l.f, x); !ok {
+		if target, ok = l.mids[x.Request.Exchange]; !ok {
 			return nil
 		}
 		method = http.MethodGet
@@ -335,11 +340,11 @@ func (l *loader) readWatches() error {
 		defer close(batches)
 		sc := l.f.ExchangeRecords(l.watchIDs...)
 		var b []*formats.Frame
+		var last error
 		for {
 			rec, err := sc.Next()
 			if err != nil {
-				var de *formats.DamageError
-				if errors.As(err, &de) {
+				if pastDamage(err, &last) {
 					continue
 				}
 				break // io.EOF, or what cannot be read
@@ -446,7 +451,7 @@ func (l *loader) list(x *formats.ExchangeInfo, t Target, q url.Values, f frame.F
 		fields: q.Get("fieldSelector"), cont: q.Get("continue"), nextCnt: lst.Continue, rv: rv}
 	for _, item := range lst.Items {
 		o := codec.Object{Format: f, APIVersion: lst.APIVersion, Kind: kind, Raw: item}
-		m, err := frame.Peek(f, frame.WatchEvent(f, "ADDED", o.APIVersion, o.Kind, o.Raw))
+		m, err := frame.PeekObject(f, o.APIVersion, o.Kind, o.Raw)
 		if err != nil {
 			return err
 		}
@@ -462,7 +467,7 @@ func (l *loader) list(x *formats.ExchangeInfo, t Target, q url.Values, f frame.F
 
 // object adds a whole object (a GET's or a write's answer).
 func (l *loader) object(r Resource, o codec.Object, typ EventType, t int64) error {
-	m, err := frame.Peek(o.Format, frame.WatchEvent(o.Format, "ADDED", o.APIVersion, o.Kind, o.Raw))
+	m, err := frame.PeekObject(o.Format, o.APIVersion, o.Kind, o.Raw)
 	if err != nil {
 		return err
 	}

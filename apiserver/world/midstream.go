@@ -1,6 +1,7 @@
 package world
 
 import (
+	"errors"
 	"io"
 	"strings"
 
@@ -23,42 +24,104 @@ import (
 // It reads every event of the exchange. The Store loads such a watch as
 // one of this target; package replay matches clients with it.
 func MidstreamTarget(f *formats.File, info *formats.ExchangeInfo) (target string, ok bool) {
-	ef := info.Response.Events
-	if ef == frame.Unknown || info.Response.Status != 0 && info.Response.Status != 200 {
+	if info.Response == nil {
 		return "", false
 	}
-	var gvk schema.GroupVersionKind
-	namespace, namespaces := "", 0
-	sc := f.ExchangeRecords(info.Request.Exchange)
+	target, ok = midstreamTargets(f, []*formats.ExchangeInfo{info})[info.Request.Exchange]
+	return target, ok
+}
+
+// MidstreamTargets returns MidstreamTarget of every exchange of f whose
+// request was not captured and whose events show one, by exchange, reading
+// the blocks that hold them once.
+func MidstreamTargets(f *formats.File) map[int64]string {
+	var xs []*formats.ExchangeInfo
+	idx := f.Index()
+	for i := range idx.Exchanges {
+		if x := &idx.Exchanges[i]; x.Request.Missing && x.Response != nil {
+			xs = append(xs, x)
+		}
+	}
+	return midstreamTargets(f, xs)
+}
+
+func midstreamTargets(f *formats.File, xs []*formats.ExchangeInfo) map[int64]string {
+	guesses := map[int64]*midstreamGuess{}
+	var ids []int64
+	for _, x := range xs {
+		ef := x.Response.Events
+		if ef == frame.Unknown || x.Response.Status != 0 && x.Response.Status != 200 {
+			continue
+		}
+		guesses[x.Request.Exchange] = &midstreamGuess{format: ef}
+		ids = append(ids, x.Request.Exchange)
+	}
+	out := map[int64]string{}
+	if len(ids) == 0 {
+		return out
+	}
+	sc := f.ExchangeRecords(ids...)
+	var last error
 	for {
 		rec, err := sc.Next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			break // damage: what was read shows it, or nothing does
+			if pastDamage(err, &last) {
+				continue // what was read shows it, or nothing does
+			}
+			break
 		}
-		fr, isFrame := rec.(*formats.Frame)
-		if !isFrame {
-			continue
-		}
-		m, err := frame.Peek(ef, fr.Data)
-		if err != nil || m.Kind == "" || m.Type == "BOOKMARK" || m.Type == "ERROR" {
-			continue
-		}
-		g := schema.FromAPIVersionAndKind(m.APIVersion, m.Kind)
-		switch {
-		case gvk.Empty():
-			gvk = g
-		case g != gvk:
-			return "", false
-		}
-		if namespaces == 0 || m.Namespace != namespace {
-			namespace = m.Namespace
-			namespaces++
+		if fr, ok := rec.(*formats.Frame); ok {
+			if g := guesses[fr.Exchange]; g != nil {
+				g.add(fr.Data)
+			}
 		}
 	}
-	if gvk.Empty() || gvk.Kind == "Table" || strings.HasPrefix(gvk.Kind, "PartialObjectMetadata") || gvk.Kind == "Status" {
+	for id, g := range guesses {
+		if t, ok := g.target(); ok {
+			out[id] = t
+		}
+	}
+	return out
+}
+
+// midstreamGuess is what the events of one watch read so far show of
+// the request it answered.
+type midstreamGuess struct {
+	format     frame.Format
+	gvk        schema.GroupVersionKind
+	namespace  string
+	namespaces int
+	mixed      bool // events of several kinds
+}
+
+func (g *midstreamGuess) add(data []byte) {
+	if g.mixed {
+		return
+	}
+	m, _, err := frame.PeekEvent(g.format, data)
+	if err != nil || m.Kind == "" || m.Type == "BOOKMARK" || m.Type == "ERROR" {
+		return
+	}
+	k := schema.FromAPIVersionAndKind(m.APIVersion, m.Kind)
+	switch {
+	case g.gvk.Empty():
+		g.gvk = k
+	case k != g.gvk:
+		g.mixed = true
+		return
+	}
+	if g.namespaces == 0 || m.Namespace != g.namespace {
+		g.namespace = m.Namespace
+		g.namespaces++
+	}
+}
+
+func (g *midstreamGuess) target() (string, bool) {
+	gvk := g.gvk
+	if g.mixed || gvk.Empty() || gvk.Kind == "Table" || strings.HasPrefix(gvk.Kind, "PartialObjectMetadata") || gvk.Kind == "Status" {
 		return "", false
 	}
 	var b strings.Builder
@@ -67,8 +130,8 @@ func MidstreamTarget(f *formats.File, info *formats.ExchangeInfo) (target string
 	} else {
 		b.WriteString("/apis/" + gvk.Group + "/" + gvk.Version)
 	}
-	if namespaces == 1 && namespace != "" {
-		b.WriteString("/namespaces/" + namespace)
+	if g.namespaces == 1 && g.namespace != "" {
+		b.WriteString("/namespaces/" + g.namespace)
 	}
 	res, _ := meta.UnsafeGuessKindToResource(gvk)
 	if gvk.Kind == "Endpoints" {
@@ -76,4 +139,17 @@ func MidstreamTarget(f *formats.File, info *formats.ExchangeInfo) (target string
 	}
 	b.WriteString("/" + res.Resource + "?watch=true")
 	return b.String(), true
+}
+
+// pastDamage reports whether a scanner that returned err reads on: err is
+// a damaged block it has passed over, and not the one it returned last
+// (a File that stops at damage returns it again and again). last holds
+// the error returned before.
+func pastDamage(err error, last *error) bool {
+	var de *formats.DamageError
+	if !errors.As(err, &de) || err == *last {
+		return false
+	}
+	*last = err
+	return true
 }

@@ -116,7 +116,7 @@ func (s *Store) ServeList(f frame.Format, body []byte) (out []byte, rewritten bo
 
 // objectRV reads an object's metadata.resourceVersion.
 func objectRV(o codec.Object) (string, bool) {
-	m, err := frame.Peek(o.Format, frame.WatchEvent(o.Format, "ADDED", o.APIVersion, o.Kind, o.Raw))
+	m, err := frame.PeekObject(o.Format, o.APIVersion, o.Kind, o.Raw)
 	if err != nil || m.ResourceVersion == "" {
 		return "", false
 	}

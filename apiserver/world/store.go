@@ -60,6 +60,10 @@ type Options struct {
 	// is kept gets 410 Expired. 0 means DefaultHistoryWindow; negative
 	// keeps every version.
 	HistoryWindow int
+	// Midstream is MidstreamTargets of the session, when the caller has
+	// read them already (the replay's matcher needs them too); nil: Load
+	// reads them.
+	Midstream map[int64]string
 }
 
 // DefaultHistoryWindow is the HistoryWindow a zero Options means: the

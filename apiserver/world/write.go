@@ -243,14 +243,9 @@ func (s *Store) createLocked(r *Request, info Info, h *history, obj runtime.Obje
 	if err := s.admit(obj); err != nil {
 		return s.errorResponse(r, err, how)
 	}
-	if o, ok := obj.(*corev1.Namespace); ok {
-		// The namespace strategy's PrepareForCreate: after the field
-		// manager, which does not count these fields as the client's.
-		o.Status = corev1.NamespaceStatus{Phase: corev1.NamespaceActive}
-		if len(o.Spec.Finalizers) == 0 {
-			o.Spec.Finalizers = []corev1.FinalizerName{corev1.FinalizerKubernetes}
-		}
-	}
+	// After the field manager, which does not count these fields as the
+	// client's.
+	prepareNamespace(obj)
 	fixManagedTimes(live, obj, now)
 	obj.GetObjectKind().SetGroupVersionKind(info.GVK())
 	resp := s.commit(r, info, h, key, obj, Added, http.StatusCreated, p.dryRun, how)
@@ -1082,15 +1077,22 @@ func (s *Store) applyCreate(r *Request, t Target, info Info, h *history, p write
 	if err := s.admit(obj); err != nil {
 		return s.errorResponse(r, err, HowApply)
 	}
+	prepareNamespace(obj)
+	resp := s.commit(r, info, h, Key{t.Namespace, t.Name}, obj, Added, http.StatusCreated, p.dryRun, HowApply)
+	if resp.Changed {
+		s.pairCreated(info.Resource, obj)
+	}
+	return resp
+}
+
+// prepareNamespace is the namespace strategy's PrepareForCreate for a
+// Namespace being created: phase Active, and the kubernetes finalizer
+// unless the client named finalizers. Other objects are left as they are.
+func prepareNamespace(obj runtime.Object) {
 	if o, ok := obj.(*corev1.Namespace); ok {
 		o.Status = corev1.NamespaceStatus{Phase: corev1.NamespaceActive}
 		if len(o.Spec.Finalizers) == 0 {
 			o.Spec.Finalizers = []corev1.FinalizerName{corev1.FinalizerKubernetes}
 		}
 	}
-	resp := s.commit(r, info, h, Key{t.Namespace, t.Name}, obj, Added, http.StatusCreated, p.dryRun, HowApply)
-	if resp.Changed {
-		s.pairCreated(info.Resource, obj)
-	}
-	return resp
 }

@@ -3,12 +3,13 @@ package pcapfile
 import (
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"math/bits"
+
+	"github.com/klauspost/compress/gzip"
 
 	"github.com/klauspost/compress/zstd"
 )

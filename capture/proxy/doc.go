@@ -20,6 +20,14 @@
 // proxy's own upstream credentials never pass through the tee; the
 // client's Authorization header does, and is redacted like any other.
 //
+// Like kubectl proxy, it serves only requests whose Host is loopback
+// (localhost, 127.0.0.1, [::1], any port; Options.AcceptHosts widens it)
+// and refuses exec, attach and portforward (Options.RejectPaths), with
+// kubectl proxy's regular expressions (package internal/hostfilter): a
+// web page whose name resolves to 127.0.0.1 (DNS rebinding) gets 403
+// Forbidden, not what the kubeconfig's credentials can fetch. A refused
+// request is not forwarded; the tee still records its bytes (the 403).
+//
 // Record runs a whole recording (`wtrace record --proxy`): the proxy, a
 // capture.Tee and the formats.FileSink that owns the session files, until
 // its context is done, a limit is reached or writing fails. The package is

@@ -22,7 +22,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/wtrace/wtrace/capture"
+	"github.com/wtrace/wtrace/capture/redact"
 	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/internal/hostfilter"
 	"github.com/wtrace/wtrace/internal/selfsigned"
 )
 
@@ -51,7 +53,7 @@ type Cluster struct {
 	Config   *rest.Config
 	Context  string   // the context used
 	Contexts []string // every context of the kubeconfig, sorted
-	Server   string   // the apiserver URL, without credentials
+	Server   string   // the apiserver URL, without credentials (userinfo removed, query credentials replaced as a request's)
 }
 
 // LoadConfig loads a kubeconfig the way kubectl does: path, or the
@@ -99,7 +101,9 @@ func LoadConfig(path, context string) (*Cluster, error) {
 		return nil, fmt.Errorf("proxy: kubeconfig context %q: %w", cl.Context, err)
 	}
 	u.User = nil
-	cl.Server = u.String()
+	// A credential in the URL's query (?access_token=…) is removed as a
+	// request's is: Server names the cluster in the session's Meta.
+	cl.Server = redact.Target(u.String(), &redact.Report{})
 	return cl, nil
 }
 
@@ -117,8 +121,20 @@ type Options struct {
 	// or written to a client (after TLS) goes to a TeeConn.
 	Tee *capture.Tee
 	// Logger receives one Debug line per request and Warn lines for
-	// upstream errors; nil discards.
+	// upstream errors and refused requests; nil discards.
 	Logger *slog.Logger
+	// AcceptHosts are the hosts whose requests the proxy serves, as
+	// kubectl proxy's --accept-hosts: regular expressions matched against
+	// the Host without its port (package internal/hostfilter). nil means
+	// localhost, 127.0.0.1 and [::1]. A request with another Host gets 403
+	// Forbidden, as from kubectl proxy: a web page whose name resolves to
+	// 127.0.0.1 (DNS rebinding) cannot make the proxy fetch with the
+	// kubeconfig's credentials.
+	AcceptHosts []string
+	// RejectPaths are paths refused with 403 Forbidden (websocket
+	// upgrades included), as kubectl proxy's --reject-paths: nil means
+	// exec, attach and portforward of pods; an empty list refuses none.
+	RejectPaths []string
 }
 
 // Proxy is a reverse proxy to one apiserver, like kubectl proxy: clients
@@ -167,6 +183,10 @@ func New(cfg *rest.Config, opts Options) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy: transport: %w", err)
 	}
+	filter, err := hostfilter.New(opts.AcceptHosts, opts.RejectPaths)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
 	p := &Proxy{opts: opts, log: opts.Logger, target: target, done: make(chan struct{})}
 	p.idle = sync.NewCond(&p.mu)
 	if p.log == nil {
@@ -186,7 +206,7 @@ func New(cfg *rest.Config, opts Options) (*Proxy, error) {
 		ErrorHandler:  p.upstreamError,
 	}
 	p.srv = &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		Handler: filter.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			watch := isWatch(r)
 			p.mu.Lock()
 			p.active++
@@ -206,7 +226,7 @@ func New(cfg *rest.Config, opts Options) (*Proxy, error) {
 			}()
 			p.log.Debug("request", "method", r.Method, "target", r.URL.RequestURI(), "client", r.RemoteAddr)
 			rp.ServeHTTP(w, r)
-		}),
+		}), p.log),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ErrorLog:          log.New(slogWriter{p.log}, "", 0),
 	}
@@ -246,11 +266,12 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 	})
 }
 
-// Target returns the apiserver URL requests go to (without credentials).
+// Target returns the apiserver URL requests go to (without credentials:
+// as Cluster.Server).
 func (p *Proxy) Target() string {
 	u := *p.target
 	u.User = nil
-	return u.String()
+	return redact.Target(u.String(), &redact.Report{})
 }
 
 // CertPEM returns the PEM certificate served with TLS (nil without TLS).

@@ -5,15 +5,15 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/wtrace/wtrace/frame"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // Protobuf (k8s.io/apimachinery runtime and meta/v1 generated.proto,
 // k8s.io/api core/v1, authentication/v1, apps/v1 generated.proto).
 
-// protoMagic begins every protobuf-encoded Kubernetes object: a
-// runtime.Unknown envelope follows.
-var protoMagic = []byte("k8s\x00")
+// protoMagic is frame.ProtobufMagic as bytes.
+var protoMagic = []byte(frame.ProtobufMagic)
 
 const (
 	fUnknownTypeMeta   = 1 // runtime.Unknown.typeMeta

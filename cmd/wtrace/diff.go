@@ -13,6 +13,8 @@ import (
 )
 
 type diffOptions struct {
+	s         streams
+	a, b      string
 	ignore    []string
 	ignoreRes []string
 	ignoreVrb []string
@@ -27,8 +29,8 @@ type diffOptions struct {
 	max       int
 }
 
-func newDiffCmd(s streams) *cobra.Command {
-	o := &diffOptions{}
+func newDiffCmd(s streams, runF func(*diffOptions) error) *cobra.Command {
+	o := &diffOptions{s: s}
 	c := &cobra.Command{
 		Use:   "diff A.wt B.wt",
 		Short: "Compare two sessions: the writes, watch events, statuses and timing; exit 1 if they differ",
@@ -81,7 +83,11 @@ github.com/wtrace/wtrace/diff'). Exit status: 0 the sessions are the same,
   wtrace diff recorded.wt run.wt --json | jq '.pairing[], .groups[].differences[]'`,
 		Args: exactArgs(2, "two session files"),
 		RunE: func(c *cobra.Command, args []string) error {
-			return runDiff(s, args[0], args[1], o)
+			o.a, o.b = args[0], args[1]
+			if runF != nil {
+				return runF(o)
+			}
+			return runDiff(o)
 		},
 	}
 	f := c.Flags()
@@ -106,7 +112,8 @@ type diffError struct{}
 
 func (diffError) Error() string { return "" }
 
-func runDiff(s streams, a, b string, o *diffOptions) error {
+func runDiff(o *diffOptions) error {
+	s, a, b := o.s, o.a, o.b
 	opts := diff.Options{Ignore: o.ignore, CompareRV: o.compareRV, CollapseRepeats: o.repeats, TimeTolerance: o.tolerance, MaxDifferences: o.max}
 	if o.tolerance == 0 {
 		opts.TimeTolerance = -1

@@ -2,9 +2,6 @@ package main
 
 import (
 	"bufio"
-	"errors"
-	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -12,6 +9,8 @@ import (
 )
 
 type eventsOptions struct {
+	s          streams
+	path       string
 	types      []string
 	kinds      []string
 	namespaces []string
@@ -19,10 +18,9 @@ type eventsOptions struct {
 	data       bool
 }
 
-func newEventsCmd(s streams) *cobra.Command {
-	o := &eventsOptions{}
-	c := &cobra.Command{
-		Use:   "events SESSION.wt",
+func newEventsCmd(s streams, runF func(*eventsOptions) error) *cobra.Command {
+	o := &eventsOptions{s: s}
+	c := &cobra.Command{Use: "events SESSION.wt",
 		Short: "Print every watch event of a session as one JSON object per line",
 		Long: `Events prints the watch events of a session in session order, one JSON object
 per line on stdout:
@@ -52,7 +50,11 @@ matches any of its values.`,
   wtrace events session.wt --data | jq .event.object.metadata.name`,
 		Args: exactArgs(1, "one session file"),
 		RunE: func(c *cobra.Command, args []string) error {
-			return runEvents(s, args[0], o)
+			o.path = args[0]
+			if runF != nil {
+				return runF(o)
+			}
+			return runEvents(o)
 		},
 	}
 	f := c.Flags()
@@ -64,75 +66,33 @@ matches any of its values.`,
 	return c
 }
 
-func runEvents(s streams, path string, o *eventsOptions) error {
-	f, err := openSession(path)
+func runEvents(o *eventsOptions) error {
+	f, err := openSession(o.path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
 	filter := formats.EventFilter{Types: o.types, Kinds: o.kinds, Namespaces: o.namespaces, Names: o.names}
-	out := bufio.NewWriterSize(s.out, 64<<10)
+	out := bufio.NewWriterSize(o.s.out, 64<<10)
 	enc := formats.NewEventEncoder(out, o.data)
 	var damage []error
-	for ev, err := range f.Events() {
-		var de *formats.DamageError
-		if errors.As(err, &de) {
-			damage = append(damage, err)
-			continue
-		}
+	for r, err := range f.Records().Intact(func(d *formats.DamageError) { damage = append(damage, d) }) {
 		if err != nil {
 			out.Flush()
 			return err
 		}
-		if !filter.Match(ev.Meta) {
+		fr, ok := r.(*formats.Frame)
+		if !ok {
 			continue
 		}
-		if err := enc.Encode(ev); err != nil {
-			return err
+		if ev := f.Event(fr); filter.Match(ev.Meta) {
+			if err := enc.Encode(ev); err != nil {
+				return err
+			}
 		}
 	}
 	if err := out.Flush(); err != nil {
 		return err
 	}
-	return reportDamage(s, path, f, damage)
-}
-
-// openSession opens a session file with a helpful error.
-func openSession(path string) (*formats.File, error) {
-	f, err := formats.Open(path, formats.ReaderOptions{})
-	if err != nil {
-		if errors.Is(err, formats.ErrNotSession) {
-			return nil, withHint(fmt.Errorf("%s is not a wtrace session file", path),
-				"make one with: wtrace record --pcap capture.pcap -o %s", path)
-		}
-		return nil, withHint(err, "check the path, or run: wtrace verify %s", path)
-	}
-	return f, nil
-}
-
-// reportDamage prints what a damaged or unclosed file lost, after the data
-// it could read. It fails the command if blocks were damaged.
-func reportDamage(s streams, path string, f *formats.File, damage []error) error {
-	var probs []error
-	for _, p := range f.Problems() {
-		var de *formats.DamageError
-		if !errors.As(p, &de) { // damage is reported by the scan, in order
-			probs = append(probs, p)
-		}
-	}
-	if len(probs) == 0 && len(damage) == 0 {
-		return nil
-	}
-	seen := map[string]bool{}
-	for _, e := range append(probs, damage...) {
-		if !seen[e.Error()] {
-			seen[e.Error()] = true
-			fmt.Fprintf(s.err, "Warning: %s: %v\n", path, e)
-		}
-	}
-	if len(damage) > 0 {
-		return withHint(fmt.Errorf("%s is damaged: %d region(s) could not be read; everything else was printed", path, len(damage)),
-			"wtrace verify --repair %s.repaired.wt %s", strings.TrimSuffix(path, ".wt"), path)
-	}
-	return nil
+	return reportDamage(o.s, o.path, f, damage)
 }

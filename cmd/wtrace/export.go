@@ -3,8 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -13,13 +11,15 @@ import (
 )
 
 type exportOptions struct {
+	s      streams
+	path   string
 	format string
 	out    string
 	data   bool
 }
 
-func newExportCmd(s streams) *cobra.Command {
-	o := &exportOptions{}
+func newExportCmd(s streams, runF func(*exportOptions) error) *cobra.Command {
+	o := &exportOptions{s: s}
 	c := &cobra.Command{
 		Use:   "export --format jsonl|har|pcap SESSION.wt [-o FILE]",
 		Short: "Write a session as JSON lines, a HAR log or a pcap file",
@@ -41,14 +41,31 @@ not grow with the session):
          tcp.port==6443,http, or http2).
 
 Secrets stay as the session holds them: redacted headers are empty, redacted
-values are the placeholders the session stores. With -o the output goes to a
-file, else to stdout (pcap only when stdout is not a terminal).`,
+values are the placeholders the session stores; a session recorded with
+--keep-secrets holds Secret values, and so does its export (a warning says
+so, and the HAR's comment). With -o the output goes to a file — never over
+the session, and only once complete — else to stdout (pcap only when stdout
+is not a terminal).`,
 		Example: `  wtrace export --format jsonl session.wt | jq 'select(.record=="exchange") | .request.target'
   wtrace export --format har session.wt -o session.har
   wtrace export --format pcap session.wt -o session.pcap && tshark -r session.pcap -d tcp.port==8001,http -Y http`,
 		Args: exactArgs(1, "one session file"),
 		RunE: func(c *cobra.Command, args []string) error {
-			return runExport(s, args[0], o)
+			o.path, o.format = args[0], strings.ToLower(o.format)
+			switch o.format {
+			case "jsonl", "har", "pcap":
+			case "":
+				return &usageError{errors.New("--format is required: jsonl, har or pcap\nSee 'wtrace export --help'.")}
+			default:
+				return &usageError{fmt.Errorf("unknown --format %q: use jsonl, har or pcap\nSee 'wtrace export --help'.", o.format)}
+			}
+			if o.data && o.format != "jsonl" {
+				return &usageError{errors.New("--data applies to --format jsonl only")}
+			}
+			if runF != nil {
+				return runF(o)
+			}
+			return runExport(o)
 		},
 	}
 	f := c.Flags()
@@ -58,37 +75,28 @@ file, else to stdout (pcap only when stdout is not a terminal).`,
 	return c
 }
 
-func runExport(s streams, path string, o *exportOptions) error {
-	format := strings.ToLower(o.format)
-	switch format {
-	case "jsonl", "har", "pcap":
-	case "":
-		return &usageError{errors.New("--format is required: jsonl, har or pcap\nSee 'wtrace export --help'.")}
-	default:
-		return &usageError{fmt.Errorf("unknown --format %q: use jsonl, har or pcap\nSee 'wtrace export --help'.", o.format)}
+func runExport(o *exportOptions) error {
+	if o.format == "pcap" && o.out == "-" && isTerminal(o.s.out) {
+		return withHint(errors.New("a pcap file is binary: not written to a terminal"), "wtrace export --format pcap %s -o session.pcap", o.path)
 	}
-	if o.data && format != "jsonl" {
-		return &usageError{errors.New("--data applies to --format jsonl only")}
+	if err := noOverwrite([]string{o.out}, o.path); err != nil {
+		return err
 	}
-	if format == "pcap" && o.out == "-" && isTerminal(s.out) {
-		return withHint(errors.New("a pcap file is binary: not written to a terminal"), "wtrace export --format pcap %s -o session.pcap", path)
-	}
-	f, err := openSession(path)
+	f, err := openSession(o.path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	var w io.Writer = s.out
-	var file *os.File
-	if o.out != "-" {
-		file, err = os.Create(o.out)
-		if err != nil {
-			return withHint(err, "check that the directory of -o exists and is writable")
-		}
-		w = file
+	if export.KeepsSecrets(f) {
+		fmt.Fprintf(o.s.err, "Warning: %s was recorded with --keep-secrets: its Secret values and tokens are in the export as captured; treat the export as a secret.\n", o.path)
 	}
+	w, commit, abort, err := createOutput(o.s, o.out, "-o")
+	if err != nil {
+		return err
+	}
+	defer abort()
 	var res export.Result
-	switch format {
+	switch o.format {
 	case "jsonl":
 		res, err = export.JSONL(w, f, export.JSONLOptions{Data: o.data})
 	case "har":
@@ -96,19 +104,12 @@ func runExport(s streams, path string, o *exportOptions) error {
 	case "pcap":
 		res, err = export.Pcap(w, f, export.PcapOptions{})
 	}
-	if file != nil {
-		if cerr := file.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			os.Remove(o.out)
-		}
+	if err == nil {
+		err = commit()
 	}
 	if err != nil {
-		return fmt.Errorf("export %s: %w", path, err)
+		return fmt.Errorf("export %s: %w", o.path, err)
 	}
-	for _, n := range res.Notes {
-		fmt.Fprintf(s.err, "Note: %s\n", n)
-	}
-	return reportDamage(s, path, f, res.Damage)
+	notes(o.s, res.Notes)
+	return reportDamage(o.s, o.path, f, res.Damage)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -12,11 +13,13 @@ import (
 )
 
 type mergeOptions struct {
-	out string
+	s      streams
+	inputs []string
+	out    string
 }
 
-func newMergeCmd(s streams) *cobra.Command {
-	o := &mergeOptions{}
+func newMergeCmd(s streams, runF func(*mergeOptions) error) *cobra.Command {
+	o := &mergeOptions{s: s}
 	c := &cobra.Command{
 		Use:   "merge SESSION.wt… -o OUT.wt",
 		Short: "Join rotated parts and recordings of several apiservers into one session",
@@ -36,53 +39,45 @@ The summary on stderr says how the inputs were grouped.`,
 		Example: `  wtrace merge s-0001.wt s-0002.wt s-0003.wt -o s.wt
   wtrace merge s-*.wt -o s.wt
   wtrace merge apiserver-a.wt apiserver-b.wt -o both.wt`,
-		Args: func(c *cobra.Command, args []string) error {
+		RunE: func(c *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return &usageError{fmt.Errorf("%s expects session files to merge\nSee '%s --help'.", c.CommandPath(), c.CommandPath())}
 			}
-			return nil
-		},
-		RunE: func(c *cobra.Command, args []string) error {
-			return runMerge(s, args, o)
+			if o.out == "" {
+				return &usageError{errors.New("-o is required: the merged session file\nSee 'wtrace merge --help'.")}
+			}
+			o.inputs = args
+			if runF != nil {
+				return runF(o)
+			}
+			return runMerge(o)
 		},
 	}
 	c.Flags().StringVarP(&o.out, "out", "o", "", "merged session `file` to write (.wt); - for stdout (required)")
 	return c
 }
 
-func runMerge(s streams, inputs []string, o *mergeOptions) error {
-	if o.out == "" {
-		return &usageError{errors.New("-o is required: the merged session file\nSee 'wtrace merge --help'.")}
+func runMerge(o *mergeOptions) error {
+	if err := noOverwrite([]string{o.out}, o.inputs...); err != nil {
+		return err
 	}
-	for _, in := range inputs {
-		if in == o.out {
-			return &usageError{fmt.Errorf("the output %s is also an input", o.out)}
-		}
-	}
-	for _, in := range inputs {
+	for _, in := range o.inputs {
 		f, err := openSession(in)
 		if err != nil {
 			return err
 		}
 		f.Close()
 	}
-	out := formats.FileSinkOptions{Path: o.out}
-	if o.out == "-" {
-		out = formats.FileSinkOptions{Out: s.out}
-	}
-	ctx, release := stopOnSignal(s, func() {})
-	defer release()
-	res, err := edit.Merge(ctx, inputs, edit.MergeOptions{Output: out, Tool: "wtrace " + toolVersion()})
+	var res edit.MergeResult
+	err := interruptible(sayLine(o.s, func() {}, "Stopping: the merged file is not written (Ctrl-C again to exit at once)"), sayLine(o.s, func() {}, "Aborted."),
+		func(ctx context.Context) (err error) {
+			res, err = edit.Merge(ctx, o.inputs, edit.MergeOptions{Output: sessionOutput(o.s, o.out, formats.WriterOptions{}), Tool: "wtrace " + toolVersion()})
+			return err
+		})
 	if err != nil {
-		var oe *formats.OutputError
-		if errors.As(err, &oe) {
-			return withHint(err, "check that the directory of -o exists and is writable")
-		}
-		return err
+		return outputError(err, "-o")
 	}
-	for _, n := range res.Notes {
-		fmt.Fprintf(s.err, "Note: %s\n", n)
-	}
+	notes(o.s, res.Notes)
 	var groups []string
 	for _, r := range res.Recordings {
 		if len(r) == 1 {
@@ -95,15 +90,14 @@ func runMerge(s streams, inputs []string, o *mergeOptions) error {
 	if len(res.Recordings) > 1 {
 		what = fmt.Sprintf("%d recordings, interleaved by capture time, connections renumbered", len(res.Recordings))
 	}
-	fmt.Fprintf(s.err, "Merged %s: %s\n", what, strings.Join(groups, "; "))
-	fmt.Fprintf(s.err, "%d records written", res.Records)
+	fmt.Fprintf(o.s.err, "Merged %s: %s\n%d records written", what, strings.Join(groups, "; "), res.Records)
 	if res.Announced > 0 {
-		fmt.Fprintf(s.err, ", %d announced again by later parts dropped", res.Announced)
+		fmt.Fprintf(o.s.err, ", %d announced again by later parts dropped", res.Announced)
 	}
-	fmt.Fprintf(s.err, ". Session file: %s\n", strings.Join(res.Files, ", "))
+	fmt.Fprintf(o.s.err, ". Session file: %s\n", strings.Join(res.Files, ", "))
 	if len(res.Damage) > 0 {
 		for _, d := range res.Damage {
-			fmt.Fprintf(s.err, "Warning: %v\n", d)
+			fmt.Fprintf(o.s.err, "Warning: %v\n", d)
 		}
 		return withHint(fmt.Errorf("%d damaged region(s) of the inputs could not be read; everything else was merged", len(res.Damage)),
 			"wtrace verify each input; wtrace verify --repair fixed.wt damaged.wt")

@@ -6,11 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"runtime/debug"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -20,9 +17,13 @@ import (
 	"github.com/wtrace/wtrace/capture/pcapfile"
 	"github.com/wtrace/wtrace/capture/tlsdec"
 	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/internal/hostfilter"
+	"github.com/wtrace/wtrace/internal/progress"
+	"github.com/wtrace/wtrace/internal/units"
 )
 
 type recordOptions struct {
+	s           streams
 	pcap        string
 	out         string
 	port        int
@@ -45,6 +46,8 @@ type recordOptions struct {
 	kubeconfig  string
 	context     string
 	tls         bool
+	acceptHosts string
+	rejectPaths string
 	maxDuration time.Duration
 	maxSize     string
 	rotate      bool
@@ -54,8 +57,8 @@ type recordOptions struct {
 	logFormat    string
 }
 
-func newRecordCmd(s streams) *cobra.Command {
-	o := &recordOptions{}
+func newRecordCmd(s streams, runF func(*recordOptions) error) *cobra.Command {
+	o := &recordOptions{s: s}
 	c := &cobra.Command{
 		Use:   "record (--pcap FILE | --iface NAME | --proxy) -o OUT.wt",
 		Short: "Record Kubernetes watch streams into a session file: from a capture, an interface, or as a proxy",
@@ -89,10 +92,19 @@ on its own (connections and exchanges still open are announced again at the
 start of the next file). Blocks are flushed every second, so a crash loses
 at most about a second; the file is fsync'd every 10 seconds and at the end.
 
+-o is never one of the files record reads (--pcap, --keylog, the
+kubeconfig), and a recording of a capture file replaces it only once
+complete; a live recording is in place from its first second on.
+
 Progress is shown on stderr when it is a terminal; a summary is printed at
 the end. The first Ctrl-C stops and closes the session cleanly (open watches
-end as cut by the recording); a second one aborts (the file stays readable
-up to its last block).`,
+end as cut by the recording); a second one aborts (a live recording's file
+stays readable up to its last block; --pcap writes nothing over -o).
+
+--proxy serves, like kubectl proxy, only requests to localhost, 127.0.0.1
+and [::1] (--accept-hosts: a web page whose name resolves to 127.0.0.1
+cannot use the kubeconfig's credentials) and refuses exec, attach and
+portforward (--reject-paths).`,
 		Example: `  # a capture taken with tcpdump
   tcpdump -i lo -w capture.pcap tcp port 8001
   wtrace record --pcap capture.pcap -o session.wt
@@ -121,14 +133,17 @@ up to its last block).`,
 			if err := o.validate(c); err != nil {
 				return err
 			}
+			if runF != nil {
+				return runF(o)
+			}
 			setMemoryLimit(o.memLimit)
 			switch {
 			case o.iface != "":
-				return runRecordIface(s, o)
+				return runRecordIface(o)
 			case o.proxy:
-				return runRecordProxy(s, o)
+				return runRecordProxy(o)
 			}
-			return runRecord(s, o)
+			return runRecord(o)
 		},
 	}
 	f := c.Flags()
@@ -153,6 +168,8 @@ up to its last block).`,
 	f.StringVar(&o.memLimit, "memory-limit", "192MiB", "soft `size` the Go garbage collector keeps the process under (0: none; GOMEMLIMIT wins)")
 	f.StringVar(&o.compression, "compression", "", "zstd `level` of the session file: fastest, default, better, best (default: default for --pcap, in 4 MiB blocks; fastest for live and proxy recordings, whose blocks are cut every second)")
 	f.StringVar(&o.blockSize, "block-size", "", "records per block of the session file before compression (`size`, 16KiB to 64MiB): larger compresses better, smaller loses less to damage and seeks faster (default: 4MiB for --pcap; 256KiB for live and proxy recordings, which also cut a block every second)")
+	f.StringVar(&o.acceptHosts, "accept-hosts", hostfilter.DefaultAcceptHosts, "--proxy: serve only requests to these hosts: comma-separated `regexps`, as kubectl proxy's (the Host without its port)")
+	f.StringVar(&o.rejectPaths, "reject-paths", hostfilter.DefaultRejectPaths, "--proxy: refuse these paths: comma-separated `regexps`, as kubectl proxy's ('' refuses none)")
 	f.StringVar(&o.healthListen, "health-listen", "", "--proxy: serve the recording's own /livez, /readyz, /healthz and /metrics on this `address` (the --listen port forwards every path to the apiserver)")
 	f.BoolVar(&o.metrics, "metrics", true, "--proxy: serve Prometheus metrics at /metrics of --health-listen")
 	f.StringVar(&o.logFormat, "log-format", "text", "--proxy: log `format` on stderr: text or json (log/slog)")
@@ -170,12 +187,16 @@ func setMemoryLimit(v string) {
 	if os.Getenv("GOMEMLIMIT") != "" || v == "" || v == "0" {
 		return
 	}
-	if n, err := parseSize(v); err == nil && n > 0 {
+	if n, err := units.ParseSize(v); err == nil && n > 0 {
 		debug.SetMemoryLimit(n)
 	}
 }
 
-func runRecord(s streams, o *recordOptions) error {
+func runRecord(o *recordOptions) error {
+	s := o.s
+	if err := noOverwrite([]string{o.out}, o.pcap, o.keylog); err != nil {
+		return err
+	}
 	var in io.Reader
 	var size int64
 	name := o.pcap
@@ -197,38 +218,40 @@ func runRecord(s streams, o *recordOptions) error {
 		return err
 	}
 	warnKeepSecrets(s, o)
-	prog := newProgress(s.err)
-	ctx, release := stopOnSignal(s, prog.clear)
-	defer release()
-	res, err := capture.RecordPcap(ctx, in, capture.PcapOptions{
-		Options:       capture.Options{Port: o.port, MaxBuffered: o.maxBuffered, MaxConns: o.maxConns, KeepSecrets: o.keepSecrets, KeyLog: keys},
-		Output:        output(s, o),
-		Tool:          "wtrace " + toolVersion(),
-		Name:          name,
-		CaptureSHA256: o.captureSHA256,
-		Progress: func(read int64, st capture.Stats) {
-			pct := ""
-			if size > 0 {
-				pct = fmt.Sprintf(" (%d%%)", read*100/size)
-			}
-			prog.show("%s read%s  %d packets  %d connections  %d exchanges  %d events",
-				humanBytes(read), pct, st.Packets, st.Conns, st.Exchanges, st.Events)
-		},
-	})
-	prog.clear()
+	prog := progress.New(s.err, isTerminal(s.err))
+	var res capture.Result
+	err = interruptible(sayLine(s, prog.Clear, "Stopping: finishing the session file (Ctrl-C again to abort)"), sayLine(s, func() {}, "Aborted: nothing was written over "+o.out+"."),
+		func(ctx context.Context) (err error) {
+			res, err = capture.RecordPcap(ctx, in, capture.PcapOptions{
+				Options:       capture.Options{Port: o.port, MaxBuffered: o.maxBuffered, MaxConns: o.maxConns, KeepSecrets: o.keepSecrets, KeyLog: keys},
+				Output:        output(o, o.pcap, o.keylog),
+				Tool:          "wtrace " + toolVersion(),
+				Name:          name,
+				CaptureSHA256: o.captureSHA256,
+				Progress: func(read int64, st capture.Stats) {
+					pct := ""
+					if size > 0 {
+						pct = fmt.Sprintf(" (%d%%)", read*100/size)
+					}
+					prog.Show("%s read%s  %d packets%s", units.Bytes(read), pct, st.Packets, counts(st))
+				},
+			})
+			return err
+		})
+	prog.Clear()
 	if errors.Is(err, pcapfile.ErrNotCapture) {
 		return withHint(fmt.Errorf("%s is not a packet capture (pcap or pcapng)", name),
 			"capture with: tcpdump -i lo -w capture.pcap tcp port 8001")
 	}
 	if err != nil {
-		return recordError(err, o, name)
+		return recordError(err, name)
 	}
 	note := res.Note
 	if res.ReadErr != nil {
 		note = "" // said below
 	}
 	printRecordSummary(s.err, name, "over "+time.Duration(res.Last-res.First).Round(time.Millisecond).String(),
-		fmt.Sprintf("%d packets (%s)", res.Packets, humanBytes(res.Bytes)), res, note)
+		fmt.Sprintf("%d packets (%s)", res.Packets, units.Bytes(res.Bytes)), res, note)
 	if res.TLSUndecrypted > 0 {
 		hint := "pass the client's key log with --keylog (SSLKEYLOGFILE)"
 		if o.keylog != "" {
@@ -245,17 +268,20 @@ func runRecord(s streams, o *recordOptions) error {
 
 // output is where -o sends the session: a file, or stdout for "-", at
 // the --compression level (none: the source's default, see
-// capture.PcapWriterOptions and formats.WriterOptions).
-func output(s streams, o *recordOptions) formats.FileSinkOptions {
+// capture.PcapWriterOptions and formats.WriterOptions), never over one of
+// ins; with the limits of a live recording (validate checked the sizes).
+func output(o *recordOptions, ins ...string) formats.FileSinkOptions {
 	w := formats.WriterOptions{Level: int(compressionLevels[o.compression])}
 	if o.blockSize != "" {
-		n, _ := parseSize(o.blockSize) // checked by validate
+		n, _ := units.ParseSize(o.blockSize)
 		w.BlockSize = int(n)
 	}
-	if o.out == "-" {
-		return formats.FileSinkOptions{Out: s.out, Writer: w}
+	out := sessionOutput(o.s, o.out, w, ins...)
+	if o.maxSize != "" {
+		out.MaxSize, _ = units.ParseSize(o.maxSize)
 	}
-	return formats.FileSinkOptions{Path: o.out, Writer: w}
+	out.MaxDuration, out.Rotate = o.maxDuration, o.rotate
+	return out
 }
 
 // compressionLevels are the values of --compression.
@@ -268,13 +294,10 @@ var compressionLevels = map[string]zstd.EncoderLevel{
 
 // recordError explains an error of a recording: one of the session file
 // (-o), or of the source, named src.
-func recordError(err error, o *recordOptions, src string) error {
+func recordError(err error, src string) error {
 	var oe *formats.OutputError
-	switch {
-	case errors.As(err, &oe) && !oe.Created:
-		return withHint(oe.Err, "check that the directory of -o exists and is writable")
-	case errors.As(err, &oe):
-		return fmt.Errorf("writing %s: %w", o.out, oe.Err)
+	if errors.As(err, &oe) {
+		return outputError(err, "-o")
 	}
 	return fmt.Errorf("%s: %w", src, err)
 }
@@ -286,47 +309,16 @@ func warnKeepSecrets(s streams, o *recordOptions) {
 	}
 }
 
-// errStopped is why a recording stops at the first Ctrl-C (or SIGTERM).
-var errStopped = errors.New("stopped by the user")
-
-// stopOnSignal returns a context that the first SIGINT or SIGTERM cancels
-// (its cause errStopped), after clear() and a line on stderr: the recording
-// then finishes its session file cleanly. A second signal aborts at once
-// (exit status 1): the file stays readable up to its last complete block.
-// release stops listening if no signal came.
-func stopOnSignal(s streams, clear func()) (ctx context.Context, release func()) {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() {
-		select {
-		case <-sig:
-		case <-done:
-			signal.Stop(sig)
-			return
-		}
-		clear()
-		fmt.Fprintln(s.err, "Stopping: finishing the session file (Ctrl-C again to abort)")
-		cancel(errStopped)
-		<-sig
-		fmt.Fprintln(s.err, "Aborted: the session file is readable up to its last complete block.")
-		os.Exit(1)
-	}()
-	var once sync.Once
-	return ctx, func() { once.Do(func() { close(done) }) }
-}
-
 // printRecordSummary prints the paragraph that ends every recording:
 // "Recorded WHAT SPAN: AMOUNT; counts[; anomalies, losses][; note]. files".
 func printRecordSummary(w io.Writer, what, span, amount string, res capture.Result, note string) {
-	fmt.Fprintf(w, "Recorded %s %s: %s; %s, %s, %s",
-		what, span, amount, count(int64(res.Conns), "connection", "connections"), count(int64(res.Exchanges), "exchange", "exchanges"), count(int64(res.Events), "watch event", "watch events"))
+	fmt.Fprintf(w, "Recorded %s %s: %s; %s, %s, %s", what, span, amount, units.Count(int64(res.Conns), "connection", "connections"),
+		units.Count(int64(res.Exchanges), "exchange", "exchanges"), units.Count(int64(res.Events), "watch event", "watch events"))
 	if res.Anomalies > 0 {
 		fmt.Fprintf(w, ", %d anomalies (see 'wtrace inspect')", res.Anomalies)
 	}
 	if res.LostBytes > 0 {
-		fmt.Fprintf(w, "; %s of TCP payload were not captured", humanBytes(res.LostBytes))
+		fmt.Fprintf(w, "; %s of TCP payload were not captured", units.Bytes(res.LostBytes))
 	}
 	if res.Skipped > 0 || res.DecodeErrors > 0 {
 		fmt.Fprintf(w, "; %d packets were not TCP and %d could not be decoded", res.Skipped, res.DecodeErrors)
@@ -336,9 +328,9 @@ func printRecordSummary(w io.Writer, what, span, amount string, res capture.Resu
 	}
 	switch names := res.Files; {
 	case len(names) == 1:
-		fmt.Fprintf(w, ". Session file: %s (%s).\n", names[0], humanBytes(res.Size))
+		fmt.Fprintf(w, ". Session file: %s (%s).\n", names[0], units.Bytes(res.Size))
 	case len(names) > 1:
-		fmt.Fprintf(w, ". Session files: %s … %s (%d files, %s in all).\n", names[0], names[len(names)-1], len(names), humanBytes(res.Size))
+		fmt.Fprintf(w, ". Session files: %s … %s (%d files, %s in all).\n", names[0], names[len(names)-1], len(names), units.Bytes(res.Size))
 	default:
 		fmt.Fprintln(w, ".")
 	}
@@ -364,68 +356,4 @@ func loadKeyLog(path string) (*tlsdec.KeyLog, error) {
 			"a key log has lines like: CLIENT_TRAFFIC_SECRET_0 <client random> <secret>")
 	}
 	return keys, nil
-}
-
-// count says n things: "1 connection", "2 connections" (one, many).
-func count(n int64, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return fmt.Sprintf("%d %s", n, many)
-}
-
-func humanBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}
-
-// progress is the one-line status a recording shows on stderr when it is
-// a terminal (and nowhere otherwise: a nil *progress does nothing). Safe
-// for concurrent use.
-type progress struct {
-	w     io.Writer
-	mu    sync.Mutex
-	last  time.Time
-	shown bool
-}
-
-func newProgress(w io.Writer) *progress {
-	if !isTerminal(w) {
-		return nil
-	}
-	return &progress{w: w}
-}
-
-// show replaces the status line, at most five times a second.
-func (p *progress) show(format string, a ...any) {
-	if p == nil {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if now := time.Now(); now.Sub(p.last) >= 200*time.Millisecond {
-		p.last = now
-		fmt.Fprintf(p.w, "\r\033[K"+format, a...)
-		p.shown = true
-	}
-}
-
-// clear removes the status line, so that other lines can be printed.
-func (p *progress) clear() {
-	if p == nil {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.shown {
-		fmt.Fprint(p.w, "\r\033[K")
-		p.shown = false
-	}
 }

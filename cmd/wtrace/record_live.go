@@ -2,22 +2,21 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"math"
 	"net"
-	"net/netip"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/wtrace/wtrace/capture"
 	"github.com/wtrace/wtrace/capture/live"
@@ -25,6 +24,9 @@ import (
 	"github.com/wtrace/wtrace/capture/tlsdec"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/internal/healthz"
+	"github.com/wtrace/wtrace/internal/hostfilter"
+	"github.com/wtrace/wtrace/internal/progress"
+	"github.com/wtrace/wtrace/internal/units"
 )
 
 // validate checks the flag combination: exactly one source, and only the
@@ -59,7 +61,7 @@ func (o *recordOptions) validate(c *cobra.Command) error {
 	if o.captureSHA256 && o.pcap == "" {
 		return usage("--capture-sha256 goes with --pcap (live and proxy recordings have no capture file)")
 	}
-	if name := changed("listen", "kubeconfig", "context", "tls", "health-listen", "metrics", "log-format"); name != "" && !o.proxy {
+	if name := changed("listen", "kubeconfig", "context", "tls", "accept-hosts", "reject-paths", "health-listen", "metrics", "log-format"); name != "" && !o.proxy {
 		return usage("--%s goes with --proxy", name)
 	}
 	if err := checkLogFormat(o.logFormat); err != nil {
@@ -75,7 +77,7 @@ func (o *recordOptions) validate(c *cobra.Command) error {
 		return usage("--%s applies to live recordings (--iface, --proxy) only", name)
 	}
 	if v := o.memLimit; v != "" && v != "0" {
-		if n, err := parseSize(v); err != nil || n <= 0 {
+		if n, err := units.ParseSize(v); err != nil || n <= 0 {
 			return usage("--memory-limit %s: not a size (192MiB, 1GiB; 0 for none)", v)
 		}
 	}
@@ -83,7 +85,7 @@ func (o *recordOptions) validate(c *cobra.Command) error {
 		return usage("--max-conns %d: must be at least 1", o.maxConns)
 	}
 	if v := o.blockSize; v != "" {
-		if n, err := parseSize(v); err != nil || n < 16<<10 || n > formats.MaxBlockSize {
+		if n, err := units.ParseSize(v); err != nil || n < 16<<10 || n > formats.MaxBlockSize {
 			return usage("--block-size %s: a size from 16KiB to 64MiB (256KiB, 4MiB)", v)
 		}
 	}
@@ -97,7 +99,7 @@ func (o *recordOptions) validate(c *cobra.Command) error {
 		return usage("--max-duration %s: must be positive", o.maxDuration)
 	}
 	if o.maxSize != "" {
-		if _, err := parseSize(o.maxSize); err != nil {
+		if _, err := units.ParseSize(o.maxSize); err != nil {
 			return usage("--max-size: %v", err)
 		}
 	}
@@ -110,60 +112,10 @@ func (o *recordOptions) validate(c *cobra.Command) error {
 	if o.pcapOut != "" && (o.pcapOut == o.out || o.pcapOut == "-" && o.out == "-") {
 		return usage("--pcap-out and -o must differ")
 	}
+	if _, err := hostfilter.New(hostfilter.Split(o.acceptHosts), hostfilter.Split(o.rejectPaths)); err != nil {
+		return usage("%v", strings.TrimPrefix(err.Error(), "hostfilter: "))
+	}
 	return nil
-}
-
-// parseSize parses a size: a number with an optional unit, decimal (k, KB,
-// M, MB, G, GB, T, TB) or binary (Ki, KiB, Mi, MiB, Gi, GiB, Ti, TiB),
-// case-insensitive; B or nothing means bytes.
-func parseSize(s string) (int64, error) {
-	t := strings.TrimSpace(s)
-	i := 0
-	for i < len(t) && (t[i] >= '0' && t[i] <= '9' || t[i] == '.') {
-		i++
-	}
-	num, unit := t[:i], strings.ToLower(strings.TrimSpace(t[i:]))
-	v, err := strconv.ParseFloat(num, 64)
-	if err != nil || num == "" {
-		return 0, fmt.Errorf("%q is not a size (examples: 500MB, 2GiB, 1048576)", s)
-	}
-	mult := map[string]float64{
-		"": 1, "b": 1,
-		"k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9, "t": 1e12, "tb": 1e12,
-		"ki": 1 << 10, "kib": 1 << 10, "mi": 1 << 20, "mib": 1 << 20, "gi": 1 << 30, "gib": 1 << 30, "ti": 1 << 40, "tib": 1 << 40,
-	}[unit]
-	if mult == 0 {
-		return 0, fmt.Errorf("%q: unknown unit %q (use B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)", s, t[i:])
-	}
-	n := v * mult
-	if n < 1 || n > math.MaxInt64/2 {
-		return 0, fmt.Errorf("%q is out of range", s)
-	}
-	return int64(n), nil
-}
-
-// resolveHosts turns --host values (addresses or names) into addresses.
-func resolveHosts(hosts []string) ([]netip.Addr, error) {
-	var out []netip.Addr
-	for _, h := range hosts {
-		if a, err := netip.ParseAddr(h); err == nil {
-			out = append(out, a.Unmap())
-			continue
-		}
-		ips, err := net.LookupIP(h)
-		if err != nil {
-			return nil, withHint(fmt.Errorf("--host %s: %w", h, err), "give an IP address, e.g. --host 127.0.0.1")
-		}
-		for _, ip := range ips {
-			if a, ok := netip.AddrFromSlice(ip); ok {
-				out = append(out, a.Unmap())
-			}
-		}
-	}
-	if len(out) > live.MaxHosts {
-		return nil, &usageError{fmt.Errorf("--host: %d addresses; at most %d", len(out), live.MaxHosts)}
-	}
-	return out, nil
 }
 
 // liveError explains why a live capture could not start.
@@ -181,10 +133,14 @@ func liveError(err error, iface string) error {
 	return err
 }
 
-func runRecordIface(s streams, o *recordOptions) error {
-	hosts, err := resolveHosts(o.hosts)
-	if err != nil {
+func runRecordIface(o *recordOptions) error {
+	s := o.s
+	if err := noOverwrite([]string{o.out, o.pcapOut}, o.keylog); err != nil {
 		return err
+	}
+	hosts, err := live.ResolveHosts(o.hosts)
+	if err != nil {
+		return withHint(&usageError{fmt.Errorf("--host: %w", err)}, "give at most %d IP addresses, e.g. --host 127.0.0.1", live.MaxHosts)
 	}
 	recOpts := capture.Options{Port: o.port, MaxBuffered: o.maxBuffered, MaxConns: o.maxConns, KeepSecrets: o.keepSecrets}
 	if o.keylog != "" {
@@ -203,10 +159,6 @@ func runRecordIface(s streams, o *recordOptions) error {
 		return liveError(err, o.iface)
 	}
 	defer h.Close()
-	out, err := liveOutput(s, o)
-	if err != nil {
-		return err
-	}
 	var pcapOut *bufio.Writer
 	var pcapFile *os.File
 	if o.pcapOut != "" {
@@ -221,17 +173,15 @@ func runRecordIface(s streams, o *recordOptions) error {
 		pcapOut = bufio.NewWriterSize(w, 1<<20)
 	}
 	warnKeepSecrets(s, o)
-	prog := newProgress(s.err)
-	ctx, release := stopOnSignal(s, prog.clear)
-	defer release()
+	prog := progress.New(s.err, isTerminal(s.err))
 	fmt.Fprintf(s.err, "Capturing on %s (%s); Ctrl-C to finish.\n", o.iface, filter)
 	start := time.Now()
 	opts := live.RecordOptions{
-		Output:   out,
+		Output:   output(o, o.keylog, o.pcapOut),
 		Recorder: recOpts,
 		Tool:     "wtrace " + toolVersion(),
 		OnTick: func(st capture.Stats) {
-			prog.show("%s  %d packets%s", time.Since(start).Round(time.Second), st.Packets, counts(st))
+			prog.Show("%s  %d packets%s", time.Since(start).Round(time.Second), st.Packets, counts(st))
 		},
 	}
 	opts.Output.OnRotate = rotated(s, prog)
@@ -241,18 +191,23 @@ func runRecordIface(s streams, o *recordOptions) error {
 			opts.PcapOutName = o.pcapOut
 		}
 	}
-	res, err := live.Record(ctx, h, opts)
-	prog.clear()
+	var res capture.Result
+	err = interruptible(sayLine(s, prog.Clear, "Stopping: finishing the session file (Ctrl-C again to abort)"), sayLine(s, func() {}, abortedLive),
+		func(ctx context.Context) (err error) {
+			res, err = live.Record(ctx, h, opts)
+			return err
+		})
+	prog.Clear()
 	if pcapFile != nil {
 		if cerr := pcapFile.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("writing %s: %w", o.pcapOut, cerr)
 		}
 	}
 	if err != nil {
-		return recordError(err, o, "--iface "+o.iface)
+		return recordError(err, "--iface "+o.iface)
 	}
 	printRecordSummary(s.err, fmt.Sprintf("%s (%s)", o.iface, filter), "for "+time.Since(start).Round(time.Millisecond).String(),
-		fmt.Sprintf("%d packets (%s)", res.Packets, humanBytes(res.Bytes)), res, res.Note)
+		fmt.Sprintf("%d packets (%s)", res.Packets, units.Bytes(res.Bytes)), res, res.Note)
 	if res.Dropped > 0 {
 		fmt.Fprintf(s.err, "Warning: the kernel dropped %d packets that wtrace did not read in time; the session has gaps where they were.\n  Try: narrow the capture with --port and --host\n", res.Dropped)
 	}
@@ -266,24 +221,13 @@ func runRecordIface(s streams, o *recordOptions) error {
 	return nil
 }
 
-// liveOutput is where -o sends a live recording, with its limits.
-func liveOutput(s streams, o *recordOptions) (formats.FileSinkOptions, error) {
-	out := output(s, o)
-	if o.maxSize != "" {
-		n, err := parseSize(o.maxSize)
-		if err != nil {
-			return out, &usageError{fmt.Errorf("--max-size: %w", err)}
-		}
-		out.MaxSize = n
-	}
-	out.MaxDuration, out.Rotate = o.maxDuration, o.rotate
-	return out, nil
-}
+// abortedLive is what a second Ctrl-C says of a live recording.
+const abortedLive = "Aborted: the session file is readable up to its last complete block."
 
 // rotated reports each new part of a rotated recording.
-func rotated(s streams, prog *progress) func(finished, next string) {
+func rotated(s streams, prog *progress.Line) func(finished, next string) {
 	return func(finished, next string) {
-		prog.clear()
+		prog.Clear()
 		fmt.Fprintf(s.err, "Finished %s; recording into %s\n", finished, next)
 	}
 }
@@ -323,7 +267,14 @@ func listenError(err error, addr string) error {
 	return withHint(err, "check the --listen address (host:port, e.g. 127.0.0.1:8001)")
 }
 
-func runRecordProxy(s streams, o *recordOptions) error {
+func runRecordProxy(o *recordOptions) error {
+	s := o.s
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.kubeconfig
+	kubeconfigs := rules.GetLoadingPrecedence()
+	if err := noOverwrite([]string{o.out}, kubeconfigs...); err != nil {
+		return err
+	}
 	cl, err := proxy.LoadConfig(o.kubeconfig, o.context)
 	if err != nil {
 		return kubeconfigError(err, o)
@@ -332,10 +283,6 @@ func runRecordProxy(s streams, o *recordOptions) error {
 	// plugin settings) before creating the output.
 	if _, err := rest.TransportFor(cl.Config); err != nil {
 		return kubeconfigError(fmt.Errorf("kubeconfig context %s: %w", cl.Context, err), o)
-	}
-	out, err := liveOutput(s, o)
-	if err != nil {
-		return err
 	}
 	listen := o.listen
 	if listen == "" {
@@ -357,17 +304,16 @@ func runRecordProxy(s streams, o *recordOptions) error {
 		}
 	}
 	warnKeepSecrets(s, o)
-	prog := newProgress(s.err)
-	ctx, release := stopOnSignal(s, prog.clear)
-	defer release()
+	prog := progress.New(s.err, isTerminal(s.err))
 	start := time.Now()
 	var url, certPath string
 	opts := proxy.RecordOptions{
-		Proxy:  proxy.Options{TLS: o.tls, Logger: logger},
+		Proxy: proxy.Options{TLS: o.tls, Logger: logger,
+			AcceptHosts: hostfilter.Split(o.acceptHosts), RejectPaths: hostfilter.Split(o.rejectPaths)},
 		Health: health,
-		Output: out,
+		Output: output(o, kubeconfigs...),
 		Tee: capture.TeeOptions{KeepSecrets: o.keepSecrets, OnTick: func(st capture.Stats) {
-			prog.show("%s  %s proxied%s", time.Since(start).Round(time.Second), humanBytes(st.Bytes), counts(st))
+			prog.Show("%s  %s proxied%s", time.Since(start).Round(time.Second), units.Bytes(st.Bytes), counts(st))
 		}},
 		Tool: "wtrace " + toolVersion(),
 		OnStart: func(p *proxy.Proxy, _ *capture.Tee) {
@@ -388,23 +334,25 @@ func runRecordProxy(s streams, o *recordOptions) error {
 	if health != nil && o.metrics {
 		opts.Metrics = healthz.NewRegistry()
 	}
-	if health != nil && o.metrics {
-		opts.Metrics = healthz.NewRegistry()
-	}
 	opts.Output.OnRotate = rotated(s, prog)
-	res, err := proxy.Record(ctx, cl, ln, opts)
-	prog.clear()
+	var res capture.Result
+	err = interruptible(sayLine(s, prog.Clear, "Stopping: finishing the session file (Ctrl-C again to abort)"), sayLine(s, func() {}, abortedLive),
+		func(ctx context.Context) (err error) {
+			res, err = proxy.Record(ctx, cl, ln, opts)
+			return err
+		})
+	prog.Clear()
 	if certPath != "" {
 		os.Remove(certPath)
 	}
 	var oe *formats.OutputError
 	switch {
 	case errors.As(err, &oe):
-		return recordError(err, o, "--proxy")
+		return recordError(err, "--proxy")
 	case err != nil:
 		return withHint(err, "check the kubeconfig with: kubectl config view --minify")
 	}
 	printRecordSummary(s.err, fmt.Sprintf("proxy %s → %s", url, cl.Server), "for "+time.Since(start).Round(time.Millisecond).String(),
-		humanBytes(res.Bytes)+" proxied", res, res.Note)
+		units.Bytes(res.Bytes)+" proxied", res, res.Note)
 	return nil
 }

@@ -38,25 +38,6 @@ const (
 	recSecret      = "record-secret-value-a66d10"
 )
 
-func TestParseSize(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want int64
-	}{
-		{"1", 1}, {"1048576", 1 << 20}, {"500MB", 500e6}, {"500mb", 500e6}, {"2GiB", 2 << 30}, {"2Gi", 2 << 30},
-		{"1.5G", 1.5e9}, {"64KiB", 64 << 10}, {"10k", 10e3}, {"1TiB", 1 << 40}, {" 3 MiB ", 3 << 20}, {"7B", 7},
-	} {
-		if got, err := parseSize(tc.in); err != nil || got != tc.want {
-			t.Errorf("parseSize(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
-		}
-	}
-	for _, in := range []string{"", "GiB", "2XB", "-1", "0", "0.1", "1e3", "99999999999TiB"} {
-		if got, err := parseSize(in); err == nil {
-			t.Errorf("parseSize(%q) = %d; want an error", in, got)
-		}
-	}
-}
-
 func TestRecordUsage(t *testing.T) {
 	for _, tc := range []struct {
 		args []string

@@ -9,25 +9,28 @@ import (
 	"log/slog"
 	"math"
 	"net"
-	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/wtrace/wtrace/apiserver/world"
 	"github.com/wtrace/wtrace/edit"
+	"github.com/wtrace/wtrace/export"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/internal/healthz"
+	"github.com/wtrace/wtrace/internal/hostfilter"
+	"github.com/wtrace/wtrace/internal/outfile"
 	"github.com/wtrace/wtrace/internal/selfsigned"
+	"github.com/wtrace/wtrace/internal/units"
 	"github.com/wtrace/wtrace/replay"
 	"github.com/wtrace/wtrace/replay/record"
 )
 
 type replayOptions struct {
+	s             streams
+	path          string
 	speed         float64
 	loop          bool
 	hold          bool
@@ -50,10 +53,12 @@ type replayOptions struct {
 	quietWindow   time.Duration
 	clients       []string
 	exitWhenDone  bool
+	acceptHosts   string
+	rejectPaths   string
 }
 
-func newReplayCmd(s streams) *cobra.Command {
-	o := &replayOptions{}
+func newReplayCmd(s streams, runF func(*replayOptions) error) *cobra.Command {
+	o := &replayOptions{s: s}
 	c := &cobra.Command{
 		Use:   "replay SESSION.wt",
 		Short: "Serve a recorded session to real clients with the original timing",
@@ -120,9 +125,12 @@ and every answer, with both times, as a session file (source "replay") that
 inspect, events and diff read. Secret values are redacted unless
 --keep-secrets.
 
-By default the server listens on 127.0.0.1:8080 over plain HTTP. Requests are
-logged on stderr (--log-format json: one JSON object a line); stdout stays
-empty.
+By default the server listens on 127.0.0.1:8080 over plain HTTP, and serves,
+like kubectl proxy, only requests to localhost, 127.0.0.1 and [::1]
+(--accept-hosts: a web page whose name resolves to 127.0.0.1 cannot read the
+session; a Service's name, say, must be accepted) and no exec, attach or
+portforward (--reject-paths). Requests are logged on stderr (--log-format
+json: one JSON object a line); stdout stays empty.
 
 The server answers /livez, /readyz and /healthz itself, as kube-apiserver
 does (for probes; /readyz passes once the session is loaded — the port
@@ -143,7 +151,7 @@ what is left is cut. A second signal exits at once (status 1).`,
 
   # as a service (in a container): on every interface, read-only, JSON logs;
   # /livez, /readyz, /metrics on the same port
-  wtrace replay /data/session.wt --listen 0.0.0.0:8080 --writes reject --log-format json
+  wtrace replay /data/session.wt --listen 0.0.0.0:8080 --accept-hosts '.*' --writes reject --log-format json
 
   # ten times faster, forever
   wtrace replay session.wt --speed 10 --loop
@@ -172,42 +180,45 @@ what is left is cut. A second signal exits at once (status 1).`,
   wtrace replay session.wt --writes reject --speed 10`,
 		Args: exactArgs(1, "one session file"),
 		RunE: func(c *cobra.Command, args []string) error {
+			usage := func(format string, a ...any) error {
+				return &usageError{fmt.Errorf(format+"\nSee 'wtrace replay --help'.", a...)}
+			}
+			o.path = args[0]
 			if o.speed < 0 || math.IsNaN(o.speed) || math.IsInf(o.speed, 0) {
-				return &usageError{fmt.Errorf("--speed %v: must be 0 (as fast as possible) or a positive factor\nSee 'wtrace replay --help'.", o.speed)}
+				return usage("--speed %v: must be 0 (as fast as possible) or a positive factor", o.speed)
 			}
 			if (o.cert == "") != (o.key == "") {
-				return &usageError{errors.New("--cert and --key go together\nSee 'wtrace replay --help'.")}
+				return usage("--cert and --key go together")
 			}
-			if o.cert != "" {
-				o.useTLS = true
-			}
+			o.useTLS = o.useTLS || o.cert != ""
 			if _, err := replay.ParseWrites(o.writes); err != nil || o.writes == "" {
-				return &usageError{fmt.Errorf("--writes %q: want answer, apply, reject or recorded\nSee 'wtrace replay --help'.", o.writes)}
+				return usage("--writes %q: want answer, apply, reject or recorded", o.writes)
 			}
 			if _, err := replay.ParsePace(o.pace); err != nil {
-				return &usageError{fmt.Errorf("--pace %q: want recorded or quiet\nSee 'wtrace replay --help'.", o.pace)}
+				return usage("--pace %q: want recorded or quiet", o.pace)
 			}
-			for _, c := range o.clients {
-				if c == "none" {
-					continue
-				}
-				if _, err := world.ParseClient(c); err != nil {
-					return &usageError{fmt.Errorf("--client %q: %v\nSee 'wtrace replay --help'.", c, err)}
-				}
+			if _, _, err := clientsOption(o.clients); err != nil {
+				return usage("--client: %v", err)
 			}
 			if o.exitWhenDone && !answersWrites(o.writes) {
-				return &usageError{errors.New("--exit-when-done needs a replay that answers writes (--writes answer)\nSee 'wtrace replay --help'.")}
+				return usage("--exit-when-done needs a replay that answers writes (--writes answer)")
 			}
 			if o.keepSecrets && o.out == "" {
-				return &usageError{errors.New("--keep-secrets applies to --out\nSee 'wtrace replay --help'.")}
+				return usage("--keep-secrets applies to --out")
 			}
 			if err := checkLogFormat(o.logFormat); err != nil {
 				return err
 			}
 			if o.shutdownGrace < 0 {
-				return &usageError{fmt.Errorf("--shutdown-grace %v: must be 0 or more\nSee 'wtrace replay --help'.", o.shutdownGrace)}
+				return usage("--shutdown-grace %v: must be 0 or more", o.shutdownGrace)
 			}
-			return runReplay(s, args[0], o)
+			if _, err := hostfilter.New(hostfilter.Split(o.acceptHosts), hostfilter.Split(o.rejectPaths)); err != nil {
+				return usage("%v", strings.TrimPrefix(err.Error(), "hostfilter: "))
+			}
+			if runF != nil {
+				return runF(o)
+			}
+			return runReplay(o)
 		},
 	}
 	f := c.Flags()
@@ -231,6 +242,8 @@ what is left is cut. A second signal exits at once (status 1).`,
 	f.StringVar(&o.logFormat, "log-format", "text", "log `format` on stderr: text (short lines) or json (one object a line, log/slog)")
 	f.DurationVar(&o.shutdownGrace, "shutdown-grace", 20*time.Second, "on SIGTERM, how long open watches and requests get to end cleanly (`duration`) before they are cut")
 	f.BoolVar(&o.metrics, "metrics", true, "serve Prometheus metrics at /metrics")
+	f.StringVar(&o.acceptHosts, "accept-hosts", hostfilter.DefaultAcceptHosts, "serve only requests to these hosts: comma-separated `regexps`, as kubectl proxy's (the Host without its port)")
+	f.StringVar(&o.rejectPaths, "reject-paths", hostfilter.DefaultRejectPaths, "refuse these paths: comma-separated `regexps`, as kubectl proxy's ('' refuses none)")
 	f.StringVar(&o.pace, "pace", string(replay.PaceRecorded), "when the environment's changes are applied: `pace` recorded (their recorded times, scaled by --speed) or quiet (each once the clients have been quiet for --quiet-window)")
 	f.DurationVar(&o.quietWindow, "quiet-window", replay.DefaultQuietWindow, "with --pace quiet (and --exit-when-done): how long the clients must be quiet, a `duration`")
 	f.StringArrayVar(&o.clients, "client", nil, "the client under test in the recording: `selector` user-agent=REGEXP, addr=IP[:PORT], both (comma), all or none; repeatable (default: every client of a proxy recording, none of a capture)")
@@ -267,7 +280,11 @@ func clientsOption(sel []string) ([]world.Client, bool, error) {
 	return cs, none, nil
 }
 
-func runReplay(s streams, sessionPath string, o *replayOptions) (err error) {
+func runReplay(o *replayOptions) error {
+	if err := noOverwrite([]string{o.out, o.kubeconfigOut}, o.path, o.cert, o.key); err != nil {
+		return err
+	}
+	s := o.s
 	level := slog.LevelInfo
 	if o.verbose {
 		level = slog.LevelDebug
@@ -278,7 +295,7 @@ func runReplay(s streams, sessionPath string, o *replayOptions) (err error) {
 			log.Info(msg, args...)
 		}
 	}
-	stopping, release := serviceSignals(func() {
+	return interruptible(func() {
 		if o.logFormat == "json" {
 			log.Info("replay: stopping: ending open watches cleanly; a second signal exits at once", "grace", o.shutdownGrace.String())
 			return
@@ -290,8 +307,14 @@ func runReplay(s streams, sessionPath string, o *replayOptions) (err error) {
 			return
 		}
 		fmt.Fprintln(s.err, "Aborted.")
-	})
-	defer release()
+	}, func(stopping context.Context) error { return serveReplay(stopping, o, log, say) })
+}
+
+// serveReplay serves the session until stopping is done (or, with
+// --exit-when-done, the clients are quiet), then shuts the server down
+// within --shutdown-grace.
+func serveReplay(stopping context.Context, o *replayOptions, log *slog.Logger, say func(string, ...any)) (err error) {
+	s, sessionPath := o.s, o.path
 	f, err := openSession(sessionPath)
 	if err != nil {
 		return err
@@ -311,6 +334,8 @@ func runReplay(s streams, sessionPath string, o *replayOptions) (err error) {
 		MaxRequests:  -1, // nobody reads them
 		Pace:         replay.Pace(o.pace),
 		QuietWindow:  o.quietWindow,
+		AcceptHosts:  hostfilter.Split(o.acceptHosts),
+		RejectPaths:  hostfilter.Split(o.rejectPaths),
 	}
 	if opts.Clients, opts.NoClients, err = clientsOption(o.clients); err != nil {
 		return &usageError{err}
@@ -362,9 +387,7 @@ func runReplay(s streams, sessionPath string, o *replayOptions) (err error) {
 			return withHint(fmt.Errorf("--from/--to: %w", err), "wtrace verify %s; or set TMPDIR to a directory with room for the slice", sessionPath)
 		}
 		defer sk.Close()
-		for _, n := range sk.Result.Notes {
-			fmt.Fprintf(s.err, "Note: %s\n", n)
-		}
+		notes(s, sk.Result.Notes)
 		f = sk.File
 	}
 	for _, p := range f.Problems() {
@@ -376,18 +399,10 @@ func runReplay(s streams, sessionPath string, o *replayOptions) (err error) {
 	}
 	var rec *record.Recorder
 	if o.out != "" {
-		out := formats.FileSinkOptions{Path: o.out}
-		if o.out == "-" {
-			out = formats.FileSinkOptions{Out: s.out}
-		}
-		rec, err = record.New(record.Options{Output: out, Tool: "wtrace " + toolVersion(), KeepSecrets: o.keepSecrets,
-			Description: "replay of " + filepath.Base(sessionPath), Labels: runLabels(sessionPath, o)})
+		rec, err = record.New(record.Options{Output: sessionOutput(s, o.out, formats.WriterOptions{}, sessionPath), Tool: "wtrace " + toolVersion(),
+			KeepSecrets: o.keepSecrets, Description: "replay of " + filepath.Base(sessionPath), Labels: runLabels(sessionPath, o)})
 		if err != nil {
-			var oe *formats.OutputError
-			if errors.As(err, &oe) && !oe.Created {
-				return withHint(oe.Err, "check that the directory of --out exists and is writable")
-			}
-			return fmt.Errorf("--out: %w", err)
+			return outputError(err, "--out")
 		}
 		if o.keepSecrets {
 			fmt.Fprintln(s.err, "Warning: --keep-secrets: Secret values are stored as served; treat the session file as a secret.")
@@ -406,7 +421,7 @@ func runReplay(s streams, sessionPath string, o *replayOptions) (err error) {
 		if rec == nil {
 			return
 		}
-		srv.Close() // every answer complete before the file ends
+		srv.Close() // every answer ends before the file, and the environment is complete
 		note := ""
 		if env := srv.Environment(); env != nil {
 			note = env.String()
@@ -425,7 +440,7 @@ func runReplay(s streams, sessionPath string, o *replayOptions) (err error) {
 			log.Info("replay: recorded the run", "exchanges", res.Exchanges, "events", res.Events, "file", o.out, "bytes", res.Size)
 			return
 		}
-		fmt.Fprintf(s.err, "Recorded the run: %d exchanges, %d watch events into %s (%s).\n", res.Exchanges, res.Events, o.out, humanBytes(res.Size))
+		fmt.Fprintf(s.err, "Recorded the run: %d exchanges, %d watch events into %s (%s).\n", res.Exchanges, res.Events, o.out, units.Bytes(res.Size))
 	}()
 	handed = true
 	pre.Handoff()
@@ -438,7 +453,7 @@ func runReplay(s streams, sessionPath string, o *replayOptions) (err error) {
 		return withHint(err, "pick another address with --listen 127.0.0.1:0 (a free port)")
 	}
 	if o.kubeconfigOut != "" {
-		if err := os.WriteFile(o.kubeconfigOut, srv.Kubeconfig(), 0o600); err != nil {
+		if err := outfile.WriteFile(o.kubeconfigOut, srv.Kubeconfig(), 0o600); err != nil {
 			return withHint(fmt.Errorf("writing --kubeconfig-out: %w", err), "check that the directory exists and is writable")
 		}
 	}
@@ -519,28 +534,7 @@ func runLabels(sessionPath string, o *replayOptions) map[string]string {
 // printReplayBanner says where the server listens and how to try it, and
 // what the session's damage lost.
 func printReplayBanner(w io.Writer, sessionPath string, f *formats.File, u string, o *replayOptions, losses []*replay.Loss) {
-	idx := f.Index()
-	var events int64
-	var watch, list string
-	var first, last int64
-	for _, x := range idx.Exchanges {
-		events += x.Frames
-		if x.First != 0 && (first == 0 || x.First < first) {
-			first = x.First
-		}
-		if x.Last > last {
-			last = x.Last
-		}
-		if x.Request.Missing || x.Request.Method != "GET" {
-			continue
-		}
-		if x.Frames > 0 && watch == "" {
-			watch = exampleTarget(x.Request.Target, true)
-		}
-		if x.Frames == 0 && list == "" && strings.HasPrefix(x.Request.Target, "/api") {
-			list = exampleTarget(x.Request.Target, false)
-		}
-	}
+	ov := export.NewOverview(f.Index())
 	speed := fmt.Sprintf("speed %g", o.speed)
 	switch {
 	case o.speed == 0:
@@ -564,7 +558,7 @@ func printReplayBanner(w io.Writer, sessionPath string, f *formats.File, u strin
 		lostText = "; some of them maybe lost to damage"
 	}
 	fmt.Fprintf(w, "Replaying %s (%d exchanges, %d watch events over %s%s) at %s\n",
-		sessionPath, len(idx.Exchanges), events, time.Duration(last-first).Round(time.Millisecond), lostText, speed)
+		sessionPath, ov.Exchanges, ov.Events, time.Duration(ov.Last-ov.First).Round(time.Millisecond), lostText, speed)
 	if len(losses) > 0 {
 		fmt.Fprintf(w, "Warning: %s is damaged; what it lost is not served, and streams that cross it end cut:\n", sessionPath)
 		for _, l := range losses {
@@ -601,106 +595,16 @@ func printReplayBanner(w io.Writer, sessionPath string, f *formats.File, u strin
 		curlFlags = "-N -k"
 	}
 	switch {
-	case watch != "":
-		fmt.Fprintf(w, "Try: curl %s '%s%s'\n", curlFlags, u, watch)
-	case list != "":
-		fmt.Fprintf(w, "Try: curl %s '%s%s'\n", curlFlags, u, list)
+	case ov.Watch != "":
+		fmt.Fprintf(w, "Try: curl %s '%s%s'\n", curlFlags, u, ov.Watch)
+	case ov.List != "":
+		fmt.Fprintf(w, "Try: curl %s '%s%s'\n", curlFlags, u, ov.List)
 	}
 	if o.kubeconfigOut != "" {
 		fmt.Fprintf(w, "Kubeconfig written to %s: kubectl --kubeconfig %s get …\n", o.kubeconfigOut, o.kubeconfigOut)
-		if ex := kubectlExample(watch); ex != "" {
+		if ex := export.KubectlWatch(ov.Watch); ex != "" {
 			fmt.Fprintf(w, "  e.g. kubectl --kubeconfig %s %s\n", o.kubeconfigOut, ex)
 		}
 	}
 	fmt.Fprintln(w, "Press Ctrl-C to stop.")
 }
-
-// exampleTarget keeps the path and the parameters that select what is
-// served (selectors, watch) of a recorded target.
-func exampleTarget(target string, watch bool) string {
-	u, err := url.ParseRequestURI(target)
-	if err != nil {
-		return target
-	}
-	q := u.Query()
-	keep := url.Values{}
-	for _, k := range []string{"labelSelector", "fieldSelector"} {
-		if v := q.Get(k); v != "" {
-			keep.Set(k, v)
-		}
-	}
-	if watch {
-		keep.Set("watch", "true")
-	}
-	if len(keep) == 0 {
-		return u.Path
-	}
-	return u.Path + "?" + keep.Encode()
-}
-
-// kubectlExample turns a watch path into a kubectl command line.
-func kubectlExample(watchPath string) string {
-	p, _, _ := strings.Cut(watchPath, "?")
-	segs := strings.Split(strings.Trim(p, "/"), "/")
-	switch {
-	case len(segs) == 5 && segs[0] == "api" && segs[2] == "namespaces":
-		return fmt.Sprintf("get %s -n %s -w", segs[4], segs[3])
-	case len(segs) == 3 && segs[0] == "api":
-		return fmt.Sprintf("get %s -w", segs[2])
-	case len(segs) == 6 && segs[0] == "apis" && segs[3] == "namespaces":
-		return fmt.Sprintf("get %s.%s -n %s -w", segs[5], segs[1], segs[4])
-	case len(segs) == 4 && segs[0] == "apis":
-		return fmt.Sprintf("get %s.%s -w", segs[3], segs[1])
-	}
-	return ""
-}
-
-// lineHandler prints log records as short lines on stderr:
-// "12:03:04.512 GET /api/v1/… how=recorded exchange=1 status=200".
-type lineHandler struct {
-	w     io.Writer
-	level slog.Level
-	mu    *sync.Mutex
-	attrs []slog.Attr
-}
-
-func (h *lineHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= h.level }
-
-func (h *lineHandler) Handle(_ context.Context, r slog.Record) error {
-	var b strings.Builder
-	b.WriteString(r.Time.Format("15:04:05.000"))
-	if r.Level != slog.LevelInfo {
-		b.WriteString(" " + r.Level.String())
-	}
-	msg := strings.TrimPrefix(r.Message, "replay: ")
-	if msg != "request" {
-		b.WriteString(" " + msg)
-	}
-	write := func(a slog.Attr) bool {
-		v := a.Value.Resolve()
-		switch a.Key {
-		case "method", "target":
-			b.WriteString(" " + v.String())
-		default:
-			fmt.Fprintf(&b, " %s=%v", a.Key, v.Any())
-		}
-		return true
-	}
-	for _, a := range h.attrs {
-		write(a)
-	}
-	r.Attrs(write)
-	b.WriteByte('\n')
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	_, err := io.WriteString(h.w, b.String())
-	return err
-}
-
-func (h *lineHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	c := *h
-	c.attrs = append(append([]slog.Attr(nil), h.attrs...), as...)
-	return &c
-}
-
-func (h *lineHandler) WithGroup(string) slog.Handler { return h }

@@ -27,7 +27,11 @@ func toolVersion() string {
 	return "devel"
 }
 
-// streams are the command's standard streams.
+// streams are the command's standard streams: what every command's
+// constructor is given, as cli/cli's NewCmdX(f, runF) is given its
+// Factory. Each constructor binds the flags to an options struct and runs
+// runF with it (nil: the command itself), so that a test parses a command
+// line without running it.
 type streams struct {
 	in       io.Reader
 	out, err io.Writer
@@ -86,15 +90,15 @@ back to real clients with the original timing.`,
 		return &usageError{fmt.Errorf("%w\nSee '%s --help'.", err, c.CommandPath())}
 	})
 	root.AddCommand(
-		newRecordCmd(s),
-		newInspectCmd(s),
-		newEventsCmd(s),
-		newVerifyCmd(s),
-		newReplayCmd(s),
-		newDiffCmd(s),
-		newExportCmd(s),
-		newMergeCmd(s),
-		newSliceCmd(s),
+		newRecordCmd(s, nil),
+		newInspectCmd(s, nil),
+		newEventsCmd(s, nil),
+		newVerifyCmd(s, nil),
+		newReplayCmd(s, nil),
+		newDiffCmd(s, nil),
+		newExportCmd(s, nil),
+		newMergeCmd(s, nil),
+		newSliceCmd(s, nil),
 	)
 	return root
 }
@@ -111,6 +115,9 @@ func run(args []string, in io.Reader, out, errw io.Writer) int {
 	var se silentError
 	var de diffError
 	if errors.As(err, &se) || errors.As(err, &de) {
+		return 1
+	}
+	if errors.As(err, new(abortError)) {
 		return 1
 	}
 	if errors.Is(err, syscall.EPIPE) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -11,6 +12,8 @@ import (
 )
 
 type sliceOptions struct {
+	s          streams
+	in         string
 	out        string
 	from, to   string
 	namespaces []string
@@ -18,8 +21,8 @@ type sliceOptions struct {
 	exchanges  []int64
 }
 
-func newSliceCmd(s streams) *cobra.Command {
-	o := &sliceOptions{}
+func newSliceCmd(s streams, runF func(*sliceOptions) error) *cobra.Command {
+	o := &sliceOptions{s: s}
 	c := &cobra.Command{
 		Use:   "slice SESSION.wt -o OUT.wt [--from D|TIME] [--to D|TIME] [--namespace NS]… [--resource R]… [--exchange N]…",
 		Short: "Cut a self-contained fixture out of a long session: a window, namespaces, resources",
@@ -54,7 +57,13 @@ and /version are kept. The slice's Meta says where it came from
   wtrace replay incident.wt`,
 		Args: exactArgs(1, "one session file"),
 		RunE: func(c *cobra.Command, args []string) error {
-			return runSlice(s, args[0], o)
+			if o.in = args[0]; o.out == "" {
+				return &usageError{errors.New("-o is required: the slice's session file\nSee 'wtrace slice --help'.")}
+			}
+			if runF != nil {
+				return runF(o)
+			}
+			return runSlice(o)
 		},
 	}
 	f := c.Flags()
@@ -86,14 +95,11 @@ func sliceWindow(idx *formats.Index, from, to string) (f, t int64, err error) {
 	return f, t, nil
 }
 
-func runSlice(s streams, in string, o *sliceOptions) error {
-	if o.out == "" {
-		return &usageError{errors.New("-o is required: the slice's session file\nSee 'wtrace slice --help'.")}
+func runSlice(o *sliceOptions) error {
+	if err := noOverwrite([]string{o.out}, o.in); err != nil {
+		return err
 	}
-	if o.out == in {
-		return &usageError{fmt.Errorf("the output %s is also the input", o.out)}
-	}
-	f, err := openSession(in)
+	f, err := openSession(o.in)
 	if err != nil {
 		return err
 	}
@@ -102,32 +108,29 @@ func runSlice(s streams, in string, o *sliceOptions) error {
 	if err != nil {
 		return err
 	}
-	out := formats.FileSinkOptions{Path: o.out}
-	if o.out == "-" {
-		out = formats.FileSinkOptions{Out: s.out}
+	var res edit.SliceResult
+	err = interruptible(sayLine(o.s, func() {}, "Stopping: the slice is not written (Ctrl-C again to exit at once)"), sayLine(o.s, func() {}, "Aborted."),
+		func(ctx context.Context) (err error) {
+			res, err = edit.Slice(ctx, o.in, edit.SliceOptions{Output: sessionOutput(o.s, o.out, formats.WriterOptions{}), From: from, To: to,
+				Namespaces: o.namespaces, Resources: o.resources, Exchanges: o.exchanges, Tool: "wtrace " + toolVersion()})
+			return err
+		})
+	var oe *formats.OutputError
+	if errors.As(err, &oe) || errors.Is(err, errStopped) {
+		return outputError(err, "-o")
 	}
-	ctx, release := stopOnSignal(s, func() {})
-	defer release()
-	res, err := edit.Slice(ctx, in, edit.SliceOptions{Output: out, From: from, To: to, Namespaces: o.namespaces,
-		Resources: o.resources, Exchanges: o.exchanges, Tool: "wtrace " + toolVersion()})
 	if err != nil {
-		var oe *formats.OutputError
-		if errors.As(err, &oe) {
-			return withHint(err, "check that the directory of -o exists and is writable")
-		}
-		return withHint(err, "wtrace verify %s", in)
+		return withHint(err, "wtrace verify %s", o.in)
 	}
-	for _, n := range res.Notes {
-		fmt.Fprintf(s.err, "Note: %s\n", n)
-	}
-	fmt.Fprintf(s.err, "Sliced %s: %d exchanges (%d watches cut and started from the world at --from, %d LISTs synthesized), %d records. Session file: %s\n",
-		in, res.Exchanges, res.Cut, res.Synthesized, res.Records, joinNames(res.Files))
+	notes(o.s, res.Notes)
+	fmt.Fprintf(o.s.err, "Sliced %s: %d exchanges (%d watches cut and started from the world at --from, %d LISTs synthesized), %d records. Session file: %s\n",
+		o.in, res.Exchanges, res.Cut, res.Synthesized, res.Records, joinNames(res.Files))
 	if len(res.Damage) > 0 {
 		for _, d := range res.Damage {
-			fmt.Fprintf(s.err, "Warning: %v\n", d)
+			fmt.Fprintf(o.s.err, "Warning: %v\n", d)
 		}
-		return withHint(fmt.Errorf("%d damaged region(s) of %s could not be read; everything else was sliced", len(res.Damage), in),
-			"wtrace verify --repair fixed.wt %s", in)
+		return withHint(fmt.Errorf("%d damaged region(s) of %s could not be read; everything else was sliced", len(res.Damage), o.in),
+			"wtrace verify --repair fixed.wt %s", o.in)
 	}
 	return nil
 }

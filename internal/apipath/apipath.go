@@ -49,6 +49,34 @@ var varying = map[string]bool{
 // Param is one query parameter: a name and one of its values.
 type Param struct{ Name, Value string }
 
+// WatchSuffix ends the Key of a watch.
+const WatchSuffix = " (watch)"
+
+// Key names a request by what says which request it is: the method, the
+// decoded path, its StableParams as a query (in their order) and, for a
+// watch, WatchSuffix — "GET /api/v1/pods?labelSelector=app=a (watch)".
+// Two requests with the same Key ask the same thing; the replay's matcher
+// and diff's pairing both use it, so what a replay answers as the same
+// request diff pairs as the same request.
+func Key(method, path string, watch bool, vals url.Values) string {
+	var b strings.Builder
+	b.WriteString(method)
+	b.WriteByte(' ')
+	b.WriteString(path)
+	sep := byte('?')
+	for _, p := range StableParams(vals) {
+		b.WriteByte(sep)
+		sep = '&'
+		b.WriteString(p.Name)
+		b.WriteByte('=')
+		b.WriteString(p.Value)
+	}
+	if watch {
+		b.WriteString(WatchSuffix)
+	}
+	return b.String()
+}
+
 // StableParams returns the parameters of vals that say which request it
 // is — every one but those that vary from run to run (resourceVersion,
 // timeoutSeconds, limit, continue, watch, …) — sorted by name, then value,

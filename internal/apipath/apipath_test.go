@@ -73,3 +73,31 @@ func TestParseResource(t *testing.T) {
 		}
 	}
 }
+
+func TestKey(t *testing.T) {
+	for _, tc := range []struct {
+		method, path string
+		watch        bool
+		query        string
+		want         string
+	}{
+		{"GET", "/api/v1/pods", false, "", "GET /api/v1/pods"},
+		{"GET", "/api/v1/pods", true, "watch=1&resourceVersion=5&timeoutSeconds=30", "GET /api/v1/pods (watch)"},
+		{"GET", "/api/v1/pods", false, "labelSelector=b%3D2&fieldSelector=spec.nodeName%3Dn&limit=500", "GET /api/v1/pods?fieldSelector=spec.nodeName=n&labelSelector=b=2"},
+		{"POST", "/api/v1/namespaces/a/configmaps", false, "fieldManager=m", "POST /api/v1/namespaces/a/configmaps?fieldManager=m"},
+	} {
+		vals, err := url.ParseQuery(tc.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := Key(tc.method, tc.path, tc.watch, vals); got != tc.want {
+			t.Errorf("Key(%s %s %v %s) = %q; want %q", tc.method, tc.path, tc.watch, tc.query, got, tc.want)
+		}
+	}
+	// The order of the parameters does not matter.
+	a, _ := url.ParseQuery("labelSelector=x&fieldSelector=y")
+	b, _ := url.ParseQuery("fieldSelector=y&labelSelector=x")
+	if Key("GET", "/p", false, a) != Key("GET", "/p", false, b) {
+		t.Error("Key depends on the parameters' order")
+	}
+}

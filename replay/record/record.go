@@ -6,8 +6,7 @@
 //	rec, _ := record.New(record.Options{Output: formats.FileSinkOptions{Path: "run.wt"}})
 //	srv, _ := replay.Open("session.wt", replay.Options{Out: rec})
 //	… clients …
-//	srv.Close()
-//	res, err := rec.Close()
+//	res, err := rec.Close() // closes srv first; closing srv before is the same
 //
 // A Recorder is the replay.Out of a Server: each exchange reaches it as
 // the bytes of an HTTP/1.1 request and response, which a capture.Tee parses
@@ -52,16 +51,20 @@ type Options struct {
 }
 
 // Recorder writes a replay's traffic to a session file. It is a
-// replay.Out, safe for concurrent use; Close ends the file.
+// replay.Out, safe for concurrent use; Close ends the file (and closes
+// the Servers recording into it first).
 type Recorder struct {
 	tee *capture.TeeFiles
+
+	mu      sync.Mutex
+	servers []*replay.Server // bound by replay.New
 
 	once sync.Once
 	res  capture.Result
 	err  error
 }
 
-var _ replay.Out = (*Recorder)(nil)
+var _ replay.ServerCloser = (*Recorder)(nil)
 
 // New creates the session file (its Meta: source "replay") and starts
 // recording into it. Errors of the file are *formats.OutputError.
@@ -89,17 +92,34 @@ func (r *Recorder) Conn(client, server string) replay.OutConn {
 // failed), or nil; the replay goes on unrecorded after it.
 func (r *Recorder) Err() error { return r.tee.Err() }
 
-// Close records what is still queued, ends the exchanges still open (as
-// cut by the end of the recording), writes the Summary and closes the
-// file. Close the replay.Server first, so that every answer is complete.
-// It returns what was recorded: Files, Size, and the Tee's Stats. Later
-// calls return the same.
+// BindServer is called by replay.New for a Server recording into r (see
+// replay.ServerCloser): Close closes it first.
+func (r *Recorder) BindServer(s *replay.Server) {
+	r.mu.Lock()
+	r.servers = append(r.servers, s)
+	r.mu.Unlock()
+}
+
+// Close closes the replay.Servers recording into r (Server.Close: every
+// answer ends as the Server ends it, which the recording keeps; a Server
+// closed already is left as it is), then records what is still queued,
+// ends what is still open (as cut by the end of the recording), writes
+// the Summary and closes the file: whichever of a Server and its Recorder
+// is closed first, the run is the same. It returns what was recorded:
+// Files, Size, and the Tee's Stats. Later calls return the same.
 func (r *Recorder) Close() (capture.Result, error) { return r.CloseNote("") }
 
 // CloseNote is Close with a note for the Summary (what the replay did with
 // the recording's environment, say).
 func (r *Recorder) CloseNote(note string) (capture.Result, error) {
 	r.once.Do(func() {
+		r.mu.Lock()
+		servers := r.servers
+		r.servers = nil
+		r.mu.Unlock()
+		for _, s := range servers {
+			s.Close()
+		}
 		r.res, r.err = r.tee.Close(note)
 	})
 	return r.res, r.err

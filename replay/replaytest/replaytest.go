@@ -34,14 +34,14 @@ func NewServer(t testing.TB, path string, opts replay.Options) *replay.Server {
 }
 
 // Record starts recording a replay's run into a session file at path (see
-// package replay/record): give it as Options.Out. Call it before
-// NewServer: the file is closed when the test ends, after the server.
-// To read the file within the test, close the server, then the Recorder.
+// package replay/record): give it as Options.Out. The file is closed when
+// the test ends. To read it within the test, close the Recorder: it
+// closes the server first (the order of the two Close calls does not
+// matter).
 //
 //	rec := replaytest.Record(t, filepath.Join(t.TempDir(), "run.wt"))
 //	srv := replaytest.NewServer(t, "testdata/incident-42.wt", replay.Options{Out: rec})
 //	… the controller under test …
-//	srv.Close()
 //	rec.Close()
 func Record(t testing.TB, path string) *record.Recorder {
 	t.Helper()

@@ -261,16 +261,7 @@ func Find(path string, needles []Needle) ([]Finding, error) {
 	}
 	bodies := map[[2]int64][]byte{}
 	enc := map[[2]int64]string{}
-	sc := f.Records()
-	for {
-		r, err := sc.Next()
-		if err == io.EOF {
-			break
-		}
-		var de *formats.DamageError
-		if errors.As(err, &de) {
-			continue
-		}
+	for r, err := range f.Records().Intact(nil) {
 		if err != nil {
 			return out, err
 		}

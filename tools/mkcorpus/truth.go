@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wtrace/wtrace/frame"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/cbor"
@@ -334,7 +335,7 @@ func describe(ev *truthEvent, enc string, data []byte) {
 		raw := we.Object.Raw
 		ev.ObjectLen, ev.ObjectSHA256 = len(raw), sha(raw)
 		var u runtime.Unknown
-		if !bytes.HasPrefix(raw, []byte("k8s\x00")) || u.Unmarshal(raw[4:]) != nil {
+		if !bytes.HasPrefix(raw, []byte(frame.ProtobufMagic)) || u.Unmarshal(raw[len(frame.ProtobufMagic):]) != nil {
 			return
 		}
 		ev.Kind, ev.APIVersion = u.Kind, u.APIVersion

@@ -4,7 +4,7 @@
 // share a 4-tuple. It handles what the wtrace corpus holds: classic pcap,
 // Ethernet, IPv4 without options, TCP.
 //
-//	go run ./tools/pcapcat -o /tmp/big.pcap -min 200MB ../shared/corpus/*/capture.pcap
+//	go run ./tools/pcapcat -o /tmp/big.pcap -min 200MiB ../shared/corpus/*/capture.pcap
 //
 // With -overlap N the copies overlap instead, like many clients of one
 // apiserver: the inputs, one after the other, make one sequence; a new
@@ -12,7 +12,7 @@
 // merged in time order; each copy's clients get an address of their own
 // (10.x.y.2), the server keeps its own.
 //
-//	go run ./tools/pcapcat -o /tmp/soak.pcap -min 500MB -overlap 20 \
+//	go run ./tools/pcapcat -o /tmp/soak.pcap -min 500MiB -overlap 20 \
 //	    ../shared/corpus/{multi-watch,basic-json,protobuf,gone-410}/capture.pcap
 package main
 
@@ -25,25 +25,29 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
-	"strings"
 
+	"github.com/wtrace/wtrace/internal/outfile"
+	"github.com/wtrace/wtrace/internal/units"
 	"github.com/wtrace/wtrace/testkit/pcaptest"
 )
 
 func main() {
 	out := flag.String("o", "", "output pcap `file`")
-	minSize := flag.String("min", "200MB", "repeat the inputs until the output is at least this `size`")
+	minSize := flag.String("min", "200MiB", "repeat the inputs until the output is at least this `size` (500MB, 2GiB)")
 	server := flag.Int("server-port", 8001, "server `port` (left unchanged)")
 	overlap := flag.Int("overlap", 0, "copies running at once (`n`); 0 appends them one after the other")
 	flag.Parse()
 	if *out == "" || flag.NArg() == 0 {
-		fmt.Fprintln(os.Stderr, "usage: pcapcat -o OUT.pcap [-min 200MB] IN.pcap ...")
+		fmt.Fprintln(os.Stderr, "usage: pcapcat -o OUT.pcap [-min 200MiB] IN.pcap ...")
 		os.Exit(2)
 	}
-	limit, err := parseSize(*minSize)
+	limit, err := units.ParseSize(*minSize)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	if err := outfile.Check(*out, flag.Args()...); err != nil {
+		fmt.Fprintln(os.Stderr, "pcapcat:", err)
 		os.Exit(2)
 	}
 	run := run
@@ -58,23 +62,12 @@ func main() {
 	}
 }
 
-func parseSize(s string) (int64, error) {
-	mult := int64(1)
-	for suf, m := range map[string]int64{"GB": 1 << 30, "MB": 1 << 20, "KB": 1 << 10} {
-		if strings.HasSuffix(s, suf) {
-			s, mult = strings.TrimSuffix(s, suf), m
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	return n * mult, err
-}
-
 func run(out string, ins []string, limit int64, server uint16) error {
-	f, err := os.Create(out)
+	f, err := outfile.Create(out)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer f.Abort() // after Commit: nothing
 	w := bufio.NewWriterSize(f, 1<<20)
 	var written, lastEnd int64
 	wroteHeader := false
@@ -102,7 +95,7 @@ func run(out string, ins []string, limit int64, server uint16) error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "wrote %s: %d MB\n", out, written>>20)
-	return f.Close()
+	return f.Commit()
 }
 
 // firstTime returns the first packet time of a pcap.
@@ -213,11 +206,11 @@ func runOverlap(out string, ins []string, limit int64, server uint16, overlap in
 		}
 		pcaps = append(pcaps, buf.Bytes())
 	}
-	f, err := os.Create(out)
+	f, err := outfile.Create(out)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer f.Abort() // after Commit: nothing
 	w := bufio.NewWriterSize(f, 1<<20)
 	n, err := pcaptest.Overlap(w, pcaps, limit, overlap, server)
 	if err != nil {
@@ -227,5 +220,5 @@ func runOverlap(out string, ins []string, limit int64, server uint16, overlap in
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "wrote %s: %d MB\n", out, n>>20)
-	return f.Close()
+	return f.Commit()
 }
