@@ -117,6 +117,9 @@ func buildSoak() (string, error) {
 // Alternate them with -count; the input is removed at the end.
 //
 //	go test ./capture -run='^$' -bench=RecordSoak -benchtime=1x -count=3
+//
+// record is RecordPcap as wtrace record --pcap runs it, connections parsed
+// on GOMAXPROCS workers; record-1 on the recording goroutine alone.
 func BenchmarkRecordSoak(b *testing.B) {
 	if testing.Short() {
 		b.Skip("builds a 500 MB capture")
@@ -160,8 +163,19 @@ func BenchmarkRecordSoak(b *testing.B) {
 			b.ReportMetric(float64(tcp), "packets")
 		}
 	})
-	b.Run("record", func(b *testing.B) {
-		b.SetBytes(st.Size())
+	// record: as wtrace record --pcap does (connections parsed on
+	// GOMAXPROCS workers); record-1: on one goroutine.
+	for _, bc := range []struct {
+		name    string
+		workers int
+	}{{"record", 0}, {"record-1", 1}} {
+		b.Run(bc.name, func(b *testing.B) { benchRecordSoak(b, path, st.Size(), bc.workers) })
+	}
+}
+
+func benchRecordSoak(b *testing.B, path string, size int64, workers int) {
+	{
+		b.SetBytes(size)
 		b.ReportAllocs()
 		for b.Loop() {
 			f, err := os.Open(path)
@@ -169,15 +183,15 @@ func BenchmarkRecordSoak(b *testing.B) {
 				b.Fatal(err)
 			}
 			cw := &countWriter{}
-			res, err := RecordPcap(context.Background(), f, PcapOptions{Tool: "bench", Name: "soak.pcap", Output: formats.FileSinkOptions{Out: cw}})
+			res, err := RecordPcap(context.Background(), f, PcapOptions{Options: Options{Workers: workers}, Tool: "bench", Name: "soak.pcap", Output: formats.FileSinkOptions{Out: cw}})
 			f.Close()
 			if err != nil {
 				b.Fatal(err)
 			}
-			b.ReportMetric(float64(cw.n)/float64(st.Size()), "wt/pcap")
+			b.ReportMetric(float64(cw.n)/float64(size), "wt/pcap")
 			b.ReportMetric(float64(res.Stats.Events), "events")
 		}
-	})
+	}
 }
 
 func TestMain(m *testing.M) {

@@ -28,6 +28,7 @@ func (m *memSink) Write(r formats.Record) error {
 		c := *v
 		c.Pre = append([]byte(nil), v.Pre...)
 		c.Data = append([]byte(nil), v.Data...)
+		c.Redacted = append([]int(nil), v.Redacted...) // the recorder reuses its storage
 		r = &c
 	case *formats.Body:
 		c := *v

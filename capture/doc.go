@@ -124,8 +124,29 @@
 // sent as soon as their content has been read (a credential found after
 // that replaces the rest of the body instead of re-encoding it).
 //
+// # Parsing connections in parallel
+//
+// With Options.Workers (RecordPcap: GOMAXPROCS by default) the Recorder's
+// goroutine still decodes packets and reassembles TCP, in capture order,
+// but what reassembly delivers to a connection becomes an op of a batch
+// (its bytes copied), and a pool of workers parses the batch a connection
+// at a time — detection, TLS, HTTP, event splitting, redaction, each
+// connection with a session of its own — while the next batch fills. The
+// records are merged back on the Recorder's goroutine in op order and
+// renumbered (connections and exchanges) as one session would have; the
+// Sink receives the same records, IDs, times and bytes as without workers
+// (par.go says how; TestWorkersSame holds every capture the tests use to
+// it). Counts that no record states come through the merge too, and a
+// pcapng's Decryption Secrets Block waits until what came before it is
+// parsed. Connections waiting for TLS secrets (KeyLogWait, KeyLogSource)
+// keep one goroutine: their wait couples connections through time. Memory
+// adds two batches (1 MiB of bytes each, plus the records they produced)
+// and a small session and merge state per open connection.
+//
 // # Concurrency
 //
 // A Recorder is used by one goroutine; it writes records to its Sink in the
-// order it learns them.
+// order it learns them, from that goroutine (with Options.Workers, a batch
+// later: Tick and Close write what is pending). Its workers, if any, end
+// at Close (or when the Sink fails).
 package capture

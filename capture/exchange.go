@@ -348,7 +348,7 @@ func (x *exchange) chunk(c chunked.Chunk) {
 	}
 	// Written now: one Chunk record serves every such chunk, as the Frame
 	// record does every event (a Sink keeps nothing of it past Write).
-	r := &x.s.chunk
+	r := &x.s.sc().chunk
 	*r = rec
 	x.s.emit(r)
 }
@@ -488,17 +488,18 @@ func (x *exchange) frame(ev frame.Event, t int64) {
 	x.reportSkipped(ev.Offset, t)
 	// One Frame record serves every event: a Sink keeps nothing of it
 	// past Write.
-	f := &x.s.frame
+	sc := x.s.sc()
+	f := &sc.frame
 	*f = formats.Frame{Exchange: x.id, Seq: x.seq, Time: t, Offset: ev.Offset, Pre: ev.Pre, Data: ev.Data}
 	if x.s.secrets != nil {
 		// One Report serves every event too, its storage reused: the
 		// Sink was done with the last event's Redacted lengths when its
 		// Write returned.
-		rep := &x.s.rep
+		rep := &sc.rep
 		rep.Reset()
-		f.Data = x.s.secrets.EventTo(x.s.redacted[:0], x.format, ev.Data, rep)
+		f.Data = x.s.secrets.EventTo(sc.redacted[:0], x.format, ev.Data, rep)
 		if len(f.Data) > 0 && len(ev.Data) > 0 && &f.Data[0] != &ev.Data[0] && cap(f.Data) <= maxReusedRedaction {
-			x.s.redacted = f.Data[:0] // the Sink is done with it at the next event
+			sc.redacted = f.Data[:0] // the Sink is done with it at the next event
 		}
 		if !rep.Empty() {
 			f.Redacted = rep.Lengths()

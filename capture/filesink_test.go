@@ -148,7 +148,11 @@ func TestFileSinkRotate(t *testing.T) {
 				if i > 0 && !reflect.DeepEqual(kinds, []formats.Type{formats.TypeConn, formats.TypeRequest, formats.TypeResponse}) {
 					t.Errorf("%s announces %v; want the watch's Conn, Request, Response", name, kinds)
 				}
-				if frames == 0 {
+				// Every part but the last holds frames; the last may hold
+				// only the stream's end, when the part before filled up
+				// with its last event (where that falls depends on how
+				// well the format compresses).
+				if frames == 0 && i < len(names)-1 {
 					t.Errorf("%s holds no frames", name)
 				}
 				if len(idx.Exchanges) == 0 || idx.Exchanges[len(idx.Exchanges)-1].Response == nil {

@@ -97,7 +97,7 @@ func BenchmarkH2Deframe(b *testing.B) {
 				b.SetBytes(total)
 				b.ReportAllocs()
 				for b.Loop() {
-					s := &session{sink: &countSink{}}
+					s := newSession(&countSink{}, true)
 					c := newH2Conn(s, 0)
 					for _, p := range pieces {
 						c.data(p.dir, p.data, p.t)

@@ -245,7 +245,7 @@ func encodeH2Script(pieces []wirePiece) []byte {
 // piece is fed one byte at a time.
 func runH2Script(t testing.TB, script []byte, bytewise bool) (recs []formats.Record, gapped bool) {
 	sink := &memSink{}
-	c := newH2Conn(&session{sink: sink}, 0)
+	c := newH2Conn(newSession(sink, true), 0)
 	tm := h2Base
 	c.data(c2s, h2Preface, tm)
 	for len(script) > 0 {
@@ -351,7 +351,7 @@ func TestH2ResyncGivesUp(t *testing.T) {
 	s.request(1, true, "GET", "/api/v1/pods?watch=true")
 	s.response(1, false, "200", "application/json")
 	sink := &memSink{}
-	c := newH2Conn(&session{sink: sink}, 0)
+	c := newH2Conn(newSession(sink, true), 0)
 	for _, p := range s.pieces {
 		c.data(p.dir, p.data, p.t)
 	}

@@ -96,7 +96,7 @@ func (s *h2Script) data(dir formats.Direction, id uint32, end bool, p string) {
 // records and the handler.
 func runH2(pieces []wirePiece, split func([]byte) [][]byte, end func(c *h2Conn, t int64)) ([]formats.Record, *h2Conn) {
 	sink := &memSink{}
-	c := newH2Conn(&session{sink: sink}, 0)
+	c := newH2Conn(newSession(sink, true), 0)
 	var last int64
 	for _, p := range pieces {
 		last = p.t

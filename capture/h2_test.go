@@ -382,7 +382,7 @@ func h2Session(t testing.TB) ([]wirePiece, map[string]*h2Want) {
 // FINs.
 func feedH2(pieces []wirePiece, split func(p []byte) [][]byte) []formats.Record {
 	sink := &memSink{}
-	s := &session{sink: sink}
+	s := newSession(sink, true)
 	c := newH2Conn(s, 0)
 	var end int64
 	for _, p := range pieces {

@@ -159,9 +159,12 @@ func (w *keyWaiter) close(now int64) {
 // Tick tells the Recorder that capture time has reached now without a
 // packet (a live capture calls it between packets): TLS connections that
 // wait for their secrets (Options.KeyLogWait) are retried, the
-// KeyLogSource re-read, and waits past their bound given up. It returns
-// the Sink's error, if any.
+// KeyLogSource re-read, and waits past their bound given up. With
+// Options.Workers, it also writes the records of every packet fed so far
+// (otherwise they wait for a batch to fill). It returns the Sink's error,
+// if any.
 func (r *Recorder) Tick(now int64) error {
 	r.s.keyWait.tick(now)
+	r.drain()
 	return r.s.err
 }

@@ -12,6 +12,16 @@ import (
 	"github.com/wtrace/wtrace/testkit/pcaptest"
 )
 
+// memoryWorkers are the Options.Workers the memory tests record with: on
+// the caller's goroutine, and with workers (RecordPcap's way), where
+// each connection also has a session and merge state of its own
+// (memoryWorkerCost more per open connection; the two batches in flight
+// are a cost per recording, so the heap is measured after Recorder.drain).
+var memoryWorkers = []int{1, 2}
+
+// memoryWorkerCost bounds what workers add per open connection.
+const memoryWorkerCost = 300
+
 // liveHeap returns the bytes of heap in use after a collection.
 func liveHeap() int64 {
 	runtime.GC()
@@ -42,12 +52,22 @@ func TestMemoryFollowsOpenWork(t *testing.T) {
 		{"pipelined", pcaptest.Pipelined, 1000},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
+		for _, workers := range memoryWorkers {
+			t.Run(fmt.Sprintf("%s/workers-%d", tt.name, workers), func(t *testing.T) {
+				testMemoryFollows(t, n, tt.gen, tt.perEntry, workers)
+			})
+		}
+	}
+}
+
+func testMemoryFollows(t *testing.T, n int, gen func(b *pcaptest.Builder, n int), perEntry int64, workers int) {
+	{
+		{
 			fs, err := formats.NewFileSink(formats.FileSinkOptions{Out: io.Discard, Meta: formats.NewMeta("test", "pcap", "memory", true)})
 			if err != nil {
 				t.Fatal(err)
 			}
-			rec := NewRecorder(fs, Options{KeepSecrets: true})
+			rec := NewRecorder(fs, Options{KeepSecrets: true, Workers: workers})
 			feedAll := func(b *pcaptest.Builder, gen func(*pcaptest.Builder)) {
 				b.Emit = func(p pcaptest.Packet) {
 					if err := rec.Packet(Packet{Time: p.Time.UnixNano(), LinkType: uint16(pcapfile.LinkEthernet), Data: pcaptest.Encode(p)}); err != nil {
@@ -59,11 +79,13 @@ func TestMemoryFollowsOpenWork(t *testing.T) {
 			b := pcaptest.New()
 			// A first quarter, then the rest on other addresses: the heap
 			// may grow by little per exchange between the two.
-			feedAll(b, func(b *pcaptest.Builder) { tt.gen(b, n/4) })
+			feedAll(b, func(b *pcaptest.Builder) { gen(b, n/4) })
+			rec.drain()
 			before := liveHeap()
 			b2 := pcaptest.New()
 			b2.SetNow(b.Now().Add(time.Minute))
-			feedAll(b2, func(b *pcaptest.Builder) { tt.gen(b, n) })
+			feedAll(b2, func(b *pcaptest.Builder) { gen(b, n) })
+			rec.drain()
 			after := liveHeap()
 			if err := rec.Close(); err != nil {
 				t.Fatal(err)
@@ -71,15 +93,15 @@ func TestMemoryFollowsOpenWork(t *testing.T) {
 			if err := fs.Close(formats.Ending{}); err != nil {
 				t.Fatal(err)
 			}
-			per := (after - before) / n
+			per := (after - before) / int64(n)
 			t.Logf("heap %d → %d bytes: %d bytes per exchange", before, after, per)
-			if per > tt.perEntry {
-				t.Errorf("the heap grows by %d bytes per exchange recorded; want ≤ %d", per, tt.perEntry)
+			if per > perEntry {
+				t.Errorf("the heap grows by %d bytes per exchange recorded; want ≤ %d", per, perEntry)
 			}
-			if st := rec.Stats(); st.Exchanges != n/4+n {
+			if st := rec.Stats(); st.Exchanges != int64(n/4+n) {
 				t.Errorf("%d exchanges recorded; want %d", st.Exchanges, n/4+n)
 			}
-		})
+		}
 	}
 }
 
@@ -89,6 +111,12 @@ func TestMemoryPipelined(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("records 20,000 pipelined requests; measures the heap (not under -race)")
 	}
+	for _, workers := range memoryWorkers {
+		t.Run(fmt.Sprintf("workers-%d", workers), func(t *testing.T) { testMemoryPipelined(t, workers) })
+	}
+}
+
+func testMemoryPipelined(t *testing.T, workers int) {
 	const n = 20000
 	// No session dictionary: it is a cost per file (about 10 MB with its
 	// compressors, once the records reach 1 MiB), which would fall inside
@@ -98,7 +126,7 @@ func TestMemoryPipelined(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := NewRecorder(fs, Options{KeepSecrets: true})
+	rec := NewRecorder(fs, Options{KeepSecrets: true, Workers: workers})
 	b := pcaptest.New()
 	b.Emit = func(p pcaptest.Packet) {
 		if err := rec.Packet(Packet{Time: p.Time.UnixNano(), LinkType: uint16(pcapfile.LinkEthernet), Data: pcaptest.Encode(p)}); err != nil {
@@ -112,10 +140,12 @@ func TestMemoryPipelined(t *testing.T) {
 	for i := range n / 4 {
 		c.Send(pcaptest.ToServer, req(i))
 	}
+	rec.drain()
 	before := liveHeap()
 	for i := n / 4; i < n+n/4; i++ {
 		c.Send(pcaptest.ToServer, req(i))
 	}
+	rec.drain()
 	after := liveHeap()
 	resp := "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
 	for range n + n/4 {
@@ -172,8 +202,22 @@ func TestMemoryOpenWork(t *testing.T) {
 		{"watches", watch, 1700},
 		{"pipelined requests", request, 300},
 	} {
-		t.Run(tt.name, func(t *testing.T) {
-			pipe = nil
+		for _, workers := range memoryWorkers {
+			t.Run(fmt.Sprintf("%s/workers-%d", tt.name, workers), func(t *testing.T) {
+				pipe = nil
+				perOpen := tt.perOpen
+				if workers > 1 {
+					perOpen += memoryWorkerCost
+				}
+				testMemoryOpen(t, n, tt.open, perOpen, workers)
+			})
+		}
+	}
+}
+
+func testMemoryOpen(t *testing.T, n int, open func(b *pcaptest.Builder, i int), perOpen int64, workers int) {
+	{
+		{
 			// A session dictionary, the writer's buffers and encoders are
 			// costs per file, not per item: they come with the first n.
 			fs, err := formats.NewFileSink(formats.FileSinkOptions{Out: io.Discard, Meta: formats.NewMeta("test", "pcap", "memory", false),
@@ -181,7 +225,7 @@ func TestMemoryOpenWork(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rec := NewRecorder(fs, Options{})
+			rec := NewRecorder(fs, Options{Workers: workers})
 			b := pcaptest.New()
 			b.Emit = func(p pcaptest.Packet) {
 				if err := rec.Packet(Packet{Time: p.Time.UnixNano(), LinkType: uint16(pcapfile.LinkEthernet), Data: pcaptest.Encode(p)}); err != nil {
@@ -189,12 +233,14 @@ func TestMemoryOpenWork(t *testing.T) {
 				}
 			}
 			for i := range n {
-				tt.open(b, i)
+				open(b, i)
 			}
+			rec.drain()
 			before := liveHeap()
 			for i := n; i < 2*n; i++ {
-				tt.open(b, i)
+				open(b, i)
 			}
+			rec.drain()
 			after := liveHeap()
 			if err := rec.Close(); err != nil {
 				t.Fatal(err)
@@ -202,14 +248,14 @@ func TestMemoryOpenWork(t *testing.T) {
 			if err := fs.Close(formats.Ending{}); err != nil {
 				t.Fatal(err)
 			}
-			per := (after - before) / n
+			per := (after - before) / int64(n)
 			t.Logf("heap %d → %d bytes: %d bytes per open item", before, after, per)
-			if per > tt.perOpen {
-				t.Errorf("the heap grows by %d bytes per open item; want ≤ %d", per, tt.perOpen)
+			if per > perOpen {
+				t.Errorf("the heap grows by %d bytes per open item; want ≤ %d", per, perOpen)
 			}
-			if st := rec.Stats(); st.Exchanges != 2*n {
+			if st := rec.Stats(); st.Exchanges != int64(2*n) {
 				t.Errorf("%d exchanges recorded; want %d", st.Exchanges, 2*n)
 			}
-		})
+		}
 	}
 }

@@ -5,18 +5,18 @@ import "github.com/wtrace/wtrace/formats"
 // newOtherProto returns the handler for protocols other than plaintext
 // HTTP/1.1, or nil (after recording why) when wtrace cannot parse them.
 func (r *Recorder) newOtherProto(st *tcpStream, kind string, t int64) protoHandler {
+	s := st.c.s
 	switch kind {
 	case "h2c":
-		return newH2Conn(r.s, st.id)
+		return newH2Conn(s, st.c.id)
 	case "tls":
-		return newTLSConn(r.s, st.id, r.opts.KeyLog)
+		return newTLSConn(s, st.c.id, r.opts.KeyLog)
 	case "tls-midstream":
-		r.s.stats.TLSConns++
-		r.s.stats.TLSUndecrypted++
-		r.s.anomaly(st.id, formats.NoExchange, formats.ServerToClient, t, formats.AnomalyNoKeys, 0, 0,
+		s.tlsSeen(1, 1)
+		s.anomaly(st.c.id, formats.NoExchange, formats.ServerToClient, t, formats.AnomalyNoKeys, 0, 0,
 			"TLS connection that began before the capture: without its handshake it cannot be decrypted")
 	default:
-		r.s.anomaly(st.id, formats.NoExchange, formats.ServerToClient, t, formats.AnomalyUnknown, 0, 0,
+		s.anomaly(st.c.id, formats.NoExchange, formats.ServerToClient, t, formats.AnomalyUnknown, 0, 0,
 			kind+" is not supported yet")
 	}
 	return nil

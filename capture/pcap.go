@@ -11,6 +11,7 @@ import (
 	"hash"
 	"io"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 
@@ -51,6 +52,12 @@ func newPcap(r io.Reader, keys *tlsdec.KeyLog, sha bool) (*Pcap, error) {
 	p.hr = newReadAhead(r, &p.read, sha)
 	pr, err := pcapfile.NewReader(p.hr, pcapfile.Options{Secrets: func(typ uint32, data []byte) {
 		if typ == tlsKeyLogSecrets && keys != nil {
+			if p.rec != nil {
+				// The secrets come at their place in the file: what
+				// came before is parsed without them, as it would be
+				// on one goroutine (Options.Workers).
+				p.rec.drain()
+			}
 			keys.Load(bytes.NewReader(data))
 		}
 	}})
@@ -98,7 +105,7 @@ func (p *Pcap) Record(ctx context.Context, sink Sink, opts Options, progress fun
 			return res, err
 		}
 		if progress != nil && rec.s.stats.Packets%1024 == 0 {
-			progress(p.read, rec.s.stats)
+			progress(p.read, *rec.s.stats)
 		}
 	}
 	if err := rec.Close(); err != nil {
@@ -127,6 +134,8 @@ func (p *Pcap) totals() formats.Totals {
 type PcapOptions struct {
 	// Options configure the Recorder. KeyLog, when set, also receives the
 	// TLS key logs a pcapng file embeds (nil: only those are used).
+	// Workers 0 means runtime.GOMAXPROCS(0) here: connections are parsed
+	// on every core (1 parses them on the calling goroutine).
 	Options
 	// Output is where the session goes: Path, or Out (a stream), and the
 	// Writer's options. RecordPcap sets its Meta and formats.Totals; MaxSize,
@@ -183,6 +192,9 @@ func RecordPcap(ctx context.Context, in io.Reader, opts PcapOptions) (Result, er
 	fs, err := formats.NewFileSink(out)
 	if err != nil {
 		return Result{}, err
+	}
+	if opts.Workers == 0 {
+		opts.Workers = runtime.GOMAXPROCS(0)
 	}
 	res, err := pc.Record(ctx, fs, opts.Options, opts.Progress)
 	cerr := fs.Close(formats.Ending{Note: res.Note, CaptureSHA256: res.SHA256, CaptureXXH64: res.XXH64})

@@ -84,6 +84,19 @@ type Options struct {
 	// body (see capture/redact). Credentials in headers and in the
 	// request-target's query are never stored either way.
 	KeepSecrets bool
+	// Workers is how many connections are parsed at once: with more than
+	// one, the bytes reassembly delivers go, a batch at a time, to a pool
+	// of that many goroutines (each connection's on one at a time: TLS,
+	// HTTP, event splitting, redaction), and their records are merged back
+	// into the order one goroutine writes them, with the same IDs (records
+	// of the same recording are identical either way, which the tests
+	// check). The Sink is still called by the goroutine that calls Packet
+	// and Close, though a batch later. 0 or 1 parses every connection on
+	// that goroutine; so does any value when TLS connections wait for
+	// their secrets (KeyLogWait, KeyLogSource), which couples connections
+	// through the key log's timing. RecordPcap's zero value means
+	// runtime.GOMAXPROCS(0).
+	Workers int
 	// Logger receives debug messages; nil discards them.
 	Logger *slog.Logger
 }
@@ -108,27 +121,60 @@ type Stats struct {
 }
 
 // session writes records and hands out IDs; it is shared by every
-// connection of a recording (and by the proxy). Not safe for concurrent use.
+// connection of a recording (and by the proxy) — except in a Recorder
+// with Options.Workers, where each connection has one of its own, whose
+// IDs the merge renumbers (par.go). Not safe for concurrent use.
 type session struct {
 	sink         Sink
 	err          error
 	nextConn     uint64
 	nextExchange int64
-	stats        Stats
+	stats        *Stats
 	secrets      *redact.Secrets // nil: keep Secret values
 	keyWait      *keyWaiter      // TLS connections waiting for secrets (nil: none wait)
-	frame        formats.Frame   // the record of each event, reused
-	chunk        formats.Chunk   // the record of each chunk written at once, reused
-	rep          redact.Report   // the redaction report of each event, reused
-	redacted     []byte          // the redacted copy of each event, reused (up to maxReusedRedaction)
+	scr          *scratch        // the reused records and buffers of the goroutine parsing
+	// counts: the session of one connection parsed on a worker: counts
+	// that no record states go to the sink as countRecords, for the
+	// merge to add in order.
+	counts bool
+}
+
+// scratch is what a parsing goroutine reuses from one record to the
+// next: a Sink keeps nothing of a record past Write.
+type scratch struct {
+	frame    formats.Frame // the record of each event, reused
+	chunk    formats.Chunk // the record of each chunk written at once, reused
+	rep      redact.Report // the redaction report of each event, reused
+	redacted []byte        // the redacted copy of each event, reused (up to maxReusedRedaction)
+}
+
+// sc returns the session's scratch.
+func (s *session) sc() *scratch {
+	if s.scr == nil {
+		s.scr = new(scratch)
+	}
+	return s.scr
 }
 
 func newSession(sink Sink, keepSecrets bool) *session {
-	s := &session{sink: sink}
+	s := &session{sink: sink, scr: new(scratch), stats: new(Stats)}
 	if !keepSecrets {
-		s.secrets = redact.NewSecrets()
+		s.secrets = newSecrets()
 	}
 	return s
+}
+
+// newSecrets returns the redaction of a new session (a test may give two
+// recordings the same key).
+var newSecrets = redact.NewSecrets
+
+// tlsSeen counts a TLS connection, and one not (fully) decrypted.
+func (s *session) tlsSeen(conns, undecrypted int64) {
+	s.stats.TLSConns += conns
+	s.stats.TLSUndecrypted += undecrypted
+	if s.counts {
+		s.emit(&countRecord{tlsConns: conns, tlsUndecrypted: undecrypted})
+	}
 }
 
 func (s *session) emit(r formats.Record) {
@@ -177,6 +223,7 @@ type protoHandler interface {
 // session file for every source (RecordPcap, live.Record, proxy.Record).
 type Recorder struct {
 	s       *session
+	par     *par // the workers (Options.Workers), or nil
 	opts    Options
 	log     *slog.Logger
 	dec     decoder
@@ -212,7 +259,20 @@ func NewRecorder(sink Sink, opts Options) *Recorder {
 		r.log = slog.New(slog.DiscardHandler)
 	}
 	r.s.keyWait = newKeyWaiter(opts)
+	if opts.Workers > 1 && r.s.keyWait == nil {
+		r.par = newPar(r, opts.Workers)
+	}
 	return r
+}
+
+// anomaly records an anomaly of the TCP side (not of one connection's
+// parsing), after whatever the connections' parsing wrote before it.
+func (r *Recorder) anomaly(conn uint64, x int64, dir formats.Direction, t int64, kind formats.AnomalyKind, off, n int64, msg string) {
+	if r.par != nil {
+		r.par.add(nil, op{kind: opRecord, rec: &formats.Anomaly{Conn: conn, Exchange: x, Dir: dir, Time: t, Kind: kind, Offset: off, Bytes: n, Message: msg}}, nil)
+		return
+	}
+	r.s.anomaly(conn, x, dir, t, kind, off, n, msg)
 }
 
 // DefaultMaxConns is the Options.MaxConns a zero value means.
@@ -220,7 +280,7 @@ const DefaultMaxConns = 65536
 
 // Stats returns what the Recorder has counted so far.
 func (r *Recorder) Stats() Stats {
-	st := r.s.stats
+	st := *r.s.stats
 	st.Evicted = r.tcp.evicted
 	return st
 }
@@ -231,7 +291,7 @@ func (r *Recorder) Packet(p Packet) error {
 	if r.s.err != nil {
 		return r.s.err
 	}
-	st := &r.s.stats
+	st := r.s.stats
 	st.Packets++
 	st.Bytes += int64(len(p.Data))
 	if st.First == 0 || p.Time < st.First {
@@ -258,7 +318,18 @@ func (r *Recorder) Packet(p Packet) error {
 	r.segment(sg, p.Time)
 	r.expire(r.now)
 	r.s.keyWait.tick(r.now)
+	if r.s.err != nil && r.par != nil {
+		r.par.stop() // nothing more is recorded: end the workers
+	}
 	return r.s.err
+}
+
+// drain waits until every packet fed so far is parsed and its records
+// written (with Options.Workers; without, they already are).
+func (r *Recorder) drain() {
+	if r.par != nil {
+		r.par.drain()
+	}
 }
 
 // Close ends every connection still open (missing bytes are given up, and
@@ -270,12 +341,23 @@ func (r *Recorder) Close() error {
 		r.s.keyWait.close(r.now) // what waits for secrets, before its bytes are given up
 		r.closeAll()
 		r.s.keyWait.close(r.now) // connections ended by closeAll while waiting
+		if r.par != nil {
+			r.par.stop()
+		}
 	}
 	return r.s.err
 }
 
 // tcpStream is one TCP connection. Direction 0 is the direction of the
 // first packet seen, which need not be the HTTP client's.
+//
+// Its fields are in two parts. The TCP side (reassembly, tcp.go, and the
+// table of connections) is the Recorder's goroutine's. The connection
+// side, c, is what parses the bytes reassembly delivers (protocol
+// detection, TLS, HTTP, the connection's records): with Options.Workers
+// it runs on a worker, handed each delivery as an op (par.go), and the
+// two sides share only what does not change after the stream is created
+// (key, src0, port, first, r).
 type tcpStream struct {
 	r     *Recorder
 	key   connKey
@@ -283,11 +365,10 @@ type tcpStream struct {
 	port  [2]uint16
 	syn   bool
 	rst   bool
+	done  bool // finish was called
 	seqNo uint64
 	first int64
 	last  int64
-	bytes [2]int64
-	lost  int64 // bytes lost, both directions
 
 	// reassembly (tcp.go)
 	half             [2]tcpHalf
@@ -296,22 +377,41 @@ type tcpStream struct {
 	inHalf           bool       // listed in reassembler.halfClosed
 	holding          bool       // listed in reassembler.holding
 
+	// The stream's ops in the batch being filled (par.go): its task in
+	// the batch numbered pgen.
+	pgen  uint32
+	ptask int32
+
+	c connState
+}
+
+// connState is the connection side of a tcpStream.
+type connState struct {
+	s       *session
 	decided bool
-	known   bool // a Conn record was written
-	done    bool
+	known   bool       // a Conn record was written
 	client  int8       // direction of the HTTP client
 	pending *[2][]byte // by direction, the bytes seen before the protocol is decided
 	proto   protoHandler
 	id      uint64
+	bytes   [2]int64
+	lost    int64 // bytes lost, both directions
+	// What the TCP side knew when it delivered what is being parsed: a
+	// SYN was seen (the connection began in the capture), the time of
+	// its last packet.
+	syn  bool
+	last int64
+
+	m *mergeState // the merge's, not the worker's (par.go)
 }
 
 // pendingOf returns the bytes of direction dir seen before the protocol
 // was decided.
 func (st *tcpStream) pendingOf(dir int) []byte {
-	if st.pending == nil {
+	if st.c.pending == nil {
 		return nil
 	}
-	return st.pending[dir]
+	return st.c.pending[dir]
 }
 
 // maxDetect bounds the bytes a connection buffers before its protocol and
@@ -334,53 +434,107 @@ func (st *tcpStream) addr(dir int) string {
 
 // role maps a direction to an HTTP direction.
 func (st *tcpStream) role(dir int) formats.Direction {
-	if dir == int(st.client) {
+	if dir == int(st.c.client) {
 		return formats.ClientToServer
 	}
 	return formats.ServerToClient
 }
 
+// The TCP side's deliveries to the connection side: parsed at once, or
+// queued as ops for a worker (Options.Workers).
+
+// data delivers bytes of direction dir, completed by the packet of time t.
 func (st *tcpStream) data(dir int, p []byte, t int64) {
-	st.bytes[dir] += int64(len(p))
-	if st.decided {
-		if st.proto != nil {
-			st.proto.data(st.role(dir), p, t)
-		}
+	if q := st.r.par; q != nil {
+		q.add(st, op{kind: opData, dir: uint8(dir), t: t}, p)
 		return
 	}
-	if st.pending == nil {
-		st.pending = new([2][]byte)
-	}
-	st.pending[dir] = append(st.pending[dir], p...)
-	st.detect(dir, t)
+	st.snap()
+	st.connData(dir, p, t)
 }
 
+// gap delivers n bytes of direction dir that were lost.
 func (st *tcpStream) gap(dir int, n int64, t int64) {
-	st.lost += n
 	st.r.s.stats.LostBytes += n
-	if st.decided {
-		if st.proto != nil {
-			st.proto.gap(st.role(dir), n, t)
-		}
+	if q := st.r.par; q != nil {
+		q.add(st, op{kind: opGap, dir: uint8(dir), t: t, n: n}, nil)
 		return
 	}
-	// Before the protocol is known, a gap only means the buffered bytes
-	// are not the start of anything.
-	if st.pending != nil {
-		st.pending[dir] = st.pending[dir][:0]
-	}
+	st.snap()
+	st.connGap(dir, n, t)
 }
 
+// end delivers the end of direction dir (its FIN, or a reset).
 func (st *tcpStream) end(dir int, t int64) {
 	if st.rst {
 		st.finish(formats.ConnRST, formats.EndReset, t)
 		return
 	}
-	if !st.decided {
+	if q := st.r.par; q != nil {
+		q.add(st, op{kind: opFin, dir: uint8(dir), t: t}, nil)
+		return
+	}
+	st.snap()
+	st.connFin(dir, t)
+}
+
+// finish ends the connection once.
+func (st *tcpStream) finish(reason formats.ConnEndReason, status formats.EndStatus, t int64) {
+	if st.done {
+		return
+	}
+	st.done = true
+	if q := st.r.par; q != nil {
+		q.add(st, op{kind: opFinish, t: t, reason: reason, status: status}, nil)
+		return
+	}
+	st.snap()
+	st.connFinish(reason, status, t)
+}
+
+// snap gives the connection side what the TCP side knows now.
+func (st *tcpStream) snap() { st.c.syn, st.c.last = st.syn, st.last }
+
+// The connection side.
+
+func (st *tcpStream) connData(dir int, p []byte, t int64) {
+	c := &st.c
+	c.bytes[dir] += int64(len(p))
+	if c.decided {
+		if c.proto != nil {
+			c.proto.data(st.role(dir), p, t)
+		}
+		return
+	}
+	if c.pending == nil {
+		c.pending = new([2][]byte)
+	}
+	c.pending[dir] = append(c.pending[dir], p...)
+	st.detect(dir, t)
+}
+
+func (st *tcpStream) connGap(dir int, n int64, t int64) {
+	c := &st.c
+	c.lost += n
+	if c.decided {
+		if c.proto != nil {
+			c.proto.gap(st.role(dir), n, t)
+		}
+		return
+	}
+	// Before the protocol is known, a gap only means the buffered bytes
+	// are not the start of anything.
+	if c.pending != nil {
+		c.pending[dir] = c.pending[dir][:0]
+	}
+}
+
+func (st *tcpStream) connFin(dir int, t int64) {
+	if !st.c.decided {
 		st.decide(t, true)
 	}
-	if st.proto != nil {
-		st.proto.fin(st.role(dir), t)
+	if st.c.proto != nil {
+		st.c.proto.fin(st.role(dir), t)
 	}
 }
 
@@ -428,16 +582,17 @@ func (st *tcpStream) detect(dir int, t int64) {
 			return
 		}
 	}
+	c := &st.c
 	if client < 0 {
-		st.decided = true
-		st.client = int8(st.guessClient())
+		c.decided = true
+		c.client = int8(st.guessClient())
 		st.announce("unknown", t)
-		st.r.s.anomaly(st.id, formats.NoExchange, st.role(dir), t, formats.AnomalyUnknown, 0, int64(len(b)),
+		c.s.anomaly(c.id, formats.NoExchange, st.role(dir), t, formats.AnomalyUnknown, 0, int64(len(b)),
 			"traffic on this connection is neither HTTP/1.1, HTTP/2 nor TLS; not recorded")
-		st.pending = nil
+		c.pending = nil
 		return
 	}
-	st.client = int8(client)
+	c.client = int8(client)
 	st.start(kind, t)
 }
 
@@ -466,7 +621,8 @@ func chunkEvidence(b []byte) bool {
 
 // decide is called when a direction ends before detection finished.
 func (st *tcpStream) decide(t int64, ended bool) {
-	if st.decided {
+	c := &st.c
+	if c.decided {
 		return
 	}
 	for dir := range 2 {
@@ -474,17 +630,17 @@ func (st *tcpStream) decide(t int64, ended bool) {
 			continue
 		}
 		st.detect(dir, t)
-		if st.decided {
+		if c.decided {
 			return
 		}
 	}
 	if len(st.pendingOf(0))+len(st.pendingOf(1)) == 0 {
 		// No payload at all: nothing to record.
-		st.decided = true
+		c.decided = true
 		return
 	}
 	// Too little to tell: treat it as HTTP with the guessed roles.
-	st.client = int8(st.guessClient())
+	c.client = int8(st.guessClient())
 	st.start("http/1.1", t)
 }
 
@@ -528,60 +684,61 @@ func isTLSRecord(b []byte) bool {
 
 // start announces the connection and hands it the buffered bytes.
 func (st *tcpStream) start(kind string, t int64) {
-	st.decided = true
+	c := &st.c
+	c.decided = true
 	st.announce(kind, t)
-	c, s := int(st.client), 1-int(st.client)
-	midstream := [2]bool{!st.syn, !st.syn}
+	cl, sv := int(c.client), 1-int(c.client)
+	midstream := [2]bool{!c.syn, !c.syn}
 	switch kind {
 	case "http/1.1":
-		st.proto = newH1Conn(st.r.s, st.id, midstream)
+		c.proto = newH1Conn(c.s, c.id, midstream)
 	default:
-		st.proto = st.r.newOtherProto(st, kind, t)
+		c.proto = st.r.newOtherProto(st, kind, t)
 	}
-	pc, ps := st.pendingOf(c), st.pendingOf(s)
-	st.pending = nil
-	if st.proto == nil {
+	pc, ps := st.pendingOf(cl), st.pendingOf(sv)
+	c.pending = nil
+	if c.proto == nil {
 		return
 	}
 	if len(pc) > 0 {
-		st.proto.data(formats.ClientToServer, pc, t)
+		c.proto.data(formats.ClientToServer, pc, t)
 	}
 	if len(ps) > 0 {
-		st.proto.data(formats.ServerToClient, ps, t)
+		c.proto.data(formats.ServerToClient, ps, t)
 	}
 }
 
 func (st *tcpStream) announce(kind string, t int64) {
-	s := st.r.s
-	st.id = s.nextConn
-	st.known = true
+	c := &st.c
+	s := c.s
+	c.id = s.nextConn
+	c.known = true
 	s.nextConn++
 	s.stats.Conns++
-	s.emit(&formats.Conn{ID: st.id, Time: st.first, Client: st.addr(int(st.client)), Server: st.addr(1 - int(st.client)),
-		Proto: kind, Midstream: !st.syn})
+	s.emit(&formats.Conn{ID: c.id, Time: st.first, Client: st.addr(int(c.client)), Server: st.addr(1 - int(c.client)),
+		Proto: kind, Midstream: !c.syn})
 }
 
-// finish ends the connection once.
-func (st *tcpStream) finish(reason formats.ConnEndReason, status formats.EndStatus, t int64) {
-	if st.done {
-		return
-	}
-	if !st.decided {
+// connFinish ends the connection: what is open ends with status, then
+// its ConnEnd is written.
+func (st *tcpStream) connFinish(reason formats.ConnEndReason, status formats.EndStatus, t int64) {
+	c := &st.c
+	if !c.decided {
 		st.decide(t, true)
 	}
-	st.done = true
+	last := c.last
 	end := func() {
-		if st.known {
-			st.r.s.emit(&formats.ConnEnd{Conn: st.id, Time: st.last, Reason: reason,
-				ClientBytes: st.bytes[st.client], ServerBytes: st.bytes[1-st.client], LostBytes: st.lost})
+		if c.known {
+			c.s.emit(&formats.ConnEnd{Conn: c.id, Time: last, Reason: reason,
+				ClientBytes: c.bytes[c.client], ServerBytes: c.bytes[1-c.client], LostBytes: c.lost})
 		}
 	}
-	if ce, ok := st.proto.(connEnder); ok {
+	if ce, ok := c.proto.(connEnder); ok {
 		ce.finishThen(status, t, end) // a TLS connection may wait for its secrets
 		return
 	}
-	if st.proto != nil {
-		st.proto.finish(status, t)
+	if c.proto != nil {
+		c.proto.finish(status, t)
 	}
 	end()
 }

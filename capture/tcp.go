@@ -284,6 +284,9 @@ func (r *Recorder) newStream(key connKey, sg segment, t int64) *tcpStream {
 	}
 	r.streams++
 	st := &tcpStream{r: r, first: t, last: t, src0: sg.src, seqNo: r.streams}
+	if r.par == nil {
+		st.c.s = r.s // with workers, each connection gets a session of its own (par.go)
+	}
 	st.port[0], st.port[1] = sg.src.port, sg.dst.port
 	a.conns[key] = st
 	st.key = key
@@ -569,16 +572,16 @@ func (r *Recorder) closeAll() {
 		r.ended(st)
 	}
 	if a.evicted > 0 {
-		r.s.anomaly(0, formats.NoExchange, 0, a.firstEvict, formats.AnomalyLimit, 0, a.evicted,
+		r.anomaly(0, formats.NoExchange, 0, a.firstEvict, formats.AnomalyLimit, 0, a.evicted,
 			fmt.Sprintf("%d connections that never carried data (a SYN flood or a port scan?) were dropped, oldest first, between %s and %s, to stay within %d open connections",
 				a.evicted, timeString(a.firstEvict), timeString(a.lastEvict), r.opts.MaxConns))
 	}
 	if a.evictedHalf > 0 {
-		r.s.anomaly(0, formats.NoExchange, 0, r.now, formats.AnomalyLimit, 0, a.evictedHalf,
+		r.anomaly(0, formats.NoExchange, 0, r.now, formats.AnomalyLimit, 0, a.evictedHalf,
 			fmt.Sprintf("%d half-closed connections (one side had sent its FIN) were ended as cut by the capture, oldest first, to stay within %d open connections", a.evictedHalf, r.opts.MaxConns))
 	}
 	if a.evictedActive > 0 {
-		r.s.anomaly(0, formats.NoExchange, 0, r.now, formats.AnomalyLimit, 0, a.evictedActive,
+		r.anomaly(0, formats.NoExchange, 0, r.now, formats.AnomalyLimit, 0, a.evictedActive,
 			fmt.Sprintf("%d connections, idle the longest, were ended as cut by the capture to stay within %d open connections; what they sent later is recorded as connections captured from their middle (raise --max-conns)", a.evictedActive, r.opts.MaxConns))
 	}
 }

@@ -261,7 +261,7 @@ func (t *Tee) run() {
 
 func (t *Tee) snapshot() Stats {
 	t.statsMu.Lock()
-	t.stats = t.s.stats
+	t.stats = *t.s.stats
 	failed := t.err == nil && t.s.err != nil
 	if failed {
 		t.log.Debug("tee: writing the session failed; recording stopped", "err", t.s.err)
@@ -288,7 +288,7 @@ func (t *Tee) flush() {
 
 func (t *Tee) handle(it teeItem) {
 	c := it.c
-	st := &t.s.stats
+	st := t.s.stats
 	if st.First == 0 || it.t < st.First {
 		st.First = it.t
 	}

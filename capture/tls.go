@@ -33,7 +33,7 @@ type tlsConn struct {
 func newTLSConn(s *session, id uint64, keys *tlsdec.KeyLog) *tlsConn {
 	c := &tlsConn{s: s, id: id, keys: keys}
 	c.dec = tlsdec.NewConn(keys, c, tlsdec.Options{KeyWait: s.keyWait.enabled()})
-	s.stats.TLSConns++
+	s.tlsSeen(1, 0)
 	return c
 }
 
@@ -117,7 +117,7 @@ func (c *tlsConn) finish(st formats.EndStatus, t int64) {
 	info := c.dec.Info()
 	c.record(info, t)
 	if !decrypted(info) {
-		c.s.stats.TLSUndecrypted++
+		c.s.tlsSeen(0, 1)
 		note := info.Note
 		switch {
 		case c.keys == nil || c.keys.Stats().Secrets == 0:

@@ -15,8 +15,9 @@ import (
 
 // Version is the format version this package writes and the newest it
 // reads; it reads every version from 1 on. Version 2 added codec 2 (zstd
-// with the session dictionary, dict.go).
-const Version = 2
+// with the session dictionary, dict.go); version 3 data blocks of type 4,
+// whose records store their times as differences (FORMAT.md §5.1).
+const Version = 3
 
 // minVersion is the oldest format version this package reads.
 const minVersion = 1
@@ -51,7 +52,13 @@ const (
 	blockData  = 1
 	blockIndex = 2
 	blockDict  = 3 // a stored copy of the session dictionary (version 2)
+	// blockDelta is a data block whose records store their times as the
+	// difference from the record before (version 3, FORMAT.md §5.1).
+	blockDelta = 4
 )
+
+// isData reports whether blocks of type typ hold records.
+func isData(typ uint8) bool { return typ == blockData || typ == blockDelta }
 
 // Payload codecs.
 const (
@@ -211,7 +218,7 @@ func decompress(h *blockHeader, payload, buf []byte, dicts dictSource) ([]byte, 
 		return payload, nil
 	case h.codec == codecZstd:
 		d, err = decoder()
-	case h.codec == codecZstdDict && dicts != nil && h.typ == blockData:
+	case h.codec == codecZstdDict && dicts != nil && isData(h.typ):
 		d, err = dicts.decoder(h.dictLen, h.dictCRC)
 	default:
 		return nil, fmt.Errorf("%w: unknown codec %d", errCorrupt, h.codec)

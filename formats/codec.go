@@ -15,7 +15,11 @@ import (
 // them. Integers of unsigned Go types are uvarints, of signed types zig-zag
 // varints (encoding/binary), times are 8-byte little-endian, strings and
 // byte slices a uvarint length then the bytes, bools and small enums one
-// byte.
+// byte. In the data blocks of version 3 (blockDelta) a record's time is
+// instead the varint of its difference from the time of the timed record
+// before it in the block (FORMAT.md §5.1): a time chain (*int64, the time
+// before) threads through the records of a block; nil means absolute
+// times (earlier versions' blocks, and record bodies in the index).
 
 // maxListLen bounds the element count of a list inside a record (headers,
 // trailers, labels, redacted lengths), checked before the list is
@@ -25,15 +29,33 @@ import (
 // redacted values either.
 const maxListLen = 1 << 20
 
-// enc appends a record body to b.
-type enc struct{ b []byte }
+// enc appends a record body to b; with a time chain dt, times as
+// differences.
+type enc struct {
+	b  []byte
+	dt *int64
+}
 
 func (e *enc) uvarint(v uint64) { e.b = binary.AppendUvarint(e.b, v) }
 func (e *enc) varint(v int64)   { e.b = binary.AppendVarint(e.b, v) }
-func (e *enc) time(v int64)     { e.b = binary.LittleEndian.AppendUint64(e.b, uint64(v)) }
-func (e *enc) u8(v uint8)       { e.b = append(e.b, v) }
-func (e *enc) bytes(v []byte)   { e.uvarint(uint64(len(v))); e.b = append(e.b, v...) }
-func (e *enc) str(v string)     { e.uvarint(uint64(len(v))); e.b = append(e.b, v...) }
+
+// time appends a record's capture time: absolute, or the difference from
+// the chain's (wrapping, so that any two times round-trip).
+func (e *enc) time(v int64) {
+	if e.dt == nil {
+		e.fixed(v)
+		return
+	}
+	e.varint(v - *e.dt)
+	*e.dt = v
+}
+
+// fixed appends an 8-byte time that is never a difference (Meta's
+// wall-clock Recorded).
+func (e *enc) fixed(v int64)  { e.b = binary.LittleEndian.AppendUint64(e.b, uint64(v)) }
+func (e *enc) u8(v uint8)     { e.b = append(e.b, v) }
+func (e *enc) bytes(v []byte) { e.uvarint(uint64(len(v))); e.b = append(e.b, v...) }
+func (e *enc) str(v string)   { e.uvarint(uint64(len(v))); e.b = append(e.b, v...) }
 
 func (e *enc) bool(v bool) {
 	if v {
@@ -62,9 +84,26 @@ func listErr(what string, n int) error {
 	return nil
 }
 
-// appendBody appends the body of r (without type and length) to dst.
-func appendBody(dst []byte, r Record) ([]byte, error) {
-	e := enc{b: dst}
+// appendBody appends the body of r (without type and length) to dst, its
+// time absolute.
+func appendBody(dst []byte, r Record) ([]byte, error) { return appendBodyChain(dst, r, nil) }
+
+// appendBodyChain appends the body of r to dst, its time in the chain dt
+// (nil: absolute). On an error, dst and *dt are as they were.
+func appendBodyChain(dst []byte, r Record, dt *int64) ([]byte, error) {
+	var saved int64
+	if dt != nil {
+		saved = *dt
+	}
+	b, err := encodeBody(dst, r, dt)
+	if err != nil && dt != nil {
+		*dt = saved
+	}
+	return b, err
+}
+
+func encodeBody(dst []byte, r Record, dt *int64) ([]byte, error) {
+	e := enc{b: dst, dt: dt}
 	switch r := r.(type) {
 	case *Meta:
 		if r == nil {
@@ -74,7 +113,7 @@ func appendBody(dst []byte, r Record) ([]byte, error) {
 			return dst, err
 		}
 		e.str(r.Tool)
-		e.time(r.Recorded)
+		e.fixed(r.Recorded)
 		e.str(r.Host)
 		e.str(r.Source)
 		e.str(r.Description)
@@ -268,12 +307,13 @@ func appendBody(dst []byte, r Record) ([]byte, error) {
 	return dst, fmt.Errorf("formats: cannot encode nil %T", r)
 }
 
-// dec reads a record body. Errors are sticky: after the first, every method
-// returns a zero value.
+// dec reads a record body; with a time chain dt, times as differences.
+// Errors are sticky: after the first, every method returns a zero value.
 type dec struct {
 	b   []byte
 	i   int
 	err error
+	dt  *int64
 }
 
 // more reports whether bytes are left: a field appended by a later
@@ -331,7 +371,22 @@ func (d *dec) uint16(what string) uint16 {
 	return uint16(v)
 }
 
+// time reads a record's capture time: absolute, or a difference from the
+// chain's.
 func (d *dec) time(what string) int64 {
+	if d.dt != nil {
+		delta := d.varint(what)
+		if d.err != nil {
+			return 0
+		}
+		*d.dt += delta
+		return *d.dt
+	}
+	return d.fixed(what)
+}
+
+// fixed reads an 8-byte time that is never a difference.
+func (d *dec) fixed(what string) int64 {
 	if d.err != nil {
 		return 0
 	}
@@ -434,20 +489,21 @@ func known(t Type) bool { return t >= TypeMeta && t <= TypeSummary }
 // decodeRecord must copy out of a buffer the caller does not own.
 func hasBytes(t Type) bool { return t == TypeFrame || t == TypeBody || t == TypeEnd }
 
-// decodeRecord decodes a record body of type t. Bytes after the fields this
-// version knows are ignored (later versions append fields). Byte slices in
-// the record alias b if owned, else a copy.
-func decodeRecord(t Type, b []byte, owned bool) (Record, error) {
+// decodeRecord decodes a record body of type t, its time in the chain dt
+// (nil: absolute). Bytes after the fields this version knows are ignored
+// (later versions append fields). Byte slices in the record alias b if
+// owned, else a copy.
+func decodeRecord(t Type, b []byte, owned bool, dt *int64) (Record, error) {
 	if !owned && hasBytes(t) {
 		b = bytes.Clone(b)
 	}
-	d := &dec{b: b}
+	d := &dec{b: b, dt: dt}
 	var r Record
 	switch t {
 	case TypeMeta:
 		m := &Meta{
 			Tool:          d.str("tool"),
-			Recorded:      d.time("recorded"),
+			Recorded:      d.fixed("recorded"),
 			Host:          d.str("host"),
 			Source:        d.str("source"),
 			Description:   d.str("description"),
@@ -633,6 +689,42 @@ func recordExchange(t Type, b []byte) (ex int64, ok bool) {
 	return ex, d.err == nil
 }
 
+// chainTime reads the time of a record body of type t in the chain dt
+// without decoding the rest, for a record skipped (by a filter) whose
+// time the records after it need. Types without a capture time (Meta, and
+// types this version does not know) leave the chain as it is.
+func chainTime(t Type, b []byte, dt *int64) error {
+	d := &dec{b: b, dt: dt}
+	switch t {
+	case TypeConn, TypeTLS, TypeConnEnd:
+		d.uvarint("conn")
+	case TypeRequest:
+		d.varint("exchange")
+		d.uvarint("conn")
+		d.uvarint("stream")
+	case TypeResponse, TypeChunk:
+		d.varint("exchange")
+	case TypeFrame:
+		d.varint("exchange")
+		d.varint("seq")
+	case TypeBody, TypeEnd:
+		d.varint("exchange")
+		d.u8("dir")
+	case TypeAnomaly:
+		d.uvarint("conn")
+		d.varint("exchange")
+		d.u8("dir")
+	case TypeSummary:
+	default:
+		return nil
+	}
+	d.time("time")
+	if d.err != nil {
+		return fmt.Errorf("%s record: %w", t, d.err)
+	}
+	return nil
+}
+
 // recordTime returns a record's capture time; ok is false for records
 // without one (Meta's Recorded is wall-clock time, not capture time).
 func recordTime(r Record) (t int64, ok bool) {
@@ -664,16 +756,24 @@ func recordTime(r Record) (t int64, ok bool) {
 }
 
 // appendRecord appends r framed as a record (type, length, body) to dst,
-// using scratch for the body; it returns dst and the scratch buffer.
-func appendRecord(dst, scratch []byte, r Record) ([]byte, []byte, error) {
+// using scratch for the body, its time in the chain dt (nil: absolute); it
+// returns dst and the scratch buffer. On an error, *dt is as it was.
+func appendRecord(dst, scratch []byte, r Record, dt *int64) ([]byte, []byte, error) {
 	if est := bodySizeHint(r); est > 0 {
-		return appendRecordInPlace(dst, r, est), scratch, nil
+		return appendRecordInPlace(dst, r, est, dt), scratch, nil
 	}
-	body, err := appendBody(scratch[:0], r)
+	var saved int64
+	if dt != nil {
+		saved = *dt
+	}
+	body, err := appendBodyChain(scratch[:0], r, dt)
 	if err != nil {
 		return dst, body, err
 	}
 	if len(body) > MaxRecordSize {
+		if dt != nil {
+			*dt = saved
+		}
 		return dst, body, fmt.Errorf("formats: %s record of %d bytes exceeds MaxRecordSize (%d)", r.Type(), len(body), MaxRecordSize)
 	}
 	dst = append(dst, byte(r.Type()))
@@ -702,13 +802,13 @@ func bodySizeHint(r Record) int {
 // body in place after a length of the size est needs; if the body's length
 // needs another size (est was off across a varint boundary), the body is
 // moved once.
-func appendRecordInPlace(dst []byte, r Record, est int) []byte {
+func appendRecordInPlace(dst []byte, r Record, est int, dt *int64) []byte {
 	start := len(dst)
 	k := uvarintLen(uint64(est))
 	dst = append(dst, byte(r.Type()))
 	dst = append(dst, make([]byte, k)...)
 	at := len(dst)
-	dst, _ = appendBody(dst, r) // bodySizeHint admits only records that encode
+	dst, _ = appendBodyChain(dst, r, dt) // bodySizeHint admits only records that encode
 	n := len(dst) - at
 	if kk := uvarintLen(uint64(n)); kk != k {
 		body := bytes.Clone(dst[at:])
@@ -730,7 +830,15 @@ type recordFilter map[int64]bool
 // record types this version does not know and, with a filter, records of
 // other exchanges. n counts every framed record, decoded or not. Byte
 // slices in the records alias payload if alias, else they are copies.
-func decodeRecords(payload []byte, dst []Record, filter recordFilter, alias bool) (out []Record, n int, err error) {
+// delta: the payload is a blockDelta's, its times differences.
+func decodeRecords(payload []byte, dst []Record, filter recordFilter, alias, delta bool) (out []Record, n int, err error) {
+	var (
+		prev int64
+		dt   *int64
+	)
+	if delta {
+		dt = &prev
+	}
 	for i := 0; i < len(payload); n++ {
 		at := i
 		t := Type(payload[i])
@@ -749,10 +857,15 @@ func decodeRecords(payload []byte, dst []Record, filter recordFilter, alias bool
 		}
 		if filter != nil {
 			if ex, ok := recordExchange(t, body); !ok || !filter[ex] {
+				if dt != nil {
+					if err := chainTime(t, body, dt); err != nil {
+						return dst, n, fmt.Errorf("record %d at payload offset %d: %w", n, at, err)
+					}
+				}
 				continue
 			}
 		}
-		r, err := decodeRecord(t, body, alias)
+		r, err := decodeRecord(t, body, alias, dt)
 		if err != nil {
 			return dst, n, fmt.Errorf("record %d at payload offset %d: %w", n, at, err)
 		}

@@ -24,7 +24,7 @@ func dictFile(t testing.TB, noClose bool) (data []byte, want []Record) {
 func codecs(t testing.TB, data []byte) map[uint8]int {
 	n := map[uint8]int{}
 	for _, b := range rawBlocks(t, data) {
-		if b.hdr.typ == blockData {
+		if isData(b.hdr.typ) {
 			n[b.hdr.codec]++
 		}
 	}
@@ -126,7 +126,7 @@ func layout(t testing.TB, data []byte) dictLayout {
 		switch b.hdr.typ {
 		case blockDict:
 			l.copies = append(l.copies, i)
-		case blockData:
+		case blockData, blockDelta:
 			if len(l.copies) == 0 {
 				l.first = append(l.first, i)
 			}

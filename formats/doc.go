@@ -20,8 +20,8 @@
 // seeks or rewrites: each block goes out in one Write, so a file whose
 // writer was killed is readable up to its last complete block.
 //
-// Format version 2 (written since; version 1 files read as before) adds
-// the session dictionary (dict.go): once the session's records reach
+// Format version 2 (version 1 files read as before) adds the session
+// dictionary (dict.go): once the session's records reach
 // WriterOptions.DictSize (1 MiB), every later block is compressed with
 // those first records as a zstd dictionary, and its header (56 bytes)
 // names the dictionary's length and CRC. The dictionary is also stored
@@ -30,6 +30,14 @@
 // after 32 MiB. Readers take it from the first blocks or any intact copy
 // (File and Recover search the whole file for one), so damage to any one
 // block costs only that block's records.
+//
+// Format version 3 (written since; versions 1 and 2 read as before) writes
+// records into data blocks of type 4, in which each record's capture time
+// is the varint of its difference from the record's before it in the
+// block (FORMAT.md §5.1), a few bytes where versions 1 and 2 store eight;
+// every block says by its type how its times are stored, so a reader needs
+// the file's version for nothing else. Record bodies in the index keep
+// their times absolute.
 //
 // # Damage
 //

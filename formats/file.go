@@ -192,7 +192,7 @@ func readIndex(r io.ReaderAt, size int64) (idx *Index, off int64, err error) {
 }
 
 // parseBlock parses the header of the whole block b, which must be of type
-// typ and fill b exactly.
+// typ (blockData: either type of data block) and fill b exactly.
 func parseBlock(b []byte, typ uint8) (blockHeader, error) {
 	if len(b) < blockPrefixSize {
 		return blockHeader{}, fmt.Errorf("%w: block of %d bytes", errCorrupt, len(b))
@@ -208,7 +208,7 @@ func parseBlock(b []byte, typ uint8) (blockHeader, error) {
 	if err != nil {
 		return h, err
 	}
-	if h.typ != typ || h.size() != int64(len(b)) {
+	if h.typ != typ && !(typ == blockData && isData(h.typ)) || h.size() != int64(len(b)) {
 		return h, fmt.Errorf("%w: block of type %d and %d bytes where the index says type %d and %d bytes", errCorrupt, h.typ, h.size(), typ, len(b))
 	}
 	return h, nil

@@ -79,19 +79,30 @@ func FuzzRecordDecode(f *testing.F) {
 		f.Add(byte(r.Type()), body(r))
 	}
 	f.Fuzz(func(t *testing.T, typ byte, b []byte) {
-		decodeRecords(b, nil, nil, false)
-		decodeRecords(b, nil, recordFilter{0: true, 1: true}, true)
-		r, err := decodeRecord(Type(typ), b, false)
-		if err != nil {
-			return
+		for _, delta := range []bool{false, true} {
+			decodeRecords(b, nil, nil, false, delta)
+			decodeRecords(b, nil, recordFilter{0: true, 1: true}, true, delta)
 		}
-		enc, err := appendBody(nil, r)
-		if err != nil {
-			t.Fatalf("appendBody(%#v) = %v", r, err)
-		}
-		r2, err := decodeRecord(Type(typ), enc, true)
-		if err != nil || !reflect.DeepEqual(r, r2) {
-			t.Fatalf("decode(encode(%#v)) = %#v, %v", r, r2, err)
+		// Absolute times, and in a time chain (version 3 blocks).
+		for _, prev := range []*int64{nil, new(int64)} {
+			chain := func() *int64 {
+				if prev == nil {
+					return nil
+				}
+				return new(int64)
+			}
+			r, err := decodeRecord(Type(typ), b, false, chain())
+			if err != nil {
+				continue
+			}
+			enc, err := appendBodyChain(nil, r, chain())
+			if err != nil {
+				t.Fatalf("appendBody(%#v) = %v", r, err)
+			}
+			r2, err := decodeRecord(Type(typ), enc, true, chain())
+			if err != nil || !reflect.DeepEqual(r, r2) {
+				t.Fatalf("decode(encode(%#v)) = %#v, %v", r, r2, err)
+			}
 		}
 	})
 }
@@ -152,7 +163,23 @@ func TestWriteFuzzSeeds(t *testing.T) {
 	dboth[copyEnd-3] ^= 2
 	dzeroed := bytes.Clone(dict)
 	clear(dzeroed[fileHeaderSize:copyEnd])
+	// Files of the earlier versions too (their data blocks are of type 1).
+	v2, err := os.ReadFile(goldenV2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2blocks, _ := blockSpans(t, v2)
+	v2flipped := bytes.Clone(v2)
+	v2flipped[v2blocks[3].Offset+blockHeaderSize+1] ^= 16
+	v1, err := os.ReadFile(goldenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
 	writeSeeds(t, "FuzzReader", map[string][]any{
+		"v1-whole":      {v1},
+		"v2-whole":      {v2},
+		"v2-cut":        {v2[:v2blocks[4].Offset+60]},
+		"v2-flipped":    {v2flipped},
 		"whole":         {small},
 		"unclosed":      {small[:indexOff]},
 		"cut":           {small[:blocks[2].Offset+30]},

@@ -491,7 +491,7 @@ func (d *dec) nested(t Type) (r Record, ok bool) {
 	if d.err != nil || len(b) == 0 {
 		return nil, false
 	}
-	r, err := decodeRecord(t, b, false)
+	r, err := decodeRecord(t, b, false, nil)
 	if err != nil {
 		d.err = err
 		return nil, false
@@ -514,7 +514,7 @@ func decodeIndex(b []byte) (*Index, error) {
 		d := &dec{b: body}
 		switch typ {
 		case byte(TypeMeta), byte(TypeSummary), byte(TypeAnomaly):
-			r, err := decodeRecord(Type(typ), body, false)
+			r, err := decodeRecord(Type(typ), body, false, nil)
 			if err != nil {
 				return nil, fmt.Errorf("index entry at payload offset %d: %w", i, err)
 			}

@@ -32,7 +32,7 @@ type Reader struct {
 // A header whose checksum fails, or whose magic is damaged while the rest of
 // the header or the first block's header checks out, is reported by the
 // first Next, as damage at offset 0 (block -1); the blocks are read as
-// version 1.
+// the newest version (which reads every earlier one's).
 func NewReader(r io.Reader, opts ReaderOptions) (*Reader, error) {
 	hdr := make([]byte, fileHeaderSize)
 	n, err := io.ReadFull(r, hdr)
@@ -104,7 +104,7 @@ func (r *Reader) Next() (Record, error) {
 // *DamageError naming the block. With alias, byte slices in the records
 // alias blk.payload.
 func blockRecords(blk block, dst []Record, filter recordFilter, alias bool) ([]Record, error) {
-	recs, n, err := decodeRecords(blk.payload, dst, filter, alias)
+	recs, n, err := decodeRecords(blk.payload, dst, filter, alias, blk.hdr.typ == blockDelta)
 	if err == nil && n != blk.hdr.records {
 		err = fmt.Errorf("%w: %w: %d records, header says %d", errCorrupt, errBlockCount, n, blk.hdr.records)
 	}

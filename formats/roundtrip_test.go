@@ -80,59 +80,86 @@ func nilIfEmpty(b []byte) []byte {
 }
 
 func TestRoundTripRecords(t *testing.T) {
-	for _, r := range fullRecords() {
-		t.Run(r.Type().String(), func(t *testing.T) {
-			body, err := appendBody(nil, r)
-			if err != nil {
-				t.Fatalf("appendBody(%#v): %v", r, err)
-			}
-			got, err := decodeRecord(r.Type(), body, false)
-			if err != nil || !reflect.DeepEqual(got, normalize(r)) {
-				t.Errorf("decodeRecord(%q) = %#v, %v; want %#v", body, got, err, r)
-			}
-			// Later versions append fields: a reader ignores them.
-			got, err = decodeRecord(r.Type(), append(body, 1, 2, 3), false)
-			if err != nil || !reflect.DeepEqual(got, normalize(r)) {
-				t.Errorf("decodeRecord(%q + trailing fields) = %#v, %v; want %#v", body, got, err, r)
-			}
-			// Every cut body is an error, never a panic or a wrong record,
-			// except an End cut just before its redactions (an End as
-			// versions before 0.2 wrote it) or just before its last-chunk
-			// extensions (before 0.3), or a Summary cut just before its
-			// capture XXH64 (before 0.4).
-			old, old2 := -1, -1
-			if sm, ok := r.(*Summary); ok {
-				c := *sm
-				c.CaptureXXH64 = ""
-				old = len(body) - stringLen(sm.CaptureXXH64)
-				if got, err := decodeRecord(TypeSummary, body[:old], false); err != nil || !reflect.DeepEqual(got, normalize(&c)) {
-					t.Errorf("decodeRecord(%q) (a Summary of wtrace 0.3) = %#v, %v; want %#v", body[:old], got, err, &c)
-				}
-			}
-			if e, ok := r.(*End); ok {
-				c := *e
-				c.LastExt = ""
-				b, _ := appendBody(nil, &c)
-				old2 = len(body) - stringLen(e.LastExt)
-				if got, err := decodeRecord(TypeEnd, body[:old2], false); err != nil || !reflect.DeepEqual(got, normalize(&c)) {
-					t.Errorf("decodeRecord(%q) (an End of wtrace 0.2) = %#v, %v; want %#v", body[:old2], got, err, &c)
-				}
-				c.Redactions = nil
-				b, _ = appendBody(nil, &c)
-				old = len(b) - 2
-				if got, err := decodeRecord(TypeEnd, b[:old], false); err != nil || !reflect.DeepEqual(got, normalize(&c)) {
-					t.Errorf("decodeRecord(%q) (an End of wtrace 0.1) = %#v, %v; want %#v", b[:old], got, err, &c)
-				}
-			}
-			for n := range len(body) {
-				if n == old || n == old2 {
-					continue
-				}
-				if got, err := decodeRecord(r.Type(), body[:n], false); err == nil {
-					t.Errorf("decodeRecord(%q) (cut at %d) = %#v, nil; want error", body[:n], n, got)
-				}
-			}
-		})
+	for _, chain := range []struct {
+		name string
+		prev *int64 // the time chain before the record (FORMAT.md §5.1); nil: absolute times
+	}{{"absolute", nil}, {"delta", ptr(int64(1795000000000000000 - 12345))}, {"delta-from-0", ptr(int64(0))}} {
+		for _, r := range fullRecords() {
+			t.Run(chain.name+"/"+r.Type().String(), func(t *testing.T) { testRoundTripRecord(t, r, chain.prev) })
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// testRoundTripRecord encodes and decodes r, its time absolute (prev nil)
+// or in a time chain at *prev.
+func testRoundTripRecord(t *testing.T, r Record, prev *int64) {
+	// chain returns a fresh time chain at *prev (nil for absolute times).
+	chain := func() *int64 {
+		if prev == nil {
+			return nil
+		}
+		return ptr(*prev)
+	}
+	encode := func(r Record) ([]byte, error) { return appendBodyChain(nil, r, chain()) }
+	decode := func(t Type, b []byte) (Record, error) { return decodeRecord(t, b, false, chain()) }
+	body, err := encode(r)
+	if err != nil {
+		t.Fatalf("appendBody(%#v): %v", r, err)
+	}
+	got, err := decode(r.Type(), body)
+	if err != nil || !reflect.DeepEqual(got, normalize(r)) {
+		t.Errorf("decodeRecord(%q) = %#v, %v; want %#v", body, got, err, r)
+	}
+	if tm, ok := recordTime(r); ok && prev != nil {
+		// The chain moves on to the record's time, by either path.
+		dt, st := chain(), chain()
+		appendBodyChain(nil, r, dt)
+		if err := chainTime(r.Type(), body, st); err != nil || *dt != tm || *st != tm {
+			t.Errorf("time chain after %s = %d (encoding), %d, %v (chainTime); want %d", r.Type(), *dt, *st, err, tm)
+		}
+	}
+	// Later versions append fields: a reader ignores them.
+	got, err = decode(r.Type(), append(body, 1, 2, 3))
+	if err != nil || !reflect.DeepEqual(got, normalize(r)) {
+		t.Errorf("decodeRecord(%q + trailing fields) = %#v, %v; want %#v", body, got, err, r)
+	}
+	// Every cut body is an error, never a panic or a wrong record,
+	// except an End cut just before its redactions (an End as
+	// versions before 0.2 wrote it) or just before its last-chunk
+	// extensions (before 0.3), or a Summary cut just before its
+	// capture XXH64 (before 0.4).
+	old, old2 := -1, -1
+	if sm, ok := r.(*Summary); ok {
+		c := *sm
+		c.CaptureXXH64 = ""
+		old = len(body) - stringLen(sm.CaptureXXH64)
+		if got, err := decode(TypeSummary, body[:old]); err != nil || !reflect.DeepEqual(got, normalize(&c)) {
+			t.Errorf("decodeRecord(%q) (a Summary of wtrace 0.3) = %#v, %v; want %#v", body[:old], got, err, &c)
+		}
+	}
+	if e, ok := r.(*End); ok {
+		c := *e
+		c.LastExt = ""
+		old2 = len(body) - stringLen(e.LastExt)
+		if got, err := decode(TypeEnd, body[:old2]); err != nil || !reflect.DeepEqual(got, normalize(&c)) {
+			t.Errorf("decodeRecord(%q) (an End of wtrace 0.2) = %#v, %v; want %#v", body[:old2], got, err, &c)
+		}
+		c.Redactions = nil
+		b, _ := encode(&c)
+		old = len(b) - 2
+		if got, err := decode(TypeEnd, b[:old]); err != nil || !reflect.DeepEqual(got, normalize(&c)) {
+			t.Errorf("decodeRecord(%q) (an End of wtrace 0.1) = %#v, %v; want %#v", b[:old], got, err, &c)
+		}
+	}
+	for n := range len(body) {
+		if n == old || n == old2 {
+			continue
+		}
+		if got, err := decode(r.Type(), body[:n]); err == nil {
+			t.Errorf("decodeRecord(%q) (cut at %d) = %#v, nil; want error", body[:n], n, got)
+		}
 	}
 }
 
@@ -397,16 +424,25 @@ func TestAppendRecordInPlace(t *testing.T) {
 			want := binary.AppendUvarint([]byte{byte(TypeFrame)}, uint64(len(body)))
 			want = append(want, body...)
 			prefix := []byte("previous records")
-			got, _, err := appendRecord(bytes.Clone(prefix), nil, f)
+			got, _, err := appendRecord(bytes.Clone(prefix), nil, f, nil)
 			if err != nil {
 				t.Fatalf("data %d: %v", n, err)
 			}
 			if !bytes.Equal(got[:len(prefix)], prefix) || !bytes.Equal(got[len(prefix):], want) {
 				t.Fatalf("data %d, redacted %v: record of %d bytes differs from the scratch encoding (%d bytes)", n, red, len(got)-len(prefix), len(want))
 			}
-			recs, _, err := decodeRecords(got[len(prefix):], nil, nil, false)
+			recs, _, err := decodeRecords(got[len(prefix):], nil, nil, false, false)
 			if err != nil || len(recs) != 1 || !bytes.Equal(recs[0].(*Frame).Data, f.Data) {
 				t.Fatalf("data %d: decoded %d records, %v", n, len(recs), err)
+			}
+			// The same in a time chain (a version 3 block), from no time.
+			body, _ = appendBodyChain(nil, f, ptr(int64(0)))
+			want = append(binary.AppendUvarint([]byte{byte(TypeFrame)}, uint64(len(body))), body...)
+			if got, _, _ := appendRecord(nil, nil, f, ptr(int64(0))); !bytes.Equal(got, want) {
+				t.Fatalf("data %d, redacted %v, time chain: record of %d bytes differs from the scratch encoding (%d bytes)", n, red, len(got), len(want))
+			}
+			if recs, _, err := decodeRecords(want, nil, nil, false, true); err != nil || len(recs) != 1 || recs[0].(*Frame).Time != f.Time {
+				t.Fatalf("data %d, time chain: decoded %d records, %v", n, len(recs), err)
 			}
 		}
 	}

@@ -349,7 +349,7 @@ func (b *blockReader) next() (block, error) {
 			b.index = off
 			b.err = io.EOF
 			return block{}, b.err
-		case blockData:
+		case blockData, blockDelta:
 		case blockDict:
 			// A copy of the session dictionary: kept for the codec 2
 			// blocks whose dictionary the first blocks cannot give.

@@ -1,7 +1,6 @@
 package formats
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -100,6 +99,7 @@ type Writer struct {
 	meta   bool // the first record (a Meta) was written
 
 	pending []byte // records of the current block
+	prev    int64  // the time of its last timed record: its time chain (FORMAT.md §5.1)
 	scratch []byte // a record body being encoded
 	out     []byte // a block being written
 
@@ -142,7 +142,11 @@ func NewWriter(w io.Writer, opts WriterOptions) (*Writer, error) {
 			return nil, fmt.Errorf("formats: zstd level %d out of range [%d, %d]", opts.Level, zstd.SpeedFastest, zstd.SpeedBestCompression)
 		}
 	}
-	enc, err := encoder(level)
+	bs := opts.BlockSize
+	if bs <= 0 {
+		bs = DefaultBlockSize
+	}
+	enc, err := encoder(level, windowFor(min(bs, MaxBlockSize)))
 	if err != nil {
 		return nil, fmt.Errorf("formats: %w", err)
 	}
@@ -258,7 +262,7 @@ func (w *Writer) output() {
 			w.err = fmt.Errorf("formats: write block %d at offset %d: %w", j.h.seq, w.n, err)
 			w.failed.Store(true)
 		} else {
-			if j.h.typ == blockData {
+			if isData(j.h.typ) {
 				w.done = append(w.done, BlockInfo{Offset: w.n, Size: int64(len(out)), Records: j.h.records, First: j.h.first, Last: j.h.last})
 			}
 			w.n += int64(len(out))
@@ -348,22 +352,24 @@ func (w *Writer) Write(r Record) error {
 			return err
 		}
 	}
-	mark := len(w.pending)
+	mark, prev := len(w.pending), w.prev
 	var err error
-	w.pending, w.scratch, err = appendRecord(w.pending, w.scratch, r)
+	w.pending, w.scratch, err = appendRecord(w.pending, w.scratch, r, &w.prev)
 	if err != nil {
 		w.pending = w.pending[:mark]
 		return err
 	}
 	w.meta = true
 	if len(w.pending) > MaxBlockSize {
-		// A record ≤ MaxRecordSize fits an empty block, so mark > 0.
-		rest := bytes.Clone(w.pending[mark:])
-		w.pending = w.pending[:mark]
+		// A record ≤ MaxRecordSize fits an empty block, so mark > 0. It
+		// goes into the next block, its time a difference from none.
+		w.pending, w.prev = w.pending[:mark], prev
 		if err := w.cut(); err != nil {
 			return err
 		}
-		w.pending = append(w.pending, rest...)
+		if w.pending, w.scratch, err = appendRecord(w.pending, w.scratch, r, &w.prev); err != nil {
+			return err
+		}
 	}
 	w.idx.add(r, w.blocks)
 	w.records++
@@ -402,6 +408,7 @@ func (w *Writer) cut() error {
 		return nil
 	}
 	w.written()
+	w.prev = 0 // the next block's time chain starts anew
 	if err := w.writeBlock(w.pending); err != nil {
 		return err
 	}
@@ -418,7 +425,7 @@ func (w *Writer) cut() error {
 // (or queues it: the goroutine then owns raw) and resets the block
 // statistics.
 func (w *Writer) writeBlock(raw []byte) error {
-	h := blockHeader{typ: blockData, seq: w.seq, records: w.records}
+	h := blockHeader{typ: blockDelta, seq: w.seq, records: w.records}
 	if w.timed {
 		h.first, h.last = w.first, w.last
 	}
@@ -588,27 +595,69 @@ func (w *Writer) Close() error {
 	return nil
 }
 
-// encoders holds one zstd encoder per level, shared by every Writer:
-// EncodeAll is safe for concurrent use, and an encoder's tables (over 1 MiB
-// at the default level) are worth allocating once per process, not once
-// per file. Up to maxEncoders blocks are compressed at the same time.
-var encoders [zstd.SpeedBestCompression + 1]struct {
-	once sync.Once
-	enc  *zstd.Encoder
-	err  error
+// encoders holds one zstd encoder per level and window, shared by every
+// Writer: EncodeAll is safe for concurrent use, and an encoder's tables
+// (over 1 MiB at the default level) are worth allocating once per
+// process, not once per file. Up to maxEncoders blocks are compressed at
+// the same time.
+var encoders struct {
+	mu sync.Mutex
+	m  map[encoderKey]*zstd.Encoder
+}
+
+type encoderKey struct {
+	level  zstd.EncoderLevel
+	window int
 }
 
 const maxEncoders = 4
 
-func encoder(level zstd.EncoderLevel) (*zstd.Encoder, error) {
-	e := &encoders[level]
-	e.once.Do(func() {
-		e.enc, e.err = zstd.NewWriter(nil,
-			zstd.WithEncoderLevel(level),
-			zstd.WithEncoderConcurrency(min(runtime.GOMAXPROCS(0), maxEncoders)),
-			zstd.WithEncoderCRC(false)) // blocks carry their own CRC32-C
-	})
-	return e.enc, e.err
+// defaultWindow is zstd's own window (klauspost/compress's default):
+// enough for blocks up to its size.
+const defaultWindow = 8 << 20
+
+// windowFor returns the zstd window for blocks of n bytes: zstd's own for
+// blocks that fit it, else n rounded up to a power of two, so that a match
+// may reach back to the start of the block. On the real half-hour soak of
+// docs/BENCHMARKS.md (round 5), 16 MiB blocks with a 16 MiB window are
+// smaller and cheaper to compress than with the 8 MiB one: the earlier
+// versions of an object that an event repeats lie further back.
+func windowFor(n int) int {
+	if n <= defaultWindow {
+		return 0
+	}
+	w := defaultWindow
+	for w < n {
+		w <<= 1
+	}
+	return w
+}
+
+// encoder returns the shared encoder of level and window (0: zstd's own).
+func encoder(level zstd.EncoderLevel, window int) (*zstd.Encoder, error) {
+	encoders.mu.Lock()
+	defer encoders.mu.Unlock()
+	k := encoderKey{level, window}
+	if e := encoders.m[k]; e != nil {
+		return e, nil
+	}
+	opts := []zstd.EOption{
+		zstd.WithEncoderLevel(level),
+		zstd.WithEncoderConcurrency(min(runtime.GOMAXPROCS(0), maxEncoders)),
+		zstd.WithEncoderCRC(false), // blocks carry their own CRC32-C
+	}
+	if window > 0 {
+		opts = append(opts, zstd.WithWindowSize(window))
+	}
+	e, err := zstd.NewWriter(nil, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if encoders.m == nil {
+		encoders.m = map[encoderKey]*zstd.Encoder{}
+	}
+	encoders.m[k] = e
+	return e, nil
 }
 
 // spillEnc is the encoder of the index spill's segments, shared by every

@@ -2,7 +2,9 @@ package frame
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
+	"math/bits"
 )
 
 var errFormat = fmt.Errorf("%w: the splitter's format is not JSON, protobuf or CBOR", ErrSyntax)
@@ -90,9 +92,28 @@ func (s *Splitter) stepJSON(p []byte) (n int, ev Event, ok bool, err error) {
 	return j, ev, true, nil
 }
 
-// shortString is how many string bytes scanJSON inspects one by one before
-// it searches with bytes.IndexByte (whose call costs more than a short loop).
-const shortString = 16
+// shortString is how many string bytes scanJSON inspects itself, eight at
+// a time, before it searches with bytes.IndexByte (whose call costs more
+// than a short loop; most keys and values of Kubernetes objects are
+// shorter).
+const shortString = 64
+
+// SWAR masks (a byte repeated in every byte of a word).
+const (
+	lows  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// quoteOrBackslash returns a word whose lowest set bit is the high bit of
+// the first byte of x (little-endian: the first in memory) that is '"' or
+// '\\', or 0 if none is. Bits above the lowest may be set for other bytes
+// (a borrow of the zero-byte test carries into the next byte): only the
+// lowest counts.
+func quoteOrBackslash(x uint64) uint64 {
+	q := x ^ ('"' * lows)
+	e := x ^ ('\\' * lows)
+	return ((q - lows) &^ q | (e - lows) &^ e) & highs
+}
 
 // scanJSON advances the JSON state machine over b and returns the index
 // just past the '}' that closes the event, or -1 if b ends first. It only
@@ -114,8 +135,17 @@ func (s *Splitter) scanJSON(b []byte) int {
 	for i < len(b) {
 		if inStr {
 			// Most strings (keys, short values) end within a few bytes:
-			// look at them one by one before calling bytes.IndexByte.
+			// look at them eight at a time, then one by one, before
+			// calling bytes.IndexByte.
 			j, end := i, min(i+shortString, len(b))
+			for j+8 <= end {
+				if m := quoteOrBackslash(binary.LittleEndian.Uint64(b[j:])); m != 0 {
+					j += bits.TrailingZeros64(m) >> 3
+					end = j + 1
+					break
+				}
+				j += 8
+			}
 			for j < end && b[j] != '"' && b[j] != '\\' {
 				j++
 			}

@@ -2,8 +2,11 @@ package frame
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"unsafe"
@@ -546,5 +549,34 @@ func TestOffsets(t *testing.T) {
 	}
 	if s.Offset() != 1004 {
 		t.Errorf("Offset() = %d; want 1004", s.Offset())
+	}
+}
+
+// TestQuoteOrBackslash holds the eight-at-a-time search of scanJSON to a
+// byte by byte one: on every word made of '"', '\\' and bytes around them
+// (the borrow of the zero-byte test crosses bytes), the first such byte
+// is the one found.
+func TestQuoteOrBackslash(t *testing.T) {
+	alphabet := []byte{'"', '\\', 0, 1, '!', '#', '[', ']', 0x7f, 0x80, 0xa2, 0xdc, 0xff, 'a'}
+	rng := rand.New(rand.NewPCG(7, 8))
+	var w [8]byte
+	for n := range 2_000_000 {
+		for i := range w {
+			if n < 1<<16 {
+				// Every pair of the first bytes, the rest random.
+				w[i] = alphabet[(n>>(4*min(i, 3)))%len(alphabet)]
+			} else {
+				w[i] = alphabet[rng.IntN(len(alphabet))]
+			}
+		}
+		want := bytes.IndexAny(w[:], "\"\\")
+		m := quoteOrBackslash(binary.LittleEndian.Uint64(w[:]))
+		got := -1
+		if m != 0 {
+			got = bits.TrailingZeros64(m) >> 3
+		}
+		if got != want {
+			t.Fatalf("quoteOrBackslash(% x) finds byte %d; want %d", w, got, want)
+		}
 	}
 }

@@ -103,8 +103,8 @@ func TestVerifySessionDict(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Version 2, and most blocks compressed with the dictionary (codec 2,
-	// FORMAT.md §4): walk the block headers.
+	// Version 2 or later, and most blocks compressed with the dictionary
+	// (codec 2, FORMAT.md §4): walk the block headers.
 	if v := binary.LittleEndian.Uint16(whole[8:]); v != formats.Version || v < 2 {
 		t.Fatalf("session file version %d; want %d", v, formats.Version)
 	}
@@ -118,7 +118,7 @@ func TestVerifySessionDict(t *testing.T) {
 			dict++
 		case whole[off+4] == 3 && copyAt < 0:
 			copyAt = off
-		case whole[off+4] == 1 && copyAt < 0:
+		case (whole[off+4] == 1 || whole[off+4] == 4) && copyAt < 0: // data (type 4: version 3)
 			first = append(first, off)
 		}
 		off += size

@@ -35,6 +35,14 @@
 //
 // A workload client creates, updates and deletes configmaps and secrets
 // (with throwaway values) in the scenario's namespace meanwhile.
+//
+// Not among the defaults, for measurements rather than tests (its capture
+// is about 100 MB, not committed):
+//
+//   - long-soak: half an hour (-duration) of informers and raw watches
+//     of configmaps and secrets, JSON and protobuf, through kubectl proxy
+//     under a steady workload (soak.go); docs/BENCHMARKS.md measures
+//     session sizes on it.
 package main
 
 import (
@@ -58,6 +66,7 @@ func main() {
 		scenarios = flag.String("scenarios", "table-watch,metadata-informer,cbor-informer", "scenarios to record, comma-separated")
 		child     = flag.Bool("child", false, "record the one scenario in this process (set by mkcorpus itself)")
 	)
+	flag.DurationVar(&soakDuration, "duration", soakDuration, "how long long-soak's workload runs")
 	flag.Parse()
 	var err error
 	if *child {
@@ -78,7 +87,7 @@ func spawn(k8sbin, kubectl, out string, names []string) error {
 		if _, ok := scenarios[name]; !ok {
 			return fmt.Errorf("no scenario %q", name)
 		}
-		c := exec.Command(os.Args[0], "-child", "-k8sbin", k8sbin, "-kubectl", kubectl, "-out", out, "-scenarios", name)
+		c := exec.Command(os.Args[0], "-child", "-k8sbin", k8sbin, "-kubectl", kubectl, "-out", out, "-scenarios", name, "-duration", soakDuration.String())
 		c.Stdout, c.Stderr = os.Stdout, os.Stderr
 		c.Env = os.Environ()
 		if name == "cbor-informer" {
@@ -143,4 +152,5 @@ var scenarios = map[string]scenario{
 	"table-watch":       {true, tableWatch},
 	"metadata-informer": {true, metadataInformer},
 	"cbor-informer":     {false, cborInformer},
+	"long-soak":         {true, longSoak},
 }
