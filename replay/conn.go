@@ -13,7 +13,6 @@ import (
 
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/replay/internal/pace"
-	"github.com/wtrace/wtrace/replay/internal/tape"
 )
 
 // maxBatch bounds the bytes of due chunks sent in one write call.
@@ -80,20 +79,6 @@ func newHead(status int, h http.Header) *head {
 	b.WriteString("\r\n")
 	h.Write(&b)
 	return &head{status: status, h: h, raw: []byte(b.String())}
-}
-
-// headOf returns the head of watch exchange x with the given status
-// (cached).
-func (s *Server) headOf(x *tape.Exchange, status int) *head {
-	v, _ := s.cache.Get("head:"+strconv.FormatInt(x.ID, 10)+":"+strconv.Itoa(status), func() (any, int64, error) {
-		h := responseHeader(x.Info.Response.Header, false)
-		if h.Get("Content-Type") == "" {
-			h.Set("Content-Type", watchContentType(x.Format)) // the head was not captured
-		}
-		hd := newHead(status, h)
-		return hd, int64(len(hd.raw))*2 + 64, nil
-	})
-	return v.(*head)
 }
 
 // takeOver hijacks the request's connection and writes the response head

@@ -52,8 +52,8 @@ func TestFloorServer(t *testing.T) {
 	if x == nil {
 		t.Fatal("the session holds no watch")
 	}
-	head := srv.headOf(x, responseStatus(x.Info.Response.Status)).raw
-	src, err := srv.openSource(x)
+	head := srv.rec.headOf(x, responseStatus(x.Info.Response.Status)).raw
+	src, err := srv.rec.openSource(x)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -148,7 +148,7 @@ func (s *Server) watchHead(x *tape.Exchange, fl *flow) *head {
 		h.Set("Content-Type", fl.media.ContentType(codec.TargetWatch))
 		return newHead(http.StatusOK, h)
 	}
-	return s.headOf(x, http.StatusOK)
+	return s.rec.headOf(x, http.StatusOK)
 }
 
 // runFlow is runFrom for a recorded watch served with the world
@@ -392,7 +392,7 @@ func (s *Server) recordedRoute(r *http.Request, q tape.Query, x *tape.Exchange) 
 	if err != nil {
 		return storeRoute(s.statusResponse(q, err))
 	}
-	rv, err := s.bodyRV(x, target)
+	rv, err := s.rec.bodyRV(x, target)
 	if err != nil {
 		return s.full(x)
 	}
@@ -434,42 +434,10 @@ func bodyFormatOf(x *tape.Exchange) frame.Format {
 	return frame.Unknown
 }
 
-// bodyRV is the resourceVersion of recorded opaque body x (a list's, or
-// its object's), 0 if it has none (cached).
-func (s *Server) bodyRV(x *tape.Exchange, t codec.Target) (uint64, error) {
-	v, err := s.cache.Get("rv:"+strconv.FormatInt(x.ID, 10), func() (any, int64, error) {
-		b, err := s.readBody(x)
-		if err != nil {
-			return nil, 0, err
-		}
-		f := bodyFormatOf(x)
-		rv := ""
-		if t == codec.TargetList {
-			l, err := frame.ListItems(f, b)
-			if err != nil {
-				return nil, 0, err
-			}
-			rv = l.ResourceVersion
-		} else {
-			o, err := codec.FromBody(f, b)
-			if err != nil {
-				return nil, 0, err
-			}
-			rv = tape.PeekRV(f, frame.WatchEvent(f, "ADDED", o.APIVersion, o.Kind, o.Raw))
-		}
-		n, _ := tape.RVNumber(rv)
-		return n, 16, nil
-	})
-	if err != nil {
-		return 0, err
-	}
-	return v.(uint64), nil
-}
-
 // serveRewritten sends recorded body x with its served resourceVersions,
 // transcoded into m if transcode.
 func (s *Server) serveRewritten(st *streamer, r *http.Request, x *tape.Exchange, f frame.Format, t codec.Target, m codec.Media, transcode bool) error {
-	b, err := s.readBody(x)
+	b, err := s.rec.readBody(x)
 	if err != nil {
 		return err
 	}
@@ -536,7 +504,7 @@ func (s *Server) synthWatchListFits(q tape.Query, lst *tape.Exchange) bool {
 	if _, transcode, err := s.negotiate(q, codec.TargetWatch, lst.ListFormat()); err != nil || transcode {
 		return false
 	}
-	sl, err := s.synthList(lst)
+	sl, err := s.rec.synthList(lst)
 	if err != nil {
 		return true // served as before: the error is reported then
 	}
@@ -550,7 +518,7 @@ func (s *Server) listFromWatchFits(q tape.Query, x *tape.Exchange) bool {
 	if _, transcode, err := s.negotiate(q, codec.TargetList, x.Format); err != nil || transcode {
 		return false
 	}
-	l, err := s.listFromWatch(x)
+	l, err := s.rec.listFromWatch(x)
 	if err != nil {
 		return true
 	}

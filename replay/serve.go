@@ -515,25 +515,6 @@ func endOf(x *tape.Exchange) endKind {
 	return endClean
 }
 
-// openSource returns exchange x's writes: from the shared plan cache when
-// the exchange is small enough, else streamed from the file.
-func (s *Server) openSource(x *tape.Exchange) (tape.Source, error) {
-	if x.Info.BodyBytes <= s.maxPlan {
-		v, err := s.cache.Get("plan:"+strconv.FormatInt(x.ID, 10), func() (any, int64, error) {
-			p, err := tape.BuildPlan(s.file, x, s.opts.EventChunks, s.store != nil)
-			if err != nil {
-				return nil, 0, err
-			}
-			return p, p.Size, nil
-		})
-		if err != nil {
-			return nil, err
-		}
-		return &tape.PlanSource{Plan: v.(*tape.Plan)}, nil
-	}
-	return tape.NewProducer(s.file, x, s.opts.EventChunks, s.store != nil), nil
-}
-
 // serveExchange sends recorded exchange x, whole or (resume) from body
 // offset skip with the timeline starting at capture time base.
 func (s *Server) serveExchange(st *streamer, r *http.Request, x *tape.Exchange, skip, base int64) {
@@ -542,7 +523,7 @@ func (s *Server) serveExchange(st *streamer, r *http.Request, x *tape.Exchange, 
 		s.serveOpaque(st, r, x, status)
 		return
 	}
-	hd := s.headOf(x, status)
+	hd := s.rec.headOf(x, status)
 	if st.flow != nil {
 		hd = s.watchHead(x, st.flow)
 	}
@@ -577,7 +558,7 @@ func (s *Server) serveOpaque(st *streamer, r *http.Request, x *tape.Exchange, st
 		st.w.WriteHeader(status)
 		return
 	}
-	src, err := s.openSource(x)
+	src, err := s.rec.openSource(x)
 	if err != nil {
 		h.Del("Content-Length")
 		writeStatus(st.w, http.StatusInternalServerError, "InternalError", "replay: reading session: "+err.Error())

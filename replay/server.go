@@ -176,7 +176,6 @@ type Server struct {
 	clock        Clock
 	speed        float64
 	writeTimeout time.Duration
-	maxPlan      int64
 	m            *tape.Matcher
 	losses       []*tape.Loss
 	disc         *discovery.Docs
@@ -190,6 +189,7 @@ type Server struct {
 	deliv        *deliveries  // the world's watches, for a write's answer to wait for its events
 	maxRequests  int
 	seq          atomic.Int64     // numbers the requests in arrival order
+	rec          *recording       // what is derived from the recorded exchanges (cached)
 	met          *metrics.Metrics // nil: no metrics (see replay/internal/metrics)
 	ops          *ops             // health endpoints, shutdown (see health.go)
 
@@ -257,9 +257,9 @@ func New(f *formats.File, opts Options) (*Server, error) {
 		budget = DefaultCacheBytes
 	}
 	s.cache = tape.NewCache(budget)
-	s.maxPlan = budget / 4
 	mids := world.MidstreamTargets(f)
 	s.m = tape.NewMatcher(f, mids)
+	s.rec = &recording{file: f, m: s.m, cache: s.cache, maxPlan: budget / 4, eventChunks: opts.EventChunks, annotate: func() bool { return s.store != nil }}
 	if s.losses, err = tape.FindLosses(s.file, s.m); err != nil {
 		return nil, err
 	}
