@@ -344,17 +344,32 @@
 //
 // # Code
 //
-// server.go is the Server's life: options, New/Open, Start, Close.
-// route.go decides how a request is answered (ServeHTTP: which recorded
-// exchange, or which synthesized answer), with match.go (the index of
-// recorded requests and the cursors), synth.go (streaming lists, lists
-// from watches, resuming, 410s), writes.go (the modes, writes matched
-// with recorded ones, 403s) and discovery.go. serve.go writes the chosen
-// answer with its timing (the streamer), through plan.go (timed writes
-// decoded from the session, cached), conn.go (a hijacked HTTP/1.1
-// connection writing its own chunks) and sched.go (the scheduler of parked
-// streams; its system calls in sched_linux.go); flow.go serves with the world:
-// recorded streams whose resourceVersions move its point, rewritten,
-// transcoded or joined by the clients' writes, the world's own watches,
-// recorded bodies transcoded. out.go is the request log and Out.
+// The package is the server and its routes; three jobs live in packages
+// of their own under replay/internal, each with its contract in its
+// package comment:
+//
+//   - tape: how a recorded answer is chosen and read — the matcher (the
+//     index of recorded requests by key, the cursors, the Accept
+//     preference), resume points, each exchange's body as timed writes
+//     (plans, cached, or streamed from the file), what damage lost.
+//   - pace: how streams wait and are written — the clock (real or fake)
+//     and the scheduler of parked streams (a heap by due time, writev
+//     batches, the sweep for clients that left).
+//   - discovery: the synthesized discovery documents; metrics: the
+//     Prometheus metrics.
+//
+// Here: server.go is the Server's life: options, New/Open, Start, Close
+// (lifecycle.go: Shutdown; health.go: health endpoints). route.go decides
+// how a request is answered (ServeHTTP: which recorded exchange, or which
+// synthesized answer), with synth.go (streaming lists, lists from
+// watches, continued watches, 410s), writes.go (the modes, writes
+// matched with recorded ones, 403s) and env.go (the environment a world
+// replay applies). recording.go derives what the answers need from the
+// recorded exchanges (timed writes, bodies, lists; cached). serve.go
+// writes the chosen answer with its timing (the streamer), through
+// conn.go (a hijacked HTTP/1.1 connection writing its own chunks) and
+// sched.go (the streamer as the scheduler's stream); flow.go serves with
+// the world: recorded streams whose resourceVersions move its point,
+// rewritten, transcoded or joined by the clients' writes, the world's own
+// watches, recorded bodies transcoded. out.go is the request log and Out.
 package replay
