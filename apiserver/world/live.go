@@ -133,6 +133,18 @@ func (s *Store) applyLocked(c Change) Applied {
 	verbatim := cur != nil && c.prev != nil && (cur == c.prev || cur.src == c.prev)
 	switch {
 	case c.Type == Deleted:
+		if cur == nil && c.prev == nil {
+			// The recording never showed the object before (a watch
+			// whose LIST the session lacks): it existed before what the
+			// session holds, and its deletion is served as recorded, as
+			// the recorded apiserver sent it.
+			e, err := s.storeEnv(h, a.Key, c.e, c.e.rv, Deleted, true)
+			if err != nil {
+				return drop("%v", err)
+			}
+			a.Outcome, a.Served = AppliedRecorded, formatRV(e.rv)
+			return a
+		}
 		if cur == nil {
 			return drop("not in the run's world")
 		}
@@ -156,7 +168,14 @@ func (s *Store) applyLocked(c Change) Applied {
 		if reason != "" {
 			return drop("%s", reason)
 		}
-		e, err := s.storeEnv(h, a.Key, src, c.e.rv, Added, !translated)
+		// A MODIFIED of an object the recording never showed before (a
+		// watch whose LIST the session lacks) stays a MODIFIED, as the
+		// recorded apiserver sent it.
+		typ := Added
+		if c.Type == Modified && !translated {
+			typ = Modified
+		}
+		e, err := s.storeEnv(h, a.Key, src, c.e.rv, typ, !translated)
 		if err != nil {
 			return drop("%v", err)
 		}

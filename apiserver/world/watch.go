@@ -286,8 +286,12 @@ func (wt *Watch) change(e *entry) (WatchEvent, bool) {
 		}
 		ev.typ = Deleted
 	case wt.matches(e):
+		// Entering the watch's view is an ADDED, except for a MODIFIED
+		// with no version before it: an object the session never showed
+		// earlier (a watch whose LIST it lacks) existed, and its change
+		// stays a MODIFIED, as recorded.
 		ev.typ = Modified
-		if !prevIn {
+		if !prevIn && (prev != nil || e.typ != Modified) {
 			ev.typ = Added
 		}
 	case prevIn:
