@@ -112,7 +112,7 @@ const (
 func quoteOrBackslash(x uint64) uint64 {
 	q := x ^ ('"' * lows)
 	e := x ^ ('\\' * lows)
-	return ((q - lows) &^ q | (e - lows) &^ e) & highs
+	return ((q-lows)&^q | (e-lows)&^e) & highs
 }
 
 // scanJSON advances the JSON state machine over b and returns the index
