@@ -126,7 +126,9 @@
 //
 // # Parsing connections in parallel
 //
-// With Options.Workers (RecordPcap: GOMAXPROCS by default) the Recorder's
+// With Options.Workers (RecordPcap: GOMAXPROCS by default on more than two
+// cores; on two, compression already has the second core and workers
+// cost 5–7%, so one goroutine parses) the Recorder's
 // goroutine still decodes packets and reassembles TCP, in capture order,
 // but what reassembly delivers to a connection becomes an op of a batch
 // (its bytes copied), and a pool of workers parses the batch a connection

@@ -134,8 +134,9 @@ func (p *Pcap) totals() formats.Totals {
 type PcapOptions struct {
 	// Options configure the Recorder. KeyLog, when set, also receives the
 	// TLS key logs a pcapng file embeds (nil: only those are used).
-	// Workers 0 means runtime.GOMAXPROCS(0) here: connections are parsed
-	// on every core (1 parses them on the calling goroutine).
+	// Workers 0 means defaultWorkers(runtime.GOMAXPROCS(0)) here:
+	// connections are parsed on every core when there are more than two
+	// (1 parses them on the calling goroutine).
 	Options
 	// Output is where the session goes: Path, or Out (a stream), and the
 	// Writer's options. RecordPcap sets its Meta and formats.Totals; MaxSize,
@@ -194,7 +195,7 @@ func RecordPcap(ctx context.Context, in io.Reader, opts PcapOptions) (Result, er
 		return Result{}, err
 	}
 	if opts.Workers == 0 {
-		opts.Workers = runtime.GOMAXPROCS(0)
+		opts.Workers = defaultWorkers(runtime.GOMAXPROCS(0))
 	}
 	res, err := pc.Record(ctx, fs, opts.Options, opts.Progress)
 	cerr := fs.Close(formats.Ending{Note: res.Note, CaptureSHA256: res.SHA256, CaptureXXH64: res.XXH64})
@@ -358,3 +359,16 @@ func (a *readAhead) Sums() (xxh64, sha string) {
 
 // Close stops reading ahead.
 func (a *readAhead) Close() { a.once.Do(func() { close(a.stop) }) }
+
+// defaultWorkers is how many connections RecordPcap parses at once on
+// procs cores. On two cores the session writer's compression already
+// keeps the second one busy, and parsing on workers only adds the cost of
+// handing records over: BenchmarkRecordSoak on the 500 MB soak, 2 cores,
+// 1.23–1.31 s with 2 workers against 1.15–1.22 s on one goroutine
+// (docs/BENCHMARKS.md, "Round 5").
+func defaultWorkers(procs int) int {
+	if procs <= 2 {
+		return 1
+	}
+	return procs
+}
