@@ -747,8 +747,15 @@ func (p *exPlan) chunked() bool {
 // copyRecords reads the input in file order and writes what the slice
 // keeps.
 func (s *slicer) copyRecords(ctx context.Context) error {
+	// Nothing before From is copied (what a cut watch needs of it is in
+	// the prefix, from the index and the world): the blocks that end
+	// before it are not read.
+	sc := s.f.Records()
+	if s.opts.From != 0 {
+		sc = s.f.RecordsFrom(s.opts.From)
+	}
 	n := 0
-	for r, err := range s.f.Records().Intact(s.damage) {
+	for r, err := range sc.Intact(s.damage) {
 		if err != nil {
 			return fmt.Errorf("edit: %s: %w", s.in, err)
 		}

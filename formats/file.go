@@ -284,6 +284,25 @@ func (f *File) Records() *Scanner {
 	return &Scanner{f: f, blocks: blocks, damage: f.damage}
 }
 
+// RecordsFrom is Records without the blocks before the first whose
+// records reach time t (its BlockInfo.Last ≥ t): every record timed t or
+// later is read, and some before t. Damage found while opening is reported
+// as by Records, the damage before the first block read first.
+func (f *File) RecordsFrom(t int64) *Scanner {
+	start := len(f.idx.Blocks)
+	for i, b := range f.idx.Blocks {
+		if b.Last >= t {
+			start = i
+			break
+		}
+	}
+	blocks := make([]int, 0, len(f.idx.Blocks)-start)
+	for i := start; i < len(f.idx.Blocks); i++ {
+		blocks = append(blocks, i)
+	}
+	return &Scanner{f: f, blocks: blocks, damage: f.damage}
+}
+
 // ExchangeRecords returns a reader over the records of the given exchanges
 // (and nothing else), in file order, reading only the blocks that hold them.
 // Damage found while opening is reported where it lies between the first

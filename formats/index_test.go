@@ -319,3 +319,43 @@ func TestWriterSize(t *testing.T) {
 		t.Errorf("Size() after Close = %d; want %d", w.Size(), buf.Len())
 	}
 }
+
+// TestRecordsFrom: RecordsFrom(t) reads every record timed t or later, in
+// file order, and skips the blocks that end before t.
+func TestRecordsFrom(t *testing.T) {
+	recs := session(60, 500, 50*time.Millisecond)
+	data := encode(t, recs, WriterOptions{BlockSize: 3000}, false)
+	f := open(t, data)
+	all, _, err := drain(t, f.Records())
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := f.Index().Blocks
+	if len(blocks) < 4 {
+		t.Fatalf("%d blocks; the test wants several", len(blocks))
+	}
+	for _, at := range []int64{0, blocks[1].First, blocks[2].Last, blocks[len(blocks)-1].Last, blocks[len(blocks)-1].Last + 1} {
+		got, damage, err := drain(t, f.RecordsFrom(at))
+		if err != nil || len(damage) > 0 {
+			t.Fatalf("RecordsFrom(%d): %v %v", at, err, damage)
+		}
+		var want []Record
+		for _, r := range all {
+			if tm, ok := recordTime(r); ok && tm >= at {
+				want = append(want, r)
+			}
+		}
+		var gotTimed []Record
+		for _, r := range got {
+			if tm, ok := recordTime(r); ok && tm >= at {
+				gotTimed = append(gotTimed, r)
+			}
+		}
+		if !reflect.DeepEqual(gotTimed, want) {
+			t.Errorf("RecordsFrom(%d): %d records at or after it; want %d\n%s", at, len(gotTimed), len(want), diffRecords(gotTimed, want))
+		}
+		if at > blocks[0].Last && len(got) >= len(all) {
+			t.Errorf("RecordsFrom(%d) read all %d records: no block skipped", at, len(got))
+		}
+	}
+}
