@@ -1,5 +1,12 @@
 package capture
 
+import (
+	"fmt"
+	"io"
+
+	"github.com/wtrace/wtrace/internal/units"
+)
+
 // What every recording returns, whatever its source: its Result.
 
 // Result says what a recording did (RecordPcap, live.Record,
@@ -29,4 +36,31 @@ type Result struct {
 	// Dropped counts the packets a live capture lost because they were not
 	// read in time (the kernel's receive buffer was full).
 	Dropped int64
+}
+
+// WriteSummary writes the paragraph that ends a recording, for a person:
+// "Recorded WHAT SPAN: AMOUNT; counts[; anomalies, losses][; note]. files".
+func (res Result) WriteSummary(w io.Writer, what, span, amount, note string) {
+	fmt.Fprintf(w, "Recorded %s %s: %s; %s, %s, %s", what, span, amount, units.Count(int64(res.Conns), "connection", "connections"),
+		units.Count(int64(res.Exchanges), "exchange", "exchanges"), units.Count(int64(res.Events), "watch event", "watch events"))
+	if res.Anomalies > 0 {
+		fmt.Fprintf(w, ", %d anomalies (see 'wtrace inspect')", res.Anomalies)
+	}
+	if res.LostBytes > 0 {
+		fmt.Fprintf(w, "; %s of TCP payload were not captured", units.Bytes(res.LostBytes))
+	}
+	if res.Skipped > 0 || res.DecodeErrors > 0 {
+		fmt.Fprintf(w, "; %d packets were not TCP and %d could not be decoded", res.Skipped, res.DecodeErrors)
+	}
+	if note != "" {
+		fmt.Fprintf(w, "; %s", note)
+	}
+	switch names := res.Files; {
+	case len(names) == 1:
+		fmt.Fprintf(w, ". Session file: %s (%s).\n", names[0], units.Bytes(res.Size))
+	case len(names) > 1:
+		fmt.Fprintf(w, ". Session files: %s … %s (%d files, %s in all).\n", names[0], names[len(names)-1], len(names), units.Bytes(res.Size))
+	default:
+		fmt.Fprintln(w, ".")
+	}
 }

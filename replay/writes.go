@@ -46,6 +46,14 @@ func ParseWrites(s string) (Writes, error) {
 	return "", fmt.Errorf("replay: writes mode %q: want answer, apply, reject or recorded", s)
 }
 
+// AnswersWrites reports whether mode w (a name ParseWrites reads) makes a
+// replay whose world is the recording's environment: answer (or "") and
+// apply.
+func (w Writes) AnswersWrites() bool {
+	m, err := ParseWrites(string(w))
+	return err == nil && (m == WritesAnswer || m == WritesApply)
+}
+
 // stateRequest is the store's view of a request.
 func stateRequest(r *http.Request, q tape.Query, body []byte) *world.Request {
 	return &world.Request{Method: q.Method, Path: r.URL.Path, Query: r.URL.Query(), Header: r.Header, Body: body}

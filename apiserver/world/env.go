@@ -78,6 +78,27 @@ func (c Client) String() string {
 	return strings.Join(parts, ",")
 }
 
+// ParseClients reads a list of ParseClient selectors, where "none" (alone)
+// says that no client is under test: the selectors, and whether it was
+// "none".
+func ParseClients(sel []string) (cs []Client, none bool, err error) {
+	for _, s := range sel {
+		if s == "none" {
+			none = true
+			continue
+		}
+		c, err := ParseClient(s)
+		if err != nil {
+			return nil, false, err
+		}
+		cs = append(cs, c)
+	}
+	if none && len(cs) > 0 {
+		return nil, false, errors.New("world: client selector none excludes the others")
+	}
+	return cs, none, nil
+}
+
 // ParseClient reads a client selector (wtrace replay --client):
 // "user-agent=REGEXP", "addr=IP" or "addr=IP:PORT", or both separated by a
 // comma (a request must match both); "all" matches every request. The

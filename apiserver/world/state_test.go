@@ -707,3 +707,23 @@ func TestMaxBytes(t *testing.T) {
 		t.Fatalf("answers %v: want some creates, then refusals", codes)
 	}
 }
+
+func TestParseClients(t *testing.T) {
+	for _, tc := range []struct {
+		sel  []string
+		n    int
+		none bool
+		err  bool
+	}{
+		{nil, 0, false, false},
+		{[]string{"none"}, 0, true, false},
+		{[]string{"user-agent=kcm", "addr=10.0.0.1"}, 2, false, false},
+		{[]string{"none", "addr=10.0.0.1"}, 0, false, true},
+		{[]string{"bogus=1"}, 0, false, true},
+	} {
+		cs, none, err := world.ParseClients(tc.sel)
+		if (err != nil) != tc.err || len(cs) != tc.n || none != tc.none {
+			t.Errorf("ParseClients(%q) = %d clients, none %v, %v", tc.sel, len(cs), none, err)
+		}
+	}
+}

@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -276,6 +278,17 @@ func (p *Proxy) Target() string {
 
 // CertPEM returns the PEM certificate served with TLS (nil without TLS).
 func (p *Proxy) CertPEM() []byte { return p.certPEM }
+
+// WriteCertFile writes CertPEM into a file of the temporary directory, for
+// kubectl --certificate-authority, and returns its path ("" when the proxy
+// serves plain HTTP). The caller removes it.
+func (p *Proxy) WriteCertFile() (string, error) {
+	if p.certPEM == nil {
+		return "", nil
+	}
+	path := filepath.Join(os.TempDir(), fmt.Sprintf("wtrace-proxy-%d.crt", os.Getpid()))
+	return path, os.WriteFile(path, p.certPEM, 0o644)
+}
 
 // Start listens on Options.Listen and serves in the background.
 func (p *Proxy) Start() error {

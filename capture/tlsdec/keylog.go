@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -244,3 +246,28 @@ func (k *KeyLog) has(cr *[32]byte) bool {
 	defer k.mu.RUnlock()
 	return k.m[*cr] != nil
 }
+
+// LoadKeyLog reads the key log file at path, which must hold at least one
+// secret; an empty path gives an empty KeyLog (which a pcapng file's own
+// secrets may fill).
+func LoadKeyLog(path string) (*KeyLog, error) {
+	if path == "" {
+		return ParseKeyLog(strings.NewReader(""))
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	keys, err := ParseKeyLog(f)
+	if err != nil {
+		return nil, fmt.Errorf("reading key log %s: %w", path, err)
+	}
+	if st := keys.Stats(); st.Secrets == 0 {
+		return nil, fmt.Errorf("%s holds no TLS secrets (%d lines, %d not understood): %w", path, st.Lines, st.Bad, ErrNoSecrets)
+	}
+	return keys, nil
+}
+
+// ErrNoSecrets is LoadKeyLog's error for a file without a secret.
+var ErrNoSecrets = errors.New("no secrets")

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -130,5 +132,39 @@ func TestKeyLogReadError(t *testing.T) {
 	}
 	if k == nil || k.Stats().Secrets != 1 {
 		t.Fatalf("ParseKeyLog kept %+v; want the line before the error", k)
+	}
+}
+
+// TestLoadKeyLogFile: LoadKeyLog's answers to a path — none, missing, a
+// file without secrets, a key log.
+func TestLoadKeyLogFile(t *testing.T) {
+	dir := t.TempDir()
+	empty := dir + "/empty.log"
+	good := dir + "/keys.log"
+	if err := os.WriteFile(empty, []byte("# nothing\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(good, []byte("CLIENT_TRAFFIC_SECRET_0 "+cr1+" "+s32+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path    string
+		secrets int
+		is      error
+	}{
+		{"", 0, nil},
+		{dir + "/missing.log", 0, fs.ErrNotExist},
+		{empty, 0, ErrNoSecrets},
+		{good, 1, nil},
+	} {
+		keys, err := LoadKeyLog(tc.path)
+		switch {
+		case tc.is != nil && !errors.Is(err, tc.is):
+			t.Errorf("LoadKeyLog(%q) = %v; want %v", tc.path, err, tc.is)
+		case tc.is == nil && err != nil:
+			t.Errorf("LoadKeyLog(%q): %v", tc.path, err)
+		case tc.is == nil && keys.Stats().Secrets != tc.secrets:
+			t.Errorf("LoadKeyLog(%q): %d secrets; want %d", tc.path, keys.Stats().Secrets, tc.secrets)
+		}
 	}
 }

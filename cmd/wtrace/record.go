@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"runtime/debug"
-	"strings"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -213,8 +213,13 @@ func runRecord(o *recordOptions) error {
 		}
 		in = f
 	}
-	keys, err := loadKeyLog(o.keylog)
-	if err != nil {
+	keys, err := tlsdec.LoadKeyLog(o.keylog)
+	switch {
+	case errors.Is(err, tlsdec.ErrNoSecrets):
+		return withHint(err, "a key log has lines like: CLIENT_TRAFFIC_SECRET_0 <client random> <secret>")
+	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission):
+		return withHint(err, "check the path given to --keylog")
+	case err != nil:
 		return err
 	}
 	warnKeepSecrets(s, o)
@@ -250,8 +255,8 @@ func runRecord(o *recordOptions) error {
 	if res.ReadErr != nil {
 		note = "" // said below
 	}
-	printRecordSummary(s.err, name, "over "+time.Duration(res.Last-res.First).Round(time.Millisecond).String(),
-		fmt.Sprintf("%d packets (%s)", res.Packets, units.Bytes(res.Bytes)), res, note)
+	res.WriteSummary(s.err, name, "over "+time.Duration(res.Last-res.First).Round(time.Millisecond).String(),
+		fmt.Sprintf("%d packets (%s)", res.Packets, units.Bytes(res.Bytes)), note)
 	if res.TLSUndecrypted > 0 {
 		hint := "pass the client's key log with --keylog (SSLKEYLOGFILE)"
 		if o.keylog != "" {
@@ -307,53 +312,4 @@ func warnKeepSecrets(s streams, o *recordOptions) {
 	if o.keepSecrets {
 		fmt.Fprintln(s.err, "Warning: --keep-secrets: Secret values and tokens are stored as captured (credentials in headers and queries are not); treat the session file as a secret.")
 	}
-}
-
-// printRecordSummary prints the paragraph that ends every recording:
-// "Recorded WHAT SPAN: AMOUNT; counts[; anomalies, losses][; note]. files".
-func printRecordSummary(w io.Writer, what, span, amount string, res capture.Result, note string) {
-	fmt.Fprintf(w, "Recorded %s %s: %s; %s, %s, %s", what, span, amount, units.Count(int64(res.Conns), "connection", "connections"),
-		units.Count(int64(res.Exchanges), "exchange", "exchanges"), units.Count(int64(res.Events), "watch event", "watch events"))
-	if res.Anomalies > 0 {
-		fmt.Fprintf(w, ", %d anomalies (see 'wtrace inspect')", res.Anomalies)
-	}
-	if res.LostBytes > 0 {
-		fmt.Fprintf(w, "; %s of TCP payload were not captured", units.Bytes(res.LostBytes))
-	}
-	if res.Skipped > 0 || res.DecodeErrors > 0 {
-		fmt.Fprintf(w, "; %d packets were not TCP and %d could not be decoded", res.Skipped, res.DecodeErrors)
-	}
-	if note != "" {
-		fmt.Fprintf(w, "; %s", note)
-	}
-	switch names := res.Files; {
-	case len(names) == 1:
-		fmt.Fprintf(w, ". Session file: %s (%s).\n", names[0], units.Bytes(res.Size))
-	case len(names) > 1:
-		fmt.Fprintf(w, ". Session files: %s … %s (%d files, %s in all).\n", names[0], names[len(names)-1], len(names), units.Bytes(res.Size))
-	default:
-		fmt.Fprintln(w, ".")
-	}
-}
-
-// loadKeyLog reads an NSS key log; an empty path gives an empty key log
-// (which a pcapng file's own secrets may fill).
-func loadKeyLog(path string) (*tlsdec.KeyLog, error) {
-	if path == "" {
-		return tlsdec.ParseKeyLog(strings.NewReader(""))
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, withHint(err, "check the path given to --keylog")
-	}
-	defer f.Close()
-	keys, err := tlsdec.ParseKeyLog(f)
-	if err != nil {
-		return nil, fmt.Errorf("reading key log %s: %w", path, err)
-	}
-	if st := keys.Stats(); st.Secrets == 0 {
-		return nil, withHint(fmt.Errorf("%s holds no TLS secrets (%d lines, %d not understood)", path, st.Lines, st.Bad),
-			"a key log has lines like: CLIENT_TRAFFIC_SECRET_0 <client random> <secret>")
-	}
-	return keys, nil
 }

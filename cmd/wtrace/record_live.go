@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -206,8 +205,8 @@ func runRecordIface(o *recordOptions) error {
 	if err != nil {
 		return recordError(err, "--iface "+o.iface)
 	}
-	printRecordSummary(s.err, fmt.Sprintf("%s (%s)", o.iface, filter), "for "+time.Since(start).Round(time.Millisecond).String(),
-		fmt.Sprintf("%d packets (%s)", res.Packets, units.Bytes(res.Bytes)), res, res.Note)
+	res.WriteSummary(s.err, fmt.Sprintf("%s (%s)", o.iface, filter), "for "+time.Since(start).Round(time.Millisecond).String(),
+		fmt.Sprintf("%d packets (%s)", res.Packets, units.Bytes(res.Bytes)), res.Note)
 	if res.Dropped > 0 {
 		fmt.Fprintf(s.err, "Warning: the kernel dropped %d packets that wtrace did not read in time; the session has gaps where they were.\n  Try: narrow the capture with --port and --host\n", res.Dropped)
 	}
@@ -292,10 +291,7 @@ func runRecordProxy(o *recordOptions) error {
 	if err != nil {
 		return listenError(err, listen)
 	}
-	logger := slog.New(slog.NewTextHandler(s.err, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	if o.logFormat == "json" {
-		logger = slog.New(slog.NewJSONHandler(s.err, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	}
+	logger := newLogger(s, o.logFormat, slog.LevelWarn)
 	var health net.Listener
 	if o.healthListen != "" {
 		if health, err = net.Listen("tcp", o.healthListen); err != nil {
@@ -319,13 +315,9 @@ func runRecordProxy(o *recordOptions) error {
 		OnStart: func(p *proxy.Proxy, _ *capture.Tee) {
 			url = p.URL
 			fmt.Fprintf(s.err, "Proxying %s → %s (context %s), recording to %s; Ctrl-C to finish.\n", p.URL, cl.Server, cl.Context, o.out)
-			pemBytes := p.CertPEM()
-			if pemBytes == nil {
+			if path, err := p.WriteCertFile(); path == "" {
 				fmt.Fprintf(s.err, "  kubectl --server %s get pods -A -w\n", p.URL)
-				return
-			}
-			path := filepath.Join(os.TempDir(), fmt.Sprintf("wtrace-proxy-%d.crt", os.Getpid()))
-			if err := os.WriteFile(path, pemBytes, 0o644); err == nil {
+			} else if err == nil {
 				certPath = path
 				fmt.Fprintf(s.err, "  The proxy's certificate is in %s:\n  kubectl --server %s --certificate-authority %s get pods -A -w\n", path, p.URL, path)
 			}
@@ -352,7 +344,7 @@ func runRecordProxy(o *recordOptions) error {
 	case err != nil:
 		return withHint(err, "check the kubeconfig with: kubectl config view --minify")
 	}
-	printRecordSummary(s.err, fmt.Sprintf("proxy %s → %s", url, cl.Server), "for "+time.Since(start).Round(time.Millisecond).String(),
-		units.Bytes(res.Bytes)+" proxied", res, res.Note)
+	res.WriteSummary(s.err, fmt.Sprintf("proxy %s → %s", url, cl.Server), "for "+time.Since(start).Round(time.Millisecond).String(),
+		units.Bytes(res.Bytes)+" proxied", res.Note)
 	return nil
 }

@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"net"
@@ -17,12 +14,10 @@ import (
 
 	"github.com/wtrace/wtrace/apiserver/world"
 	"github.com/wtrace/wtrace/edit"
-	"github.com/wtrace/wtrace/export"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/internal/healthz"
 	"github.com/wtrace/wtrace/internal/hostfilter"
 	"github.com/wtrace/wtrace/internal/outfile"
-	"github.com/wtrace/wtrace/internal/selfsigned"
 	"github.com/wtrace/wtrace/internal/units"
 	"github.com/wtrace/wtrace/replay"
 	"github.com/wtrace/wtrace/replay/record"
@@ -197,10 +192,10 @@ what is left is cut. A second signal exits at once (status 1).`,
 			if _, err := replay.ParsePace(o.pace); err != nil {
 				return usage("--pace %q: want recorded or quiet", o.pace)
 			}
-			if _, _, err := clientsOption(o.clients); err != nil {
+			if _, _, err := world.ParseClients(o.clients); err != nil {
 				return usage("--client: %v", err)
 			}
-			if o.exitWhenDone && !answersWrites(o.writes) {
+			if o.exitWhenDone && !replay.Writes(o.writes).AnswersWrites() {
 				return usage("--exit-when-done needs a replay that answers writes (--writes answer)")
 			}
 			if o.keepSecrets && o.out == "" {
@@ -251,35 +246,6 @@ what is left is cut. A second signal exits at once (status 1).`,
 	return c
 }
 
-// answersWrites reports whether a --writes mode makes a replay whose
-// world is the recording's environment.
-func answersWrites(mode string) bool {
-	w, err := replay.ParseWrites(mode)
-	return err == nil && (w == replay.WritesAnswer || w == replay.WritesApply)
-}
-
-// clientsOption turns --client selectors into replay.Options' Clients and
-// NoClients.
-func clientsOption(sel []string) ([]world.Client, bool, error) {
-	var cs []world.Client
-	none := false
-	for _, s := range sel {
-		if s == "none" {
-			none = true
-			continue
-		}
-		c, err := world.ParseClient(s)
-		if err != nil {
-			return nil, false, err
-		}
-		cs = append(cs, c)
-	}
-	if none && len(cs) > 0 {
-		return nil, false, errors.New("--client none excludes other --client selectors")
-	}
-	return cs, none, nil
-}
-
 func runReplay(o *replayOptions) error {
 	if err := noOverwrite([]string{o.out, o.kubeconfigOut}, o.path, o.cert, o.key); err != nil {
 		return err
@@ -290,30 +256,23 @@ func runReplay(o *replayOptions) error {
 		level = slog.LevelDebug
 	}
 	log := newLogger(s, o.logFormat, level)
-	say := func(msg string, args ...any) { // the banner and notes: lines, or log records in JSON
+	tell := func(text, msg string, args ...any) { // a line for a person, or a log record in JSON
 		if o.logFormat == "json" {
 			log.Info(msg, args...)
+		} else {
+			fmt.Fprintln(s.err, text)
 		}
 	}
 	return interruptible(func() {
-		if o.logFormat == "json" {
-			log.Info("replay: stopping: ending open watches cleanly; a second signal exits at once", "grace", o.shutdownGrace.String())
-			return
-		}
-		fmt.Fprintln(s.err, "\nStopping: ending open watches cleanly (Ctrl-C again to exit at once)")
-	}, func() {
-		if o.logFormat == "json" {
-			log.Warn("replay: aborted")
-			return
-		}
-		fmt.Fprintln(s.err, "Aborted.")
-	}, func(stopping context.Context) error { return serveReplay(stopping, o, log, say) })
+		tell("\nStopping: ending open watches cleanly (Ctrl-C again to exit at once)", "replay: stopping: ending open watches cleanly; a second signal exits at once", "grace", o.shutdownGrace.String())
+	}, func() { tell("Aborted.", "replay: aborted") },
+		func(stopping context.Context) error { return serveReplay(stopping, o, log, tell) })
 }
 
 // serveReplay serves the session until stopping is done (or, with
 // --exit-when-done, the clients are quiet), then shuts the server down
 // within --shutdown-grace.
-func serveReplay(stopping context.Context, o *replayOptions, log *slog.Logger, say func(string, ...any)) (err error) {
+func serveReplay(stopping context.Context, o *replayOptions, log *slog.Logger, tell func(text, msg string, args ...any)) (err error) {
 	s, sessionPath := o.s, o.path
 	f, err := openSession(sessionPath)
 	if err != nil {
@@ -337,7 +296,7 @@ func serveReplay(stopping context.Context, o *replayOptions, log *slog.Logger, s
 		AcceptHosts:  hostfilter.Split(o.acceptHosts),
 		RejectPaths:  hostfilter.Split(o.rejectPaths),
 	}
-	if opts.Clients, opts.NoClients, err = clientsOption(o.clients); err != nil {
+	if opts.Clients, opts.NoClients, err = world.ParseClients(o.clients); err != nil {
 		return &usageError{err}
 	}
 	if o.metrics {
@@ -346,21 +305,10 @@ func serveReplay(stopping context.Context, o *replayOptions, log *slog.Logger, s
 	if o.idleTimeout == 0 {
 		opts.IdleTimeout = -1 // never
 	}
-	if o.cert != "" {
-		cert, err := tls.LoadX509KeyPair(o.cert, o.key)
-		if err != nil {
-			return withHint(fmt.Errorf("loading --cert/--key: %w", err), "give a PEM certificate and its PEM private key")
-		}
-		opts.Certificate = &cert
-	} else if o.useTLS {
-		// Made now, so that the port answers probes over HTTPS while the
-		// session loads, with the certificate it serves afterwards.
-		host, _, _ := net.SplitHostPort(o.listen)
-		cert, _, err := selfsigned.New("wtrace replay", host, time.Now())
-		if err != nil {
-			return err
-		}
-		opts.Certificate = &cert
+	// Made now, so that the port answers probes over HTTPS while the
+	// session loads, with the certificate it serves afterwards.
+	if opts.Certificate, err = replay.Certificate(o.cert, o.key, o.useTLS, o.listen); err != nil {
+		return withHint(err, "give a PEM certificate and its PEM private key (--cert, --key)")
 	}
 	// The port answers (/livez; /readyz not ready yet) while the session
 	// is checked and its world loaded.
@@ -391,11 +339,7 @@ func serveReplay(stopping context.Context, o *replayOptions, log *slog.Logger, s
 		f = sk.File
 	}
 	for _, p := range f.Problems() {
-		if o.logFormat == "json" {
-			log.Warn("replay: session problem", "session", sessionPath, "err", p)
-		} else {
-			fmt.Fprintf(s.err, "Warning: %s: %v\n", sessionPath, p)
-		}
+		tell(fmt.Sprintf("Warning: %s: %v", sessionPath, p), "replay: session problem", "session", sessionPath, "err", p)
 	}
 	var rec *record.Recorder
 	if o.out != "" {
@@ -421,26 +365,17 @@ func serveReplay(stopping context.Context, o *replayOptions, log *slog.Logger, s
 		if rec == nil {
 			return
 		}
-		srv.Close() // every answer ends before the file, and the environment is complete
-		note := ""
-		if env := srv.Environment(); env != nil {
-			note = env.String()
-		}
-		res, cerr := rec.CloseNote(note)
+		res, cerr := rec.Close() // the server first: every answer ends before the file
 		if cerr != nil {
 			if err == nil {
 				err = fmt.Errorf("writing --out %s: %w", o.out, cerr)
 			}
 			return
 		}
-		if o.out == "-" {
-			return
+		if o.out != "-" {
+			tell(fmt.Sprintf("Recorded the run: %d exchanges, %d watch events into %s (%s).", res.Exchanges, res.Events, o.out, units.Bytes(res.Size)),
+				"replay: recorded the run", "exchanges", res.Exchanges, "events", res.Events, "file", o.out, "bytes", res.Size)
 		}
-		if o.logFormat == "json" {
-			log.Info("replay: recorded the run", "exchanges", res.Exchanges, "events", res.Events, "file", o.out, "bytes", res.Size)
-			return
-		}
-		fmt.Fprintf(s.err, "Recorded the run: %d exchanges, %d watch events into %s (%s).\n", res.Exchanges, res.Events, o.out, units.Bytes(res.Size))
 	}()
 	handed = true
 	pre.Handoff()
@@ -457,56 +392,25 @@ func serveReplay(stopping context.Context, o *replayOptions, log *slog.Logger, s
 			return withHint(fmt.Errorf("writing --kubeconfig-out: %w", err), "check that the directory exists and is writable")
 		}
 	}
+	banner := replay.BannerOptions{Session: sessionPath, Out: o.out, Kubeconfig: o.kubeconfigOut}
 	if o.logFormat == "json" {
-		idx := f.Index()
-		var events int64
-		for _, x := range idx.Exchanges {
-			events += x.Frames
-		}
-		say("replay: serving", "session", sessionPath, "exchanges", len(idx.Exchanges), "events", events, "url", srv.URL,
-			"speed", o.speed, "writes", o.writes, "losses", len(srv.Losses()))
+		srv.LogBanner(log, banner)
 	} else {
-		printReplayBanner(s.err, sessionPath, f, srv.URL, o, srv.Losses())
-	}
-	if env := srv.Environment(); env != nil {
-		if o.logFormat == "json" {
-			log.Info("replay: world", "changes", env.Changes, "clients", fmt.Sprint(env.Clients), "expected-writes", env.Writes)
-		} else {
-			fmt.Fprintf(s.err, "World: the recording's environment, %d changes (clients under test: %s; %d of their writes are the expected output, not replayed)\n",
-				env.Changes, env.Clients, env.Writes)
-		}
+		srv.WriteBanner(s.err, banner)
 	}
 	defer func() {
-		if env := srv.Environment(); env != nil {
-			if o.logFormat == "json" {
-				log.Info("replay: environment", "summary", env.String(), "dropped", len(env.Dropped))
-			} else {
-				fmt.Fprintf(s.err, "%s.\n", env)
-			}
-			for _, d := range env.Dropped {
-				if o.logFormat == "json" {
-					log.Info("replay: dropped", "type", d.Type, "resource", d.Resource.Resource, "key", d.Change.Key, "rv", d.Change.RV, "reason", d.Reason)
-				} else {
-					fmt.Fprintf(s.err, "  dropped: %s %s %s (recorded at rv %s): %s\n", d.Type, d.Resource.Resource, d.Change.Key, d.Change.RV, d.Reason)
-				}
-			}
+		if env := srv.Environment(); env != nil && o.logFormat == "json" {
+			env.Log(log)
+		} else if env != nil {
+			env.WriteText(s.err)
 		}
 	}()
 
-	if o.exitWhenDone {
-		if srv.Settle(stopping.Done(), o.quietWindow) {
-			say("replay: the environment was played and the clients are quiet: stopping")
-			if o.logFormat != "json" {
-				fmt.Fprintln(s.err, "The environment was played and the clients are quiet: stopping.")
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), o.shutdownGrace)
-			defer cancel()
-			srv.Shutdown(ctx)
-			return nil
-		}
+	if o.exitWhenDone && srv.Settle(stopping.Done(), o.quietWindow) {
+		tell("The environment was played and the clients are quiet: stopping.", "replay: the environment was played and the clients are quiet: stopping")
+	} else {
+		<-stopping.Done()
 	}
-
-	<-stopping.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), o.shutdownGrace)
 	defer cancel()
 	start := time.Now()
@@ -522,89 +426,11 @@ func serveReplay(stopping context.Context, o *replayOptions, log *slog.Logger, s
 // replayed, and how.
 func runLabels(sessionPath string, o *replayOptions) map[string]string {
 	l := map[string]string{"session": filepath.Base(sessionPath), "writes": o.writes}
-	if answersWrites(o.writes) {
+	if replay.Writes(o.writes).AnswersWrites() {
 		l["pace"] = o.pace
 		if len(o.clients) > 0 {
 			l["client"] = strings.Join(o.clients, " | ")
 		}
 	}
 	return l
-}
-
-// printReplayBanner says where the server listens and how to try it, and
-// what the session's damage lost.
-func printReplayBanner(w io.Writer, sessionPath string, f *formats.File, u string, o *replayOptions, losses []*replay.Loss) {
-	ov := export.NewOverview(f.Index())
-	speed := fmt.Sprintf("speed %g", o.speed)
-	switch {
-	case o.speed == 0:
-		speed = "as fast as clients read (--speed 0)"
-	case o.speed == 1:
-		speed = "original timing"
-	}
-	var lost int64
-	unknown := false
-	for _, l := range losses {
-		lost += max(l.Events, 0)
-		unknown = unknown || l.Events < 0
-	}
-	lostText := ""
-	switch {
-	case lost > 0 && unknown:
-		lostText = fmt.Sprintf("; at least %d of them lost to damage", lost)
-	case lost > 0:
-		lostText = fmt.Sprintf("; %d of them lost to damage", lost)
-	case unknown:
-		lostText = "; some of them maybe lost to damage"
-	}
-	fmt.Fprintf(w, "Replaying %s (%d exchanges, %d watch events over %s%s) at %s\n",
-		sessionPath, ov.Exchanges, ov.Events, time.Duration(ov.Last-ov.First).Round(time.Millisecond), lostText, speed)
-	if len(losses) > 0 {
-		fmt.Fprintf(w, "Warning: %s is damaged; what it lost is not served, and streams that cross it end cut:\n", sessionPath)
-		for _, l := range losses {
-			fmt.Fprintf(w, "  %v\n", l)
-		}
-	}
-	var modes []string
-	if o.loop {
-		modes = append(modes, "looping watch streams")
-	}
-	if o.hold {
-		modes = append(modes, "holding streams open")
-	}
-	if o.eventChunks {
-		modes = append(modes, "one chunk per event")
-	}
-	switch replay.Writes(o.writes) {
-	case replay.WritesApply:
-		modes = append(modes, "writes answered and applied to watches")
-	case replay.WritesReject:
-		modes = append(modes, "writes rejected (403)")
-	case replay.WritesRecorded:
-		modes = append(modes, "recorded answers only")
-	}
-	if o.out != "" {
-		modes = append(modes, "recording the run to "+o.out)
-	}
-	if len(modes) > 0 {
-		fmt.Fprintf(w, "Mode: %s\n", strings.Join(modes, ", "))
-	}
-	fmt.Fprintf(w, "Listening on %s\n", u)
-	curlFlags := "-N"
-	if o.useTLS {
-		curlFlags = "-N -k"
-	}
-	switch {
-	case ov.Watch != "":
-		fmt.Fprintf(w, "Try: curl %s '%s%s'\n", curlFlags, u, ov.Watch)
-	case ov.List != "":
-		fmt.Fprintf(w, "Try: curl %s '%s%s'\n", curlFlags, u, ov.List)
-	}
-	if o.kubeconfigOut != "" {
-		fmt.Fprintf(w, "Kubeconfig written to %s: kubectl --kubeconfig %s get …\n", o.kubeconfigOut, o.kubeconfigOut)
-		if ex := export.KubectlWatch(ov.Watch); ex != "" {
-			fmt.Fprintf(w, "  e.g. kubectl --kubeconfig %s %s\n", o.kubeconfigOut, ex)
-		}
-	}
-	fmt.Fprintln(w, "Press Ctrl-C to stop.")
 }

@@ -40,7 +40,7 @@ func TestReplayBannerDamage(t *testing.T) {
 		t.Fatalf("Losses() = %v; want one loss of events", ls)
 	}
 	var b bytes.Buffer
-	printReplayBanner(&b, damaged, f, "http://127.0.0.1:8080", &replayOptions{speed: 1}, ls)
+	srv.WriteBanner(&b, replay.BannerOptions{Session: damaged})
 	banner := b.String()
 	for _, want := range []string{
 		fmt.Sprintf("200 watch events over 30.005s; %d of them lost to damage", ls[0].Events),

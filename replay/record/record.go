@@ -105,8 +105,10 @@ func (r *Recorder) BindServer(s *replay.Server) {
 // closed already is left as it is), then records what is still queued,
 // ends what is still open (as cut by the end of the recording), writes
 // the Summary and closes the file: whichever of a Server and its Recorder
-// is closed first, the run is the same. It returns what was recorded:
-// Files, Size, and the Tee's Stats. Later calls return the same.
+// is closed first, the run is the same. The Summary's note says what the
+// one Server recording into r did with the recording's environment
+// (EnvironmentReport.String), if it answered writes. It returns what was
+// recorded: Files, Size, and the Tee's Stats. Later calls return the same.
 func (r *Recorder) Close() (capture.Result, error) { return r.CloseNote("") }
 
 // CloseNote is Close with a note for the Summary (what the replay did with
@@ -119,6 +121,9 @@ func (r *Recorder) CloseNote(note string) (capture.Result, error) {
 		r.mu.Unlock()
 		for _, s := range servers {
 			s.Close()
+			if env := s.Environment(); env != nil && note == "" && len(servers) == 1 {
+				note = env.String()
+			}
 		}
 		r.res, r.err = r.tee.Close(note)
 	})

@@ -1,0 +1,158 @@
+package replay
+
+import (
+	"crypto/tls"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/wtrace/wtrace/export"
+	"github.com/wtrace/wtrace/internal/selfsigned"
+)
+
+// BannerOptions is what WriteBanner says beyond what the Server knows.
+type BannerOptions struct {
+	// Session is the session file's name as the user gave it.
+	Session string
+	// Out names where the run is recorded (wtrace replay --out), if it is.
+	Out string
+	// Kubeconfig names the kubeconfig written for the server, if one was.
+	Kubeconfig string
+}
+
+// WriteBanner writes what a started Server serves, for a person: the
+// session, its span and what damage lost of it, the timing and modes, the
+// URL with a command to try it, and the world's environment.
+func (s *Server) WriteBanner(w io.Writer, b BannerOptions) {
+	ov := export.NewOverview(s.file.Index())
+	speed := fmt.Sprintf("speed %g", s.speed)
+	switch s.speed {
+	case 0:
+		speed = "as fast as clients read (--speed 0)"
+	case 1:
+		speed = "original timing"
+	}
+	losses := s.Losses()
+	var lost int64
+	unknown := false
+	for _, l := range losses {
+		lost += max(l.Events, 0)
+		unknown = unknown || l.Events < 0
+	}
+	lostText := ""
+	switch {
+	case lost > 0 && unknown:
+		lostText = fmt.Sprintf("; at least %d of them lost to damage", lost)
+	case lost > 0:
+		lostText = fmt.Sprintf("; %d of them lost to damage", lost)
+	case unknown:
+		lostText = "; some of them maybe lost to damage"
+	}
+	fmt.Fprintf(w, "Replaying %s (%d exchanges, %d watch events over %s%s) at %s\n",
+		b.Session, ov.Exchanges, ov.Events, time.Duration(ov.Last-ov.First).Round(time.Millisecond), lostText, speed)
+	if len(losses) > 0 {
+		fmt.Fprintf(w, "Warning: %s is damaged; what it lost is not served, and streams that cross it end cut:\n", b.Session)
+		for _, l := range losses {
+			fmt.Fprintf(w, "  %v\n", l)
+		}
+	}
+	var modes []string
+	for _, m := range []struct {
+		on   bool
+		what string
+	}{
+		{s.opts.Loop, "looping watch streams"},
+		{s.opts.Hold, "holding streams open"},
+		{s.opts.EventChunks, "one chunk per event"},
+		{s.writes == WritesApply, "writes answered and applied to watches"},
+		{s.writes == WritesReject, "writes rejected (403)"},
+		{s.writes == WritesRecorded, "recorded answers only"},
+		{b.Out != "", "recording the run to " + b.Out},
+	} {
+		if m.on {
+			modes = append(modes, m.what)
+		}
+	}
+	if len(modes) > 0 {
+		fmt.Fprintf(w, "Mode: %s\n", strings.Join(modes, ", "))
+	}
+	fmt.Fprintf(w, "Listening on %s\n", s.URL)
+	curlFlags := "-N"
+	if strings.HasPrefix(s.URL, "https:") {
+		curlFlags = "-N -k"
+	}
+	switch {
+	case ov.Watch != "":
+		fmt.Fprintf(w, "Try: curl %s '%s%s'\n", curlFlags, s.URL, ov.Watch)
+	case ov.List != "":
+		fmt.Fprintf(w, "Try: curl %s '%s%s'\n", curlFlags, s.URL, ov.List)
+	}
+	if b.Kubeconfig != "" {
+		fmt.Fprintf(w, "Kubeconfig written to %s: kubectl --kubeconfig %s get …\n", b.Kubeconfig, b.Kubeconfig)
+		if ex := export.KubectlWatch(ov.Watch); ex != "" {
+			fmt.Fprintf(w, "  e.g. kubectl --kubeconfig %s %s\n", b.Kubeconfig, ex)
+		}
+	}
+	fmt.Fprintln(w, "Press Ctrl-C to stop.")
+	if env := s.Environment(); env != nil {
+		fmt.Fprintf(w, "World: the recording's environment, %d changes (clients under test: %s; %d of their writes are the expected output, not replayed)\n",
+			env.Changes, env.Clients, env.Writes)
+	}
+}
+
+// LogBanner is WriteBanner for a structured log: one Info record of what
+// the Server serves, and one of its world's environment.
+func (s *Server) LogBanner(log *slog.Logger, b BannerOptions) {
+	idx := s.file.Index()
+	var events int64
+	for _, x := range idx.Exchanges {
+		events += x.Frames
+	}
+	log.Info("replay: serving", "session", b.Session, "exchanges", len(idx.Exchanges), "events", events, "url", s.URL,
+		"speed", s.speed, "writes", string(s.writes), "losses", len(s.Losses()))
+	if env := s.Environment(); env != nil {
+		log.Info("replay: world", "changes", env.Changes, "clients", env.Clients, "expected-writes", env.Writes)
+	}
+}
+
+// WriteText writes the one-line summary and a line for each dropped
+// change, for a person.
+func (r *EnvironmentReport) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "%s.\n", r)
+	for _, d := range r.Dropped {
+		fmt.Fprintf(w, "  dropped: %s %s %s (recorded at rv %s): %s\n", d.Type, d.Resource.Resource, d.Change.Key, d.Change.RV, d.Reason)
+	}
+}
+
+// Log is WriteText for a structured log.
+func (r *EnvironmentReport) Log(log *slog.Logger) {
+	log.Info("replay: environment", "summary", r.String(), "dropped", len(r.Dropped))
+	for _, d := range r.Dropped {
+		log.Info("replay: dropped", "type", d.Type, "resource", d.Resource.Resource, "key", d.Change.Key, "rv", d.Change.RV, "reason", d.Reason)
+	}
+}
+
+// Certificate is the certificate a Server started with StartTLS serves:
+// the PEM pair in certFile and keyFile, or with generate a self-signed one
+// for the host of listen (host:port) — nil when neither is asked for.
+func Certificate(certFile, keyFile string, generate bool, listen string) (*tls.Certificate, error) {
+	switch {
+	case certFile != "":
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("loading the certificate %s and key %s: %w", certFile, keyFile, err)
+		}
+		return &cert, nil
+	case generate:
+		host, _, _ := net.SplitHostPort(listen)
+		cert, _, err := selfsigned.New("wtrace replay", host, time.Now())
+		if err != nil {
+			return nil, err
+		}
+		return &cert, nil
+	}
+	return nil, nil
+}
