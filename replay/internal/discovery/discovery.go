@@ -263,23 +263,9 @@ func contains(xs []string, s string) bool {
 // IsCollection reports whether an API path names a collection (a LIST or
 // WATCH target), not one object.
 func IsCollection(path string) bool {
-	segs := strings.Split(strings.Trim(path, "/"), "/")
-	var rest []string
-	switch {
-	case len(segs) >= 3 && segs[0] == "api":
-		rest = segs[2:]
-	case len(segs) >= 4 && segs[0] == "apis":
-		rest = segs[3:]
-	default:
-		return false
-	}
-	if len(rest) > 0 && rest[0] == "watch" {
-		rest = rest[1:]
-	}
-	if len(rest) >= 2 && rest[0] == "namespaces" {
-		return len(rest) == 3
-	}
-	return len(rest) == 1
+	p, _ := apipath.StripWatchSegment(path)
+	r, ok := apipath.ParseResource(p)
+	return ok && r.Name == ""
 }
 
 // kindOf reads the kind of the objects exchange x carries: from its first

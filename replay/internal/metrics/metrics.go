@@ -218,30 +218,17 @@ func parseRequestInfo(method, target string) requestInfo {
 	ri := requestInfo{verb: strings.ToLower(method)}
 	path, rawQuery, _ := strings.Cut(target, "?")
 	path, watch := apipath.StripWatchSegment(path)
-	segs := strings.Split(strings.Trim(path, "/"), "/")
-	var rest []string
-	switch {
-	case len(segs) >= 3 && segs[0] == "api":
-		rest = segs[2:]
-	case len(segs) >= 4 && segs[0] == "apis":
-		ri.group, rest = segs[1], segs[3:]
-	default:
+	r, ok := apipath.ParseResource(path)
+	if !ok {
 		return ri
 	}
 	q, _ := url.ParseQuery(rawQuery)
 	for _, v := range q["dryRun"] {
 		ri.dryRun = ri.dryRun || v != ""
 	}
-	// namespaces/NAME/RESOURCE…, except a namespace's own status and
-	// finalize (kube's namespaceSubresources).
-	if len(rest) >= 3 && rest[0] == "namespaces" && rest[2] != "status" && rest[2] != "finalize" {
-		rest = rest[2:]
-	}
-	ri.resource = rest[0]
-	named := len(rest) >= 2
-	if len(rest) >= 3 {
-		ri.subresource = rest[2]
-	}
+	ri.group, ri.resource = r.Group, r.Resource
+	ri.subresource, _, _ = strings.Cut(r.Subresource, "/")
+	named := r.Name != ""
 	switch method {
 	case http.MethodGet, http.MethodHead:
 		switch {
