@@ -53,6 +53,10 @@
 //     object the run deleted. The log says which (Info lines,
 //     "environment change dropped"), as do Server.Environment and the run
 //     file's Summary.
+//   - A change to an object the session never showed before (a watch
+//     whose LIST the capture missed) is served as recorded: its DELETED
+//     is not dropped, its first MODIFIED stays a MODIFIED — the object
+//     existed, the session just began after it.
 //   - Pace (Options.Pace, --pace): PaceRecorded applies each change at its
 //     recorded time scaled by Speed, on a timeline that starts when the
 //     run's clients first watch (their informers started, after a leader
