@@ -83,36 +83,8 @@ func PeekEvent(f Format, data []byte) (Meta, []byte, error) {
 	if len(object) == 0 || object[0] != '{' {
 		return Meta{}, nil, fmt.Errorf("%w: json event without an object", ErrInvalid)
 	}
-	werr = eachMember(object, func(key, val []byte, at int) bool {
-		switch {
-		case keyIs(key, "kind"):
-			m.Kind, err = jsonString(val, at)
-		case keyIs(key, "apiVersion"):
-			m.APIVersion, err = jsonString(val, at)
-		case keyIs(key, "metadata"):
-			if len(val) > 0 && val[0] == '{' {
-				err = peekJSONMeta(val, &m)
-			}
-		case keyIs(key, "code"):
-			if n, perr := strconv.ParseInt(string(val), 10, 32); perr == nil {
-				m.Code = int32(n)
-			}
-		case keyIs(key, "reason"):
-			if len(val) > 0 && val[0] == '"' {
-				m.Reason, err = jsonString(val, at)
-			}
-		case keyIs(key, "message"):
-			if len(val) > 0 && val[0] == '"' {
-				m.Message, err = jsonString(val, at)
-			}
-		}
-		return err == nil
-	})
-	if werr == nil {
-		werr = err
-	}
-	if werr != nil {
-		return Meta{}, nil, werr
+	if err := peekJSONObject(object, &m, true); err != nil {
+		return Meta{}, nil, err
 	}
 	if m.Type != "ERROR" {
 		m.Code, m.Reason, m.Message = 0, "", ""
@@ -134,6 +106,16 @@ func PeekObject(f Format, apiVersion, kind string, object []byte) (Meta, error) 
 		return m, err
 	}
 	m := Meta{APIVersion: apiVersion, Kind: kind}
+	if err := peekJSONObject(object, &m, false); err != nil {
+		return Meta{}, err
+	}
+	return m, nil
+}
+
+// peekJSONObject reads a JSON object's kind, apiVersion and metadata
+// into m, and with status a Status's code, reason and message too, in one
+// walk.
+func peekJSONObject(object []byte, m *Meta, status bool) error {
 	var err error
 	werr := eachMember(object, func(key, val []byte, at int) bool {
 		switch {
@@ -143,7 +125,20 @@ func PeekObject(f Format, apiVersion, kind string, object []byte) (Meta, error) 
 			m.APIVersion, err = jsonString(val, at)
 		case keyIs(key, "metadata"):
 			if len(val) > 0 && val[0] == '{' {
-				err = peekJSONMeta(val, &m)
+				err = peekJSONMeta(val, m)
+			}
+		case !status:
+		case keyIs(key, "code"):
+			if n, perr := strconv.ParseInt(string(val), 10, 32); perr == nil {
+				m.Code = int32(n)
+			}
+		case keyIs(key, "reason"):
+			if len(val) > 0 && val[0] == '"' {
+				m.Reason, err = jsonString(val, at)
+			}
+		case keyIs(key, "message"):
+			if len(val) > 0 && val[0] == '"' {
+				m.Message, err = jsonString(val, at)
 			}
 		}
 		return err == nil
@@ -151,10 +146,7 @@ func PeekObject(f Format, apiVersion, kind string, object []byte) (Meta, error) 
 	if werr == nil {
 		werr = err
 	}
-	if werr != nil {
-		return Meta{}, werr
-	}
-	return m, nil
+	return werr
 }
 
 // peekJSONMeta reads name, namespace, resourceVersion and the
