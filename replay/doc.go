@@ -318,6 +318,13 @@
 // without blocking once a second, so a client that disconnects is noticed
 // within 2 s (or by a write to it that fails), and everything it held is
 // released.
+// A watch the world serves (every watch of a replay that answers writes)
+// parks the same way between its events: it is woken by the world's
+// changes (one goroutine waits on them for all), sends what its scope
+// sees, and parks again. Its events are encoded once for all the watches
+// of a scope and plain encoding (world.Watch.Take), so ten thousand
+// watchers of a resource cost one writev each per change
+// (BenchmarkLateness, docs/BENCHMARKS.md).
 // Elsewhere (a FakeClock, TLS, Follow, other platforms) the stream keeps
 // its goroutine and waits in a read of its connection with the read
 // deadline as its timer (plain TCP on the real clock), or on a timer with a
@@ -335,8 +342,9 @@
 // session shows (their bytes, not decoded objects), up to
 // Options.StateBytes (1 GiB by default; New fails beyond it, and
 // WritesRecorded keeps no world). Serving a recorded event with the world
-// costs an atomic load while nothing is shifted; a transcoded event is
-// decoded and encoded again for each client. The request log keeps the
+// costs an atomic load while nothing is shifted; a transcoded recorded
+// event is decoded and encoded again for each client (the world's own
+// events, once per scope and encoding). The request log keeps the
 // first Options.MaxRequests requests (100,000 by default), with the
 // bodies of writes and of their answers (3 MiB each at most).
 //
@@ -375,5 +383,6 @@
 // sched.go (the streamer as the scheduler's stream); flow.go serves with
 // the world: recorded streams whose resourceVersions move its point,
 // rewritten, transcoded or joined by the clients' writes, the world's own
-// watches, recorded bodies transcoded. out.go is the request log and Out.
+// watches (worldwatch.go: parked, woken by its changes), recorded bodies
+// transcoded. out.go is the request log and Out.
 package replay

@@ -335,7 +335,8 @@ const DeliveryWait = 100 * time.Millisecond
 type deliveries struct {
 	mu      sync.Mutex
 	watches map[*world.Watch]struct{}
-	ch      chan struct{} // closed and replaced when a watch caught up
+	ch      chan struct{} // closed and replaced when a watch caught up, while a write waits
+	waiting atomic.Int32  // writes in wait
 }
 
 func newDeliveries() *deliveries {
@@ -355,8 +356,13 @@ func (d *deliveries) remove(wt *world.Watch) {
 	d.caughtUp()
 }
 
-// caughtUp says that a watch has sent everything it had.
+// caughtUp says that a watch has sent everything it had. It costs an
+// atomic load while no write waits (every watcher calls it at every
+// change).
 func (d *deliveries) caughtUp() {
+	if d.waiting.Load() == 0 {
+		return
+	}
 	d.mu.Lock()
 	close(d.ch)
 	d.ch = make(chan struct{})
@@ -373,6 +379,10 @@ const deliveryGrace = 2 * time.Millisecond
 // rv (and deliveryGrace has passed), after DeliveryWait, or when done is
 // closed.
 func (d *deliveries) wait(rv uint64, done <-chan struct{}) {
+	// Counted before the first look at the watches: a watch that catches
+	// up after it closes the channel that look took.
+	d.waiting.Add(1)
+	defer d.waiting.Add(-1)
 	defer func() {
 		t := time.NewTimer(deliveryGrace)
 		defer t.Stop()

@@ -76,6 +76,11 @@ func TestFloorServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A replay that answers writes serves every watcher the world's one
+	// timeline, from the first request (see TestLatenessServer): so does
+	// the floor then, and every watcher's chunk is due at the same moment.
+	oneTimeline := Writes(os.Getenv("WTRACE_LATENESS_WRITES")).AnswersWrites()
+	var first time.Time
 	add := make(chan *floorWatcher, 1024)
 	var idles []net.Conn // kept open (a lost net.Conn is closed by its finalizer)
 	go func() {
@@ -100,6 +105,12 @@ func TestFloorServer(t *testing.T) {
 				}
 				if len(l) <= 2 {
 					arrival := time.Now()
+					if first.IsZero() {
+						first = arrival
+					}
+					if oneTimeline {
+						arrival = first
+					}
 					hd := make([]byte, 0, len(head)+128)
 					hd = append(hd, head...)
 					hd = append(hd, "X-Arrival: "...)

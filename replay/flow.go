@@ -337,6 +337,16 @@ func (s *Server) serveStoreWatch(st *streamer, wt *world.Watch) {
 		return
 	}
 	s.deliv.add(wt)
+	if st.own != nil && st.own.park {
+		// On the scheduler's path (see worldwatch.go).
+		s.waker.add(st)
+		st.release = func() {
+			s.waker.remove(st)
+			s.deliv.remove(wt)
+		}
+		st.runRest((&storeWatchCont{st: st, wt: wt}).step)
+		return
+	}
 	defer s.deliv.remove(wt)
 	forever := st.s.clock.Now().Add(100 * 365 * 24 * time.Hour)
 	for {

@@ -186,6 +186,10 @@ func (s *Server) answer(st *streamer, rt *route, r *http.Request, target string)
 
 // answerEnd ends the stream and logs the request.
 func (s *Server) answerEnd(st *streamer, rt *route, target string) {
+	if st.release != nil {
+		st.release()
+		st.release = nil
+	}
 	st.done()
 	st.tap.finish(rt, st, st.endsClean())
 	s.met.Answered(st.method, target, st.tap.req.Status, rt.how, st.tap.req.Transcoded)

@@ -5,8 +5,10 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -285,3 +287,69 @@ func TestParkedTiming(t *testing.T) {
 func parkedOf(s *Server) int    { n, _, _ := s.schedStats(); return n }
 func steppedOf(s *Server) int64 { _, n, _ := s.schedStats(); return n }
 func handedOf(s *Server) int64  { _, _, n := s.schedStats(); return n }
+
+// TestParkedWorldWatches: watches of the world (the default writes mode)
+// park in the scheduler like recorded ones, without a goroutine each;
+// a client's write wakes them, each gets its event (one encoding shared
+// by all), and they park again; timeoutSeconds still ends them cleanly.
+func TestParkedWorldWatches(t *testing.T) {
+	needScheduler(t)
+	path := corpusSession(t, "basic-json")
+	srv := newTestServer(t, path, Options{Writes: WritesAnswer, Speed: 0, Pace: PaceQuiet})
+	const n = 200
+	// A scope the recording never shows: only the test's writes are in it.
+	const target = "/api/v1/namespaces/corpus-basic/configmaps?watch=true&labelSelector=parked%3Dyes"
+	first := rawGet(t, srv.URL, target)
+	wttest.WaitFor(t, time.Minute, func() bool { return parkedOf(srv) == 1 }, "the first world watch to park")
+	runtime.GC()
+	g0 := runtime.NumGoroutine()
+	ws := []*rawResponse{first}
+	for i := 1; i < n; i++ {
+		ws = append(ws, rawGet(t, srv.URL, target))
+	}
+	timed := rawGet(t, srv.URL, target+"&timeoutSeconds=1")
+	wttest.WaitFor(t, time.Minute, func() bool { return parkedOf(srv) == n+1 }, "the %d world watches to park", n+1)
+	const slack = 50
+	wttest.WaitFor(t, time.Minute, func() bool { return runtime.NumGoroutine() <= g0+slack },
+		"the goroutines to settle with %d parked world watches (%d before, slack %d)", n, g0, slack)
+	if cs, err := timed.chunks(); err != io.EOF || len(cs) != 0 {
+		t.Fatalf("watch with timeoutSeconds=1: %d chunks, end %v; want none and the terminating chunk", len(cs), err)
+	}
+
+	for _, step := range []struct{ method, path, body, want string }{
+		{"POST", "/api/v1/namespaces/corpus-basic/configmaps",
+			`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"parked","labels":{"parked":"yes"}},"data":{"k":"v"}}`, `"type":"ADDED"`},
+		{"DELETE", "/api/v1/namespaces/corpus-basic/configmaps/parked", "", `"type":"DELETED"`},
+	} {
+		req, err := http.NewRequest(step.method, srv.URL+step.path, strings.NewReader(step.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			t.Fatalf("%s %s: %s", step.method, step.path, resp.Status)
+		}
+		var one []byte
+		for i, w := range ws {
+			c, err := w.nextChunk()
+			if err != nil || !bytes.Contains(c, []byte(step.want)) || !bytes.Contains(c, []byte(`"name":"parked"`)) {
+				t.Fatalf("%s: watch %d got %q, %v; want the %s event of the ConfigMap", step.method, i, c, err, step.want)
+			}
+			if one == nil {
+				one = c
+			} else if !bytes.Equal(c, one) {
+				t.Fatalf("%s: watch %d got other bytes than watch 0:\n%s\n%s", step.method, i, c, one)
+			}
+		}
+		wttest.WaitFor(t, time.Minute, func() bool { return parkedOf(srv) == n }, "the world watches to park again after the %s", step.method)
+	}
+	if steppedOf(srv) < 2*n {
+		t.Fatalf("%d streams stepped on the scheduler; want the %d watches' events sent there", steppedOf(srv), 2*n)
+	}
+}

@@ -191,10 +191,13 @@ type streamer struct {
 	// unwinds and returns, and the scheduler runs rest again when it is
 	// due — itself (inSched), or on a new goroutine when that could block
 	// (needGo).
-	handed  bool
-	sc      *pace.Scheduler // the shard the stream parks in
-	rt      *route          // for the end of the stream (see answer)
-	rest    func()
+	handed bool
+	sc     *pace.Scheduler // the shard the stream parks in
+	rt     *route          // for the end of the stream (see answer)
+	rest   func()
+	// release, if set, is called once when the stream ends (its rest
+	// outlives serve).
+	release func()
 	parked  bool
 	parkAt  time.Time // zero: no time (only the client leaving or Close)
 	inSched bool

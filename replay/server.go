@@ -187,6 +187,7 @@ type Server struct {
 	env          *envDriver   // applies the environment to a Live world (WritesAnswer, WritesApply); nil otherwise
 	act          *activity    // what the clients are doing (PaceQuiet, Settle)
 	deliv        *deliveries  // the world's watches, for a write's answer to wait for its events
+	waker        waker        // wakes the world's parked watches at its changes (see worldwatch.go)
 	maxRequests  int
 	seq          atomic.Int64     // numbers the requests in arrival order
 	rec          *recording       // what is derived from the recorded exchanges (cached)
@@ -269,6 +270,7 @@ func New(f *formats.File, opts Options) (*Server, error) {
 	}
 	s.act = newActivity()
 	s.deliv = newDeliveries()
+	s.waker.s = s
 	live := writes == WritesAnswer || writes == WritesApply
 	if live && opts.Loop {
 		return nil, fmt.Errorf("replay: Loop replays recorded streams, which a replay that answers writes (--writes %s) does not serve: use --writes reject or recorded", writes)

@@ -56,6 +56,7 @@ type loader struct {
 	watches  map[int64]*watchRead
 	watchIDs []int64
 	mids     map[int64]string // MidstreamTargets
+	pre      *bodyPrefetch    // bodies read ahead (nil: none)
 }
 
 // watchRead is one watch whose events the loader reads.
@@ -104,6 +105,12 @@ func Load(f *formats.File, opts Options) (*Store, error) {
 		l.mids = MidstreamTargets(f)
 	}
 	idx := f.Index()
+	l.pre = startPrefetch(f, idx, opts.Until)
+	defer func() {
+		if l.pre != nil { // an early return
+			l.pre.close()
+		}
+	}()
 	for i := range idx.Exchanges {
 		if err := l.exchange(&idx.Exchanges[i]); err != nil {
 			if errors.Is(err, ErrTooLarge) {
@@ -111,6 +118,10 @@ func Load(f *formats.File, opts Options) (*Store, error) {
 			}
 			continue // an exchange that cannot be read adds nothing
 		}
+	}
+	if l.pre != nil {
+		l.pre.close()
+		l.pre = nil
 	}
 	if err := l.readWatches(); err != nil {
 		return nil, err
@@ -240,12 +251,24 @@ func bodyFormat(h []formats.Header) frame.Format {
 	return frame.Unknown
 }
 
-// body reads an exchange's whole response body, decoded if gzip'd.
+// body reads an exchange's whole response body, decoded if gzip'd: read
+// ahead by the prefetch when it could be.
 func (l *loader) body(x *formats.ExchangeInfo) ([]byte, error) {
+	if l.pre != nil {
+		if b, err, ok := l.pre.take(x); ok {
+			return b, err
+		}
+	}
+	return readBody(l.f, x)
+}
+
+// readBody reads exchange x's whole response body from f, decoded if
+// gzip'd.
+func readBody(f *formats.File, x *formats.ExchangeInfo) ([]byte, error) {
 	if x.BodyBytes > maxBody {
 		return nil, fmt.Errorf("state: exchange %d: %d bytes (limit %d)", x.Request.Exchange, x.BodyBytes, maxBody)
 	}
-	sc := l.f.ExchangeRecords(x.Request.Exchange)
+	sc := f.ExchangeRecords(x.Request.Exchange)
 	var b []byte
 	for {
 		rec, err := sc.Next()

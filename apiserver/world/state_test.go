@@ -678,6 +678,40 @@ func TestStoreWatch(t *testing.T) {
 	if n != len(evs)-1 {
 		t.Fatalf("table watch from the first event: %d events; want the %d after it", n, len(evs)-1)
 	}
+	// Watches of one scope and plain encoding share each event's bytes
+	// (encoded once); a Table is the watch's own (its first event carries
+	// the columns), and so is a scope's view of a change.
+	a := open(url.Values{"resourceVersion": {evs[0].rv}}, "application/json")
+	b := open(url.Values{"resourceVersion": {evs[0].rv}}, "application/json")
+	tw2 := open(url.Values{"resourceVersion": {evs[0].rv}}, "application/json;as=Table;v=v1;g=meta.k8s.io")
+	for i := 0; ; i++ {
+		ea, oka := a.Next()
+		eb, okb := b.Next()
+		if oka != okb {
+			t.Fatalf("event %d: one watch has it, the other not", i)
+		}
+		if !oka {
+			break
+		}
+		ba, err := a.Take(ea)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bb, err := b.Take(eb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(ba, bb) || &ba[0] != &bb[0] {
+			t.Fatalf("event %d: the two watches' bytes are not one shared encoding", i)
+		}
+		if i == 0 {
+			ev, _ := tw2.Next()
+			tb, err := tw2.Take(ev)
+			if err != nil || !bytes.Contains(tb, []byte(`"columnDefinitions":[{`)) {
+				t.Fatalf("a second Table watch's first event lacks the columns: %s, %v", tb, err)
+			}
+		}
+	}
 	ew := open(url.Values{"resourceVersion": {"3"}}, "application/json")
 	if !ew.Expired() || len(ew.Initial()) != 1 || !bytes.Contains(ew.Initial()[0], []byte(`"code":410`)) {
 		t.Fatalf("watch from 3: expired=%v %q", ew.Expired(), ew.Initial())

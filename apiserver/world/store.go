@@ -170,6 +170,11 @@ type Store struct {
 	// (math.MaxUint64: none). Written with mu held.
 	fastPoint atomic.Uint64
 	shiftFrom atomic.Uint64
+
+	// frames are the framed watch events Watch.Take encoded last, shared
+	// by every watch that sends the same change in the same encoding
+	// (guarded by mu).
+	frames frameCache
 }
 
 // Info returns what the store knows of resource r: from the session, else

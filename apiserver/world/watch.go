@@ -324,7 +324,10 @@ func (wt *Watch) matches(e *entry) bool {
 
 // Take encodes ev (returned by Next) as a framed event and advances the
 // watch past it. A recorded change moves the world's point to it
-// (Store.Observe), so it goes out with its served resourceVersion.
+// (Store.Observe), so it goes out with its served resourceVersion. The
+// bytes may be shared with other watches that send the same change in
+// the same encoding (many clients watching one resource encode it once):
+// the caller must not modify them.
 func (wt *Watch) Take(ev WatchEvent) ([]byte, error) {
 	s := wt.s
 	if ev.Expired {
@@ -342,6 +345,18 @@ func (wt *Watch) Take(ev WatchEvent) ([]byte, error) {
 		served = s.clk.observe(ev.e.rv)
 		s.publish()
 	}
+	wt.cursor = served
+	// A plain encoding depends on the change, its type and served
+	// resourceVersion alone (a Table's rows, on the watch's columns and
+	// the time: not shared).
+	key := frameKey{e: ev.e, prev: ev.prev, typ: ev.typ, served: served, media: wt.w.Media}
+	shared := wt.w.Media.Plain()
+	if shared {
+		if b, ok := s.frames.get(key); ok {
+			s.mu.Unlock()
+			return b, nil
+		}
+	}
 	src := ev.e
 	if ev.prev != nil {
 		src = ev.prev
@@ -350,7 +365,6 @@ func (wt *Watch) Take(ev WatchEvent) ([]byte, error) {
 	if err == nil && (ev.prev != nil || !ev.e.synth && served != ev.e.rv) {
 		o, err = setRV(o, formatRV(served))
 	}
-	wt.cursor = served
 	s.mu.Unlock()
 	if err != nil {
 		return nil, err
@@ -359,7 +373,56 @@ func (wt *Watch) Take(ev WatchEvent) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return wt.w.Frame(b), nil
+	b = wt.w.Frame(b)
+	if shared {
+		s.mu.Lock()
+		s.frames.put(key, b)
+		s.mu.Unlock()
+	}
+	return b, nil
+}
+
+// frameKey names one framed watch event: a change as one scope sees it
+// (its type; prev, the version before, for a scope exit), at its served
+// resourceVersion, in one plain encoding.
+type frameKey struct {
+	e, prev *entry
+	typ     EventType
+	served  uint64
+	media   codec.Media
+}
+
+// frameCacheSize is how many framed events a Store keeps for watches to
+// share: the watchers of a change take it within moments of each other,
+// so the last few changes in each encoding are enough.
+const frameCacheSize = 64
+
+// frameCache keeps the last frameCacheSize framed events (oldest out
+// first). Not safe for concurrent use: the Store's lock guards it.
+type frameCache struct {
+	m    map[frameKey][]byte
+	ring [frameCacheSize]frameKey
+	next int
+}
+
+func (c *frameCache) get(k frameKey) ([]byte, bool) {
+	b, ok := c.m[k]
+	return b, ok
+}
+
+func (c *frameCache) put(k frameKey, b []byte) {
+	if _, ok := c.m[k]; ok {
+		return
+	}
+	if c.m == nil {
+		c.m = make(map[frameKey][]byte, frameCacheSize)
+	}
+	if len(c.m) == frameCacheSize {
+		delete(c.m, c.ring[c.next])
+	}
+	c.ring[c.next] = k
+	c.next = (c.next + 1) % frameCacheSize
+	c.m[k] = b
 }
 
 // Bookmark returns a framed BOOKMARK event at the watch's position.

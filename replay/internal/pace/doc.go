@@ -3,7 +3,9 @@
 // that carries waiting streams without a goroutine each — a heap by due
 // time, one goroutine that fires each due stream and writes its batches
 // with one non-blocking writev each (Writev), and a sweep that notices
-// clients that left.
+// clients that left. A stream that waits for something other than time
+// (a watch of the world, for its next change) parks with no due time and
+// is made due by Wake, from any goroutine, without a Wake ever lost.
 //
 // Contract: a Scheduler never blocks on a client: its writes and reads
 // are non-blocking, and what could block is the Stream's to hand to a

@@ -40,6 +40,9 @@ type Stream interface {
 // ready.
 type Slot struct {
 	idx int // in the heap; -1 out of it
+	// woken: Wake came while the stream was out of the heap (its owner
+	// or Fire was carrying it): it is due at once when next pushed.
+	woken bool
 }
 
 // Scheduler carries the waiting streams of a server without a goroutine
@@ -101,8 +104,48 @@ func (sc *Scheduler) Writev(rc syscall.RawConn, bufs [][]byte) (int64, error) {
 	return sc.w.writev(rc, bufs)
 }
 
-// push puts st in the heap by its Due; wake: from another goroutine than
-// the loop, which is told when st is the first due.
+// Wake makes each of sts, streams of this Scheduler, due at once: a
+// parked one is moved to the front of the heap; one that is not parked
+// (its owner or Fire is carrying it, and may be about to Push it) is due
+// at once when it is next pushed, so that a Wake is never lost between a
+// stream's last look at what it waits for and its Push. A stream woken
+// for nothing finds nothing to do and parks again. From any goroutine.
+func (sc *Scheduler) Wake(sts []Stream) {
+	if len(sts) == 0 {
+		return
+	}
+	now := time.Now().UnixNano()
+	sc.mu.Lock()
+	if sc.closed {
+		sc.mu.Unlock()
+		return
+	}
+	first := false
+	for _, st := range sts {
+		sl := st.Slot()
+		i := sl.idx
+		if i < 0 || i >= len(sc.h) || sc.h[i].st != st {
+			sl.woken = true
+			continue
+		}
+		if sc.h[i].due > now {
+			sc.h[i].due = now
+			sc.h.up(i)
+		}
+		first = first || sl.idx == 0
+	}
+	sc.mu.Unlock()
+	if first {
+		select {
+		case sc.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// push puts st in the heap by its Due (now, if it was woken meanwhile);
+// wake: from another goroutine than the loop, which is told when st is
+// the first due.
 func (sc *Scheduler) push(st Stream, wake bool) bool {
 	e := entry{due: maxDue, sl: st.Slot(), st: st}
 	if at := st.Due(); !at.IsZero() {
@@ -112,6 +155,10 @@ func (sc *Scheduler) push(st Stream, wake bool) bool {
 	if sc.closed {
 		sc.mu.Unlock()
 		return false
+	}
+	if e.sl.woken {
+		e.sl.woken = false
+		e.due = min(e.due, time.Now().UnixNano())
 	}
 	if !sc.started {
 		sc.started = true

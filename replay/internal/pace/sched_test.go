@@ -158,6 +158,44 @@ func TestSchedulerSweep(t *testing.T) {
 	}
 }
 
+// TestSchedulerWake: Wake fires a parked stream that waits for no time
+// at once, and moves one due later to now; a Wake that comes while the
+// stream is not parked (between its owner's last look and its Push) is
+// kept: the stream fires as soon as it is pushed, and once only.
+func TestSchedulerWake(t *testing.T) {
+	if !Supported {
+		t.Skip("no scheduler on this platform")
+	}
+	events := make(chan string, 8)
+	sc := New()
+	defer sc.Stop()
+	never, _ := newTestStream(t, "never", time.Time{}, events)
+	later, _ := newTestStream(t, "later", time.Now().Add(time.Hour), events)
+	sc.Push(never)
+	sc.Push(later)
+	sc.Wake([]Stream{later, never})
+	got := map[string]bool{next(t, events): true, next(t, events): true}
+	if !got["fire never"] || !got["fire later"] {
+		t.Fatalf("after Wake: %v; want both fired", got)
+	}
+	early, _ := newTestStream(t, "early", time.Time{}, events)
+	sc.Wake([]Stream{early}) // not parked yet
+	sc.Push(early)
+	if e := next(t, events); e != "fire early" {
+		t.Fatalf("Push after Wake: %q; want fire early", e)
+	}
+	early.due = time.Time{}
+	sc.Push(early) // the Wake was used up: parked for good now
+	select {
+	case e := <-events:
+		t.Fatalf("a second Push fired again: %q", e)
+	case <-time.After(50 * time.Millisecond):
+	}
+	if n := sc.Len(); n != 1 {
+		t.Errorf("Len() = %d; want 1", n)
+	}
+}
+
 // TestWritev: Writev writes every buffer, in order, in one call.
 func TestWritev(t *testing.T) {
 	if !Supported {
