@@ -11,7 +11,7 @@ import (
 
 // prefetchMin is the smallest body the loader reads ahead: below it, a
 // worker's hand-off costs more than the read.
-const prefetchMin = 16 << 10
+var prefetchMin int64 = 16 << 10 // a variable for TestPrefetchSame
 
 // bodyPrefetch reads the response bodies Load will ask for (loader.body:
 // LIST and GET bodies, answers to writes) ahead of it, on workers: their
