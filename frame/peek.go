@@ -62,29 +62,41 @@ func PeekEvent(f Format, data []byte) (Meta, []byte, error) {
 		_, _, obj, err := EventObject(f, data)
 		return m, obj, err
 	}
+	// One walk: the object's members are read where the event's walk
+	// meets them (the last "object" wins, whole, as EventObject's).
 	var m Meta
 	var object []byte
-	var err error
-	werr := eachMember(data, func(key, val []byte, at int) bool {
+	werr := jsonscan.WalkMembers(data, func(key []byte, vs int) (int, error) {
 		switch {
 		case keyIs(key, "type"):
-			m.Type, err = jsonString(val, at)
+			ve, err := jsonscan.SkipValue(data, vs)
+			if err != nil {
+				return 0, err
+			}
+			m.Type, err = jsonString(data[vs:ve], vs)
+			return ve, err
 		case keyIs(key, "object"):
-			object = val
+			typ := m.Type
+			m = Meta{Type: typ}
+			if data[vs] != '{' {
+				ve, err := jsonscan.SkipValue(data, vs)
+				object = nil
+				return ve, err
+			}
+			ve, err := walkObjectAt(data, vs, objectMember(data, &m, true))
+			if err != nil {
+				return 0, err
+			}
+			object = data[vs:ve:ve]
+			return ve, nil
 		}
-		return err == nil
+		return jsonscan.SkipValue(data, vs)
 	})
 	if werr != nil {
-		return Meta{}, nil, werr
+		return Meta{}, nil, invalid(werr)
 	}
-	if err != nil {
-		return Meta{}, nil, err
-	}
-	if len(object) == 0 || object[0] != '{' {
+	if len(object) == 0 {
 		return Meta{}, nil, fmt.Errorf("%w: json event without an object", ErrInvalid)
-	}
-	if err := peekJSONObject(object, &m, true); err != nil {
-		return Meta{}, nil, err
 	}
 	if m.Type != "ERROR" {
 		m.Code, m.Reason, m.Message = 0, "", ""
@@ -116,68 +128,82 @@ func PeekObject(f Format, apiVersion, kind string, object []byte) (Meta, error) 
 // into m, and with status a Status's code, reason and message too, in one
 // walk.
 func peekJSONObject(object []byte, m *Meta, status bool) error {
-	var err error
-	werr := eachMember(object, func(key, val []byte, at int) bool {
-		switch {
-		case keyIs(key, "kind"):
-			m.Kind, err = jsonString(val, at)
-		case keyIs(key, "apiVersion"):
-			m.APIVersion, err = jsonString(val, at)
-		case keyIs(key, "metadata"):
-			if len(val) > 0 && val[0] == '{' {
-				err = peekJSONMeta(val, m)
-			}
-		case !status:
-		case keyIs(key, "code"):
-			if n, perr := strconv.ParseInt(string(val), 10, 32); perr == nil {
-				m.Code = int32(n)
-			}
-		case keyIs(key, "reason"):
-			if len(val) > 0 && val[0] == '"' {
-				m.Reason, err = jsonString(val, at)
-			}
-		case keyIs(key, "message"):
-			if len(val) > 0 && val[0] == '"' {
-				m.Message, err = jsonString(val, at)
-			}
-		}
-		return err == nil
-	})
-	if werr == nil {
-		werr = err
-	}
-	return werr
+	return invalid(jsonscan.WalkMembers(object, objectMember(object, m, status)))
 }
 
-// peekJSONMeta reads name, namespace, resourceVersion and the
-// initial-events-end annotation of an object's metadata.
-func peekJSONMeta(md []byte, m *Meta) error {
-	var err error
-	werr := eachMember(md, func(key, val []byte, at int) bool {
+// walkObjectAt walks the JSON object that starts at b[i] with fn (see
+// jsonscan.WalkObjectAt) and returns the offset just past it.
+func walkObjectAt(b []byte, i int, fn func(key []byte, valAt int) (int, error)) (int, error) {
+	end, err := jsonscan.WalkObjectAt(b, i, fn)
+	return end, invalid(err)
+}
+
+// objectMember reads one member of an object in b into m (see
+// peekJSONObject): its metadata in the same pass as the object's.
+func objectMember(b []byte, m *Meta, status bool) func(key []byte, vs int) (int, error) {
+	return func(key []byte, vs int) (int, error) {
+		var dst *string
+		switch {
+		case keyIs(key, "metadata") && b[vs] == '{':
+			return walkObjectAt(b, vs, metaMember(b, m))
+		case keyIs(key, "kind"):
+			dst = &m.Kind
+		case keyIs(key, "apiVersion"):
+			dst = &m.APIVersion
+		case !status:
+		case keyIs(key, "code"):
+			ve, err := jsonscan.SkipValue(b, vs)
+			if err == nil {
+				if n, perr := strconv.ParseInt(string(b[vs:ve]), 10, 32); perr == nil {
+					m.Code = int32(n)
+				}
+			}
+			return ve, err
+		case keyIs(key, "reason") && b[vs] == '"':
+			dst = &m.Reason
+		case keyIs(key, "message") && b[vs] == '"':
+			dst = &m.Message
+		}
+		return readString(b, vs, dst)
+	}
+}
+
+// metaMember reads one member of an object's metadata in b into m: name,
+// namespace, resourceVersion and the initial-events-end annotation.
+func metaMember(b []byte, m *Meta) func(key []byte, vs int) (int, error) {
+	return func(key []byte, vs int) (int, error) {
+		var dst *string
 		switch {
 		case keyIs(key, "name"):
-			m.Name, err = jsonString(val, at)
+			dst = &m.Name
 		case keyIs(key, "namespace"):
-			m.Namespace, err = jsonString(val, at)
+			dst = &m.Namespace
 		case keyIs(key, "resourceVersion"):
-			m.ResourceVersion, err = jsonString(val, at)
-		case keyIs(key, "annotations"):
-			if len(val) > 0 && val[0] == '{' {
-				err = eachMember(val, func(k, v []byte, at int) bool {
-					if keyIs(k, annInitialEventsEnd) && len(v) > 0 && v[0] == '"' {
-						s, serr := jsonString(v, at)
-						m.InitialEventsEnd = serr == nil && s == "true"
-					}
-					return true
-				})
-			}
+			dst = &m.ResourceVersion
+		case keyIs(key, "annotations") && b[vs] == '{':
+			return walkObjectAt(b, vs, func(k []byte, at int) (int, error) {
+				ve, err := jsonscan.SkipValue(b, at)
+				if err == nil && keyIs(k, annInitialEventsEnd) && b[at] == '"' {
+					s, serr := jsonString(b[at:ve], at)
+					m.InitialEventsEnd = serr == nil && s == "true"
+				}
+				return ve, err
+			})
 		}
-		return err == nil
-	})
-	if werr != nil {
-		return werr
+		return readString(b, vs, dst)
 	}
-	return err
+}
+
+// readString skips the value at b[vs] and, with dst, reads it into *dst
+// as a JSON string (an error if it is not one). It returns the value's
+// end.
+func readString(b []byte, vs int, dst *string) (int, error) {
+	ve, err := jsonscan.SkipValue(b, vs)
+	if err != nil || dst == nil {
+		return ve, err
+	}
+	*dst, err = jsonString(b[vs:ve], vs)
+	return ve, err
 }
 
 func peekJSON(data []byte) (Meta, error) {

@@ -7,8 +7,10 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/klauspost/compress/gzip"
@@ -356,14 +358,41 @@ func (l *loader) readWatches() error {
 	if len(l.watchIDs) == 0 {
 		return nil
 	}
-	batches := make(chan []*formats.Frame, 8)
+	// The reader decompresses the blocks into batches of frames; workers
+	// peek the batches' events (frame.PeekEvent: most of the load's
+	// CPU), and this goroutine applies them in file order.
+	ordered := make(chan *peekBatch, 8)
+	jobs := make(chan *peekBatch, 8)
 	stop := make(chan struct{})
-	defer close(stop)
+	stopReader := sync.OnceFunc(func() { close(stop) })
+	defer stopReader()
+	var workers sync.WaitGroup
+	for range max(1, runtime.GOMAXPROCS(0)) {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for b := range jobs {
+				l.peekBatch(b)
+				close(b.done)
+			}
+		}()
+	}
+	defer workers.Wait()
 	go func() {
-		defer close(batches)
+		defer close(ordered)
+		defer close(jobs)
 		sc := l.f.ExchangeRecords(l.watchIDs...)
-		var b []*formats.Frame
+		b := &peekBatch{done: make(chan struct{})}
 		var last error
+		send := func(b *peekBatch) bool {
+			select {
+			case ordered <- b:
+			case <-stop:
+				return false
+			}
+			jobs <- b // never blocks long: workers drain jobs until it closes
+			return true
+		}
 		for {
 			rec, err := sc.Next()
 			if err != nil {
@@ -373,31 +402,31 @@ func (l *loader) readWatches() error {
 				break // io.EOF, or what cannot be read
 			}
 			if fr, ok := rec.(*formats.Frame); ok {
-				b = append(b, fr)
+				b.frames = append(b.frames, fr)
 			}
-			if len(b) == readBatch {
-				select {
-				case batches <- b:
-				case <-stop:
+			if len(b.frames) == readBatch {
+				if !send(b) {
 					return
 				}
-				b = make([]*formats.Frame, 0, readBatch)
+				b = &peekBatch{frames: make([]*formats.Frame, 0, readBatch), done: make(chan struct{})}
 			}
 		}
-		if len(b) > 0 {
-			select {
-			case batches <- b:
-			case <-stop:
-			}
+		if len(b.frames) > 0 {
+			send(b)
 		}
 	}()
-	for b := range batches {
-		for _, fr := range b {
+	for b := range ordered {
+		<-b.done
+		for i, fr := range b.frames {
 			w := l.watches[fr.Exchange]
 			if w == nil || w.done {
 				continue
 			}
-			if err := l.watchEvent(w, fr); err != nil {
+			p := &b.peeks[i]
+			if err := l.watchEvent(w, fr, p.m, p.raw, p.err); err != nil {
+				stopReader()
+				for range ordered { // until the reader ends
+				}
 				return err
 			}
 		}
@@ -405,18 +434,44 @@ func (l *loader) readWatches() error {
 	return nil
 }
 
+// peekBatch is a batch of frames readWatches reads, with their events
+// peeked by a worker (done closed then).
+type peekBatch struct {
+	frames []*formats.Frame
+	peeks  []peeked
+	done   chan struct{}
+}
+
+// peeked is frame.PeekEvent's answer for one frame.
+type peeked struct {
+	m   frame.Meta
+	raw []byte
+	err error
+}
+
+// peekBatch peeks the events of b's frames that belong to a registered
+// watch (l.watches is only read while readWatches runs).
+func (l *loader) peekBatch(b *peekBatch) {
+	b.peeks = make([]peeked, len(b.frames))
+	for i, fr := range b.frames {
+		if w := l.watches[fr.Exchange]; w != nil {
+			p := &b.peeks[i]
+			p.m, p.raw, p.err = frame.PeekEvent(w.format, fr.Data)
+		}
+	}
+}
+
 // readBatch is how many events readWatches hands over at a time.
 const readBatch = 256
 
 // watchEvent adds what one event of watch w shows.
-func (l *loader) watchEvent(w *watchRead, fr *formats.Frame) error {
+func (l *loader) watchEvent(w *watchRead, fr *formats.Frame, m frame.Meta, raw []byte, err error) error {
 	defer func() { l.watched = false }()
 	if u := l.s.opts.Until; u != 0 && fr.Time >= u {
 		w.done = true
 		return nil
 	}
 	f := w.format
-	m, raw, err := frame.PeekEvent(f, fr.Data)
 	if err != nil {
 		return nil
 	}

@@ -8,6 +8,7 @@ package jsonscan
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 )
 
@@ -116,34 +117,82 @@ func SkipValue(b []byte, i int) (int, error) {
 // the quotes, escapes undecoded) and the value's exact bytes. It stops
 // early, without error, when fn returns false.
 func EachMember(b []byte, fn func(key, val []byte, valAt int) bool) error {
-	i := SkipSpace(b, 0)
+	stopped := false
+	end, err := members(b, SkipSpace(b, 0), func(key []byte, vs int) (int, error) {
+		ve, err := SkipValue(b, vs)
+		if err != nil {
+			return 0, err
+		}
+		if !fn(key, b[vs:ve:ve], vs) {
+			stopped = true
+			return 0, errStop
+		}
+		return ve, nil
+	})
+	if stopped {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return trailing(b, end)
+}
+
+// WalkMembers walks the JSON object in b (exactly one object, optionally
+// surrounded by whitespace) as EachMember does, but hands fn each member's
+// raw key and the offset of its value in b, for fn to read the value
+// itself, in the same pass: fn returns the offset just past the value
+// (SkipValue's, for a value it does not read), or an error, which ends
+// the walk with it.
+func WalkMembers(b []byte, fn func(key []byte, valAt int) (valEnd int, err error)) error {
+	end, err := members(b, SkipSpace(b, 0), fn)
+	if err != nil {
+		return err
+	}
+	return trailing(b, end)
+}
+
+// WalkObjectAt is WalkMembers for the JSON object that starts at b[i]
+// (after whitespace), within a larger value: it returns the offset just
+// past the object's closing brace.
+func WalkObjectAt(b []byte, i int, fn func(key []byte, valAt int) (valEnd int, err error)) (int, error) {
+	return members(b, SkipSpace(b, i), fn)
+}
+
+// errStop ends a walk that fn stopped.
+var errStop = errors.New("jsonscan: stopped")
+
+// members walks the object at b[i]: for each member, fn reads or skips
+// its value and returns where it ends. It returns the offset just past
+// the closing brace.
+func members(b []byte, i int, fn func(key []byte, valAt int) (int, error)) (int, error) {
 	if i >= len(b) || b[i] != '{' {
-		return walkErr(i, "object expected")
+		return 0, walkErr(i, "object expected")
 	}
 	i = SkipSpace(b, i+1)
 	if i < len(b) && b[i] == '}' {
-		return trailing(b, i+1)
+		return i + 1, nil
 	}
 	for {
 		if i >= len(b) || b[i] != '"' {
-			return walkErr(i, "member name expected")
+			return 0, walkErr(i, "member name expected")
 		}
 		end, err := SkipString(b, i)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		key := b[i+1 : end-1]
 		i = SkipSpace(b, end)
 		if i >= len(b) || b[i] != ':' {
-			return walkErr(i, "':' expected")
+			return 0, walkErr(i, "':' expected")
 		}
 		vs := SkipSpace(b, i+1)
-		ve, err := SkipValue(b, vs)
-		if err != nil {
-			return err
+		if vs >= len(b) {
+			return 0, walkErr(vs, "value expected")
 		}
-		if !fn(key, b[vs:ve:ve], vs) {
-			return nil
+		ve, err := fn(key, vs)
+		if err != nil {
+			return 0, err
 		}
 		i = SkipSpace(b, ve)
 		if i < len(b) && b[i] == ',' {
@@ -151,9 +200,9 @@ func EachMember(b []byte, fn func(key, val []byte, valAt int) bool) error {
 			continue
 		}
 		if i < len(b) && b[i] == '}' {
-			return trailing(b, i+1)
+			return i + 1, nil
 		}
-		return walkErr(i, "',' or '}' expected")
+		return 0, walkErr(i, "',' or '}' expected")
 	}
 }
 
