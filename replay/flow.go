@@ -368,16 +368,26 @@ func (s *Server) serveStoreWatch(st *streamer, wt *world.Watch) {
 				continue // a write may now come first
 			}
 		}
-		b, err := wt.Take(ev)
-		if err != nil {
-			s.log.Warn("replay: cannot encode a watch event", "err", err)
-			continue
-		}
-		if !st.send(b) || ev.Expired {
+		if !st.sendWorldEvent(wt, ev) {
 			return
 		}
-		st.sentEvents(1, ev.Time, wt.Origin(), st.s.clock.Now())
 	}
+}
+
+// sendWorldEvent sends world watch wt's event ev (an event that cannot be
+// encoded is logged and skipped). It returns false when the stream ends:
+// the client is gone, or ev was its last (410 Expired).
+func (st *streamer) sendWorldEvent(wt *world.Watch, ev world.WatchEvent) bool {
+	b, err := wt.Take(ev)
+	if err != nil {
+		st.s.log.Warn("replay: cannot encode a watch event", "err", err)
+		return true
+	}
+	if !st.send(b) || ev.Expired {
+		return false
+	}
+	st.sentEvents(1, ev.Time, wt.Origin(), st.s.clock.Now())
+	return true
 }
 
 // recordedRoute answers with recorded opaque exchange x (a GET, a LIST, a

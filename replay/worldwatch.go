@@ -44,15 +44,9 @@ func (c *storeWatchCont) step() {
 		if ev.Time != 0 && !st.waitUntil(st.deadline(ev.Time, wt.Origin())) {
 			return
 		}
-		b, err := wt.Take(ev)
-		if err != nil {
-			s.log.Warn("replay: cannot encode a watch event", "err", err)
-			continue
-		}
-		if !st.send(b) || ev.Expired {
+		if !st.sendWorldEvent(wt, ev) {
 			return
 		}
-		st.sentEvents(1, ev.Time, wt.Origin(), s.clock.Now())
 	}
 }
 
