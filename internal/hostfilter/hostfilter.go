@@ -107,8 +107,12 @@ func Host(hostport string) string {
 // Check returns nil if r may be served, else why not (for the log).
 func (f *Filter) Check(r *http.Request) error {
 	p := r.URL.Path
+	clean := p
+	if len(f.paths) > 0 {
+		clean = path.Clean("/" + p)
+	}
 	for _, re := range f.paths {
-		if re.MatchString(p) || re.MatchString(path.Clean("/"+p)) {
+		if re.MatchString(p) || clean != p && re.MatchString(clean) {
 			return fmt.Errorf("path %q is refused (reject-paths %s)", p, re)
 		}
 	}
