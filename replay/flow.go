@@ -351,43 +351,70 @@ func (s *Server) serveStoreWatch(st *streamer, wt *world.Watch) {
 	forever := st.s.clock.Now().Add(100 * 365 * 24 * time.Hour)
 	for {
 		changed := s.store.Changed()
-		ev, ok := wt.Next()
-		if !ok {
+		sent, next, pending, ok := st.sendDue(wt)
+		switch {
+		case !ok:
+			return
+		case pending:
+			if _, ok := st.waitOr(st.deadline(next.Time, wt.Origin()), changed); !ok {
+				return
+			}
+		case sent == 0:
 			s.deliv.caughtUp()
 			if _, ok := st.waitOr(forever, changed); !ok {
 				return
 			}
-			continue
-		}
-		if ev.Time != 0 {
-			woke, ok := st.waitOr(st.deadline(ev.Time, wt.Origin()), changed)
-			if !ok {
-				return
-			}
-			if woke {
-				continue // a write may now come first
-			}
-		}
-		if !st.sendWorldEvent(wt, ev) {
-			return
 		}
 	}
 }
 
-// sendWorldEvent sends world watch wt's event ev (an event that cannot be
-// encoded is logged and skipped). It returns false when the stream ends:
-// the client is gone, or ev was its last (410 Expired).
-func (st *streamer) sendWorldEvent(wt *world.Watch, ev world.WatchEvent) bool {
-	b, err := wt.Take(ev)
-	if err != nil {
-		st.s.log.Warn("replay: cannot encode a watch event", "err", err)
-		return true
+// sendDue sends world watch wt's events that are due now in one batch
+// (each its own chunk; maxBatch bytes at most, then the caller calls
+// again): the clients' writes and the recorded changes whose time has
+// come, in served order. It returns how many it sent and the next event
+// when one is left that is not due yet (pending), with ok false when the
+// stream ends: the client is gone, or the watch's last event (410
+// Expired) went out. An event that cannot be encoded is logged and
+// skipped.
+func (st *streamer) sendDue(wt *world.Watch) (sent int, next world.WatchEvent, pending, ok bool) {
+	now := st.s.clock.Now()
+	batch := st.batch[:0]
+	size := 0
+	var at int64
+	end := false
+	for size < maxBatch && !end {
+		ev, found := wt.Next()
+		if !found {
+			break
+		}
+		if ev.Time != 0 && st.deadline(ev.Time, wt.Origin()).After(now) {
+			next, pending = ev, true
+			break
+		}
+		b, err := wt.Take(ev)
+		if err != nil {
+			st.s.log.Warn("replay: cannot encode a watch event", "err", err)
+			continue
+		}
+		batch = append(batch, b)
+		size += len(b)
+		if ev.Time != 0 {
+			at = ev.Time
+		}
+		end = ev.Expired
 	}
-	if !st.send(b) || ev.Expired {
-		return false
+	n := len(batch)
+	if n == 0 {
+		return 0, next, pending, true
 	}
-	st.sentEvents(1, ev.Time, wt.Origin(), st.s.clock.Now())
-	return true
+	written := st.sendBatch(batch) // what the client did not take at once is copied (ownConn.pend)
+	clear(batch)                   // the events are shared with other watches: not kept past the send
+	st.batch = batch[:0]
+	if !written || end {
+		return n, next, pending, false
+	}
+	st.sentEvents(n, at, wt.Origin(), now)
+	return n, next, pending, true
 }
 
 // recordedRoute answers with recorded opaque exchange x (a GET, a LIST, a

@@ -27,7 +27,7 @@ type storeWatchCont struct {
 	wt *world.Watch
 }
 
-// step sends the watch's events that are due, and parks (see waitUntil)
+// step sends the watch's events that are due (together: sendDue), and parks (see waitUntil)
 // when it has none: with no time when it waits for the world to change,
 // at the next recorded change's time otherwise. The waker wakes it at
 // each change. It ends the stream at the client's timeoutSeconds, when
@@ -35,16 +35,17 @@ type storeWatchCont struct {
 func (c *storeWatchCont) step() {
 	st, s, wt := c.st, c.st.s, c.wt
 	for {
-		ev, ok := wt.Next()
-		if !ok {
+		sent, next, pending, ok := st.sendDue(wt)
+		switch {
+		case !ok:
+			return
+		case pending:
+			if !st.waitUntil(st.deadline(next.Time, wt.Origin())) {
+				return // parked until then (or woken), or the stream ended
+			}
+		case sent == 0:
 			s.deliv.caughtUp()
-			st.waitUntil(time.Time{})
-			return
-		}
-		if ev.Time != 0 && !st.waitUntil(st.deadline(ev.Time, wt.Origin())) {
-			return
-		}
-		if !st.sendWorldEvent(wt, ev) {
+			st.waitUntil(time.Time{}) // parks until woken, or ends the stream
 			return
 		}
 	}
