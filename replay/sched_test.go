@@ -295,6 +295,7 @@ func handedOf(s *Server) int64  { _, _, n := s.schedStats(); return n }
 func TestParkedWorldWatches(t *testing.T) {
 	needScheduler(t)
 	path := corpusSession(t, "basic-json")
+	before := goleak.IgnoreCurrent()
 	srv := newTestServer(t, path, Options{Writes: WritesAnswer, Speed: 0, Pace: PaceQuiet})
 	const n = 200
 	// A scope the recording never shows: only the test's writes are in it.
@@ -352,4 +353,12 @@ func TestParkedWorldWatches(t *testing.T) {
 	if steppedOf(srv) < 2*n {
 		t.Fatalf("%d streams stepped on the scheduler; want the %d watches' events sent there", steppedOf(srv), 2*n)
 	}
+	// Close ends the parked world watches and the goroutine that wakes
+	// them.
+	srv.Close()
+	if got := srv.active.Load(); got != 0 {
+		t.Fatalf("%d requests active after Close", got)
+	}
+	http.DefaultClient.CloseIdleConnections()
+	goleak.VerifyNone(t, before)
 }
