@@ -351,7 +351,7 @@ func (s *Server) serveStoreWatch(st *streamer, wt *world.Watch) {
 	forever := st.s.clock.Now().Add(100 * 365 * 24 * time.Hour)
 	for {
 		changed := s.store.Changed()
-		sent, next, pending, ok := st.sendDue(wt)
+		next, pending, more, ok := st.sendDue(wt)
 		switch {
 		case !ok:
 			return
@@ -359,7 +359,7 @@ func (s *Server) serveStoreWatch(st *streamer, wt *world.Watch) {
 			if _, ok := st.waitOr(st.deadline(next.Time, wt.Origin()), changed); !ok {
 				return
 			}
-		case sent == 0:
+		case !more:
 			s.deliv.caughtUp()
 			if _, ok := st.waitOr(forever, changed); !ok {
 				return
@@ -369,20 +369,24 @@ func (s *Server) serveStoreWatch(st *streamer, wt *world.Watch) {
 }
 
 // sendDue sends world watch wt's events that are due now in one batch
-// (each its own chunk; maxBatch bytes at most, then the caller calls
-// again): the clients' writes and the recorded changes whose time has
-// come, in served order. It returns how many it sent and the next event
-// when one is left that is not due yet (pending), with ok false when the
-// stream ends: the client is gone, or the watch's last event (410
-// Expired) went out. An event that cannot be encoded is logged and
-// skipped.
-func (st *streamer) sendDue(wt *world.Watch) (sent int, next world.WatchEvent, pending, ok bool) {
+// (each its own chunk): the clients' writes and the recorded changes
+// whose time has come, in served order. It returns the next event when
+// one is left that is not due yet (pending); more when the batch reached
+// maxBatch bytes and more may be due (neither: the watch has sent all it
+// has, for now); ok false when the stream ends: the client is gone, or
+// the watch's last event (410 Expired) went out. An event that cannot be
+// encoded is logged and skipped.
+func (st *streamer) sendDue(wt *world.Watch) (next world.WatchEvent, pending, more, ok bool) {
 	now := st.s.clock.Now()
 	batch := st.batch[:0]
 	size := 0
 	var at int64
 	end := false
-	for size < maxBatch && !end {
+	for !end {
+		if size >= maxBatch {
+			more = true
+			break
+		}
 		ev, found := wt.Next()
 		if !found {
 			break
@@ -405,16 +409,16 @@ func (st *streamer) sendDue(wt *world.Watch) (sent int, next world.WatchEvent, p
 	}
 	n := len(batch)
 	if n == 0 {
-		return 0, next, pending, true
+		return next, pending, more, true
 	}
 	written := st.sendBatch(batch) // what the client did not take at once is copied (ownConn.pend)
 	clear(batch)                   // the events are shared with other watches: not kept past the send
 	st.batch = batch[:0]
 	if !written || end {
-		return n, next, pending, false
+		return next, pending, more, false
 	}
 	st.sentEvents(n, at, wt.Origin(), now)
-	return n, next, pending, true
+	return next, pending, more, true
 }
 
 // recordedRoute answers with recorded opaque exchange x (a GET, a LIST, a

@@ -35,7 +35,7 @@ type storeWatchCont struct {
 func (c *storeWatchCont) step() {
 	st, s, wt := c.st, c.st.s, c.wt
 	for {
-		sent, next, pending, ok := st.sendDue(wt)
+		next, pending, more, ok := st.sendDue(wt)
 		switch {
 		case !ok:
 			return
@@ -43,7 +43,7 @@ func (c *storeWatchCont) step() {
 			if !st.waitUntil(st.deadline(next.Time, wt.Origin())) {
 				return // parked until then (or woken), or the stream ended
 			}
-		case sent == 0:
+		case !more:
 			s.deliv.caughtUp()
 			st.waitUntil(time.Time{}) // parks until woken, or ends the stream
 			return
