@@ -14,34 +14,6 @@ import (
 	"github.com/wtrace/wtrace/replay/replaytest"
 )
 
-// recordedFrames returns the exact bytes of the events of the session's
-// first watch whose target contains sub.
-func recordedFrames(t *testing.T, path, sub string) [][]byte {
-	t.Helper()
-	f, err := formats.Open(path, formats.ReaderOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	for _, x := range f.Index().Exchanges {
-		if x.Response == nil || x.Response.Events == frame.Unknown || !strings.Contains(x.Request.Target, sub) {
-			continue
-		}
-		var out [][]byte
-		for rec, err := range f.ExchangeRecords(x.Request.Exchange).All() {
-			if err != nil {
-				t.Fatal(err)
-			}
-			if fr, ok := rec.(*formats.Frame); ok {
-				out = append(out, append([]byte(nil), fr.Data...))
-			}
-		}
-		return out
-	}
-	t.Fatalf("no watch with %q in %s", sub, path)
-	return nil
-}
-
 // TestCBORTranscoded: the cbor-informer session (a real apiserver with
 // CBORServingAndStorage, client-go preferring CBOR) served to clients of
 // every encoding. A client that accepts CBOR (client-go's dynamic client
@@ -56,7 +28,7 @@ func TestCBORTranscoded(t *testing.T) {
 	const w = "/api/v1/namespaces/wtrace-cbor-informer/secrets?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1"
 	const recordedSub = "secrets?allowWatchBookmarks=true"
 	rec := recordedWatch(t, path, recordedSub)
-	recData := recordedFrames(t, path, recordedSub)
+	recData := replay.RecordedFrames(t, path, recordedSub)
 	for _, c := range []struct {
 		name, accept   string
 		ct, transcoded string

@@ -3,14 +3,10 @@ package replay
 import (
 	"bytes"
 	"context"
-	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
 )
 
@@ -24,41 +20,9 @@ import (
 // ADDED. (Before: 4 DELETEDs dropped and a MODIFIED sent as ADDED, and a
 // client counting the recorded bytes waited for ever.)
 func TestWatchWithoutItsList(t *testing.T) {
-	src := openSession(t, corpusSession(t, "basic-json"))
-	id := exchangeByTarget(t, src, "GET", "watch=true")
-	path := filepath.Join(t.TempDir(), "watch-only.wt")
-	file, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := formats.NewWriter(file, formats.WriterOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.Write(&formats.Meta{Tool: "wtrace test"})
-	w.Write(&src.Index().Conns[src.Index().Exchanges[id].Request.Conn].Conn)
-	var want [][]byte
-	sc := src.ExchangeRecords(id)
-	for {
-		r, err := sc.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if fr, ok := r.(*formats.Frame); ok {
-			want = append(want, bytes.Clone(fr.Data))
-		}
-		if err := w.Write(r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	w.Write(&formats.Summary{})
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	file.Close()
+	src := corpusSession(t, "basic-json")
+	path := subSession(t, src, exchangeByTarget(t, openSession(t, src), "GET", "watch=true"))
+	want := recordedFrames(t, path, "watch=true")
 
 	srv := newTestServer(t, path, Options{Speed: 0})
 	if !srv.causal() {

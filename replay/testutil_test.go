@@ -194,6 +194,34 @@ func get(t testing.TB, c *http.Client, url string, hdr ...string) (*http.Respons
 	return resp, b
 }
 
+// recordedFrames returns the exact bytes of the events of the session's
+// first watch whose target contains sub.
+func recordedFrames(t testing.TB, path, sub string) [][]byte {
+	t.Helper()
+	f, err := formats.Open(path, formats.ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, x := range f.Index().Exchanges {
+		if x.Response == nil || x.Response.Events == frame.Unknown || !strings.Contains(x.Request.Target, sub) {
+			continue
+		}
+		var out [][]byte
+		for rec, err := range f.ExchangeRecords(x.Request.Exchange).All() {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fr, ok := rec.(*formats.Frame); ok {
+				out = append(out, append([]byte(nil), fr.Data...))
+			}
+		}
+		return out
+	}
+	t.Fatalf("no watch with %q in %s", sub, path)
+	return nil
+}
+
 // subSession writes a session holding only the given exchanges of src (with
 // src's Meta and the Conn records of their connections) and returns its
 // path.
