@@ -5,3 +5,6 @@ var CorpusSession = corpusSession
 
 // RecordedFrames exposes recordedFrames to the external tests.
 var RecordedFrames = recordedFrames
+
+// RecordedEvents exposes recordedEvents to the external tests.
+var RecordedEvents = recordedEvents

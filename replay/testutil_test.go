@@ -197,6 +197,12 @@ func get(t testing.TB, c *http.Client, url string, hdr ...string) (*http.Respons
 // recordedFrames returns the exact bytes of the events of the session's
 // first watch whose target contains sub.
 func recordedFrames(t testing.TB, path, sub string) [][]byte {
+	_, out := recordedEvents(t, path, sub)
+	return out
+}
+
+// recordedEvents is recordedFrames with the watch's event format.
+func recordedEvents(t testing.TB, path, sub string) (frame.Format, [][]byte) {
 	t.Helper()
 	f, err := formats.Open(path, formats.ReaderOptions{})
 	if err != nil {
@@ -216,10 +222,10 @@ func recordedFrames(t testing.TB, path, sub string) [][]byte {
 				out = append(out, append([]byte(nil), fr.Data...))
 			}
 		}
-		return out
+		return x.Response.Events, out
 	}
 	t.Fatalf("no watch with %q in %s", sub, path)
-	return nil
+	return frame.Unknown, nil
 }
 
 // subSession writes a session holding only the given exchanges of src (with

@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
 	"github.com/wtrace/wtrace/replay"
 	"github.com/wtrace/wtrace/replay/replaytest"
@@ -37,32 +36,16 @@ const (
 // target contains sub, as Peek reads them.
 func recordedWatch(t *testing.T, path, sub string) []frame.Meta {
 	t.Helper()
-	f, err := formats.Open(path, formats.ReaderOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	for _, x := range f.Index().Exchanges {
-		if x.Response == nil || x.Response.Events == frame.Unknown || !strings.Contains(x.Request.Target, sub) {
-			continue
+	f, data := replay.RecordedEvents(t, path, sub)
+	out := make([]frame.Meta, len(data))
+	for i, d := range data {
+		m, err := frame.Peek(f, d)
+		if err != nil {
+			t.Fatal(err)
 		}
-		var out []frame.Meta
-		for rec, err := range f.ExchangeRecords(x.Request.Exchange).All() {
-			if err != nil {
-				t.Fatal(err)
-			}
-			if fr, ok := rec.(*formats.Frame); ok {
-				m, err := frame.Peek(x.Response.Events, fr.Data)
-				if err != nil {
-					t.Fatal(err)
-				}
-				out = append(out, m)
-			}
-		}
-		return out
+		out[i] = m
 	}
-	t.Fatalf("no watch with %q in %s", sub, path)
-	return nil
+	return out
 }
 
 // finalNames is the set of objects a watch's events leave.
