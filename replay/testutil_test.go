@@ -204,11 +204,7 @@ func recordedFrames(t testing.TB, path, sub string) [][]byte {
 // recordedEvents is recordedFrames with the watch's event format.
 func recordedEvents(t testing.TB, path, sub string) (frame.Format, [][]byte) {
 	t.Helper()
-	f, err := formats.Open(path, formats.ReaderOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := openSession(t, path)
 	for _, x := range f.Index().Exchanges {
 		if x.Response == nil || x.Response.Events == frame.Unknown || !strings.Contains(x.Request.Target, sub) {
 			continue
