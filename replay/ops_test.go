@@ -256,18 +256,26 @@ func TestMetrics(t *testing.T) {
 				t.Fatalf("POST: %d; want %d", resp.StatusCode, c.createCode)
 			}
 
-			// The connections' ends reach the server asynchronously.
+			// The connections' ends, and the count of a request whose
+			// answer the client already read, reach the metrics
+			// asynchronously: a handler counts its request after its
+			// last byte went out, and a connection a stream took over
+			// may see its client leave before that.
+			createLabels := map[string]string{"verb": "create", "resource": "configmaps", "code": strconv.Itoa(c.createCode), "how": c.createHow}
 			var fams map[string]*dto.MetricFamily
 			deadline := time.Now().Add(10 * time.Second)
 			for {
 				fams = scrape(t, srv.URL)
 				http.DefaultClient.CloseIdleConnections()
 				open, _ := metricValue(fams, "wtrace_replay_connections", nil)
-				if open <= 1 { // the scrape's own
+				created, _ := metricValue(fams, "wtrace_replay_requests_total", createLabels)
+				watching, _ := metricValue(fams, "wtrace_replay_watchers", nil)
+				if open <= 1 && created >= 1 && watching == 0 { // the scrape's own connection
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("wtrace_replay_connections = %v 10 s after the clients left; want at most 1 (the scrape)", open)
+					t.Fatalf("10 s after the clients left: wtrace_replay_connections = %v, want at most 1 (the scrape); wtrace_replay_watchers = %v, want 0; the create counted %v times, want 1",
+						open, watching, created)
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
@@ -288,7 +296,7 @@ func TestMetrics(t *testing.T) {
 			check("wtrace_replay_watchers", nil, 0)
 			check("wtrace_replay_sessions_loaded_total", nil, 1)
 			check("wtrace_replay_requests_total", map[string]string{"verb": "list", "resource": "configmaps", "code": "200"}, 1)
-			check("wtrace_replay_requests_total", map[string]string{"verb": "create", "resource": "configmaps", "code": strconv.Itoa(c.createCode), "how": c.createHow}, 1)
+			check("wtrace_replay_requests_total", createLabels, 1)
 			check("wtrace_replay_writes_applied_total", map[string]string{"verb": "create", "resource": "configmaps"}, c.createCount)
 			if !c.watches {
 				return
