@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -334,6 +335,7 @@ type latenessResult struct {
 	rss          int64     // peak, kB
 	idle         []float64 // resident bytes per idle watcher, each round
 	idleLive     []float64 // heap and stack bytes in use per idle watcher
+	herd         []float64 // ms from the first dial to the last response head, each round
 }
 
 func (r *latenessResult) add(o latenessResult) {
@@ -342,6 +344,7 @@ func (r *latenessResult) add(o latenessResult) {
 	r.rounds = append(r.rounds, o.rounds...)
 	r.idle = append(r.idle, o.idle...)
 	r.idleLive = append(r.idleLive, o.idleLive...)
+	r.herd = append(r.herd, o.herd...)
 	r.rss = max(r.rss, o.rss)
 }
 
@@ -382,6 +385,11 @@ func (r *latenessResult) report(b *testing.B, name string, watchers int, idle bo
 	// steady state.
 	b.ReportMetric(pct(r.settled, 0.99), name+"-settled-p99-ms")
 	b.ReportMetric(float64(r.rss)/1024, name+"-peak-RSS-MiB")
+	// How long the connection herd lasted: from the first dial to the
+	// last response head (the longest round).
+	if len(r.herd) > 0 {
+		b.ReportMetric(slices.Max(r.herd), name+"-herd-ms")
+	}
 	// The server's CPU time (user + system) per event delivered to one
 	// watcher: what a burst costs, and so the floor under lateness when a
 	// burst is due for every watcher at once. The best round, and the
@@ -578,6 +586,7 @@ func runLateness(b *testing.B, srv latenessServer, path string, watchers int, st
 	b.StartTimer()
 
 	const target = "/api/v1/namespaces/corpus-basic/configmaps?watch=true&resourceVersion=205"
+	herdStart := time.Now()
 	req := []byte(fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, addr))
 	late := make([][]time.Duration, watchers)
 	dues := make([][]time.Time, watchers)
@@ -690,6 +699,7 @@ func runLateness(b *testing.B, srv latenessServer, path string, watchers int, st
 	b.StartTimer()
 	var res latenessResult
 	res.all, res.settled, res.rss = all, settled, rss
+	res.herd = []float64{float64(herdEnd.Sub(herdStart)) / 1e6}
 	if len(all) > 0 {
 		res.rounds = []float64{float64(cpu.Microseconds()) / float64(len(all))}
 	}
