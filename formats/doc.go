@@ -72,7 +72,7 @@
 // history. The Reader holds one block, and the first blocks' records and
 // the last dictionary block read for the session dictionary (at most
 // MaxDictSize each). A File holds its index, a
-// small cache of decompressed blocks (16 MiB at most) shared by its
+// cache of decompressed blocks (64 MiB at most) shared by its
 // exchange Scanners, and once a block needs it the session dictionary.
 // Writer, Reader and Scanner are not safe for concurrent use; a File is,
 // by any number of Scanners.

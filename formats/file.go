@@ -23,7 +23,7 @@ type File struct {
 	problems []error
 	damage   []*DamageError // the DamageErrors among problems
 	exPos    map[int64]int  // exchange ID → index in idx.Exchanges
-	cache    blockCache
+	cache    BlockCache
 	dict     fileDict
 	once     sync.Once
 	closeErr error
@@ -308,9 +308,10 @@ func (f *File) RecordsFrom(t int64) *Scanner {
 // Damage found while opening is reported where it lies between the first
 // block of these exchanges and the last (or after it, for an exchange
 // without an End). IDs the index does not know are ignored. Scanners of
-// several exchanges share a small cache of decompressed blocks.
+// several exchanges share a small cache of decompressed blocks, the File's
+// (see Scanner.WithCache for another).
 func (f *File) ExchangeRecords(ids ...int64) *Scanner {
-	s := &Scanner{f: f, filter: recordFilter{}, cached: true}
+	s := &Scanner{f: f, filter: recordFilter{}, cache: &f.cache}
 	first, last := int64(-1), int64(-1)
 	for _, id := range ids {
 		pos, ok := f.exPos[id]
@@ -362,7 +363,7 @@ type Scanner struct {
 	damage []*DamageError // to report among the records, by offset
 	di     int
 	filter recordFilter
-	cached bool // use the File's block cache
+	cache  *BlockCache // nil: blocks are decompressed for this Scanner alone
 	recs   []Record
 	ri     int
 	raw    []byte // a block as read
@@ -417,8 +418,8 @@ func (s *Scanner) Next() (Record, error) {
 // read reads, checks and decompresses block i of the index.
 func (s *Scanner) read(i int) (block, error) {
 	bi := s.f.idx.Blocks[i]
-	if s.cached {
-		if blk, ok := s.f.cache.get(bi.Offset); ok {
+	if s.cache != nil {
+		if blk, ok := s.cache.get(bi.Offset); ok {
 			return blk, nil
 		}
 		s.raw, s.buf = nil, nil // the cache keeps what is decompressed
@@ -451,10 +452,22 @@ func (s *Scanner) read(i int) (block, error) {
 		s.buf = payload
 	}
 	blk := block{off: bi.Offset, hdr: h, payload: payload}
-	if s.cached {
-		s.f.cache.put(blk)
+	if s.cache != nil {
+		s.cache.put(blk)
 	}
 	return blk, nil
+}
+
+// WithCache makes the Scanner keep the blocks it decompresses in c, and
+// take them from c when another Scanner of c already did, instead of the
+// File's own cache (nil: in no cache, each block decompressed for this
+// Scanner alone). A caller that reads much once — loading a replay's
+// world — uses a cache of its own, which it drops when done, so that the
+// File's cache holds what is served. It must be called before the first
+// Next, and returns s.
+func (s *Scanner) WithCache(c *BlockCache) *Scanner {
+	s.cache = c
+	return s
 }
 
 // Limits of the decompressed-block cache a File's exchange Scanners share:
@@ -467,15 +480,48 @@ const (
 	cacheBlocks = 64
 )
 
-// blockCache keeps the most recently used decompressed blocks. Cached
-// payloads are never written to.
-type blockCache struct {
-	mu     sync.Mutex
-	blocks []block // most recently used last
-	bytes  int
+// BlockCache keeps the most recently used decompressed blocks of one File
+// for the Scanners that share it (see WithCache): at most maxBytes of
+// them and maxBlocks; a block over a quarter of maxBytes is not kept.
+// Cached payloads are never written to. It is safe for concurrent use.
+// The zero BlockCache has the limits of a File's own cache.
+type BlockCache struct {
+	mu        sync.Mutex
+	blocks    []block // most recently used last
+	bytes     int
+	maxBytes  int
+	maxBlocks int
 }
 
-func (c *blockCache) get(off int64) (block, bool) {
+// NewBlockCache returns a cache of at most maxBytes of decompressed
+// blocks and maxBlocks blocks (0: a File's own limits).
+func NewBlockCache(maxBytes, maxBlocks int) *BlockCache {
+	return &BlockCache{maxBytes: maxBytes, maxBlocks: maxBlocks}
+}
+
+// Bytes is how many decompressed bytes c holds.
+func (c *BlockCache) Bytes() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bytes
+}
+
+// CacheBytes is how many decompressed bytes the File's own block cache
+// holds: blocks its exchange Scanners read lately.
+func (f *File) CacheBytes() int { return f.cache.Bytes() }
+
+func (c *BlockCache) limits() (bytes, blocks int) {
+	bytes, blocks = c.maxBytes, c.maxBlocks
+	if bytes <= 0 {
+		bytes = cacheBytes
+	}
+	if blocks <= 0 {
+		blocks = cacheBlocks
+	}
+	return bytes, blocks
+}
+
+func (c *BlockCache) get(off int64) (block, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i, b := range c.blocks {
@@ -487,8 +533,9 @@ func (c *blockCache) get(off int64) (block, bool) {
 	return block{}, false
 }
 
-func (c *blockCache) put(b block) {
-	if len(b.payload) > cacheBytes/4 {
+func (c *BlockCache) put(b block) {
+	maxBytes, maxBlocks := c.limits()
+	if len(b.payload) > maxBytes/4 {
 		return
 	}
 	c.mu.Lock()
@@ -500,7 +547,7 @@ func (c *blockCache) put(b block) {
 	}
 	c.blocks = append(c.blocks, b)
 	c.bytes += len(b.payload)
-	for len(c.blocks) > cacheBlocks || c.bytes > cacheBytes {
+	for len(c.blocks) > maxBlocks || c.bytes > maxBytes {
 		c.bytes -= len(c.blocks[0].payload)
 		c.blocks[0] = block{}
 		c.blocks = c.blocks[1:]

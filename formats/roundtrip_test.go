@@ -447,3 +447,58 @@ func TestAppendRecordInPlace(t *testing.T) {
 		}
 	}
 }
+
+// TestScannerCache: an exchange Scanner keeps its blocks in the File's
+// cache, or in the one WithCache gives it (shared by the Scanners given
+// it, the File's left alone), or in none; every way reads the same
+// records.
+func TestScannerCache(t *testing.T) {
+	recs := session(400, 2000, time.Millisecond)
+	data := encode(t, recs, WriterOptions{BlockSize: 64 << 10}, false)
+	read := func(f *File, c *BlockCache, own bool) []Record {
+		t.Helper()
+		sc := f.ExchangeRecords(1)
+		if !own {
+			sc = sc.WithCache(c)
+		}
+		got, damage, err := drain(t, sc)
+		if err != nil || len(damage) > 0 {
+			t.Fatalf("ExchangeRecords(1): %v, %v", err, damage)
+		}
+		return got
+	}
+	f := open(t, data)
+	if len(f.Index().Blocks) < 4 {
+		t.Fatalf("%d blocks; want several", len(f.Index().Blocks))
+	}
+	want := read(f, nil, true)
+	if f.CacheBytes() == 0 {
+		t.Error("ExchangeRecords left the File's cache empty")
+	}
+
+	f = open(t, data)
+	if got := read(f, nil, false); !sameRecords(got, want) {
+		t.Errorf("WithCache(nil):\n%s", diffRecords(got, want))
+	}
+	if n := f.CacheBytes(); n != 0 {
+		t.Errorf("WithCache(nil): the File's cache holds %d bytes; want 0", n)
+	}
+
+	f = open(t, data)
+	c := NewBlockCache(1<<20, 0)
+	if got := read(f, c, false); !sameRecords(got, want) {
+		t.Errorf("WithCache(c):\n%s", diffRecords(got, want))
+	}
+	held := c.Bytes()
+	if held == 0 || held > 1<<20 {
+		t.Errorf("WithCache(c): c holds %d bytes; want some, at most its 1 MiB", held)
+	}
+	if n := f.CacheBytes(); n != 0 {
+		t.Errorf("WithCache(c): the File's cache holds %d bytes; want 0", n)
+	}
+	// A second Scanner of c reads the same through it, and c keeps each
+	// block once.
+	if got := read(f, c, false); !sameRecords(got, want) || c.Bytes() != held {
+		t.Errorf("second Scanner of c: same records %v, c holds %d bytes (was %d)", sameRecords(got, want), c.Bytes(), held)
+	}
+}

@@ -59,6 +59,10 @@ type loader struct {
 	watchIDs []int64
 	mids     map[int64]string // MidstreamTargets
 	pre      *bodyPrefetch    // bodies read ahead (nil: none)
+	// cache holds the blocks the load decompresses, for the load alone:
+	// dropped with the loader, it leaves the File's own cache to what
+	// the replay serves.
+	cache *formats.BlockCache
 }
 
 // watchRead is one watch whose events the loader reads.
@@ -98,7 +102,7 @@ func Load(f *formats.File, opts Options) (*Store, error) {
 		s.now = time.Now
 	}
 	l := &loader{f: f, s: s, seen: map[Resource]map[Key]map[uint64]*entry{}, pages: map[string][]*page{},
-		firstWatch: map[Resource]int64{}, watches: map[int64]*watchRead{}}
+		firstWatch: map[Resource]int64{}, watches: map[int64]*watchRead{}, cache: formats.NewBlockCache(32 << 20, 0)}
 	if opts.Live {
 		l.env = &envBuilder{cs: newClientSet(f, opts)}
 		go warmFieldManagers()
@@ -107,7 +111,7 @@ func Load(f *formats.File, opts Options) (*Store, error) {
 		l.mids = MidstreamTargets(f)
 	}
 	idx := f.Index()
-	l.pre = startPrefetch(f, idx, opts.Until)
+	l.pre = startPrefetch(f, l.cache, idx, opts.Until)
 	defer func() {
 		if l.pre != nil { // an early return
 			l.pre.close()
@@ -261,16 +265,16 @@ func (l *loader) body(x *formats.ExchangeInfo) ([]byte, error) {
 			return b, err
 		}
 	}
-	return readBody(l.f, x)
+	return readBody(l.f, l.cache, x)
 }
 
 // readBody reads exchange x's whole response body from f, decoded if
-// gzip'd.
-func readBody(f *formats.File, x *formats.ExchangeInfo) ([]byte, error) {
+// gzip'd, through cache (see formats.Scanner.WithCache).
+func readBody(f *formats.File, cache *formats.BlockCache, x *formats.ExchangeInfo) ([]byte, error) {
 	if x.BodyBytes > maxBody {
 		return nil, fmt.Errorf("state: exchange %d: %d bytes (limit %d)", x.Request.Exchange, x.BodyBytes, maxBody)
 	}
-	sc := f.ExchangeRecords(x.Request.Exchange)
+	sc := f.ExchangeRecords(x.Request.Exchange).WithCache(cache)
 	var b []byte
 	for {
 		rec, err := sc.Next()
@@ -381,7 +385,7 @@ func (l *loader) readWatches() error {
 	go func() {
 		defer close(ordered)
 		defer close(jobs)
-		sc := l.f.ExchangeRecords(l.watchIDs...)
+		sc := l.f.ExchangeRecords(l.watchIDs...).WithCache(l.cache)
 		b := &peekBatch{done: make(chan struct{})}
 		var last error
 		send := func(b *peekBatch) bool {

@@ -60,7 +60,7 @@ func midstreamTargets(f *formats.File, xs []*formats.ExchangeInfo) map[int64]str
 	if len(ids) == 0 {
 		return out
 	}
-	sc := f.ExchangeRecords(ids...)
+	sc := f.ExchangeRecords(ids...).WithCache(nil) // one pass: nothing to keep
 	var last error
 	for {
 		rec, err := sc.Next()

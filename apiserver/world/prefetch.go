@@ -59,7 +59,7 @@ func prefetchable(x *formats.ExchangeInfo, until int64) bool {
 
 // startPrefetch starts reading ahead the bodies of idx's exchanges that
 // Load will read; nil when there are none.
-func startPrefetch(f *formats.File, idx *formats.Index, until int64) *bodyPrefetch {
+func startPrefetch(f *formats.File, cache *formats.BlockCache, idx *formats.Index, until int64) *bodyPrefetch {
 	p := &bodyPrefetch{pos: map[int64]int{}, stop: make(chan struct{})}
 	for i := range idx.Exchanges {
 		if x := &idx.Exchanges[i]; prefetchable(x, until) {
@@ -87,7 +87,7 @@ func startPrefetch(f *formats.File, idx *formats.Index, until int64) *bodyPrefet
 			p.wg.Add(1)
 			go func() {
 				defer p.wg.Done()
-				b, err := readBody(f, x)
+				b, err := readBody(f, cache, x)
 				p.res[i] <- bodyResult{b, err}
 			}()
 		}

@@ -13,7 +13,8 @@ import (
 
 // TestPrefetchSame: a store loaded with every body read ahead (and those
 // Load passes over dropped) holds what one loaded reading each body in
-// turn holds, version for version, read-only and Live.
+// turn holds, version for version, read-only and Live; and either leaves
+// the File's block cache empty.
 func TestPrefetchSame(t *testing.T) {
 	for _, sc := range []string{"basic-json", "protobuf", "multi-watch", "gone-410", "metadata-informer", "cbor-informer"} {
 		for _, live := range []bool{false, true} {
@@ -26,6 +27,11 @@ func TestPrefetchSame(t *testing.T) {
 					s, err := Load(f, Options{Live: live, Now: func() time.Time { return time.Unix(1, 0) }, NewUID: func() string { return "u" }})
 					if err != nil {
 						t.Fatal(err)
+					}
+					// The load reads through a cache of its own: the
+					// File's is left to what a replay serves.
+					if n := f.CacheBytes(); n != 0 {
+						t.Errorf("after Load the File's block cache holds %d bytes; want 0", n)
 					}
 					return fingerprint(s)
 				}

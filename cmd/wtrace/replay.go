@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -387,6 +388,11 @@ func serveReplay(stopping context.Context, o *replayOptions, log *slog.Logger, t
 	if err != nil {
 		return withHint(err, "pick another address with --listen 127.0.0.1:0 (a free port)")
 	}
+	// What loading the world decompressed and parsed is garbage now: give
+	// it back to the system at once, rather than over minutes as the
+	// runtime would, so that the replay's resident memory is what it
+	// serves from (its world, and the blocks the clients are read).
+	go debug.FreeOSMemory()
 	if o.kubeconfigOut != "" {
 		if err := outfile.WriteFile(o.kubeconfigOut, srv.Kubeconfig(), 0o600); err != nil {
 			return withHint(fmt.Errorf("writing --kubeconfig-out: %w", err), "check that the directory exists and is writable")
