@@ -102,7 +102,7 @@ func Load(f *formats.File, opts Options) (*Store, error) {
 		s.now = time.Now
 	}
 	l := &loader{f: f, s: s, seen: map[Resource]map[Key]map[uint64]*entry{}, pages: map[string][]*page{},
-		firstWatch: map[Resource]int64{}, watches: map[int64]*watchRead{}, cache: formats.NewBlockCache(32 << 20, 0)}
+		firstWatch: map[Resource]int64{}, watches: map[int64]*watchRead{}, cache: formats.NewBlockCache(32<<20, 0)}
 	if opts.Live {
 		l.env = &envBuilder{cs: newClientSet(f, opts)}
 		go warmFieldManagers()
