@@ -355,7 +355,7 @@ func (s *slicer) cutPoints() error {
 		delete(last, p.info.Request.Exchange)
 		delete(open, p.info.Request.Exchange)
 	}
-	sc := s.f.ExchangeRecords(ids...)
+	sc := s.f.ExchangeRecords(ids...).WithCache(nil) // one pass: nothing to keep
 	for len(open) > 0 {
 		rec, err := sc.NextIntact(nil) // copyRecords reports the damage
 		if err == io.EOF {

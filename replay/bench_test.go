@@ -336,6 +336,9 @@ type latenessResult struct {
 	idle         []float64 // resident bytes per idle watcher, each round
 	idleLive     []float64 // heap and stack bytes in use per idle watcher
 	herd         []float64 // ms from the first dial to the last response head, each round
+	writes       []float64 // write system calls per delivered event, each round
+	reads        []float64 // read system calls per delivered event, each round
+	wbytes       []float64 // bytes written per delivered event, each round
 }
 
 func (r *latenessResult) add(o latenessResult) {
@@ -345,6 +348,9 @@ func (r *latenessResult) add(o latenessResult) {
 	r.idle = append(r.idle, o.idle...)
 	r.idleLive = append(r.idleLive, o.idleLive...)
 	r.herd = append(r.herd, o.herd...)
+	r.writes = append(r.writes, o.writes...)
+	r.reads = append(r.reads, o.reads...)
+	r.wbytes = append(r.wbytes, o.wbytes...)
 	r.rss = max(r.rss, o.rss)
 }
 
@@ -389,6 +395,13 @@ func (r *latenessResult) report(b *testing.B, name string, watchers int, idle bo
 	// last response head (the longest round).
 	if len(r.herd) > 0 {
 		b.ReportMetric(slices.Max(r.herd), name+"-herd-ms")
+	}
+	// System calls per delivered event (the fewest of the rounds): a
+	// write is the least an event costs; reads are the connections'.
+	if len(r.writes) > 0 {
+		b.ReportMetric(slices.Min(r.writes), name+"-writes/event")
+		b.ReportMetric(slices.Min(r.reads), name+"-reads/event")
+		b.ReportMetric(slices.Min(r.wbytes), name+"-B-written/event")
 	}
 	// The server's CPU time (user + system) per event delivered to one
 	// watcher: what a burst costs, and so the floor under lateness when a
@@ -481,6 +494,28 @@ func cpuTime(pid int) time.Duration {
 	u, _ := strconv.ParseInt(f[11], 10, 64)
 	s, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(u+s) * 10 * time.Millisecond
+}
+
+// syscalls reads how many write and read system calls (write, writev,
+// sendmsg…; read, recvmsg…) process pid made, and the bytes it wrote, from
+// /proc/pid/io.
+func syscalls(pid int) (w, r, wbytes int64) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return 0, 0, 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "wchar: "); ok {
+			wbytes, _ = strconv.ParseInt(v, 10, 64)
+		}
+		if v, ok := strings.CutPrefix(l, "syscw: "); ok {
+			w, _ = strconv.ParseInt(v, 10, 64)
+		}
+		if v, ok := strings.CutPrefix(l, "syscr: "); ok {
+			r, _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return w, r, wbytes
 }
 
 // residentKiB reads VmRSS (kB) of process pid.
@@ -583,6 +618,7 @@ func runLateness(b *testing.B, srv latenessServer, path string, watchers int, st
 	// The server's CPU time from here to when the last client is done:
 	// serving, not starting and stopping.
 	cpu0 := cpuTime(cmd.Process.Pid)
+	w0, r0, wb0 := syscalls(cmd.Process.Pid)
 	b.StartTimer()
 
 	const target = "/api/v1/namespaces/corpus-basic/configmaps?watch=true&resourceVersion=205"
@@ -676,6 +712,7 @@ func runLateness(b *testing.B, srv latenessServer, path string, watchers int, st
 		traceLines = nil
 	}
 	cpu := cpuTime(cmd.Process.Pid) - cpu0
+	w1, r1, wb1 := syscalls(cmd.Process.Pid)
 	rss, _, _ := stopServer(cmd, stdin, out)
 	close(errs)
 	for err := range errs {
@@ -702,6 +739,9 @@ func runLateness(b *testing.B, srv latenessServer, path string, watchers int, st
 	res.herd = []float64{float64(herdEnd.Sub(herdStart)) / 1e6}
 	if len(all) > 0 {
 		res.rounds = []float64{float64(cpu.Microseconds()) / float64(len(all))}
+		res.writes = []float64{float64(w1-w0) / float64(len(all))}
+		res.reads = []float64{float64(r1-r0) / float64(len(all))}
+		res.wbytes = []float64{float64(wb1-wb0) / float64(len(all))}
 	}
 	return res
 }
