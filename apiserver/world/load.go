@@ -572,7 +572,7 @@ func (l *loader) objectMeta(r Resource, o codec.Object, typ EventType, t int64, 
 	if ns != "" {
 		h.info.Namespaced = true
 	}
-	k := Key{ns, name}
+	k := Key{internNS(ns), name}
 	byKey := l.seen[r]
 	if byKey == nil {
 		byKey = map[Key]map[uint64]*entry{}

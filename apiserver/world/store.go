@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unique"
 
 	"github.com/wtrace/wtrace/apiserver/codec"
 )
@@ -119,6 +120,17 @@ type entry struct {
 // Key names an object within a resource.
 type Key struct {
 	Namespace, Name string
+}
+
+// internNS returns the canonical copy of namespace ns. The store's
+// entries and its watches keep their namespaces interned: a watch compares
+// its namespace with every change's, and two strings that share their
+// bytes compare at once. It also keeps one copy of each namespace.
+func internNS(ns string) string {
+	if ns == "" {
+		return ""
+	}
+	return unique.Make(ns).Value()
 }
 
 func (k Key) String() string {
@@ -394,6 +406,7 @@ func (s *Store) addSynth(h *history, e *entry) error {
 		return fmt.Errorf("%w (%d bytes)", ErrTooLarge, s.maxBytes())
 	}
 	s.bytes += e.size
+	e.key.Namespace = internNS(e.key.Namespace)
 	h.syn = append(h.syn, e)
 	h.objs[e.key] = append(h.objs[e.key], e)
 	s.historic++

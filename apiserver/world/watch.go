@@ -23,21 +23,26 @@ import (
 // send them for its scope. Not safe for concurrent use; the Store it
 // reads is.
 type Watch struct {
+	// What Next reads at every change, first: with many watches, each
+	// one's are a cache miss.
 	s       *Store
 	h       *history
-	info    Info
-	t       Target
-	sel     *selector
-	w       *codec.Writer
 	cursor  uint64 // served resourceVersion of the last change sent (or of the start)
-	origin  int64  // capture time of the start
-	init    [][]byte
+	ns      string // t.Namespace, interned (see internNS)
 	expired bool
+	all     bool // sel selects everything: matches need not look
 	// writesOnly: a Follow watch, which skips the recorded changes (the
 	// replay sends the recording itself).
 	writesOnly bool
 	// recordedOnly: a watch that skips the clients' writes.
 	recordedOnly bool
+
+	sel    *selector
+	t      Target
+	info   Info
+	w      *codec.Writer
+	origin int64 // capture time of the start
+	init   [][]byte
 	// caught is the served resourceVersion up to which the watch has
 	// nothing more to send (set by Next when it finds nothing).
 	caught atomic.Uint64
@@ -84,7 +89,8 @@ func (s *Store) Watch(r *Request) (*Watch, *Response) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h, _ := s.hist(t.Resource)
-	wt := &Watch{s: s, h: h, info: info, t: t, sel: sel, w: w, recordedOnly: r.RecordedOnly}
+	wt := newWatch(s, h, info, t, sel, w)
+	wt.recordedOnly = r.RecordedOnly
 	switch {
 	case rv == "" || rv == "0" || sie:
 		// A streaming list's resourceVersion is a lower bound
@@ -123,6 +129,13 @@ func (s *Store) Watch(r *Request) (*Watch, *Response) {
 	}
 	wt.origin = s.timeAt(h, wt.cursor)
 	return wt, nil
+}
+
+// newWatch is a watch of t's scope through sel, encoded by w.
+func newWatch(s *Store, h *history, info Info, t Target, sel *selector, w *codec.Writer) *Watch {
+	// The namespace interned as the store's entries have theirs (see
+	// internNS): change compares it with every entry's.
+	return &Watch{s: s, h: h, info: info, t: t, ns: internNS(t.Namespace), sel: sel, all: sel.empty(), w: w}
 }
 
 // ContentType is the Content-Type of the watch's response.
@@ -232,7 +245,8 @@ func (s *Store) Follow(path string, query url.Values, media codec.Media, from st
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h, _ := s.hist(t.Resource)
-	wt := &Watch{s: s, h: h, info: info, t: t, sel: sel, w: codec.NewWriter(media, codec.TableOptions{}, s.now), writesOnly: true}
+	wt := newWatch(s, h, info, t, sel, codec.NewWriter(media, codec.TableOptions{}, s.now))
+	wt.writesOnly = true
 	if n, ok := parseRV(from); ok {
 		wt.cursor = n
 	} else {
@@ -267,7 +281,7 @@ func (wt *Watch) NextBefore(limit string) (WatchEvent, bool) {
 // change turns one history entry into the event the watch's scope sees,
 // if any (the lock is held).
 func (wt *Watch) change(e *entry) (WatchEvent, bool) {
-	if wt.t.Namespace != "" && e.key.Namespace != wt.t.Namespace {
+	if wt.ns != "" && e.key.Namespace != wt.ns {
 		return WatchEvent{}, false
 	}
 	prev := wt.previous(e)
@@ -318,6 +332,9 @@ func (wt *Watch) previous(e *entry) *entry {
 }
 
 func (wt *Watch) matches(e *entry) bool {
+	if wt.all {
+		return true
+	}
 	ok, err := wt.sel.matches(e.obj)
 	return err == nil && ok
 }
