@@ -120,9 +120,6 @@ func Slice(ctx context.Context, in string, opts SliceOptions) (SliceResult, erro
 	s := &slicer{opts: opts, in: in, f: f, res: &res, plans: map[int64]*exPlan{}, conns: map[uint64]*connPlan{},
 		ids: &numbering{conns: map[connKey]uint64{}, exchanges: map[exKey]int64{}}}
 	s.plan()
-	if err := s.cutPoints(); err != nil {
-		return res, err
-	}
 	if err := s.loadWorld(); err != nil {
 		return res, err
 	}
@@ -391,14 +388,26 @@ func (s *slicer) cutPoints() error {
 }
 
 // loadWorld loads the world as the session shows it before From, for the
-// cut watches.
+// cut watches, while cutPoints reads where each was at From: two passes
+// over the session's blocks, side by side.
 func (s *slicer) loadWorld() error {
 	if len(s.cuts) == 0 {
 		return nil
 	}
-	st, err := world.Load(s.f, world.Options{Until: s.opts.From, MaxBytes: s.opts.StateBytes})
-	if err != nil {
-		return fmt.Errorf("edit: the world at the start of the slice: %w", err)
+	var st *world.Store
+	var loadErr error
+	loaded := make(chan struct{})
+	go func() {
+		defer close(loaded)
+		st, loadErr = world.Load(s.f, world.Options{Until: s.opts.From, MaxBytes: s.opts.StateBytes})
+	}()
+	cutErr := s.cutPoints()
+	<-loaded
+	if cutErr != nil {
+		return cutErr
+	}
+	if loadErr != nil {
+		return fmt.Errorf("edit: the world at the start of the slice: %w", loadErr)
 	}
 	var top uint64
 	for _, p := range s.cuts {
