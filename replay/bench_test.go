@@ -339,6 +339,7 @@ type latenessResult struct {
 	writes       []float64 // write system calls per delivered event, each round
 	reads        []float64 // read system calls per delivered event, each round
 	wbytes       []float64 // bytes written per delivered event, each round
+	accept       []float64 // idle: the server's CPU µs per watch, from its request to its wait, each round
 }
 
 func (r *latenessResult) add(o latenessResult) {
@@ -351,6 +352,7 @@ func (r *latenessResult) add(o latenessResult) {
 	r.writes = append(r.writes, o.writes...)
 	r.reads = append(r.reads, o.reads...)
 	r.wbytes = append(r.wbytes, o.wbytes...)
+	r.accept = append(r.accept, o.accept...)
 	r.rss = max(r.rss, o.rss)
 }
 
@@ -373,6 +375,13 @@ func (r *latenessResult) report(b *testing.B, name string, watchers int, idle bo
 			// the garbage of their connection herd.
 			b.ReportMetric(best/1024, name+"-live-KiB/idle-watcher")
 			b.ReportMetric(float64(r.rss)/1024, name+"-peak-RSS-MiB")
+		}
+		// What a connection herd costs: the server's CPU per watch from
+		// its connection to its wait (the fewest of the rounds; the
+		// clock ticks every 10 ms), and how long the herd lasted.
+		if len(r.accept) > 0 {
+			b.ReportMetric(slices.Min(r.accept), name+"-cpu-µs/watch")
+			b.ReportMetric(slices.Max(r.herd), name+"-herd-ms")
 		}
 		return
 	}
@@ -544,6 +553,8 @@ func runIdle(b *testing.B, srv latenessServer, path string, watchers int) latene
 	cmd.Process.Signal(syscall.SIGUSR1)
 	time.Sleep(300 * time.Millisecond)
 	before := residentKiB(cmd.Process.Pid)
+	cpu0 := cpuTime(cmd.Process.Pid)
+	herdStart := time.Now()
 	b.StartTimer()
 	req := []byte(fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", idleTarget, addr))
 	conns := make([]net.Conn, watchers)
@@ -579,9 +590,11 @@ func runIdle(b *testing.B, srv latenessServer, path string, watchers int) latene
 		}(w)
 	}
 	wg.Wait()
+	herd := time.Since(herdStart)
 	b.StopTimer()
 	time.Sleep(500 * time.Millisecond) // the server's handlers reached their wait
 	after := residentKiB(cmd.Process.Pid)
+	accept := cpuTime(cmd.Process.Pid) - cpu0
 	cmd.Process.Signal(syscall.SIGUSR1)
 	time.Sleep(time.Second)
 	for _, c := range conns {
@@ -595,7 +608,8 @@ func runIdle(b *testing.B, srv latenessServer, path string, watchers int) latene
 		b.Fatal(err)
 	}
 	b.StartTimer()
-	res := latenessResult{rss: rss, idle: []float64{float64(after-before) * 1024 / float64(watchers)}}
+	res := latenessResult{rss: rss, idle: []float64{float64(after-before) * 1024 / float64(watchers)},
+		herd: []float64{float64(herd) / 1e6}, accept: []float64{float64(accept.Microseconds()) / float64(watchers)}}
 	if len(live) == 2 {
 		res.idleLive = []float64{float64(live[1]-live[0]) / float64(watchers)}
 	}
