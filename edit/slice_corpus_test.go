@@ -297,3 +297,38 @@ func targetsOf(f *formats.File, ids ...int64) []string {
 	slices.Sort(out)
 	return out
 }
+
+// TestSeekWriter: Seek writes its slice in the Writer options it is
+// given, and without any in large blocks (a replay reads it whole): the
+// same records either way.
+func TestSeekWriter(t *testing.T) {
+	session := recordCorpus(t, "multi-watch", t.TempDir())
+	whole := wttest.OpenSession(t, session)
+	start, end := edit.Start(whole.Index()), whole.Index().Blocks[len(whole.Index().Blocks)-1].Last
+	from := start + (end-start)/4
+	seek := func(w formats.WriterOptions) (blocks int, recs []string) {
+		t.Helper()
+		sk, err := edit.Seek(context.Background(), session, t.TempDir(), edit.SliceOptions{From: from, Output: formats.FileSinkOptions{Writer: w}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sk.Close()
+		for r, err := range sk.File.Records().All() {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := r.(*formats.Meta); !ok {
+				recs = append(recs, fmt.Sprintf("%#v", r))
+			}
+		}
+		return len(sk.File.Index().Blocks), recs
+	}
+	large, want := seek(formats.WriterOptions{})
+	small, got := seek(formats.WriterOptions{BlockSize: 16 << 10})
+	if large != 1 || small < 4 {
+		t.Errorf("slice in %d blocks by default, %d of 16 KiB; want 1 (4 MiB blocks) and several", large, small)
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("the slices' records differ with the block size (%d and %d records)", len(got), len(want))
+	}
+}
