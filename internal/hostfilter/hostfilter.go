@@ -109,7 +109,10 @@ func (f *Filter) Check(r *http.Request) error {
 	p := r.URL.Path
 	clean := p
 	if len(f.paths) > 0 {
-		clean = path.Clean("/" + p)
+		if !strings.HasPrefix(clean, "/") {
+			clean = "/" + clean
+		}
+		clean = path.Clean(clean) // no copy when already clean
 	}
 	for _, re := range f.paths {
 		if re.MatchString(p) || clean != p && re.MatchString(clean) {
