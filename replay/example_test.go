@@ -37,15 +37,39 @@ func TestReplayExample(t *testing.T) {
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
 
-	// The session holds a LIST of 5 ConfigMaps and a WATCH of 200 events.
+	// The session ends with 19 ConfigMaps, the last changed at
+	// resourceVersion 407: the informer has seen it all when its cache
+	// holds that. (How many notifications that took depends on where the
+	// world's timeline, which starts at the first request and here runs
+	// as fast as it can, was when the informer's list began: 205 from the
+	// session's start, fewer from later in it.)
+	lister := factory.Core().V1().ConfigMaps().Lister().ConfigMaps("corpus-basic")
+	atEnd := func() (bool, int) {
+		cms, err := lister.List(labels.Everything())
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := false
+		for _, cm := range cms {
+			last = last || cm.ResourceVersion == "407"
+		}
+		return last && len(cms) == 19, len(cms)
+	}
 	deadline := time.Now().Add(time.Minute)
-	for seen.Load() < 205 {
+	for {
+		done, n := atEnd()
+		if done {
+			break
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d notifications after a minute; want 205", seen.Load())
+			t.Fatalf("after a minute the informer holds %d ConfigMaps (%d notifications); want the session's end: 19, the last at resourceVersion 407", n, seen.Load())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	cm, err := factory.Core().V1().ConfigMaps().Lister().ConfigMaps("corpus-basic").List(labels.Everything())
+	if n := seen.Load(); n < 19 || n > 205 {
+		t.Errorf("%d notifications; want from 19 (the end state at once) to 205 (the whole session)", n)
+	}
+	cm, err := lister.List(labels.Everything())
 	if err != nil {
 		t.Fatal(err)
 	}
