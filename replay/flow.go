@@ -151,90 +151,51 @@ func (s *Server) watchHead(x *tape.Exchange, fl *flow) *head {
 	return s.rec.headOf(x, http.StatusOK)
 }
 
-// runFlow is runFrom for a recorded watch served with the world
-// (st.flow): the reader's writes on the timeline of base. Recorded
-// chunks go out as they are while their resourceVersions are served
-// unchanged; from the first event that must be rewritten, or from the
-// start when transcoding, event by event.
-//
-// It reads through *rdp, which it replaces when it goes event by event,
-// resumably: when the stream parks (see waitUntil) it returns false with
-// the next write unread.
-func (st *streamer) runFlow(rdp **writeReader, base int64) bool {
-	fl := st.flow
-	store := st.s.store
-	rd := *rdp
-	defer func() { fl.waiting = false; *rdp = rd }()
-	for {
-		if st.inSched && !rd.nonBlocking() {
-			st.yield()
-			return false
-		}
-		w, ok := rd.next()
-		if !ok {
-			return st.stopped == ""
-		}
-		fl.pending, fl.waiting = w, true
-		if !st.waitUntil(st.deadline(w.At, base)) {
-			if st.parked {
-				rd.unread(w)
-			}
-			return false
-		}
-		if w.Event {
-			st.wrote(&w, base, st.s.clock.Now())
-			if !st.sendEvent(w.Data) {
-				return false
-			}
-			continue
-		}
-		if w.RV != 0 && store.ObserveN(w.RV) != w.RV && w.EvOff >= w.Off {
-			// Clients' writes took the numbers this write carries: the
-			// rest goes event by event, rewritten.
-			if n := w.EvOff - w.Off; n > 0 && !st.send(w.Data[:n]) {
-				return false
-			}
-			rd = st.reader(tape.NewEventSource(st.s.file, fl.x, w.EvOff), 0)
-			if fl.switched == "" {
-				fl.switched = "rv"
-			}
-			continue
-		}
-		batch := append(st.batch[:0], w.Data)
-		st.exts = append(st.exts[:0], w.Ext)
-		size := len(w.Data)
-		last := w
-		now := st.s.clock.Now()
-		st.wrote(&w, base, now)
-		for size < maxBatch {
-			w2, ok := rd.next()
-			if !ok {
-				if st.stopped != "" {
-					return false
-				}
-				break
-			}
-			if w2.Event || st.deadline(w2.At, base).After(now) || w2.RV != 0 && store.ObserveN(w2.RV) != w2.RV {
-				rd.unread(w2)
-				break
-			}
-			st.wrote(&w2, base, now)
-			batch = append(batch, w2.Data)
-			st.exts = append(st.exts, w2.Ext)
-			size += len(w2.Data)
-			last = w2
-		}
-		st.batch = batch[:0]
-		if !st.sendBatch(batch) {
-			return false
-		}
-		st.midEvent = last.Cut
-	}
+// flowFeed plays a recorded watch served with the world (st.flow): the
+// reader's writes, whose recorded chunks go out as they are while their
+// resourceVersions are served unchanged; from the first event that must
+// be rewritten, or from the start when transcoding, event by event.
+type flowFeed struct {
+	st *streamer
+	rd *writeReader // replaced by an event source when the stream goes event by event
 }
 
-// sendEvent sends one recorded event's exact bytes, with its served
-// resourceVersion and in the client's encoding.
-func (st *streamer) sendEvent(data []byte) bool {
+func (f *flowFeed) peek() (int64, bool) {
+	w, ok := f.rd.next()
+	if ok {
+		f.rd.unread(w)
+	}
+	return w.At, ok
+}
+
+func (f *flowFeed) take() (feedWrite, bool) {
+	st, fl := f.st, f.st.flow
+	w, _ := f.rd.next()
+	if w.Event {
+		data, ok := st.flowEvent(w.Data)
+		return feedWrite{data: data, events: 1, at: w.At}, ok
+	}
+	if w.RV != 0 && st.s.store.ObserveN(w.RV) != w.RV && w.EvOff >= w.Off {
+		// Clients' writes took the numbers this write carries: the
+		// rest goes event by event, rewritten.
+		n := w.EvOff - w.Off
+		f.rd = st.reader(tape.NewEventSource(st.s.file, fl.x, w.EvOff), 0)
+		if fl.switched == "" {
+			fl.switched = "rv"
+		}
+		return feedWrite{data: w.Data[:n]}, n > 0
+	}
+	return recordedWrite(&w), true
+}
+
+func (f *flowFeed) changed() <-chan struct{} { return nil }
+func (f *flowFeed) idle()                    {}
+func (f *flowFeed) inMemory() bool           { return f.rd.nonBlocking() }
+
+// flowEvent is one recorded event's exact bytes as the flow sends them:
+// with its served resourceVersion, in the client's encoding, framed.
+// false skips an event that cannot be transcoded.
+func (st *streamer) flowEvent(data []byte) ([]byte, bool) {
 	fl := st.flow
 	out := data
 	m, perr := frame.Peek(fl.format, data)
@@ -253,14 +214,10 @@ func (st *streamer) sendEvent(data []byte) bool {
 		}
 		if err != nil {
 			st.s.log.Warn("replay: cannot transcode an event; skipped", "exchange", fl.x.ID, "err", err)
-			return true
+			return nil, false
 		}
 	}
-	if !st.send(codec.FrameEvent(fl.media.Format, out)) {
-		return false
-	}
-	st.midEvent = false
-	return true
+	return codec.FrameEvent(fl.media.Format, out), true
 }
 
 // waitOr waits for the clock to reach t, or for wake. woke says wake came
@@ -337,6 +294,7 @@ func (s *Server) serveStoreWatch(st *streamer, wt *world.Watch) {
 		return
 	}
 	s.deliv.add(wt)
+	f := &worldFeed{st: st, wt: wt}
 	if st.own != nil && st.own.park {
 		// On the scheduler's path (see worldwatch.go).
 		s.waker.add(st)
@@ -344,82 +302,67 @@ func (s *Server) serveStoreWatch(st *streamer, wt *world.Watch) {
 			s.waker.remove(st)
 			s.deliv.remove(wt)
 		}
-		st.runRest((&storeWatchCont{st: st, wt: wt}).step)
+		st.runRest(func() { st.play(f, wt.Origin()) })
 		return
 	}
 	defer s.deliv.remove(wt)
-	forever := st.s.clock.Now().Add(100 * 365 * 24 * time.Hour)
-	for {
-		changed := s.store.Changed()
-		next, pending, more, ok := st.sendDue(wt)
-		switch {
-		case !ok:
-			return
-		case pending:
-			if _, ok := st.waitOr(st.deadline(next.Time, wt.Origin()), changed); !ok {
-				return
-			}
-		case !more:
-			s.deliv.caughtUp()
-			if _, ok := st.waitOr(forever, changed); !ok {
-				return
-			}
-		}
-	}
+	st.play(f, wt.Origin())
 }
 
-// sendDue sends world watch wt's events that are due now in one batch
-// (each its own chunk): the clients' writes and the recorded changes
-// whose time has come, in served order. It returns the next event when
-// one is left that is not due yet (pending); more when the batch reached
-// maxBatch bytes and more may be due (neither: the watch has sent all it
-// has, for now); ok false when the stream ends: the client is gone, or
-// the watch's last event (410 Expired) went out. An event that cannot be
-// encoded is logged and skipped.
-func (st *streamer) sendDue(wt *world.Watch) (next world.WatchEvent, pending, more, ok bool) {
-	now := st.s.clock.Now()
-	batch := st.batch[:0]
-	size := 0
-	var at int64
-	end := false
-	for !end {
-		if size >= maxBatch {
-			more = true
-			break
-		}
-		ev, found := wt.Next()
-		if !found {
-			break
-		}
-		if ev.Time != 0 && st.deadline(ev.Time, wt.Origin()).After(now) {
-			next, pending = ev, true
-			break
-		}
-		b, err := wt.Take(ev)
-		if err != nil {
-			st.s.log.Warn("replay: cannot encode a watch event", "err", err)
-			continue
-		}
-		batch = append(batch, b)
-		size += len(b)
-		if ev.Time != 0 {
-			at = ev.Time
-		}
-		end = ev.Expired
-	}
-	n := len(batch)
-	if n == 0 {
-		return next, pending, more, true
-	}
-	written := st.sendBatch(batch) // what the client did not take at once is copied (ownConn.pend)
-	clear(batch)                   // the events are shared with other watches: not kept past the send
-	st.batch = batch[:0]
-	if !written || end {
-		return next, pending, more, false
-	}
-	st.sentEvents(n, at, wt.Origin(), now)
-	return next, pending, more, true
+// worldFeed plays a watch of the world: the clients' writes and the
+// recorded changes whose time has come, in served order; it waits for
+// the world's next change when it has sent all it has, and ends after
+// the watch's last event (410 Expired). An event that cannot be encoded
+// is logged and skipped.
+type worldFeed struct {
+	st  *streamer
+	wt  *world.Watch
+	ch  <-chan struct{} // the world's next change, taken before the last look
+	ev  world.WatchEvent
+	has bool // ev is the next event
+	dry bool // the last look found nothing, and ch was taken before it
 }
+
+func (f *worldFeed) peek() (int64, bool) {
+	if f.has {
+		return f.ev.Time, true
+	}
+	if f.dry {
+		select {
+		case <-f.ch:
+		default:
+			return 0, false // nothing changed since the last look
+		}
+	}
+	// Taken before the look: a change that lands after it closes ch.
+	f.ch = f.st.s.store.Changed()
+	f.ev, f.has = f.wt.Next()
+	f.dry = !f.has
+	return f.ev.Time, f.has
+}
+
+func (f *worldFeed) take() (feedWrite, bool) {
+	ev := f.ev
+	f.has = false
+	b, err := f.wt.Take(ev)
+	if err != nil {
+		f.st.s.log.Warn("replay: cannot encode a watch event", "err", err)
+		return feedWrite{}, false
+	}
+	return feedWrite{data: b, events: 1, at: ev.Time, last: ev.Expired}, true
+}
+
+func (f *worldFeed) changed() <-chan struct{} {
+	if f.ch == nil {
+		f.ch = f.st.s.store.Changed()
+	}
+	return f.ch
+}
+
+// idle says the watch has sent everything it had (for the writes that
+// wait for their events: see deliveries).
+func (f *worldFeed) idle()          { f.st.s.deliv.caughtUp() }
+func (f *worldFeed) inMemory() bool { return true }
 
 // recordedRoute answers with recorded opaque exchange x (a GET, a LIST, a
 // write's answer): byte for byte when the client accepts its encoding and

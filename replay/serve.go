@@ -371,59 +371,140 @@ func (st *streamer) sendBatch(batch [][]byte) bool {
 	return true
 }
 
-// run sends src's writes on the timeline that maps capture time base to the
-// request's arrival, skipping body bytes before offset skip. Writes that
-// are due together (a burst, or a client that fell behind) go out as one
-// batch. It returns false if the stream stopped early.
-func (st *streamer) run(src tape.Source, base, skip int64) bool {
-	return st.runFrom(st.reader(src, skip), base)
+// A feed is what a stream plays (see play): writes, each due at a
+// recorded time on the stream's timeline. A recorded exchange is one
+// (tapeFeed), and so is one served with the world (flowFeed) and a watch
+// of the world (worldFeed). A feed belongs to its stream.
+type feed interface {
+	// peek returns the recorded capture time of the next write (0: due at
+	// once), without taking it; false when there is none now: the feed
+	// is over, or (changed returns a channel) has nothing yet.
+	peek() (at int64, ok bool)
+	// take returns the write peek announced, now that it is due, and
+	// moves past it; false skips it (nothing to send).
+	take() (w feedWrite, ok bool)
+	// changed returns the channel closed when the feed may have a write
+	// before the one peek returned, or when it had none, one at all (a
+	// watch of the world: its next change); nil for a feed that only
+	// plays what it holds. idle is called when peek found nothing.
+	changed() <-chan struct{}
+	idle()
+	// inMemory reports whether peek and take return without reading the
+	// session file (the scheduler then carries the stream itself).
+	inMemory() bool
 }
 
-// runFrom is run with rd, resumably: when the stream parks (see
-// waitUntil) it returns false with the next write unread.
-func (st *streamer) runFrom(rd *writeReader, base int64) bool {
+// feedWrite is one write of a feed: one chunk of the response.
+type feedWrite struct {
+	data   []byte
+	ext    string // the recorded chunk's extensions
+	events int    // watch events whose data ends in it (for the metrics)
+	at     int64  // recorded time (0: none, no lateness)
+	last   bool   // the stream ends after it (a watch's 410 Expired)
+}
+
+// play sends feed f's writes on the timeline that maps capture time base
+// to the request's arrival: it waits for the next write's time (or, for
+// a feed with changes, its next change), then sends every write due by
+// then in one batch of at most maxBatch bytes, each its own chunk. It is
+// the one batching loop of every stream, and resumable: when the stream
+// parks (see waitUntil) it returns false with the feed where it was, and
+// calling it again carries on. It returns false if the stream stopped
+// early (or parked), true at the feed's end.
+func (st *streamer) play(f feed, base int64) bool {
 	for {
-		if st.inSched && !rd.nonBlocking() {
+		if st.inSched && !f.inMemory() {
 			st.yield()
 			return false
 		}
-		w, ok := rd.next()
+		at, ok := f.peek()
 		if !ok {
-			return st.stopped == ""
-		}
-		if !st.waitUntil(st.deadline(w.At, base)) {
-			if st.parked {
-				rd.unread(w)
+			ch := f.changed()
+			if ch == nil || st.stopped != "" {
+				return st.stopped == ""
 			}
+			f.idle()
+			if !st.waitFor(time.Time{}, ch) {
+				return false
+			}
+			continue
+		}
+		if !st.waitFor(st.deadline(at, base), f.changed()) {
 			return false
 		}
-		batch := append(st.batch[:0], w.Data)
-		st.exts = append(st.exts[:0], w.Ext)
-		size := len(w.Data)
 		now := st.s.clock.Now()
-		st.wrote(&w, base, now)
-		for size < maxBatch {
-			w2, ok := rd.next()
+		batch := st.batch[:0]
+		st.exts = st.exts[:0]
+		size, last := 0, false
+		for size < maxBatch && !last {
+			at, ok := f.peek()
+			if !ok || at != 0 && st.deadline(at, base).After(now) {
+				break
+			}
+			w, ok := f.take()
 			if !ok {
-				if st.stopped != "" {
-					return false
-				}
-				break
+				continue
 			}
-			if st.deadline(w2.At, base).After(now) {
-				rd.unread(w2)
-				break
-			}
-			st.wrote(&w2, base, now)
-			batch = append(batch, w2.Data)
-			st.exts = append(st.exts, w2.Ext)
-			size += len(w2.Data)
+			batch = append(batch, w.data)
+			st.exts = append(st.exts, w.ext)
+			size += len(w.data)
+			last = w.last
+			st.sentEvents(w.events, w.at, base, now)
 		}
-		st.batch = batch[:0]
-		if !st.sendBatch(batch) {
+		if st.stopped != "" {
 			return false
+		}
+		sent := len(batch) == 0 || st.sendBatch(batch)
+		clear(batch) // a world watch's events are shared with other watches: not kept past the send
+		st.batch = batch[:0]
+		if !sent || last {
+			return sent && st.stopped == ""
 		}
 	}
+}
+
+// waitFor waits for the clock to reach t (zero: no time) or, when ch is
+// not nil, for ch to be closed, whichever comes first; false as waitUntil
+// (the stream stopped, or parked: on the scheduler's path a stream waits
+// for ch by being woken, see worldwatch.go).
+func (st *streamer) waitFor(t time.Time, ch <-chan struct{}) bool {
+	if ch == nil || st.mayPark() {
+		return st.waitUntil(t)
+	}
+	if t.IsZero() {
+		t = st.s.clock.Now().Add(100 * 365 * 24 * time.Hour)
+	}
+	_, ok := st.waitOr(t, ch)
+	return ok
+}
+
+// tapeFeed plays a recorded exchange's writes as they are.
+type tapeFeed struct{ rd *writeReader }
+
+func (f *tapeFeed) peek() (int64, bool) {
+	w, ok := f.rd.next()
+	if ok {
+		f.rd.unread(w)
+	}
+	return w.At, ok
+}
+
+func (f *tapeFeed) take() (feedWrite, bool) {
+	w, _ := f.rd.next()
+	return recordedWrite(&w), true
+}
+
+func (f *tapeFeed) changed() <-chan struct{} { return nil }
+func (f *tapeFeed) idle()                    {}
+func (f *tapeFeed) inMemory() bool           { return f.rd.nonBlocking() }
+
+// recordedWrite is recorded write w as a stream sends it.
+func recordedWrite(w *tape.Write) feedWrite {
+	n := int(w.Events)
+	if w.Event {
+		n = 1
+	}
+	return feedWrite{data: w.Data, ext: w.Ext, events: n, at: w.At}
 }
 
 // finish ends the response as kind says, at capture time endAt on the
@@ -596,7 +677,7 @@ func (s *Server) serveOpaque(st *streamer, r *http.Request, x *tape.Exchange, st
 				return
 			}
 		}
-	} else if !st.run(src, base, 0) {
+	} else if !st.play(&tapeFeed{rd: st.reader(src, 0)}, base) {
 		return
 	}
 	if len(st.crossed) > 0 {
@@ -729,17 +810,4 @@ func (st *streamer) sentEvents(n int, at, base int64, now time.Time) {
 		return
 	}
 	m.Late(n, max(now.Sub(st.deadline(at, base)), 0))
-}
-
-// wrote notes write w of a stream going out now (see sentEvents): the
-// events whose data ends in it.
-func (st *streamer) wrote(w *tape.Write, base int64, now time.Time) {
-	if st.s.met == nil {
-		return
-	}
-	n := int(w.Events)
-	if w.Event {
-		n = 1
-	}
-	st.sentEvents(n, w.At, base, now)
 }

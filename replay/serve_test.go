@@ -511,14 +511,13 @@ func TestFlowAllocs(t *testing.T) {
 	src := &tape.PlanSource{Plan: p}
 	run := func() {
 		*src = tape.PlanSource{Plan: p}
-		rd := st.reader(src, 0)
-		if !st.runFlow(&rd, x.RespTime()) {
+		if !st.play(&flowFeed{st: st, rd: st.reader(src, 0)}, x.RespTime()) {
 			t.Fatal(st.stopped)
 		}
 	}
 	run() // warm up: the world's point moves past every event
 	n := testing.AllocsPerRun(20, run)
 	if per := n / float64(len(p.Writes)); per > 0.05 {
-		t.Errorf("runFlow: %v allocations for %d writes (%.2f per write); want none per write", n, len(p.Writes), per)
+		t.Errorf("play (flow): %v allocations for %d writes (%.2f per write); want none per write", n, len(p.Writes), per)
 	}
 }

@@ -35,7 +35,7 @@ func (s *Server) serveSynthWatchList(st *streamer, r *http.Request, q tape.Query
 	if !st.begin(hd) {
 		return watch, nil
 	}
-	if !st.run(&tape.PlanSource{Plan: &tape.Plan{Writes: sl.writes}}, 0, 0) {
+	if !st.play(&tapeFeed{rd: st.reader(&tape.PlanSource{Plan: &tape.Plan{Writes: sl.writes}}, 0)}, 0) {
 		return watch, nil
 	}
 	// With a world, the rest is a flow (the LIST's encoding was one the
@@ -75,7 +75,7 @@ type watchCont struct {
 	st         *streamer
 	x          *tape.Exchange
 	skip, base int64
-	rd         *writeReader
+	f          feed
 	phase      int
 }
 
@@ -111,14 +111,15 @@ func (c *watchCont) step() {
 					return
 				}
 			}
-			c.rd, c.phase = st.reader(src, c.skip), wcRun
-		case wcRun:
-			ok := false
+			rd := st.reader(src, c.skip)
 			if st.flow != nil {
-				ok = st.runFlow(&c.rd, c.base)
+				c.f = &flowFeed{st: st, rd: rd}
 			} else {
-				ok = st.runFrom(c.rd, c.base)
+				c.f = &tapeFeed{rd: rd}
 			}
+			c.phase = wcRun
+		case wcRun:
+			ok := st.play(c.f, c.base)
 			if st.parked {
 				return
 			}

@@ -2,9 +2,7 @@ package replay
 
 import (
 	"sync"
-	"time"
 
-	"github.com/wtrace/wtrace/apiserver/world"
 	"github.com/wtrace/wtrace/replay/internal/pace"
 )
 
@@ -19,37 +17,6 @@ import (
 // send it in the same encoding) and parks again. Ten thousand watchers of
 // a resource thus cost one goroutine per shard and one writev each per
 // change, not ten thousand goroutines taking the world's lock in turn.
-
-// storeWatchCont is where a world watch on the scheduler's path is (see
-// serveStoreWatch): its rest, run each time it is due or woken.
-type storeWatchCont struct {
-	st *streamer
-	wt *world.Watch
-}
-
-// step sends the watch's events that are due (together: sendDue), and parks (see waitUntil)
-// when it has none: with no time when it waits for the world to change,
-// at the next recorded change's time otherwise. The waker wakes it at
-// each change. It ends the stream at the client's timeoutSeconds, when
-// the client leaves or on a write error.
-func (c *storeWatchCont) step() {
-	st, s, wt := c.st, c.st.s, c.wt
-	for {
-		next, pending, more, ok := st.sendDue(wt)
-		switch {
-		case !ok:
-			return
-		case pending:
-			if !st.waitUntil(st.deadline(next.Time, wt.Origin())) {
-				return // parked until then (or woken), or the stream ended
-			}
-		case !more:
-			s.deliv.caughtUp()
-			st.waitUntil(time.Time{}) // parks until woken, or ends the stream
-			return
-		}
-	}
-}
 
 // waker wakes the parked watches of the world at each of its changes (see
 // above). Its goroutine starts with the first watch, and ends with the
