@@ -2,6 +2,7 @@ package replay
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"net"
 	"net/http"
@@ -406,4 +407,59 @@ func (st *streamer) tryWrite(bufs net.Buffers, n int64) bool {
 	}
 	st.needGo = true
 	return true
+}
+
+// afterCancel is context.AfterFunc(ctx, f) whose stop also waits for f
+// when it has started: a stream that ends cleanly after its request was
+// cancelled (Shutdown) moves its write deadline for the terminating
+// chunk after f (ownConn.interrupt) moved it to the past, never before.
+func afterCancel(ctx context.Context, f func()) (stop func() bool) {
+	done := make(chan struct{})
+	stopF := context.AfterFunc(ctx, func() {
+		defer close(done)
+		f()
+	})
+	return func() bool {
+		if !stopF() {
+			<-done
+		}
+		return true
+	}
+}
+
+// drainWriteGrace is how long a write in progress when Shutdown cancels
+// its stream may still take: a client that reads finishes receiving it
+// (then the stream ends with its terminating chunk), one that does not is
+// cut after it.
+const drainWriteGrace = time.Second
+
+// afterCancel interrupts oc when st's request is cancelled (see
+// ownConn.interrupt); while the server shuts down, a write in progress
+// gets drainWriteGrace to finish instead, so that the stream can still
+// end cleanly after it.
+func (st *streamer) afterCancel(oc *ownConn) (stop func() bool) {
+	return afterCancel(st.ctx, func() {
+		if st.s.ops != nil && st.s.ops.draining.Load() {
+			oc.drain()
+			return
+		}
+		oc.interrupt()
+	})
+}
+
+// drain ends the connection's blocked reads at once, and its writes after
+// drainWriteGrace.
+func (oc *ownConn) drain() {
+	_ = oc.conn.SetWriteDeadline(time.Now().Add(drainWriteGrace))
+	_ = oc.conn.SetReadDeadline(time.Unix(1, 0))
+}
+
+// drainOwned is interruptOwned for Shutdown: the connections waiting in
+// reads (ownWait) wake at once, a write in progress may finish.
+func (s *Server) drainOwned() {
+	s.ownMu.Lock()
+	for oc := range s.owned {
+		oc.drain()
+	}
+	s.ownMu.Unlock()
 }

@@ -220,42 +220,6 @@ func (st *streamer) flowEvent(data []byte) ([]byte, bool) {
 	return codec.FrameEvent(fl.media.Format, out), true
 }
 
-// waitOr waits for the clock to reach t, or for wake. woke says wake came
-// first; ok is false when the client's timeoutSeconds passed (stopped =
-// "timeout") or the request was cancelled (stopped = "cancelled").
-func (st *streamer) waitOr(t time.Time, wake <-chan struct{}) (woke, ok bool) {
-	limit := t
-	timeout := false
-	if !st.timeoutAt.IsZero() && !st.timeoutAt.After(t) {
-		limit, timeout = st.timeoutAt, true
-	}
-	if d := limit.Sub(st.s.clock.Now()); d > 0 {
-		if st.timer == nil {
-			st.timer = st.s.clock.NewTimer(d)
-		} else {
-			st.timer.Reset(d)
-		}
-		select {
-		case <-st.timer.C():
-		case <-wake:
-			st.timer.Stop()
-			return true, true
-		case <-st.ctx.Done():
-			st.timer.Stop()
-			st.stopped = "cancelled"
-			return false, false
-		}
-	} else if st.ctx.Err() != nil {
-		st.stopped = "cancelled"
-		return false, false
-	}
-	if timeout {
-		st.stopped = "timeout"
-		return false, false
-	}
-	return false, true
-}
-
 // storeWatchRoute answers a watch from the world: every watch of a replay
 // that answers writes; for a tape, one the session did not record with
 // these parameters, or one resumed from a resourceVersion the recording

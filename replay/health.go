@@ -73,14 +73,6 @@ func (s *Server) serveOps(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-// endsClean reports whether stream st, whose handler is about to return,
-// ends cleanly (terminating chunk, END_STREAM): it ended as recorded, at
-// the client's timeoutSeconds, or was cancelled by Shutdown.
-func (st *streamer) endsClean() bool {
-	return st.stopped == "" || st.stopped == "timeout" ||
-		st.stopped == "cancelled" && st.s.ops != nil && st.s.ops.draining.Load()
-}
-
 // listen is the listener Start and StartTLS serve on: Options.Listener,
 // or a new one on addr.
 func (s *Server) listen(addr string) (net.Listener, error) {
