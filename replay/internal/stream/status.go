@@ -1,4 +1,4 @@
-package replay
+package stream
 
 import (
 	"encoding/json"
