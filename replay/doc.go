@@ -356,7 +356,7 @@
 //
 // # Code
 //
-// The package is the server and its routes; three jobs live in packages
+// The package is the server and its routes; four jobs live in packages
 // of their own under replay/internal, each with its contract in its
 // package comment:
 //
@@ -364,9 +364,13 @@
 //     index of recorded requests by key, the cursors, the Accept
 //     preference), resume points, each exchange's body as timed writes
 //     (plans, cached, or streamed from the file), what damage lost.
-//   - pace: how streams wait and are written — the clock (real or fake)
-//     and the scheduler of parked streams (a heap by due time, writev
-//     batches, the sweep for clients that left).
+//   - stream: how one answer is written with its timing — taking an
+//     HTTP/1.1 connection over, sending, the one batching loop (Play
+//     over a Feed), waiting and parking, the end; the Hub the streams
+//     share.
+//   - pace: how streams wait — the clock (real or fake) and the
+//     scheduler of parked streams (a heap by due time, writev batches,
+//     the sweep for clients that left).
 //   - discovery: the synthesized discovery documents; metrics: the
 //     Prometheus metrics.
 //
@@ -378,9 +382,7 @@
 // matched with recorded ones, 403s) and env.go (the environment a world
 // replay applies). recording.go derives what the answers need from the
 // recorded exchanges (timed writes, bodies, lists; cached). serve.go
-// writes the chosen answer with its timing (the streamer), through
-// conn.go (a hijacked HTTP/1.1 connection writing its own chunks) and
-// sched.go (the streamer as the scheduler's stream); flow.go serves with
+// writes a recorded answer through its stream; flow.go serves with
 // the world: recorded streams whose resourceVersions move its point,
 // rewritten, transcoded or joined by the clients' writes, the world's own
 // watches (worldwatch.go: parked, woken by its changes), recorded bodies

@@ -10,6 +10,7 @@ import (
 
 	"github.com/wtrace/wtrace/apiserver/world"
 	"github.com/wtrace/wtrace/internal/apipath"
+	"github.com/wtrace/wtrace/replay/internal/stream"
 	"github.com/wtrace/wtrace/replay/internal/tape"
 )
 
@@ -443,7 +444,7 @@ func (s *Server) writeLatency(arrival time.Time, done <-chan struct{}) {
 // from the world, whatever the recording holds, for every resource it
 // knows; the rest (discovery, /version, paths that are no resource) as the
 // recording has it or as synthesized.
-func (s *Server) routeWorld(r *http.Request, q tape.Query, body []byte) route {
+func (s *Server) routeWorld(r *http.Request, q tape.Query, body []byte) *stream.Answer {
 	if s.storeHandles(q.Path) || apipath.IsWrite(q.Method) {
 		if q.Watch && q.Method == http.MethodGet {
 			return s.storeWatchRoute(r, q)

@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/munnerz/goautoneg"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
 	"github.com/wtrace/wtrace/replay/internal/discovery"
+	"github.com/wtrace/wtrace/replay/internal/stream"
 	"github.com/wtrace/wtrace/replay/internal/tape"
 )
 
@@ -142,25 +142,26 @@ func (s *Server) newFlow(r *http.Request, q tape.Query, f frame.Format, x *tape.
 }
 
 // head is the response head of the flow's stream.
-func (s *Server) watchHead(x *tape.Exchange, fl *flow) *head {
+func (s *Server) watchHead(x *tape.Exchange, fl *flow) *stream.Head {
 	if fl != nil && fl.w != nil {
 		h := responseHeader(x.Info.Response.Header, false)
 		h.Set("Content-Type", fl.media.ContentType(codec.TargetWatch))
-		return newHead(http.StatusOK, h)
+		return stream.NewHead(http.StatusOK, h)
 	}
 	return s.rec.headOf(x, http.StatusOK)
 }
 
-// flowFeed plays a recorded watch served with the world (st.flow): the
+// flowFeed plays a recorded watch served with the world (fl): the
 // reader's writes, whose recorded chunks go out as they are while their
 // resourceVersions are served unchanged; from the first event that must
 // be rewritten, or from the start when transcoding, event by event.
 type flowFeed struct {
-	st *streamer
+	st *stream.Stream
+	fl *flow
 	rd *writeReader // replaced by an event source when the stream goes event by event
 }
 
-func (f *flowFeed) peek() (int64, bool) {
+func (f *flowFeed) Peek() (int64, bool) {
 	w, ok := f.rd.next()
 	if ok {
 		f.rd.unread(w)
@@ -168,41 +169,42 @@ func (f *flowFeed) peek() (int64, bool) {
 	return w.At, ok
 }
 
-func (f *flowFeed) take() (feedWrite, bool) {
-	st, fl := f.st, f.st.flow
+func (f *flowFeed) Take() (stream.Write, bool) {
+	fl, s := f.fl, f.fl.s
 	w, _ := f.rd.next()
 	if w.Event {
-		data, ok := st.flowEvent(w.Data)
-		return feedWrite{data: data, events: 1, at: w.At}, ok
+		data, ok := fl.event(w.Data)
+		return stream.Write{Data: data, Events: 1, At: w.At}, ok
 	}
-	if w.RV != 0 && st.s.store.ObserveN(w.RV) != w.RV && w.EvOff >= w.Off {
+	if w.RV != 0 && s.store.ObserveN(w.RV) != w.RV && w.EvOff >= w.Off {
 		// Clients' writes took the numbers this write carries: the
 		// rest goes event by event, rewritten.
 		n := w.EvOff - w.Off
-		f.rd = st.reader(tape.NewEventSource(st.s.file, fl.x, w.EvOff), 0)
+		f.rd = s.reader(f.st, tape.NewEventSource(s.file, fl.x, w.EvOff), 0)
 		if fl.switched == "" {
 			fl.switched = "rv"
+			f.st.SetTranscoded("rv")
 		}
-		return feedWrite{data: w.Data[:n]}, n > 0
+		return stream.Write{Data: w.Data[:n]}, n > 0
 	}
 	return recordedWrite(&w), true
 }
 
-func (f *flowFeed) changed() <-chan struct{} { return nil }
-func (f *flowFeed) idle()                    {}
-func (f *flowFeed) inMemory() bool           { return f.rd.nonBlocking() }
+func (f *flowFeed) Changed() <-chan struct{} { return nil }
+func (f *flowFeed) Idle()                    {}
+func (f *flowFeed) InMemory() bool           { return f.rd.nonBlocking() }
 
-// flowEvent is one recorded event's exact bytes as the flow sends them:
+// event is one recorded event's exact bytes as the flow sends them:
 // with its served resourceVersion, in the client's encoding, framed.
 // false skips an event that cannot be transcoded.
-func (st *streamer) flowEvent(data []byte) ([]byte, bool) {
-	fl := st.flow
+func (fl *flow) event(data []byte) ([]byte, bool) {
+	store := fl.s.store
 	out := data
 	m, perr := frame.Peek(fl.format, data)
-	if n, ok := tape.RVNumber(m.ResourceVersion); perr == nil && ok && st.s.store.ObserveN(n) != n {
+	if n, ok := tape.RVNumber(m.ResourceVersion); perr == nil && ok && store.ObserveN(n) != n {
 		// Shifted by the clients' writes: rewritten (ServeEvent observes
 		// it again, which changes nothing).
-		if b, _, err := st.s.store.ServeEvent(fl.format, data); err == nil {
+		if b, _, err := store.ServeEvent(fl.format, data); err == nil {
 			out = b
 			m, perr = frame.Peek(fl.format, out)
 		}
@@ -213,7 +215,7 @@ func (st *streamer) flowEvent(data []byte) ([]byte, bool) {
 			out, err = fl.w.Event(m.Type, codec.Object{Format: fl.format, APIVersion: av, Kind: kind, Raw: raw})
 		}
 		if err != nil {
-			st.s.log.Warn("replay: cannot transcode an event; skipped", "exchange", fl.x.ID, "err", err)
+			fl.s.log.Warn("replay: cannot transcode an event; skipped", "exchange", fl.x.ID, "err", err)
 			return nil, false
 		}
 	}
@@ -224,7 +226,7 @@ func (st *streamer) flowEvent(data []byte) ([]byte, bool) {
 // that answers writes; for a tape, one the session did not record with
 // these parameters, or one resumed from a resourceVersion the recording
 // does not show.
-func (s *Server) storeWatchRoute(r *http.Request, q tape.Query) route {
+func (s *Server) storeWatchRoute(r *http.Request, q tape.Query) *stream.Answer {
 	req := stateRequest(r, q, nil)
 	req.RecordedOnly = !s.causal()
 	wt, refused := s.store.Watch(req)
@@ -234,7 +236,7 @@ func (s *Server) storeWatchRoute(r *http.Request, q tape.Query) route {
 	if wt == nil {
 		return s.notFound(q)
 	}
-	return route{how: world.HowWatch, status: http.StatusOK, serve: func(st *streamer, r *http.Request) {
+	return &stream.Answer{How: world.HowWatch, Status: http.StatusOK, Serve: func(st *stream.Stream, r *http.Request) {
 		s.serveStoreWatch(st, wt)
 	}}
 }
@@ -244,54 +246,54 @@ func (s *Server) storeWatchRoute(r *http.Request, q tape.Query) route {
 // (scaled by Speed) and each client's write as it lands, in served
 // resourceVersion order, until the client's timeoutSeconds, the client
 // leaves, or Close.
-func (s *Server) serveStoreWatch(st *streamer, wt *world.Watch) {
-	if !st.begin(newHead(http.StatusOK, http.Header{"Content-Type": {wt.ContentType()}})) {
+func (s *Server) serveStoreWatch(st *stream.Stream, wt *world.Watch) {
+	if !st.Begin(stream.NewHead(http.StatusOK, http.Header{"Content-Type": {wt.ContentType()}})) {
 		return
 	}
-	if init := wt.Initial(); len(init) > 0 {
-		if !st.sendBatch(init) {
-			return
-		}
-		st.sentEvents(len(init), 0, 0, time.Time{})
-	}
+	f := &worldFeed{s: s, wt: wt, init: wt.Initial()}
 	if wt.Expired() {
+		st.Play(f, wt.Origin()) // its ERROR event, and the end
 		return
 	}
 	s.deliv.add(wt)
-	f := &worldFeed{st: st, wt: wt}
-	if st.own != nil && st.own.park {
+	if st.Parks() {
 		// On the scheduler's path (see worldwatch.go).
-		s.waker.add(st)
-		st.release = func() {
-			s.waker.remove(st)
+		s.waker.Add(st)
+		st.OnRelease(func() {
+			s.waker.Remove(st)
 			s.deliv.remove(wt)
-		}
-		st.runRest(func() { st.play(f, wt.Origin()) })
+		})
+		st.RunRest(func() { st.Play(f, wt.Origin()) })
 		return
 	}
 	defer s.deliv.remove(wt)
-	st.play(f, wt.Origin())
+	st.Play(f, wt.Origin())
 }
 
-// worldFeed plays a watch of the world: the clients' writes and the
-// recorded changes whose time has come, in served order; it waits for
-// the world's next change when it has sent all it has, and ends after
-// the watch's last event (410 Expired). An event that cannot be encoded
-// is logged and skipped.
+// worldFeed plays a watch of the world: its initial events at once, then
+// the clients' writes and the recorded changes whose time has come, in
+// served order; it waits for the world's next change when it has sent all
+// it has, and ends after the watch's last event (410 Expired). An event
+// that cannot be encoded is logged and skipped.
 type worldFeed struct {
-	st  *streamer
-	wt  *world.Watch
-	ch  <-chan struct{} // the world's next change, taken before the last look
-	ev  world.WatchEvent
-	has bool // ev is the next event
-	dry bool // the last look found nothing, and ch was taken before it
+	s    *Server
+	wt   *world.Watch
+	init [][]byte         // the initial events not sent yet
+	ch   <-chan struct{}  // the world's next change, taken before the last look
+	ev   world.WatchEvent // the next event, when has
+	has  bool
+	dry  bool // the last look found nothing, and ch was taken before it
 }
 
-func (f *worldFeed) peek() (int64, bool) {
-	if f.has {
+func (f *worldFeed) Peek() (int64, bool) {
+	switch {
+	case len(f.init) > 0:
+		return 0, true
+	case f.has:
 		return f.ev.Time, true
-	}
-	if f.dry {
+	case f.wt.Expired():
+		return 0, false
+	case f.dry:
 		select {
 		case <-f.ch:
 		default:
@@ -299,41 +301,49 @@ func (f *worldFeed) peek() (int64, bool) {
 		}
 	}
 	// Taken before the look: a change that lands after it closes ch.
-	f.ch = f.st.s.store.Changed()
+	f.ch = f.s.store.Changed()
 	f.ev, f.has = f.wt.Next()
 	f.dry = !f.has
 	return f.ev.Time, f.has
 }
 
-func (f *worldFeed) take() (feedWrite, bool) {
+func (f *worldFeed) Take() (stream.Write, bool) {
+	if len(f.init) > 0 {
+		b := f.init[0]
+		f.init = f.init[1:]
+		return stream.Write{Data: b, Events: 1, Last: len(f.init) == 0 && f.wt.Expired()}, true
+	}
 	ev := f.ev
 	f.has = false
 	b, err := f.wt.Take(ev)
 	if err != nil {
-		f.st.s.log.Warn("replay: cannot encode a watch event", "err", err)
-		return feedWrite{}, false
+		f.s.log.Warn("replay: cannot encode a watch event", "err", err)
+		return stream.Write{}, false
 	}
-	return feedWrite{data: b, events: 1, at: ev.Time, last: ev.Expired}, true
+	return stream.Write{Data: b, Events: 1, At: ev.Time, Last: ev.Expired}, true
 }
 
-func (f *worldFeed) changed() <-chan struct{} {
+func (f *worldFeed) Changed() <-chan struct{} {
+	if f.wt.Expired() {
+		return nil
+	}
 	if f.ch == nil {
-		f.ch = f.st.s.store.Changed()
+		f.ch = f.s.store.Changed()
 	}
 	return f.ch
 }
 
-// idle says the watch has sent everything it had (for the writes that
+// Idle says the watch has sent everything it had (for the writes that
 // wait for their events: see deliveries).
-func (f *worldFeed) idle()          { f.st.s.deliv.caughtUp() }
-func (f *worldFeed) inMemory() bool { return true }
+func (f *worldFeed) Idle()          { f.s.deliv.caughtUp() }
+func (f *worldFeed) InMemory() bool { return true }
 
 // recordedRoute answers with recorded opaque exchange x (a GET, a LIST, a
 // write's answer): byte for byte when the client accepts its encoding and
 // the resourceVersions it carries go out unchanged, else decoded, its
 // resourceVersions rewritten (world.Store.ServeList, ServeObject) and
 // encoded as the client asks.
-func (s *Server) recordedRoute(r *http.Request, q tape.Query, x *tape.Exchange) route {
+func (s *Server) recordedRoute(r *http.Request, q tape.Query, x *tape.Exchange) *stream.Answer {
 	if s.store == nil || x.Format != frame.Unknown {
 		return s.full(x)
 	}
@@ -357,14 +367,14 @@ func (s *Server) recordedRoute(r *http.Request, q tape.Query, x *tape.Exchange) 
 	if !transcode && (rv == 0 || s.store.ObserveN(rv) == rv) {
 		return s.full(x)
 	}
-	rt := route{how: howRecorded, x: x, status: responseStatus(resp.Status), transcoded: "rv"}
+	rt := &stream.Answer{How: howRecorded, Recorded: true, Exchange: x.ID, Status: responseStatus(resp.Status), Transcoded: "rv"}
 	if transcode {
-		rt.transcoded = transcodeName(f, m)
+		rt.Transcoded = transcodeName(f, m)
 	}
-	rt.serve = func(st *streamer, r *http.Request) {
+	rt.Serve = func(st *stream.Stream, r *http.Request) {
 		if err := s.serveRewritten(st, r, x, f, target, m, transcode); err != nil {
 			s.log.Warn("replay: cannot rewrite a recorded body", "exchange", x.ID, "err", err)
-			writeStatus(st.w, http.StatusInternalServerError, "InternalError", err.Error())
+			st.Status(http.StatusInternalServerError, "InternalError", err.Error())
 		}
 	}
 	return rt
@@ -394,7 +404,7 @@ func bodyFormatOf(x *tape.Exchange) frame.Format {
 
 // serveRewritten sends recorded body x with its served resourceVersions,
 // transcoded into m if transcode.
-func (s *Server) serveRewritten(st *streamer, r *http.Request, x *tape.Exchange, f frame.Format, t codec.Target, m codec.Media, transcode bool) error {
+func (s *Server) serveRewritten(st *stream.Stream, r *http.Request, x *tape.Exchange, f frame.Format, t codec.Target, m codec.Media, transcode bool) error {
 	b, err := s.rec.readBody(x)
 	if err != nil {
 		return err
@@ -439,7 +449,7 @@ func (s *Server) serveRewritten(st *streamer, r *http.Request, x *tape.Exchange,
 		}
 		ct = m.ContentType(t)
 	}
-	h := st.w.Header()
+	h := st.Header()
 	for k, v := range responseHeader(x.Info.Response.Header, false) {
 		h[k] = v
 	}
@@ -447,9 +457,9 @@ func (s *Server) serveRewritten(st *streamer, r *http.Request, x *tape.Exchange,
 		h.Set("Content-Type", ct)
 	}
 	h.Set("Content-Length", strconv.Itoa(len(b)))
-	st.w.WriteHeader(responseStatus(x.Info.Response.Status))
+	st.WriteHeader(responseStatus(x.Info.Response.Status))
 	if r.Method != http.MethodHead {
-		st.send(b)
+		st.Send(b)
 	}
 	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"sync/atomic"
 
 	"github.com/wtrace/wtrace/internal/healthz"
 	"github.com/wtrace/wtrace/replay/internal/metrics"
@@ -29,7 +28,6 @@ import (
 // whether it is shutting down.
 type ops struct {
 	endpoints *healthz.Endpoints
-	draining  atomic.Bool // Shutdown was called: streams cancelled from now on end cleanly
 }
 
 // LatenessBuckets are the upper bounds (seconds) of the event lateness
@@ -43,13 +41,12 @@ var errShuttingDown = errors.New("the replay is shutting down")
 // loaded (the end of New).
 func (s *Server) initOps() {
 	s.ops = &ops{}
-	s.met = metrics.New(s.opts.Metrics)
 	s.met.Loaded(string(s.writes), s.speed)
 	ok := func() error { return nil }
 	session := healthz.Check{Name: "session", Func: ok}
 	world := healthz.Check{Name: "world", Func: ok}
 	shutdown := healthz.Check{Name: "shutdown", Func: func() error {
-		if s.ops.draining.Load() {
+		if s.hub.Draining() {
 			return errShuttingDown
 		}
 		return nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/wtrace/wtrace/apiserver/codec"
 	"github.com/wtrace/wtrace/apiserver/world"
+	"github.com/wtrace/wtrace/replay/internal/stream"
 	"github.com/wtrace/wtrace/replay/internal/tape"
 )
 
@@ -23,18 +24,18 @@ import (
 // recorded a watch from this very resourceVersion (its recording is
 // served), whatever answers the watch otherwise (the world or the
 // recording).
-func (s *Server) invalidRVWatch(q tape.Query) (rt route, ok bool) {
+func (s *Server) invalidRVWatch(q tape.Query) (rt *stream.Answer, ok bool) {
 	rv := q.RawRV
 	if !q.Watch || rv == "" || rv == "0" {
-		return route{}, false
+		return nil, false
 	}
 	_, err := strconv.ParseUint(rv, 10, 64)
 	if err == nil {
-		return route{}, false
+		return nil, false
 	}
 	for _, x := range s.m.ByKey[q.Key] {
 		if x.Q.RawRV == rv {
-			return route{}, false
+			return nil, false
 		}
 	}
 	st := &metav1.Status{Status: metav1.StatusFailure, Code: http.StatusInternalServerError,

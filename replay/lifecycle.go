@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wtrace/wtrace/internal/healthz"
+	"github.com/wtrace/wtrace/replay/internal/stream"
 )
 
 // Shutdown stops the server gracefully, as kube-apiserver does on
@@ -32,7 +33,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	srv := s.srv
 	s.mu.Unlock()
-	s.ops.draining.Store(true)
+	s.hub.Drain()
 	var shut chan error
 	if srv != nil {
 		// Stops accepting, closes idle connections, sends GOAWAY on HTTP/2
@@ -42,13 +43,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	// Every stream stops where it is, cleanly (endsClean).
 	s.cancel()
-	s.drainOwned()
-	for _, sc := range s.scs {
-		sc.Stop()
-	}
+	s.hub.Stop()
 	done := make(chan struct{})
 	go func() {
 		s.handlers.Wait()
+		s.hub.Wait()
 		close(done)
 	}()
 	var err error
@@ -122,7 +121,7 @@ func Preload(ln net.Listener, opts PreloadOptions) *Preloader {
 				return
 			}
 			w.Header().Set("Retry-After", "1")
-			writeStatus(w, http.StatusServiceUnavailable, "ServiceUnavailable", "wtrace replay: "+errLoading.Error())
+			stream.WriteStatus(w, http.StatusServiceUnavailable, "ServiceUnavailable", "wtrace replay: "+errLoading.Error())
 		}),
 		ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog:          slog.NewLogLogger(discardOr(opts.Logger).Handler(), slog.LevelDebug),

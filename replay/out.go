@@ -9,6 +9,7 @@ import (
 
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/internal/apipath"
+	"github.com/wtrace/wtrace/replay/internal/stream"
 )
 
 // Out receives a replay's traffic, for a recording of the run
@@ -171,7 +172,7 @@ func appendHeader(b []byte, h http.Header, skip func(string) bool) []byte {
 	sort.Strings(keys)
 	for _, k := range keys {
 		for _, v := range h[k] {
-			if !validFieldName(k) || !validFieldValue(v) {
+			if !stream.ValidField(k, v) {
 				continue
 			}
 			b = append(b, k...)
@@ -231,18 +232,22 @@ func (t *tap) body(p []byte) {
 	b = append(b, "\r\n"...)
 	t.out.Data(formats.ServerToClient, b)
 	t.out.Data(formats.ServerToClient, p)
-	t.out.Data(formats.ServerToClient, crlf)
+	t.out.Data(formats.ServerToClient, []byte("\r\n"))
 	t.buf = b[:0]
 }
 
-// takenOver notes that the stream took its connection over (status is
-// its head's): its bytes go to the Out as they are written.
-func (t *tap) takenOver(status int) {
+// TakenOver notes that the stream took its connection over (status is
+// its head's): its bytes go to the Out as they are written (stream.Tap).
+func (t *tap) TakenOver(status int) {
 	t.started, t.raw, t.status = true, true, status
 }
 
-// rawWrite notes bytes written on a taken-over connection.
-func (t *tap) rawWrite(bufs [][]byte) {
+// Records reports whether the tap wants the bytes of a taken-over
+// connection (an Out records the run).
+func (t *tap) Records() bool { return t.out != nil }
+
+// RawWrite notes bytes written on a taken-over connection.
+func (t *tap) RawWrite(bufs [][]byte) {
 	if t.out == nil {
 		return
 	}
@@ -253,19 +258,19 @@ func (t *tap) rawWrite(bufs [][]byte) {
 
 // finish ends the request: clean says whether the answer ended as it
 // should (not cut off by the client leaving, an abort or Close).
-func (t *tap) finish(rt *route, st *streamer, clean bool) {
+func (t *tap) finish(a *stream.Answer, st *stream.Stream, clean bool) {
 	t.req.Done = t.s.clock.Now()
 	t.req.Status = t.status
 	if !t.started {
-		t.req.Status = rt.status
+		t.req.Status = a.Status
 	}
-	t.req.How = rt.how
-	if rt.x != nil {
-		t.req.Exchange = rt.x.ID
+	t.req.How = a.How
+	if a.Recorded {
+		t.req.Exchange = a.Exchange
 	}
-	t.req.Transcoded = rt.transcoded
-	if st.flow != nil && st.flow.switched != "" && t.req.Transcoded == "" {
-		t.req.Transcoded = st.flow.switched
+	t.req.Transcoded = a.Transcoded
+	if tc := st.Transcoded(); tc != "" && t.req.Transcoded == "" {
+		t.req.Transcoded = tc
 	}
 	if t.out != nil {
 		if clean && t.chunked && !t.raw {

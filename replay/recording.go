@@ -12,6 +12,7 @@ import (
 	"github.com/wtrace/wtrace/apiserver/codec"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
+	"github.com/wtrace/wtrace/replay/internal/stream"
 	"github.com/wtrace/wtrace/replay/internal/tape"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -283,16 +284,16 @@ func (r *recording) listFromWatch(x *tape.Exchange) (*synthFromWatch, error) {
 
 // headOf returns the head of watch exchange x with the given status
 // (cached).
-func (r *recording) headOf(x *tape.Exchange, status int) *head {
+func (r *recording) headOf(x *tape.Exchange, status int) *stream.Head {
 	v, _ := r.cache.Get("head:"+strconv.FormatInt(x.ID, 10)+":"+strconv.Itoa(status), func() (any, int64, error) {
 		h := responseHeader(x.Info.Response.Header, false)
 		if h.Get("Content-Type") == "" {
 			h.Set("Content-Type", watchContentType(x.Format)) // the head was not captured
 		}
-		hd := newHead(status, h)
-		return hd, int64(len(hd.raw))*2 + 64, nil
+		hd := stream.NewHead(status, h)
+		return hd, hd.Size(), nil
 	})
-	return v.(*head)
+	return v.(*stream.Head)
 }
 
 // bodyRV is the resourceVersion of recorded opaque body x (a list's, or

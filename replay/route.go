@@ -13,24 +13,26 @@ import (
 	"github.com/wtrace/wtrace/apiserver/world"
 	"github.com/wtrace/wtrace/internal/apipath"
 	"github.com/wtrace/wtrace/replay/internal/discovery"
+	"github.com/wtrace/wtrace/replay/internal/stream"
 	"github.com/wtrace/wtrace/replay/internal/tape"
 )
 
 // ServeHTTP answers one request from the session (see the package doc for
-// how requests are matched).
+// how requests are matched): it reads the request, asks the tape or the
+// world for its answer (route), and hands it to a stream (package
+// replay/internal/stream).
 //
 // A watch over HTTP/1.1 is streamed on a goroutine of its own, which takes
-// the connection over from net/http (see ownConn) and lets ServeHTTP
-// return: net/http's goroutine, buffers and request state for the
-// connection are released while the watch goes on, so that an idle
-// watcher holds little more than its own state. That goroutine still
-// counts as a handler for Close.
+// the connection over from net/http and lets ServeHTTP return: net/http's
+// goroutine, buffers and request state for the connection are released
+// while the watch goes on, so that an idle watcher holds little more than
+// its own state. That goroutine still counts as a handler for Close.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.serveOps(w, r) {
 		return
 	}
 	if !s.enter() {
-		writeStatus(w, http.StatusServiceUnavailable, "ServiceUnavailable", errClosed.Error())
+		stream.WriteStatus(w, http.StatusServiceUnavailable, "ServiceUnavailable", errClosed.Error())
 		return
 	}
 	s.active.Add(1)
@@ -50,108 +52,72 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.env.begin(arrival)
 	}
 	s.met.Opened(r.Method, target)
-	handOff := err == nil && q.Watch && mayTakeOver(r)
-	var ctx context.Context
-	var cancel context.CancelFunc
-	var stop func() bool
-	if handOff {
-		// net/http cancels the request's context when ServeHTTP returns,
-		// which is before the end of a stream that took the connection
-		// over: until then its cancellation is followed (the client
-		// left), from then on the connection's reader notices it.
-		ctx, cancel = context.WithCancel(s.ctx)
-		stop = context.AfterFunc(r.Context(), cancel)
-	} else {
-		ctx, cancel = context.WithCancel(r.Context())
-		stop = context.AfterFunc(s.ctx, cancel)
-	}
 
 	var body []byte
-	var rt route
+	var a *stream.Answer
 	switch {
 	case err != nil:
-		s.log.Warn("replay: bad request", "method", r.Method, "target", truncate(target), "err", err)
-		rt = statusRoute(howError, http.StatusBadRequest, "BadRequest", err.Error())
+		s.log.Warn("replay: bad request", "method", r.Method, "target", stream.Truncate(target), "err", err)
+		a = stream.StatusAnswer(howError, http.StatusBadRequest, "BadRequest", err.Error())
 	case apipath.IsWrite(r.Method) && r.Body != nil:
 		body, err = io.ReadAll(io.LimitReader(r.Body, world.MaxBodyBytes+1))
 		switch {
 		case err != nil:
-			rt = statusRoute(howError, http.StatusBadRequest, "BadRequest", "reading the request body: "+err.Error())
+			a = stream.StatusAnswer(howError, http.StatusBadRequest, "BadRequest", "reading the request body: "+err.Error())
 		case len(body) > world.MaxBodyBytes:
-			rt = statusRoute(howError, http.StatusRequestEntityTooLarge, "RequestEntityTooLarge",
+			a = stream.StatusAnswer(howError, http.StatusRequestEntityTooLarge, "RequestEntityTooLarge",
 				fmt.Sprintf("the request body is larger than %d bytes", world.MaxBodyBytes))
 			body = nil
 		}
 	}
 	tp := s.newTap(r, body, arrival)
-	if rt.serve == nil {
+	if a == nil {
 		q.Accept = r.Header.Get("Accept")
-		rt = s.route(r, q, body)
-		attrs := []any{"method", r.Method, "target", truncate(target), "how", rt.how}
-		if rt.x != nil {
-			attrs = append(attrs, "exchange", rt.x.ID)
-		}
-		attrs = append(attrs, "status", rt.status)
-		if rt.transcoded != "" {
-			attrs = append(attrs, "transcoded", rt.transcoded)
-		}
-		if rt.how == howNotFound {
-			attrs = append(attrs, "closest", s.m.Closest(q, 3))
-			s.log.Warn("replay: no recorded exchange matches", attrs...)
-		} else {
-			s.log.Info("replay: request", attrs...)
-		}
+		a = s.route(r, q, body)
+		s.logAnswer(r, q, target, a)
 	}
-	st := s.newStreamer(ctx, cancel, &tapWriter{ResponseWriter: w, t: tp, method: r.Method}, r, q, arrival)
-	st.tap, st.flow, st.target = tp, rt.flow, target
-	if !handOff {
-		defer s.handlers.Done()
-		defer s.active.Add(-1)
-		defer cancel()
-		defer stop()
-		s.answer(st, &rt, r, target)
-		return
-	}
-	handed := make(chan struct{})
-	st.handoff = func() {
-		stop()
-		close(handed)
-	}
-	go s.answerHanded(st, rt, r)
-	<-handed
-	if st.panicked != nil {
-		panic(st.panicked) // net/http's: http.ErrAbortHandler aborts the response
-	}
+	s.hub.Serve(&tapWriter{ResponseWriter: w, t: tp, method: r.Method}, r, a,
+		stream.Request{Arrival: arrival, Timeout: q.Timeout, Watch: watch, Target: target, Tap: tp},
+		func(st *stream.Stream) { s.answered(st, a, tp, target) }, s.exit)
 }
 
-// answerEnd ends the stream and logs the request.
-func (s *Server) answerEnd(st *streamer, rt *route, target string) {
-	if st.release != nil {
-		st.release()
-		st.release = nil
+// logAnswer logs how request r (read as q) is answered.
+func (s *Server) logAnswer(r *http.Request, q tape.Query, target string, a *stream.Answer) {
+	attrs := []any{"method", r.Method, "target", stream.Truncate(target), "how", a.How}
+	if a.Recorded {
+		attrs = append(attrs, "exchange", a.Exchange)
 	}
-	st.done()
-	st.tap.finish(rt, st, st.endsClean())
-	s.met.Answered(st.method, target, st.tap.req.Status, rt.how, st.tap.req.Transcoded)
-	if s.log.Enabled(st.ctx, slog.LevelDebug) {
-		attrs := []any{"method", st.method, "target", truncate(target), "bytes", st.bytes,
-			"writes", st.writes, "duration", s.clock.Now().Sub(st.arrival), "stopped", st.stopped}
-		if st.flow != nil && st.flow.switched != "" && st.flow.switched != rt.transcoded {
-			attrs = append(attrs, "transcoded", st.flow.switched)
-		}
-		if st.flow != nil && st.flow.writes > 0 {
-			attrs = append(attrs, "clients-writes", st.flow.writes)
+	attrs = append(attrs, "status", a.Status)
+	if a.Transcoded != "" {
+		attrs = append(attrs, "transcoded", a.Transcoded)
+	}
+	if a.How == howNotFound {
+		attrs = append(attrs, "closest", s.m.Closest(q, 3))
+		s.log.Warn("replay: no recorded exchange matches", attrs...)
+		return
+	}
+	s.log.Info("replay: request", attrs...)
+}
+
+// answered notes the end of answer a of stream st: in the request log
+// (through its tap) and the metrics, and in the log at Debug.
+func (s *Server) answered(st *stream.Stream, a *stream.Answer, tp *tap, target string) {
+	tp.finish(a, st, st.EndsClean())
+	s.met.Answered(st.Method(), target, tp.req.Status, a.How, tp.req.Transcoded)
+	if s.log.Enabled(context.Background(), slog.LevelDebug) {
+		attrs := []any{"method", st.Method(), "target", stream.Truncate(target), "bytes", st.Bytes(),
+			"writes", st.Writes(), "duration", s.clock.Now().Sub(st.Arrival()), "stopped", st.Stopped()}
+		if t := st.Transcoded(); t != "" && t != a.Transcoded {
+			attrs = append(attrs, "transcoded", t)
 		}
 		s.log.Debug("replay: done", attrs...)
 	}
 }
 
-func truncate(s string) string {
-	const max = 512
-	if len(s) > max {
-		return s[:max] + "…"
-	}
-	return s
+// exit releases a request's place among the handlers (see enter).
+func (s *Server) exit() {
+	s.active.Add(-1)
+	s.handlers.Done()
 }
 
 // How a request was answered (the "how" of log lines).
@@ -187,7 +153,7 @@ func (s *Server) pick(xs []*tape.Exchange, ck string) *tape.Exchange {
 	return s.m.Pick(xs, ck, s.opts.Loop)
 }
 
-func (s *Server) route(r *http.Request, q tape.Query, body []byte) route {
+func (s *Server) route(r *http.Request, q tape.Query, body []byte) *stream.Answer {
 	if rt, ok := s.invalidRVWatch(q); ok { // invalidrv.go
 		return rt
 	}
@@ -206,43 +172,46 @@ func (s *Server) route(r *http.Request, q tape.Query, body []byte) route {
 // recordedWatch answers with recorded watch x, whole or (resumed) from
 // body offset skip on the timeline of capture time base; from is the
 // served resourceVersion the client's view starts at.
-func (s *Server) recordedWatch(r *http.Request, q tape.Query, x *tape.Exchange, skip, base int64, how, from string) route {
+func (s *Server) recordedWatch(r *http.Request, q tape.Query, x *tape.Exchange, skip, base int64, how, from string) *stream.Answer {
 	fl, err := s.newFlow(r, q, x.Format, x, from)
 	if err != nil {
 		return storeRoute(s.statusResponse(q, err))
 	}
-	rt := route{how: how, x: x, status: responseStatus(x.Info.Response.Status), flow: fl, serve: func(st *streamer, r *http.Request) {
-		s.serveExchange(st, r, x, skip, base)
+	rt := &stream.Answer{How: how, Recorded: true, Exchange: x.ID, Status: responseStatus(x.Info.Response.Status), Serve: func(st *stream.Stream, r *http.Request) {
+		s.serveExchange(st, r, x, fl, skip, base)
 	}}
 	if fl != nil && fl.w != nil {
-		rt.transcoded = fl.switched
+		rt.Transcoded = fl.switched
 	}
 	return rt
 }
 
-func (s *Server) full(x *tape.Exchange) route {
+func (s *Server) full(x *tape.Exchange) *stream.Answer {
 	status := responseStatus(x.Info.Response.Status)
-	return route{how: howRecorded, x: x, status: status, serve: func(st *streamer, r *http.Request) {
-		s.serveExchange(st, r, x, 0, 0)
+	return &stream.Answer{How: howRecorded, Recorded: true, Exchange: x.ID, Status: status, Serve: func(st *stream.Stream, r *http.Request) {
+		s.serveExchange(st, r, x, nil, 0, 0)
 	}}
 }
 
-func (s *Server) errorRoute(err error) route {
-	return route{how: howError, status: http.StatusInternalServerError, serve: func(st *streamer, r *http.Request) {
-		writeStatus(st.w, http.StatusInternalServerError, "InternalError", err.Error())
+func (s *Server) errorRoute(err error) *stream.Answer {
+	return &stream.Answer{How: howError, Status: http.StatusInternalServerError, Serve: func(st *stream.Stream, r *http.Request) {
+		st.Status(http.StatusInternalServerError, "InternalError", err.Error())
 	}}
 }
 
-func (s *Server) emptyWatch(r *http.Request, q tape.Query, x *tape.Exchange) route {
+func (s *Server) emptyWatch(r *http.Request, q tape.Query, x *tape.Exchange) *stream.Answer {
 	var fl *flow
 	if x != nil {
 		fl, _ = s.newFlow(r, q, x.Format, x, q.RawRV)
 	}
-	rt := route{how: howAfterLast, x: x, status: http.StatusOK, flow: fl, serve: func(st *streamer, r *http.Request) {
-		s.serveEmptyWatch(st, x)
+	rt := &stream.Answer{How: howAfterLast, Status: http.StatusOK, Serve: func(st *stream.Stream, r *http.Request) {
+		s.serveEmptyWatch(st, x, fl)
 	}}
+	if x != nil {
+		rt.Recorded, rt.Exchange = true, x.ID
+	}
 	if fl != nil && fl.w != nil {
-		rt.transcoded = fl.switched
+		rt.Transcoded = fl.switched
 	}
 	return rt
 }
@@ -252,7 +221,7 @@ func (s *Server) storeHandles(path string) bool {
 	return s.store != nil && s.store.Handles(path)
 }
 
-func (s *Server) routeWatch(r *http.Request, q tape.Query) route {
+func (s *Server) routeWatch(r *http.Request, q tape.Query) *stream.Answer {
 	cands := s.m.ByKey[q.Key]
 	// A resourceVersion the replay served in place of a recorded one
 	// stands for that one.
@@ -279,10 +248,10 @@ func (s *Server) routeWatch(r *http.Request, q tape.Query) route {
 			if s.store != nil && !s.synthWatchListFits(q, lst) {
 				return s.storeWatchRoute(r, q)
 			}
-			return route{how: howWatchList, x: lst, status: http.StatusOK, serve: func(st *streamer, r *http.Request) {
+			return &stream.Answer{How: howWatchList, Recorded: true, Exchange: lst.ID, Status: http.StatusOK, Serve: func(st *stream.Stream, r *http.Request) {
 				if _, err := s.serveSynthWatchList(st, r, q, lst); err != nil {
 					s.log.Warn("replay: cannot synthesize a streaming list", "list", lst.ID, "err", err)
-					writeStatus(st.w, http.StatusInternalServerError, "InternalError", err.Error())
+					st.Status(http.StatusInternalServerError, "InternalError", err.Error())
 				}
 			}}
 		}
@@ -326,7 +295,7 @@ func (s *Server) routeWatch(r *http.Request, q tape.Query) route {
 			return s.storeWatchRoute(r, q) // the world's history from rv, or 410
 		}
 	}
-	return route{how: howExpired, status: http.StatusOK, serve: func(st *streamer, r *http.Request) {
+	return &stream.Answer{How: howExpired, Status: http.StatusOK, Serve: func(st *stream.Stream, r *http.Request) {
 		s.serveExpired(st, q.RawRV)
 	}}
 }
@@ -351,25 +320,25 @@ func (s *Server) pickList(listKey, cont, rv, accept string) *tape.Exchange {
 	return s.pick(xs, cursor(listKey, "get", cont, rv, xs[0].Media))
 }
 
-func (s *Server) routeOther(r *http.Request, q tape.Query) route {
+func (s *Server) routeOther(r *http.Request, q tape.Query) *stream.Answer {
 	read := q.Method == http.MethodGet || q.Method == http.MethodHead
 	if x := s.pickList(q.Key, q.Continue, q.RV, q.Accept); x != nil {
 		return s.recordedRoute(r, q, x)
 	}
 	if q.Continue != "" && len(s.m.ByKey[q.Key]) > 0 {
 		msg := "the provided continue parameter is too old to display a consistent list result (not in the replayed session)"
-		return route{how: howExpired, status: http.StatusGone, serve: func(st *streamer, r *http.Request) {
-			writeStatus(st.w, http.StatusGone, "Expired", msg)
+		return &stream.Answer{How: howExpired, Status: http.StatusGone, Serve: func(st *stream.Stream, r *http.Request) {
+			st.Status(http.StatusGone, "Expired", msg)
 		}}
 	}
 	if q.Method == http.MethodGet && discovery.IsCollection(q.Path) {
 		ws := tape.Filter(s.m.ByKey[q.WatchKey()], func(x *tape.Exchange) bool { return x.Q.SendInitial && x.Format != 0 })
 		if len(ws) > 0 && (s.store == nil || s.listFromWatchFits(q, ws[0])) {
 			x := s.pick(ws, cursor(q.Key, "synth-list"))
-			return route{how: howList, x: x, status: http.StatusOK, serve: func(st *streamer, r *http.Request) {
+			return &stream.Answer{How: howList, Recorded: true, Exchange: x.ID, Status: http.StatusOK, Serve: func(st *stream.Stream, r *http.Request) {
 				if err := s.serveListFromWatch(st, x); err != nil {
 					s.log.Warn("replay: cannot build a list from a streaming list", "watch", x.ID, "err", err)
-					writeStatus(st.w, http.StatusInternalServerError, "InternalError", err.Error())
+					st.Status(http.StatusInternalServerError, "InternalError", err.Error())
 				}
 			}}
 		}
@@ -386,8 +355,8 @@ func (s *Server) routeOther(r *http.Request, q tape.Query) route {
 	}
 	if q.Method == http.MethodGet || q.Method == http.MethodHead {
 		if s.disc.Has(q.Path) {
-			return route{how: howDiscovery, status: http.StatusOK, serve: func(st *streamer, r *http.Request) {
-				s.disc.Serve(st.w, q.Path)
+			return &stream.Answer{How: howDiscovery, Status: http.StatusOK, Serve: func(st *stream.Stream, r *http.Request) {
+				s.disc.Serve(st.ResponseWriter(), q.Path)
 			}}
 		}
 	}
@@ -397,25 +366,25 @@ func (s *Server) routeOther(r *http.Request, q tape.Query) route {
 // openAPIRoute answers with one of kube-apiserver's OpenAPI documents
 // (package apiserver/openapi), JSON: a client that accepts only the
 // protobuf form gets 406, after which client-go asks for JSON.
-func openAPIRoute(doc []byte, accept string) route {
+func openAPIRoute(doc []byte, accept string) *stream.Answer {
 	if a := strings.ToLower(accept); a != "" && !strings.Contains(a, "json") && !strings.Contains(a, "*/*") {
-		return statusRoute(howNotAcceptable, http.StatusNotAcceptable, "NotAcceptable",
+		return stream.StatusAnswer(howNotAcceptable, http.StatusNotAcceptable, "NotAcceptable",
 			"only the following media types are accepted: application/json")
 	}
-	return route{how: howOpenAPI, status: http.StatusOK, serve: func(st *streamer, r *http.Request) {
-		h := st.w.Header()
+	return &stream.Answer{How: howOpenAPI, Status: http.StatusOK, Serve: func(st *stream.Stream, r *http.Request) {
+		h := st.Header()
 		h.Set("Content-Type", "application/json")
 		h.Set("Content-Length", strconv.Itoa(len(doc)))
-		st.w.WriteHeader(http.StatusOK)
+		st.WriteHeader(http.StatusOK)
 		if r.Method != http.MethodHead {
-			st.send(doc)
+			st.Send(doc)
 		}
 	}}
 }
 
-func (s *Server) notFound(q tape.Query) route {
+func (s *Server) notFound(q tape.Query) *stream.Answer {
 	msg := fmt.Sprintf("the server could not find the requested resource (wtrace replay: no recorded exchange matches %s %s)", q.Method, q.Path)
-	return route{how: howNotFound, status: http.StatusNotFound, serve: func(st *streamer, r *http.Request) {
-		writeStatus(st.w, http.StatusNotFound, "NotFound", msg)
+	return &stream.Answer{How: howNotFound, Status: http.StatusNotFound, Serve: func(st *stream.Stream, r *http.Request) {
+		st.Status(http.StatusNotFound, "NotFound", msg)
 	}}
 }

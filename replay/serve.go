@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/klauspost/compress/gzip"
 
 	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/replay/internal/stream"
 	"github.com/wtrace/wtrace/replay/internal/tape"
 )
 
@@ -48,7 +50,7 @@ func responseHeader(rec []formats.Header, keepEncoding bool) http.Header {
 	for _, f := range rec {
 		k := http.CanonicalHeaderKey(f.Name)
 		switch {
-		case !validFieldName(f.Name), !validFieldValue(f.Value):
+		case !stream.ValidField(f.Name, f.Value):
 			continue // a damaged or hostile session: never split a response
 		case f.Redacted, hopByHop[k], named[k],
 			strings.HasPrefix(k, "Proxy-"),
@@ -101,7 +103,7 @@ func acceptsGzip(ae string) bool {
 // tapeFeed plays a recorded exchange's writes as they are.
 type tapeFeed struct{ rd *writeReader }
 
-func (f *tapeFeed) peek() (int64, bool) {
+func (f *tapeFeed) Peek() (int64, bool) {
 	w, ok := f.rd.next()
 	if ok {
 		f.rd.unread(w)
@@ -109,72 +111,72 @@ func (f *tapeFeed) peek() (int64, bool) {
 	return w.At, ok
 }
 
-func (f *tapeFeed) take() (feedWrite, bool) {
+func (f *tapeFeed) Take() (stream.Write, bool) {
 	w, _ := f.rd.next()
 	return recordedWrite(&w), true
 }
 
-func (f *tapeFeed) changed() <-chan struct{} { return nil }
-func (f *tapeFeed) idle()                    {}
-func (f *tapeFeed) inMemory() bool           { return f.rd.nonBlocking() }
+func (f *tapeFeed) Changed() <-chan struct{} { return nil }
+func (f *tapeFeed) Idle()                    {}
+func (f *tapeFeed) InMemory() bool           { return f.rd.nonBlocking() }
 
 // recordedWrite is recorded write w as a stream sends it.
-func recordedWrite(w *tape.Write) feedWrite {
+func recordedWrite(w *tape.Write) stream.Write {
 	n := int(w.Events)
 	if w.Event {
 		n = 1
 	}
-	return feedWrite{data: w.Data, ext: w.Ext, events: n, at: w.At}
+	return stream.Write{Data: w.Data, Ext: w.Ext, Events: n, At: w.At}
 }
 
 // endOf says how a recorded response ended, for a replay.
-func endOf(x *tape.Exchange) endKind {
+func endOf(x *tape.Exchange) stream.End {
 	switch x.EndStatus() {
 	case formats.EndClosed, formats.EndError:
-		return endAbort
+		return stream.EndAbort
 	case formats.EndReset:
-		return endReset
+		return stream.EndReset
 	case formats.EndTruncated:
 		if x.Format != 0 {
-			return endHold // the watch was still open when the capture ended
+			return stream.EndHold // the watch was still open when the capture ended
 		}
-		return endAbort
+		return stream.EndAbort
 	}
-	return endClean
+	return stream.EndClean
 }
 
 // serveExchange sends recorded exchange x, whole or (resume) from body
 // offset skip with the timeline starting at capture time base.
-func (s *Server) serveExchange(st *streamer, r *http.Request, x *tape.Exchange, skip, base int64) {
+func (s *Server) serveExchange(st *stream.Stream, r *http.Request, x *tape.Exchange, fl *flow, skip, base int64) {
 	status := responseStatus(x.Info.Response.Status)
 	if x.Format == 0 {
 		s.serveOpaque(st, r, x, status)
 		return
 	}
 	hd := s.rec.headOf(x, status)
-	if st.flow != nil {
-		hd = s.watchHead(x, st.flow)
+	if fl != nil {
+		hd = s.watchHead(x, fl)
 	}
 	if x.EndStatus() == formats.EndComplete {
-		st.end = x.Info.End // its last-chunk extensions and trailers, if it ends as recorded
+		st.SetRecordedEnd(x.Info.End) // its last-chunk extensions and trailers, if it ends as recorded
 	}
-	if !st.begin(hd) {
+	if !st.Begin(hd) {
 		return
 	}
 	if base == 0 {
 		base = x.RespTime()
 	}
-	s.continueWatch(st, x, skip, base)
+	s.continueWatch(st, x, fl, skip, base)
 }
 
 // serveOpaque sends a non-event body: as recorded (byte for byte, with its
 // Content-Encoding) when the client accepts that encoding, else decoded.
-func (s *Server) serveOpaque(st *streamer, r *http.Request, x *tape.Exchange, status int) {
+func (s *Server) serveOpaque(st *stream.Stream, r *http.Request, x *tape.Exchange, status int) {
 	resp := x.Info.Response
 	gz := strings.EqualFold(resp.Encoding, "gzip")
 	decode := gz && !acceptsGzip(r.Header.Get("Accept-Encoding"))
 	known := resp.Encoding == "" || gz
-	h := st.w.Header()
+	h := st.Header()
 	for k, v := range responseHeader(resp.Header, !decode || !known) {
 		h[k] = v
 	}
@@ -183,62 +185,62 @@ func (s *Server) serveOpaque(st *streamer, r *http.Request, x *tape.Exchange, st
 		h.Set("Content-Length", strconv.FormatInt(x.Info.BodyBytes, 10))
 	}
 	if status == http.StatusNoContent || status == http.StatusNotModified || r.Method == http.MethodHead {
-		st.w.WriteHeader(status)
+		st.WriteHeader(status)
 		return
 	}
 	src, err := s.rec.openSource(x)
 	if err != nil {
 		h.Del("Content-Length")
-		writeStatus(st.w, http.StatusInternalServerError, "InternalError", "replay: reading session: "+err.Error())
+		st.Status(http.StatusInternalServerError, "InternalError", "replay: reading session: "+err.Error())
 		return
 	}
-	st.w.WriteHeader(status)
+	st.WriteHeader(status)
 	if complete {
-		st.end = x.Info.End // its trailers (net/http frames the body)
+		st.SetRecordedEnd(x.Info.End) // its trailers (net/http frames the body)
 	}
 	base := x.RespTime()
 	if decode && known {
 		zr, err := gzip.NewReader(&sourceReader{src: src, st: st})
 		if err != nil {
-			st.stopped = "gzip: " + err.Error()
+			st.Stop("gzip: " + err.Error())
 			return
 		}
-		if !st.waitUntil(st.deadline(x.EndTime(), base)) {
+		if !st.WaitUntil(st.Deadline(x.EndTime(), base)) {
 			return
 		}
 		buf := make([]byte, 32<<10)
 		for {
 			n, err := zr.Read(buf)
-			if n > 0 && !st.send(buf[:n]) {
+			if n > 0 && !st.Send(buf[:n]) {
 				return
 			}
 			if err == io.EOF {
 				break
 			}
 			if err != nil {
-				st.stopped = "gzip: " + err.Error()
-				st.abort(false)
+				st.Stop("gzip: " + err.Error())
+				st.Abort(false)
 				return
 			}
 		}
-	} else if !st.play(&tapeFeed{rd: st.reader(src, 0)}, base) {
+	} else if !st.Play(&tapeFeed{rd: s.reader(st, src, 0)}, base) {
 		return
 	}
-	if len(st.crossed) > 0 {
+	if st.Crossed() {
 		return // cut by done, at once: the body is not what was recorded
 	}
 	k := endOf(x)
-	if k == endHold {
-		k = endAbort
+	if k == stream.EndHold {
+		k = stream.EndAbort
 	}
-	if k == endClean {
+	if k == stream.EndClean {
 		return // the body is complete; no need to wait for the recorded end
 	}
 	if s.opts.Hold {
-		st.hold()
+		st.Hold()
 		return
 	}
-	st.finish(k, x.EndTime(), base)
+	st.Finish(k, x.EndTime(), base)
 }
 
 // sourceReader reads a source's bytes as a stream (to decode gzip). Bytes
@@ -246,7 +248,7 @@ func (s *Server) serveOpaque(st *streamer, r *http.Request, x *tape.Exchange, st
 // crosses them.
 type sourceReader struct {
 	src tape.Source
-	st  *streamer
+	st  *stream.Stream
 	buf []byte
 }
 
@@ -263,7 +265,7 @@ func (r *sourceReader) Read(p []byte) (int, error) {
 			if r.st == nil {
 				return 0, fmt.Errorf("replay: %v", w.Lost)
 			}
-			r.st.cross(w.Lost)
+			r.st.Cross(w.Lost)
 		}
 		r.buf = w.Data
 	}
@@ -281,19 +283,20 @@ var errClosed = errors.New("replay: server closed")
 // the events they name may lie before the cut). One write can be pushed
 // back (unread) to be read again.
 type writeReader struct {
-	st   *streamer
+	st   *stream.Stream
+	log  *slog.Logger
 	src  tape.Source
 	skip int64
 	held tape.Write
 	have bool
 }
 
-func (st *streamer) reader(src tape.Source, skip int64) *writeReader {
-	return &writeReader{st: st, src: src, skip: skip}
+func (s *Server) reader(st *stream.Stream, src tape.Source, skip int64) *writeReader {
+	return &writeReader{st: st, log: s.log, src: src, skip: skip}
 }
 
 // next returns the next write with data; false at the end of the source
-// or when reading it failed (st.stopped says why).
+// or when reading it failed (the stream's Stopped says why).
 func (r *writeReader) next() (tape.Write, bool) {
 	if r.have {
 		r.have = false
@@ -303,8 +306,8 @@ func (r *writeReader) next() (tape.Write, bool) {
 	for {
 		w, ok, err := r.src.Next()
 		if err != nil {
-			st.stopped = "reading session: " + err.Error()
-			st.s.log.Warn("replay: reading session", "err", err)
+			st.Stop("reading session: " + err.Error())
+			r.log.Warn("replay: reading session", "err", err)
 			return w, false
 		}
 		if !ok {
@@ -312,7 +315,7 @@ func (r *writeReader) next() (tape.Write, bool) {
 		}
 		if w.Lost != nil {
 			if w.Off >= skip {
-				st.cross(w.Lost)
+				st.Cross(w.Lost)
 			}
 			continue
 		}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -431,44 +430,10 @@ func TestCloseLifecycle(t *testing.T) {
 	other.Close()
 }
 
-// TestSendAllocs pins the write path of a taken-over connection: sending a
-// batch of chunks allocates nothing.
-func TestSendAllocs(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		io.Copy(io.Discard, c)
-		c.Close()
-	}()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	s := &Server{writeTimeout: time.Minute}
-	st := &streamer{s: s, ctx: context.Background(), own: &ownConn{conn: c, tcp: c.(*net.TCPConn)}}
-	batch := [][]byte{bytes.Repeat([]byte("a"), 1200), bytes.Repeat([]byte("b"), 700), []byte("\n")}
-	st.ownSend(batch) // warm up the reused buffers
-	if n := testing.AllocsPerRun(200, func() {
-		if !st.ownSend(batch) {
-			t.Fatal(st.stopped)
-		}
-	}); n != 0 {
-		t.Errorf("ownSend allocates %v times per batch; want 0", n)
-	}
-}
-
 // TestFlowAllocs: serving a recorded watch with the world (the default
 // mode) allocates nothing per event: its resourceVersions are observed
 // without a lock or an allocation, as long as no client's write shifted
-// them.
+// them. (The send path is pinned by the stream's TestSendAllocs.)
 func TestFlowAllocs(t *testing.T) {
 	path := corpusSession(t, "basic-json")
 	srv, err := Open(path, Options{Writes: WritesReject})
@@ -488,36 +453,23 @@ func TestFlowAllocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		io.Copy(io.Discard, c)
-		c.Close()
-	}()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	st := &streamer{s: srv, ctx: context.Background(), own: &ownConn{conn: c, tcp: c.(*net.TCPConn)},
-		flow: &flow{s: srv, x: x, format: x.Format}}
+	fl := &flow{s: srv, x: x, format: x.Format}
 	src := &tape.PlanSource{Plan: p}
 	run := func() {
 		*src = tape.PlanSource{Plan: p}
-		if !st.play(&flowFeed{st: st, rd: st.reader(src, 0)}, x.RespTime()) {
-			t.Fatal(st.stopped)
+		fd := &flowFeed{fl: fl, rd: srv.reader(nil, src, 0)}
+		for {
+			if _, ok := fd.Peek(); !ok {
+				break
+			}
+			if w, ok := fd.Take(); ok && len(w.Data) == 0 {
+				t.Fatal("an empty write")
+			}
 		}
 	}
 	run() // warm up: the world's point moves past every event
 	n := testing.AllocsPerRun(20, run)
 	if per := n / float64(len(p.Writes)); per > 0.05 {
-		t.Errorf("play (flow): %v allocations for %d writes (%.2f per write); want none per write", n, len(p.Writes), per)
+		t.Errorf("flowFeed: %v allocations for %d writes (%.2f per write); want none per write", n, len(p.Writes), per)
 	}
 }

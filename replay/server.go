@@ -23,6 +23,7 @@ import (
 	"github.com/wtrace/wtrace/replay/internal/discovery"
 	"github.com/wtrace/wtrace/replay/internal/metrics"
 	"github.com/wtrace/wtrace/replay/internal/pace"
+	"github.com/wtrace/wtrace/replay/internal/stream"
 	"github.com/wtrace/wtrace/replay/internal/tape"
 )
 
@@ -183,11 +184,11 @@ type Server struct {
 	ctx          context.Context
 	cancel       context.CancelFunc
 	writes       Writes
-	store        *world.Store // the session's world; nil with WritesRecorded
-	env          *envDriver   // applies the environment to a Live world (WritesAnswer, WritesApply); nil otherwise
-	act          *activity    // what the clients are doing (PaceQuiet, Settle)
-	deliv        *deliveries  // the world's watches, for a write's answer to wait for its events
-	waker        waker        // wakes the world's parked watches at its changes (see worldwatch.go)
+	store        *world.Store  // the session's world; nil with WritesRecorded
+	env          *envDriver    // applies the environment to a Live world (WritesAnswer, WritesApply); nil otherwise
+	act          *activity     // what the clients are doing (PaceQuiet, Settle)
+	deliv        *deliveries   // the world's watches, for a write's answer to wait for its events
+	waker        *stream.Waker // wakes the world's parked watches at its changes (see worldwatch.go)
 	maxRequests  int
 	seq          atomic.Int64     // numbers the requests in arrival order
 	rec          *recording       // what is derived from the recorded exchanges (cached)
@@ -197,11 +198,7 @@ type Server struct {
 	active atomic.Int64 // requests being served
 
 	filter *hostfilter.Filter // the hosts and paths Handler serves (guard.go)
-
-	ownMu sync.Mutex
-	owned map[*ownConn]struct{} // taken-over connections that wait in reads (see ownWait)
-	scs   []*pace.Scheduler     // the parked streams (see scheduler), one shard per P
-	nsc   atomic.Uint32         // picks a stream's shard
+	hub    *stream.Hub        // what the streams share (package replay/internal/stream)
 
 	mu        sync.Mutex // guards the fields below and m.cursors
 	closed    bool
@@ -233,7 +230,7 @@ func New(f *formats.File, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, file: f, speed: opts.Speed, writes: writes, owned: map[*ownConn]struct{}{}}
+	s := &Server{opts: opts, file: f, speed: opts.Speed, writes: writes}
 	if s.filter, err = newGuard(opts); err != nil {
 		return nil, fmt.Errorf("replay: %w", err)
 	}
@@ -270,7 +267,10 @@ func New(f *formats.File, opts Options) (*Server, error) {
 	}
 	s.act = newActivity()
 	s.deliv = newDeliveries()
-	s.waker.s = s
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.met = metrics.New(opts.Metrics)
+	s.hub = stream.NewHub(s.ctx, stream.Options{Clock: s.clock, Speed: s.speed, WriteTimeout: s.writeTimeout,
+		Hold: opts.Hold, Logger: s.log, Metrics: s.met})
 	live := writes == WritesAnswer || writes == WritesApply
 	if live && opts.Loop {
 		return nil, fmt.Errorf("replay: Loop replays recorded streams, which a replay that answers writes (--writes %s) does not serve: use --writes reject or recorded", writes)
@@ -282,13 +282,12 @@ func New(f *formats.File, opts Options) (*Server, error) {
 			return nil, fmt.Errorf("replay: loading the session's objects (--writes %s): %w", writes, err)
 		}
 		s.store = st
+		s.waker = s.hub.NewWaker(st.Changed)
 		if live {
 			s.env = newEnvDriver(s, pace, opts.QuietWindow)
 		}
 	}
 	s.disc = discovery.New(f, s.m, s.store)
-	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.scs = newShards()
 	s.initOps()
 	bindOut(s) // outbind.go
 	return s, nil
@@ -444,15 +443,13 @@ func (s *Server) Close() {
 		_ = srv.Close() // first, so that cancelled streams cannot end cleanly
 	}
 	s.cancel()
-	s.interruptOwned()
-	for _, sc := range s.scs {
-		sc.Stop()
-	}
+	s.hub.Stop()
 	if srv != nil {
 		<-s.serveDone
 		s.conns.Wait()
 	}
 	s.handlers.Wait()
+	s.hub.Wait()
 	if s.ownFile {
 		s.file.Close()
 	}

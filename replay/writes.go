@@ -11,6 +11,7 @@ import (
 
 	"github.com/wtrace/wtrace/apiserver/codec"
 	"github.com/wtrace/wtrace/apiserver/world"
+	"github.com/wtrace/wtrace/replay/internal/stream"
 	"github.com/wtrace/wtrace/replay/internal/tape"
 )
 
@@ -62,34 +63,34 @@ func stateRequest(r *http.Request, q tape.Query, body []byte) *world.Request {
 // routeWrite answers a write of a read-only replay (WritesReject) with
 // 403 Forbidden; a replay that answers writes routes them through
 // routeWorld.
-func (s *Server) routeWrite(r *http.Request, q tape.Query, body []byte) route {
+func (s *Server) routeWrite(r *http.Request, q tape.Query, body []byte) *stream.Answer {
 	return s.rejectRoute(r, q)
 }
 
 // storeRoute answers with a response of the store.
-func storeRoute(resp *world.Response) route {
-	rt := route{how: resp.How, status: resp.Code, serve: func(st *streamer, r *http.Request) {
-		h := st.w.Header()
+func storeRoute(resp *world.Response) *stream.Answer {
+	rt := &stream.Answer{How: resp.How, Status: resp.Code, Serve: func(st *stream.Stream, r *http.Request) {
+		h := st.Header()
 		h.Set("Content-Type", resp.ContentType)
 		h.Set("Cache-Control", "no-cache, private")
 		for _, w := range resp.Warnings {
 			h.Add("Warning", world.WarningHeader(w))
 		}
 		h.Set("Content-Length", strconv.Itoa(len(resp.Body)))
-		st.w.WriteHeader(resp.Code)
+		st.WriteHeader(resp.Code)
 		if r.Method != http.MethodHead {
-			st.send(resp.Body)
+			st.Send(resp.Body)
 		}
 	}}
 	if resp.Transcoded && resp.How == world.HowGet {
-		rt.transcoded = "yes"
+		rt.Transcoded = "yes"
 	}
 	return rt
 }
 
 // rejectRoute answers a write with 403 Forbidden, worded as the
 // apiserver's authorizer refusal.
-func (s *Server) rejectRoute(r *http.Request, q tape.Query) route {
+func (s *Server) rejectRoute(r *http.Request, q tape.Query) *stream.Answer {
 	gr := schema.GroupResource{}
 	name := ""
 	if t, ok := world.ParsePath(q.Path); ok {
@@ -99,12 +100,12 @@ func (s *Server) rejectRoute(r *http.Request, q tape.Query) route {
 	st := codec.StatusOf(err)
 	m := codec.StatusMedia(r.Header.Get("Accept"))
 	body := codec.StatusBody(m, st)
-	return route{how: howRejected, status: http.StatusForbidden, serve: func(sr *streamer, r *http.Request) {
-		h := sr.w.Header()
+	return &stream.Answer{How: howRejected, Status: http.StatusForbidden, Serve: func(sr *stream.Stream, r *http.Request) {
+		h := sr.Header()
 		h.Set("Content-Type", m.ContentType(codec.TargetObject))
 		h.Set("Content-Length", strconv.Itoa(len(body)))
-		sr.w.WriteHeader(http.StatusForbidden)
-		sr.send(body)
+		sr.WriteHeader(http.StatusForbidden)
+		sr.Send(body)
 	}}
 }
 

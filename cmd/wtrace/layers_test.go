@@ -47,6 +47,7 @@ var layerOf = map[string]struct {
 	"replay/internal/pace":      {3, false, nil},
 	"replay/internal/metrics":   {3, false, []string{modPrometheus}},
 	"replay/internal/discovery": {4, false, nil},
+	"replay/internal/stream":    {4, false, nil},
 	"capture":                   {4, false, []string{modXxhash, modZstd, modXnet}},
 	"replay":                    {5, false, []string{modZstd, modGoautoneg, modK8sAPIMachinery, modSigsYAML, modPrometheus}},
 	"export":                    {4, false, []string{modZstd, modXnet}},

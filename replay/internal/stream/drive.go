@@ -1,35 +1,133 @@
 package stream
 
 import (
+	"context"
 	"net/http"
 	"runtime/debug"
-
-	"github.com/wtrace/wtrace/replay/internal/tape"
+	"time"
 )
 
-// answerHanded is answer on a goroutine of its own (see ServeHTTP). A
-// panic before the hand-off goes on in ServeHTTP, as if answer had run
-// there; after it, the connection is the stream's own: it is logged and
-// the connection closed, as net/http does for a handler. A stream that
-// parks (see sched.go) leaves this goroutine and is carried on by the
-// scheduler.
-func (s *Server) answerHanded(st *streamer, rt route, r *http.Request) {
-	st.handed, st.rt = true, &rt
-	s.drive(st, func() { rt.serve(st, r) })
+// Answer is how one request is answered: what the log and the request
+// log say of it, and Serve, which writes it through the request's
+// stream. The answerers build it; the stream runs it.
+type Answer struct {
+	// How names the answer in the log ("recorded", "synth-watch", …).
+	How string
+	// Recorded says Exchange is the recorded exchange served.
+	Recorded bool
+	Exchange int64
+	// Status is the answer's status code, for the log (the request log
+	// takes the one the head went out with).
+	Status int
+	// Transcoded says why the answer is not the recorded bytes as
+	// recorded ("" if it is, or if it is synthesized).
+	Transcoded string
+	// Serve writes the answer; r is not used once the stream took the
+	// connection over (see Begin).
+	Serve func(st *Stream, r *http.Request)
+}
+
+// StatusAnswer answers with a failure Status (JSON).
+func StatusAnswer(how string, code int, reason, msg string) *Answer {
+	return &Answer{How: how, Status: code, Serve: func(st *Stream, r *http.Request) {
+		WriteStatus(st.w, code, reason, msg)
+	}}
+}
+
+// Request is what a stream knows of the request it answers.
+type Request struct {
+	// Arrival is when it arrived, on the hub's clock.
+	Arrival time.Time
+	// Timeout is the client's timeoutSeconds (0: none): a stream ends
+	// cleanly then, in recorded time (scaled by the speed).
+	Timeout time.Duration
+	// Watch says the answer may be a stream that takes its connection
+	// over (over HTTP/1.1, a GET without a body): it is then served on a
+	// goroutine of its own (see Serve).
+	Watch bool
+	// Target is the request-target, for the log.
+	Target string
+	// Tap, if set, sees what a taken-over stream writes.
+	Tap Tap
+}
+
+// A Tap sees what a stream that took its connection over writes there
+// (net/http's writes it sees through the ResponseWriter it wraps): the
+// request log and Out of the server.
+type Tap interface {
+	// TakenOver says the stream took its connection over; status is its
+	// head's.
+	TakenOver(status int)
+	// Records reports whether RawWrite wants the bytes (a recording of
+	// the run): such a stream never parks.
+	Records() bool
+	// RawWrite receives the bytes written on the connection; it may keep
+	// them only during the call.
+	RawWrite(bufs [][]byte)
+}
+
+// Serve answers request r with a, writing through w: on this goroutine,
+// or, for a watch over HTTP/1.1 (Request.Watch, see mayTakeOver), on a
+// goroutine of its own, which takes the connection over (see Begin) and
+// lets Serve return: net/http's goroutine, buffers and request for the
+// connection are freed while the watch goes on. ended is called once the
+// answer is over (the stream ended, the request log may take it), exit
+// once the stream is done with, on whichever goroutine served it; a
+// stream that parks (see sched.go) calls them from where it ends.
+//
+// A panic before the hand-off goes on in Serve, as if the answer had run
+// here; after it, the connection is the stream's own: the panic is
+// logged and the connection closed, as net/http does for a handler.
+func (h *Hub) Serve(w http.ResponseWriter, r *http.Request, a *Answer, req Request, ended func(*Stream), exit func()) {
+	handOff := req.Watch && mayTakeOver(r)
+	var ctx context.Context
+	var cancel context.CancelFunc
+	var stop func() bool
+	if handOff {
+		// net/http cancels the request's context when ServeHTTP returns,
+		// which is before the end of a stream that took the connection
+		// over: until then its cancellation is followed (the client
+		// left), from then on the connection's reader notices it.
+		ctx, cancel = context.WithCancel(h.ctx)
+		stop = context.AfterFunc(r.Context(), cancel)
+	} else {
+		ctx, cancel = context.WithCancel(r.Context())
+		stop = context.AfterFunc(h.ctx, cancel)
+	}
+	st := h.newStream(ctx, cancel, w, r, req)
+	st.answer, st.ended, st.exit = a, ended, exit
+	if !handOff {
+		defer exit()
+		defer cancel()
+		defer stop()
+		a.Serve(st, r) // r is not used past this point (see takeOver)
+		st.end()
+		return
+	}
+	handed := make(chan struct{})
+	st.handoff = func() {
+		stop()
+		close(handed)
+	}
+	st.handed = true
+	go st.drive(func() { a.Serve(st, r) })
+	<-handed
+	if st.panicked != nil {
+		panic(st.panicked) // net/http's: http.ErrAbortHandler aborts the response
+	}
 }
 
 // drive runs f, the body of handed stream st or its rest, on this
 // goroutine; then, unless the stream parked (the scheduler now owns it),
-// ends it as answer does, and releases its place among the handlers.
-func (s *Server) drive(st *streamer, f func()) {
+// ends it, and releases its place among the handlers.
+func (st *Stream) drive(f func()) {
 	parked := false
 	defer func() {
 		if parked {
 			return
 		}
 		v := recover()
-		defer s.handlers.Done()
-		defer s.active.Add(-1)
+		defer st.exit()
 		defer st.cancel()
 		if st.handoff != nil {
 			st.panicked = v
@@ -40,7 +138,7 @@ func (s *Server) drive(st *streamer, f func()) {
 			return
 		}
 		if v != http.ErrAbortHandler {
-			s.log.Error("replay: panic serving a stream", "target", truncate(st.target), "panic", v, "stack", string(debug.Stack()))
+			st.hub.log.Error("replay: panic serving a stream", "target", Truncate(st.target), "panic", v, "stack", string(debug.Stack()))
 		}
 		if st.own != nil {
 			st.own.stopCancel()
@@ -56,14 +154,17 @@ func (s *Server) drive(st *streamer, f func()) {
 		}
 		st.stopped = "cancelled" // the server closed
 	}
-	s.answerEnd(st, st.rt, st.target)
+	st.end()
 }
 
-// answer serves route rt through streamer st, ends the stream and logs
-// the request.
-func (s *Server) answer(st *streamer, rt *route, r *http.Request, target string) {
-	rt.serve(st, r) // r is not used past this point (see takeOver)
-	s.answerEnd(st, rt, target)
+// end ends the stream (see done) and tells its owner.
+func (st *Stream) end() {
+	if st.release != nil {
+		st.release()
+		st.release = nil
+	}
+	st.done()
+	st.ended(st)
 }
 
 // mayTakeOver reports whether a streamed answer to r takes its connection
@@ -72,21 +173,11 @@ func mayTakeOver(r *http.Request) bool {
 	return r != nil && r.ProtoMajor == 1 && r.ProtoMinor >= 1 && r.Method == http.MethodGet && r.ContentLength <= 0
 }
 
-// statusRoute answers with a failure Status.
-func statusRoute(how string, code int, reason, msg string) route {
-	return route{how: how, status: code, serve: func(st *streamer, r *http.Request) {
-		writeStatus(st.w, code, reason, msg)
-	}}
-}
-
-// route is how one request will be answered.
-type route struct {
-	how    string
-	x      *tape.Exchange
-	status int
-	serve  func(st *streamer, r *http.Request)
-	// transcoded says why the answer is not the recorded bytes as
-	// recorded ("" if it is, or if it is synthesized; see Request).
-	transcoded string
-	flow       *flow // a recorded watch served with the world
+// Truncate cuts s, a request-target, to 512 bytes for a log line.
+func Truncate(s string) string {
+	const max = 512
+	if len(s) > max {
+		return s[:max] + "…"
+	}
+	return s
 }

@@ -2,7 +2,7 @@ package stream
 
 import (
 	"context"
-	"math"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -10,7 +10,6 @@ import (
 
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/replay/internal/pace"
-	"github.com/wtrace/wtrace/replay/internal/tape"
 )
 
 // validFieldName reports whether name is an RFC 9110 §5.1 token (which
@@ -36,33 +35,34 @@ func validFieldValue(v string) bool {
 	return strings.IndexAny(v, "\r\n\x00") < 0
 }
 
-// endKind is how a served response ends.
-type endKind int
+// End is how a served response ends.
+type End int
 
 const (
-	endClean endKind = iota // terminating chunk / END_STREAM
-	endAbort                // connection closed without the terminating chunk (FIN)
-	endReset                // connection reset (RST)
-	endHold                 // stay open until timeoutSeconds, the client leaves, or Close
+	EndClean End = iota // terminating chunk / END_STREAM
+	EndAbort            // connection closed without the terminating chunk (FIN)
+	EndReset            // connection reset (RST)
+	EndHold             // stay open until timeoutSeconds, the client leaves, or Close
 )
 
-func (k endKind) String() string {
+func (k End) String() string {
 	switch k {
-	case endAbort:
+	case EndAbort:
 		return "abort"
-	case endReset:
+	case EndReset:
 		return "reset"
-	case endHold:
+	case EndHold:
 		return "hold"
 	}
 	return "clean"
 }
 
-// streamer writes one response with its timing. It belongs to the handler
-// goroutine of one request; nothing on its write path is shared with other
-// requests except immutable plans.
-type streamer struct {
-	s         *Server
+// Stream writes one response with its timing. It belongs to the
+// goroutine that serves its request (the scheduler's while it is parked,
+// see sched.go); nothing on its write path is shared with other requests
+// except immutable data.
+type Stream struct {
+	hub       *Hub
 	w         http.ResponseWriter
 	r         *http.Request // nil once the stream took the connection over
 	method    string
@@ -73,25 +73,29 @@ type streamer struct {
 	own       *ownConn // the connection, once taken over (HTTP/1.1 streams)
 	arrival   time.Time
 	timeoutAt time.Time // zero: none
-	timer     Timer
+	timer     pace.Timer
 	shift     time.Duration // added to every deadline (loop passes)
 	batch     [][]byte
-	exts      []string     // the recorded extensions of batch's chunks, when run sets them
-	end       *formats.End // the recorded end, for its last-chunk extensions and trailers
+	exts      []string     // the recorded extensions of batch's chunks, when Play sets them
+	recEnd    *formats.End // the recorded end, for its last-chunk extensions and trailers
 	bytes     int64
 	writes    int64
-	stopped   string       // why the stream stopped early ("" if it did not)
-	ended     bool         // the connection was already closed or reset (abort)
-	crossed   []*tape.Loss // losses of the session's damage this stream went past
-	flow      *flow        // a recorded watch served with the world (nil: as recorded)
-	midEvent  bool         // the last write ended inside a watch event (flows only)
-	tap       *tap         // the request log's and Out's view of the response
+	stopped   string         // why the stream stopped early ("" if it did not)
+	closed    bool           // the connection was already closed or reset (abort)
+	crossed   []fmt.Stringer // losses of the session's damage this stream went past
+	// transcoded says why a stream that began as recorded went
+	// otherwise ("rv": resourceVersions rewritten), for the log.
+	transcoded string
+	tap        Tap // the request log's and Out's view of the response
+	answer     *Answer
+	ended      func(*Stream) // the owner's end of the answer (see Hub.Serve)
+	exit       func()
 	// handoff, when the request is served on a goroutine of its own (see
-	// ServeHTTP), lets ServeHTTP return once the stream took the
-	// connection over; nil otherwise.
+	// Hub.Serve), lets Serve return once the stream took the connection
+	// over; nil otherwise.
 	handoff func()
 	// panicked is what a stream's goroutine recovered before the
-	// hand-off, for ServeHTTP to panic with.
+	// hand-off, for Serve to panic with.
 	panicked any
 
 	// The scheduler's path (see sched.go): a stream served on a goroutine of
@@ -103,10 +107,9 @@ type streamer struct {
 	// (needGo).
 	handed bool
 	sc     *pace.Scheduler // the shard the stream parks in
-	rt     *route          // for the end of the stream (see answer)
 	rest   func()
 	// release, if set, is called once when the stream ends (its rest
-	// outlives serve).
+	// outlives Serve).
 	release func()
 	parked  bool
 	parkAt  time.Time // zero: no time (only the client leaving or Close)
@@ -115,39 +118,25 @@ type streamer struct {
 	slot    pace.Slot
 }
 
-func (s *Server) newStreamer(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, r *http.Request, q tape.Query, arrival time.Time) *streamer {
-	st := &streamer{s: s, w: w, r: r, method: r.Method, rc: http.NewResponseController(w), ctx: ctx, cancel: cancel, arrival: arrival}
-	if q.Timeout > 0 {
+func (h *Hub) newStream(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, r *http.Request, req Request) *Stream {
+	st := &Stream{hub: h, w: w, r: r, method: r.Method, target: req.Target, tap: req.Tap,
+		rc: http.NewResponseController(w), ctx: ctx, cancel: cancel, arrival: req.Arrival}
+	if req.Timeout > 0 {
 		// timeoutSeconds is the client's view of the recorded time: it
 		// scales with the speed, as the recording's own ends do (as fast
 		// as possible, Speed 0, keeps it in real time).
-		st.timeoutAt = arrival.Add(q.Timeout)
-		if s.speed > 0 {
-			st.timeoutAt = arrival.Add(s.scale(int64(q.Timeout)))
+		st.timeoutAt = req.Arrival.Add(req.Timeout)
+		if h.speed > 0 {
+			st.timeoutAt = req.Arrival.Add(h.Scale(int64(req.Timeout)))
 		}
 	}
 	return st
 }
 
-// scale maps a recorded duration to replay time at the server's speed.
-func (s *Server) scale(d int64) time.Duration {
-	if d <= 0 || s.speed == 0 {
-		return 0
-	}
-	if s.speed == 1 {
-		return time.Duration(d)
-	}
-	f := float64(d) / s.speed
-	if f >= math.MaxInt64 {
-		return math.MaxInt64
-	}
-	return time.Duration(f)
-}
-
-// deadline is when a byte recorded at capture time t goes out, on a timeline
+// Deadline is when a byte recorded at capture time t goes out, on a timeline
 // whose capture time base maps to the request's arrival.
-func (st *streamer) deadline(t, base int64) time.Time {
-	return st.arrival.Add(st.shift + st.s.scale(t-base))
+func (st *Stream) Deadline(t, base int64) time.Time {
+	return st.arrival.Add(st.shift + st.hub.Scale(t-base))
 }
 
 // waitUntil waits for the clock to reach t (zero: forever, for hold). It
@@ -156,7 +145,7 @@ func (st *streamer) deadline(t, base int64) time.Time {
 // scheduler's path (mayPark) it does not wait: it parks the stream
 // (parked set, stopped "") and returns false; the caller returns at once,
 // leaving its state such that calling st.rest again carries on.
-func (st *streamer) waitUntil(t time.Time) bool {
+func (st *Stream) WaitUntil(t time.Time) bool {
 	limit := t
 	timeout := false
 	if !st.timeoutAt.IsZero() && (t.IsZero() || !st.timeoutAt.After(t)) {
@@ -176,9 +165,9 @@ func (st *streamer) waitUntil(t time.Time) bool {
 			st.stopped = "cancelled"
 			return false
 		}
-	} else if d := limit.Sub(st.s.clock.Now()); d > 0 {
+	} else if d := limit.Sub(st.hub.clock.Now()); d > 0 {
 		if st.timer == nil {
-			st.timer = st.s.clock.NewTimer(d)
+			st.timer = st.hub.clock.NewTimer(d)
 		} else {
 			st.timer.Reset(d)
 		}
@@ -202,9 +191,9 @@ func (st *streamer) waitUntil(t time.Time) bool {
 
 // hold waits until the client's timeoutSeconds, the client leaves, or the
 // server closes.
-func (st *streamer) hold() {
+func (st *Stream) Hold() {
 	if st.mayPark() {
-		st.waitUntil(time.Time{}) // parks, or stops at timeoutAt
+		st.WaitUntil(time.Time{}) // parks, or stops at timeoutAt
 		if !st.parked && st.stopped == "" {
 			st.stopped = "cancelled"
 		}
@@ -219,13 +208,13 @@ func (st *streamer) hold() {
 		st.stopped = "cancelled"
 		return
 	}
-	st.waitUntil(st.timeoutAt.Add(time.Hour)) // stops at timeoutAt
+	st.WaitUntil(st.timeoutAt.Add(time.Hour)) // stops at timeoutAt
 }
 
 // begin sends the head of a streamed (watch) response now, as the
 // apiserver does: over HTTP/1.1 on a connection the stream takes over (see
 // ownConn), otherwise through net/http.
-func (st *streamer) begin(hd *head) bool {
+func (st *Stream) Begin(hd *Head) bool {
 	if st.takeOver(st.r, hd) {
 		return st.stopped == ""
 	}
@@ -246,8 +235,8 @@ func (st *streamer) begin(hd *head) bool {
 }
 
 // send sends p as one chunk.
-func (st *streamer) send(p []byte) bool {
-	return st.sendBatch([][]byte{p})
+func (st *Stream) Send(p []byte) bool {
+	return st.SendBatch([][]byte{p})
 }
 
 // sendBatch sends each element of batch as one chunk (HTTP/1.1) or DATA
@@ -255,7 +244,7 @@ func (st *streamer) send(p []byte) bool {
 // otherwise one write and flush each (the response buffer is empty before
 // each write, so each flush is one chunk). A client that cannot take a
 // write within the write timeout is dropped.
-func (st *streamer) sendBatch(batch [][]byte) bool {
+func (st *Stream) SendBatch(batch [][]byte) bool {
 	if st.own != nil {
 		st.writes += int64(len(batch))
 		return st.ownSend(batch)
@@ -264,8 +253,8 @@ func (st *streamer) sendBatch(batch [][]byte) bool {
 		if len(p) == 0 {
 			continue
 		}
-		if st.s.writeTimeout > 0 {
-			_ = st.rc.SetWriteDeadline(time.Now().Add(st.s.writeTimeout))
+		if st.hub.writeTimeout > 0 {
+			_ = st.rc.SetWriteDeadline(time.Now().Add(st.hub.writeTimeout))
 		}
 		if _, err := st.w.Write(p); err != nil {
 			st.stopped = "write: " + err.Error()
@@ -283,19 +272,19 @@ func (st *streamer) sendBatch(batch [][]byte) bool {
 
 // finish ends the response as kind says, at capture time endAt on the
 // timeline of base.
-func (st *streamer) finish(kind endKind, endAt, base int64) {
-	if kind == endHold || st.s.opts.Hold {
-		st.hold()
+func (st *Stream) Finish(kind End, endAt, base int64) {
+	if kind == EndHold || st.hub.hold {
+		st.Hold()
 		return
 	}
-	if !st.waitUntil(st.deadline(endAt, base)) {
+	if !st.WaitUntil(st.Deadline(endAt, base)) {
 		return
 	}
 	switch kind {
-	case endAbort:
-		st.abort(false)
-	case endReset:
-		st.abort(true)
+	case EndAbort:
+		st.Abort(false)
+	case EndReset:
+		st.Abort(true)
 	}
 }
 
@@ -303,25 +292,25 @@ func (st *streamer) finish(kind endKind, endAt, base int64) {
 // the terminating chunk if it ended cleanly (as recorded, or at the
 // client's timeoutSeconds), else by closing the connection. A stream that
 // crossed data lost to damage is cut instead of ending cleanly (see cut).
-func (st *streamer) done() {
-	clean := st.endsClean()
-	if clean && len(st.crossed) > 0 && !st.ended {
+func (st *Stream) done() {
+	clean := st.EndsClean()
+	if clean && len(st.crossed) > 0 && !st.closed {
 		st.cut()
 		return
 	}
-	if st.own == nil && st.stopped == "" && st.end != nil {
+	if st.own == nil && st.stopped == "" && st.recEnd != nil {
 		// net/http writes the terminating chunk (HTTP/1.1) or the
 		// trailing HEADERS (HTTP/2) with these when the handler returns.
-		for _, f := range st.end.Trailer {
+		for _, f := range st.recEnd.Trailer {
 			if !f.Redacted && validFieldName(f.Name) && validFieldValue(f.Value) {
 				st.w.Header().Add(http.TrailerPrefix+f.Name, f.Value)
 			}
 		}
 	}
-	if st.own == nil || st.ended {
+	if st.own == nil || st.closed {
 		return
 	}
-	st.ended = true
+	st.closed = true
 	st.ownClose(clean, false)
 }
 
@@ -329,9 +318,9 @@ func (st *streamer) done() {
 // closed (FIN), or reset (RST) with SO_LINGER 0. Over HTTP/2 (which cannot
 // be hijacked) the stream is reset with RST_STREAM through
 // http.ErrAbortHandler, which net/http recovers without logging.
-func (st *streamer) abort(reset bool) {
+func (st *Stream) Abort(reset bool) {
 	if st.own != nil {
-		st.ended = true
+		st.closed = true
 		st.ownClose(false, reset)
 		st.stopped = map[bool]string{false: "aborted", true: "reset"}[reset]
 		return
@@ -360,30 +349,30 @@ func (st *streamer) abort(reset bool) {
 // sentEvents notes n watch events going out now; at is their recorded
 // time on the timeline that maps capture time base to the request's
 // arrival (at 0: no recorded time, no lateness).
-func (st *streamer) sentEvents(n int, at, base int64, now time.Time) {
-	m := st.s.met
+func (st *Stream) sentEvents(n int, at, base int64, now time.Time) {
+	m := st.hub.met
 	if m == nil || n <= 0 {
 		return
 	}
 	m.Events(n)
-	if at == 0 || st.s.speed == 0 {
+	if at == 0 || st.hub.speed == 0 {
 		return
 	}
-	m.Late(n, max(now.Sub(st.deadline(at, base)), 0))
+	m.Late(n, max(now.Sub(st.Deadline(at, base)), 0))
 }
 
 // waitOr waits for the clock to reach t, or for wake. woke says wake came
 // first; ok is false when the client's timeoutSeconds passed (stopped =
 // "timeout") or the request was cancelled (stopped = "cancelled").
-func (st *streamer) waitOr(t time.Time, wake <-chan struct{}) (woke, ok bool) {
+func (st *Stream) waitOr(t time.Time, wake <-chan struct{}) (woke, ok bool) {
 	limit := t
 	timeout := false
 	if !st.timeoutAt.IsZero() && !st.timeoutAt.After(t) {
 		limit, timeout = st.timeoutAt, true
 	}
-	if d := limit.Sub(st.s.clock.Now()); d > 0 {
+	if d := limit.Sub(st.hub.clock.Now()); d > 0 {
 		if st.timer == nil {
-			st.timer = st.s.clock.NewTimer(d)
+			st.timer = st.hub.clock.NewTimer(d)
 		} else {
 			st.timer.Reset(d)
 		}
@@ -408,32 +397,105 @@ func (st *streamer) waitOr(t time.Time, wake <-chan struct{}) (woke, ok bool) {
 	return false, true
 }
 
-// endsClean reports whether stream st, whose handler is about to return,
+// EndsClean reports whether stream st, whose handler is about to return,
 // ends cleanly (terminating chunk, END_STREAM): it ended as recorded, at
 // the client's timeoutSeconds, or was cancelled by Shutdown.
-func (st *streamer) endsClean() bool {
+func (st *Stream) EndsClean() bool {
 	return st.stopped == "" || st.stopped == "timeout" ||
-		st.stopped == "cancelled" && st.s.ops != nil && st.s.ops.draining.Load()
+		st.stopped == "cancelled" && st.hub.draining.Load()
 }
 
 // cross notes that the stream goes past loss l, with a warning the first
 // time.
-func (st *streamer) cross(l *tape.Loss) {
+func (st *Stream) Cross(l fmt.Stringer) {
 	for _, c := range st.crossed {
 		if c == l {
 			return
 		}
 	}
 	st.crossed = append(st.crossed, l)
-	st.s.log.Warn("replay: stream crosses data lost to session damage; it will end cut", "loss", l.String())
+	st.hub.log.Warn("replay: stream crosses data lost to session damage; it will end cut", "loss", l.String())
 }
 
 // cut ends a stream that crossed data lost to damage, when it would have
 // ended cleanly: without its terminating chunk (HTTP/1.1: the connection
 // is closed) or with RST_STREAM (HTTP/2), as a stream the network cut, so
 // that no client takes what it got for the complete recording.
-func (st *streamer) cut() {
-	st.s.log.Warn("replay: stream cut: it crossed data lost to session damage",
-		"method", st.method, "target", truncate(st.target), "losses", len(st.crossed))
-	st.abort(false)
+func (st *Stream) cut() {
+	st.hub.log.Warn("replay: stream cut: it crossed data lost to session damage",
+		"method", st.method, "target", Truncate(st.target), "losses", len(st.crossed))
+	st.Abort(false)
 }
+
+// Hub is the stream's hub.
+func (st *Stream) Hub() *Hub { return st.hub }
+
+// Method is the request's method.
+func (st *Stream) Method() string { return st.method }
+
+// Arrival is when the request arrived, on the hub's clock.
+func (st *Stream) Arrival() time.Time { return st.arrival }
+
+// Bytes and Writes count what the stream sent: bytes, and chunks (or
+// writes through net/http).
+func (st *Stream) Bytes() int64  { return st.bytes }
+func (st *Stream) Writes() int64 { return st.writes }
+
+// Header is the response's header fields, to set before WriteHeader (a
+// response through net/http).
+func (st *Stream) Header() http.Header { return st.w.Header() }
+
+// WriteHeader sends the response head through net/http.
+func (st *Stream) WriteHeader(code int) { st.w.WriteHeader(code) }
+
+// Status answers with a failure Status (JSON) through net/http.
+func (st *Stream) Status(code int, reason, msg string) { WriteStatus(st.w, code, reason, msg) }
+
+// Stopped says why the stream stopped early: "" while it has not,
+// "timeout" at the client's timeoutSeconds, "cancelled", or what failed.
+func (st *Stream) Stopped() string { return st.stopped }
+
+// Stop stops the stream early, for reason why (what failed: reading the
+// session, decoding its body): it ends cut (see EndsClean).
+func (st *Stream) Stop(why string) { st.stopped = why }
+
+// Crossed reports whether the stream went past data lost to damage (see
+// Cross).
+func (st *Stream) Crossed() bool { return len(st.crossed) > 0 }
+
+// InSched reports whether the scheduler runs the stream's rest (see
+// RunRest): it must not block, and Yield where it would.
+func (st *Stream) InSched() bool { return st.inSched }
+
+// Parked reports whether the stream parked where it waited (see
+// WaitUntil): its body returns at once, to be run again (RunRest).
+func (st *Stream) Parked() bool { return st.parked }
+
+// Parks reports whether the stream is on the scheduler's path: it parks
+// where it would wait, and a Waker wakes it (see sched.go).
+func (st *Stream) Parks() bool { return st.own != nil && st.own.park }
+
+// OnRelease sets f, called once when the stream ends (what its rest
+// holds, beyond the body that set it).
+func (st *Stream) OnRelease(f func()) { st.release = f }
+
+// Shift moves the stream's timeline d later (a loop pass).
+func (st *Stream) Shift(d time.Duration) { st.shift += d }
+
+// SetRecordedEnd gives the stream its recorded end, whose last-chunk
+// extensions and trailer fields it ends with when it ends as recorded.
+func (st *Stream) SetRecordedEnd(e *formats.End) { st.recEnd = e }
+
+// Transcoded says why a stream that began as recorded went otherwise;
+// SetTranscoded sets it.
+func (st *Stream) Transcoded() string       { return st.transcoded }
+func (st *Stream) SetTranscoded(why string) { st.transcoded = why }
+
+// ValidField reports whether a header field can go on the wire as it
+// is: its name an RFC 9110 §5.1 token, its value without CR, LF or NUL.
+func ValidField(name, value string) bool { return validFieldName(name) && validFieldValue(value) }
+
+// ResponseWriter is the response's writer through net/http, for an
+// answer written in one piece (a document); a stream that took its
+// connection over has none.
+func (st *Stream) ResponseWriter() http.ResponseWriter { return st.w }
