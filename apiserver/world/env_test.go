@@ -119,7 +119,9 @@ func podJSON(name string, rv int, node string) string {
 		name, name, rv, spec)
 }
 
-func watchEvent(typ, obj string) []byte { return []byte(`{"type":"` + typ + `","object":` + obj + "}\n") }
+func watchEvent(typ, obj string) []byte {
+	return []byte(`{"type":"` + typ + `","object":` + obj + "}\n")
+}
 
 // TestEnvironmentCreateBeforeBinding: kube-scheduler's binding of a Pod
 // that kubectl created is stamped (its request, on the scheduler's own
