@@ -14,35 +14,23 @@ import (
 )
 
 // create answers POST to a collection.
-func (s *Store) create(r *Request, t Target, info Info) *Response {
-	p, err := parseWriteParams(r, "CreateOptions")
+func (s *Store) create(c *call) *Response {
+	in, err := readWrite(c, "CreateOptions", c.info.GVK())
 	if err != nil {
-		return s.errorResponse(r, err, HowCreate)
+		return s.fail(c, err)
 	}
-	mt, err := bodyType(r)
-	if err != nil {
-		return s.errorResponse(r, err, HowCreate)
-	}
-	obj, m, err := decodeObject(mt, r.Body, info.GVK())
-	if err != nil {
-		return s.errorResponse(r, err, HowCreate)
-	}
-	warnings, err := checkFields(p.validation, mt, r.Body, info.GVK())
-	if err != nil {
-		return s.errorResponse(r, err, HowCreate)
-	}
-	if err := checkNamespace(m, t, info); err != nil {
-		return s.errorResponse(r, err, HowCreate)
+	if err := checkNamespace(in.m, c.t, c.info); err != nil {
+		return s.fail(c, err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	h, _ := s.hist(t.Resource)
-	return withWarnings(s.createLocked(r, info, h, obj, p, HowCreate), warnings)
+	h, _ := s.hist(c.t.Resource)
+	return withWarnings(s.createLocked(c, h, in.obj, in.p), in.warnings)
 }
 
 // createLocked creates obj (the lock is held).
-func (s *Store) createLocked(r *Request, info Info, h *history, obj runtime.Object, p writeParams, how string) *Response {
-	pol := policyFor(info)
+func (s *Store) createLocked(c *call, h *history, obj runtime.Object, p writeParams) *Response {
+	info, pol := c.info, c.pol
 	m, _ := meta.Accessor(obj)
 	gr := info.Resource.GroupResource()
 	// Admission comes before the registry, which generates the name.
@@ -51,7 +39,7 @@ func (s *Store) createLocked(r *Request, info Info, h *history, obj runtime.Obje
 		named = m.GetGenerateName()
 	}
 	if err := s.admitNamespace(info, m.GetNamespace(), named); err != nil {
-		return s.errorResponse(r, err, how)
+		return s.fail(c, err)
 	}
 	if m.GetName() == "" && m.GetGenerateName() != "" {
 		base := m.GetGenerateName()
@@ -67,12 +55,12 @@ func (s *Store) createLocked(r *Request, info Info, h *history, obj runtime.Obje
 		}
 	}
 	if m.GetName() == "" {
-		return s.errorResponse(r, apierrors.NewInvalid(info.GVK().GroupKind(), "", field.ErrorList{
-			field.Required(field.NewPath("metadata", "name"), "name or generateName is required")}), how)
+		return s.fail(c, apierrors.NewInvalid(info.GVK().GroupKind(), "", field.ErrorList{
+			field.Required(field.NewPath("metadata", "name"), "name or generateName is required")}))
 	}
 	key := Key{m.GetNamespace(), m.GetName()}
 	if s.current(h, key) != nil {
-		return s.errorResponse(r, apierrors.NewAlreadyExists(gr, m.GetName()), how)
+		return s.fail(c, apierrors.NewAlreadyExists(gr, m.GetName()))
 	}
 	now := s.timeNow()
 	m.SetUID(typesUID(s.newUID()))
@@ -87,19 +75,19 @@ func (s *Store) createLocked(r *Request, info Info, h *history, obj runtime.Obje
 	prepareCreate(obj, info, pol)
 	mgr, err := fieldManager(info.GVK(), "")
 	if err != nil {
-		return s.errorResponse(r, err, how)
+		return s.fail(c, err)
 	}
 	live := newObject(info.GVK())
 	obj = mgr.UpdateNoErrors(live, obj, p.manager)
 	if err := s.admit(obj); err != nil {
-		return s.errorResponse(r, err, how)
+		return s.fail(c, err)
 	}
 	// After the field manager, which does not count these fields as the
 	// client's.
 	prepareNamespace(obj)
 	fixManagedTimes(live, obj, now)
 	obj.GetObjectKind().SetGroupVersionKind(info.GVK())
-	resp := s.commit(r, info, h, key, obj, Added, http.StatusCreated, p.dryRun, how)
+	resp := s.commit(c, h, key, obj, Added, http.StatusCreated, p.dryRun)
 	if resp.Changed {
 		s.pairCreated(info.Resource, obj)
 	}

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
-	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,112 +44,119 @@ type jsonPatchOp struct {
 	Value any    `json:"value"`
 }
 
-// patch answers PATCH of an object (or its status or scale): JSON patch,
-// JSON merge patch, strategic merge patch, server-side apply.
-func (s *Store) patch(r *Request, t Target, info Info) *Response {
-	how := HowPatch
-	pt, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
+// patchReq is a PATCH as read before the object it patches: its patch
+// type and write parameters, and (once run) what field validation warns
+// of.
+type patchReq struct {
+	pt       string
+	p        writeParams
+	body     []byte
+	sub      string // the subresource patched, "" for the object
+	warnings []string
+}
+
+// readPatch reads a PATCH of c (of subresource sub): its patch type (JSON
+// patch, JSON merge patch, strategic merge patch for built-in kinds,
+// server-side apply, which it logs as an apply) and parameters.
+func readPatch(c *call, sub string) (*patchReq, error) {
+	pt, _, _ := strings.Cut(c.r.Header.Get("Content-Type"), ";")
 	pt = strings.ToLower(strings.TrimSpace(pt))
-	pol := policyFor(info)
 	switch pt {
 	case jsonPatch, mergePatch:
 	case strategicPatch:
-		if !pol.builtin {
-			return s.errorResponse(r, codec.NewStatus(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
-				"the body of the request was in an unknown format - accepted media types include: "+jsonPatch+", "+mergePatch+", "+applyPatch), how)
+		if !c.pol.builtin {
+			return nil, codec.NewStatus(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
+				"the body of the request was in an unknown format - accepted media types include: "+jsonPatch+", "+mergePatch+", "+applyPatch)
 		}
 	case applyPatch:
-		how = HowApply
+		c.how = HowApply
 	default:
-		return s.errorResponse(r, unsupportedMediaType(), how)
+		return nil, unsupportedMediaType()
 	}
-	p, err := parseWriteParams(r, "PatchOptions")
+	p, err := parseWriteParams(c.r, "PatchOptions")
 	if err != nil {
-		return s.errorResponse(r, err, how)
+		return nil, err
 	}
 	if pt == applyPatch && !p.named {
-		return s.errorResponse(r, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "PatchOptions"}, "",
-			field.ErrorList{field.Required(field.NewPath("fieldManager"), "is required for apply patch")}), how)
+		return nil, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "PatchOptions"}, "",
+			field.ErrorList{field.Required(field.NewPath("fieldManager"), "is required for apply patch")})
 	}
-	if pt != applyPatch && r.Query.Get("force") != "" {
-		return s.errorResponse(r, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "PatchOptions"}, "",
-			field.ErrorList{field.Forbidden(field.NewPath("force"), "may not be specified for non-apply patch")}), how)
+	if pt != applyPatch && c.r.Query.Get("force") != "" {
+		return nil, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "PatchOptions"}, "",
+			field.ErrorList{field.Forbidden(field.NewPath("force"), "may not be specified for non-apply patch")})
 	}
-	if t.Subresource == "status" && !pol.status || t.Subresource == "scale" && !pol.scale {
-		return s.errorResponse(r, notFoundPath(), how)
+	return &patchReq{pt: pt, p: p, body: c.r.Body, sub: sub}, nil
+}
+
+// run applies the patch to base, an object of kind gvk (the apiserver's
+// patcher: the patched object, its fields validated).
+func (s *Store) run(pr *patchReq, base runtime.Object, gvk schema.GroupVersionKind) (runtime.Object, error) {
+	var (
+		obj     runtime.Object
+		patched []byte
+		shown   string
+		err     error
+	)
+	switch pr.pt {
+	case jsonPatch, mergePatch:
+		obj, patched, err = applyJSONPatch(pr.pt, pr.body, base, gvk)
+		shown = string(patched)
+	case strategicPatch:
+		obj, patched, shown, err = applyStrategicPatch(pr.body, base, gvk)
+	default:
+		return s.apply(pr.body, base, gvk, pr.sub, pr.p)
 	}
-	gr := info.Resource.GroupResource()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	h, _ := s.hist(t.Resource)
-	key := Key{t.Namespace, t.Name}
-	cur := s.current(h, key)
-	if cur == nil {
-		if pt != applyPatch || t.Subresource != "" {
-			return s.errorResponse(r, apierrors.NewNotFound(gr, t.Name), how)
-		}
-		return s.applyCreate(r, t, info, h, p)
-	}
-	old, err := s.decodeEntry(cur)
 	if err != nil {
-		return s.errorResponse(r, err, how)
+		return nil, err
 	}
-	var warnings []string
-	run := func(base runtime.Object, gvk schema.GroupVersionKind) (runtime.Object, error) {
-		var (
-			obj     runtime.Object
-			patched []byte
-			shown   string
-			err     error
-		)
-		switch pt {
-		case jsonPatch, mergePatch:
-			obj, patched, err = applyJSONPatch(pt, r.Body, base, gvk)
-			shown = string(patched)
-		case strategicPatch:
-			obj, patched, shown, err = applyStrategicPatch(r.Body, base, gvk)
-		default:
-			return s.apply(r.Body, base, gvk, t.Subresource, p)
+	if pr.warnings, err = checkPatchedFields(pr.p.validation, patched, shown, gvk); err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+// patch answers PATCH of an object, or of its subresource sub (status):
+// the patched object through the registry's update rules (an apply
+// creates the object when there is none).
+func (s *Store) patch(c *call, sub string) *Response {
+	pr, err := readPatch(c, sub)
+	if err != nil {
+		return s.fail(c, err)
+	}
+	return s.withObject(c, func(o held) *Response {
+		if o.cur == nil {
+			if pr.pt != applyPatch || sub != "" {
+				return s.fail(c, apierrors.NewNotFound(c.info.Resource.GroupResource(), c.t.Name))
+			}
+			return s.applyCreate(c, o.h, pr.p)
+		}
+		old, err := s.decodeEntry(o.cur)
+		if err != nil {
+			return s.fail(c, err)
+		}
+		obj, err := s.run(pr, old, c.info.GVK())
+		if err != nil {
+			return s.fail(c, err)
+		}
+		m, _ := meta.Accessor(obj)
+		if m.GetName() != c.t.Name || (c.info.Namespaced && m.GetNamespace() != c.t.Namespace) {
+			return s.fail(c, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", m.GetName(), c.t.Name)))
+		}
+		if err := s.checkRV(c.info, policy{unconditionalUpdate: true}, c.t.Name, m.GetResourceVersion(), old); err != nil {
+			return s.fail(c, err)
+		}
+		convertStringData(obj)
+		if pr.pt == applyPatch {
+			defaultObject(obj)
+			obj, err = prepareUpdate(obj, old, c.pol, sub)
+		} else {
+			obj, err = s.managed(c.info, old, obj, sub, pr.p)
 		}
 		if err != nil {
-			return nil, err
+			return s.fail(c, err)
 		}
-		if warnings, err = checkPatchedFields(p.validation, patched, shown, gvk); err != nil {
-			return nil, err
-		}
-		return obj, nil
-	}
-	if t.Subresource == "scale" {
-		return s.updateScale(r, info, h, key, old, func(sc *autoscalingv1.Scale) (*autoscalingv1.Scale, error) {
-			obj, err := run(sc, scaleGVK)
-			if err != nil {
-				return nil, err
-			}
-			return obj.(*autoscalingv1.Scale), nil
-		}, p, how)
-	}
-	obj, err := run(old, info.GVK())
-	if err != nil {
-		return s.errorResponse(r, err, how)
-	}
-	m, _ := meta.Accessor(obj)
-	if m.GetName() != t.Name || (info.Namespaced && m.GetNamespace() != t.Namespace) {
-		return s.errorResponse(r, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", m.GetName(), t.Name)), how)
-	}
-	if err := s.checkRV(info, policy{unconditionalUpdate: true}, t.Name, m.GetResourceVersion(), old); err != nil {
-		return s.errorResponse(r, err, how)
-	}
-	convertStringData(obj)
-	if pt == applyPatch {
-		defaultObject(obj)
-		obj, err = prepareUpdate(obj, old, pol, t.Subresource)
-	} else {
-		obj, err = s.managed(info, old, obj, t.Subresource, p)
-	}
-	if err != nil {
-		return s.errorResponse(r, err, how)
-	}
-	return withWarnings(s.commitUpdate(r, info, h, key, old, obj, p, how), warnings)
+		return withWarnings(s.commitUpdate(c, o, old, obj, pr.p), pr.warnings)
+	})
 }
 
 // applyJSONPatch applies a JSON patch or a JSON merge patch to base's
@@ -256,26 +262,27 @@ func (s *Store) apply(patch []byte, live runtime.Object, gvk schema.GroupVersion
 }
 
 // applyCreate creates an object from an apply patch (the lock is held).
-func (s *Store) applyCreate(r *Request, t Target, info Info, h *history, p writeParams) *Response {
+func (s *Store) applyCreate(c *call, h *history, p writeParams) *Response {
+	t, info := c.t, c.info
 	live := newObject(info.GVK())
 	lm, _ := meta.Accessor(live)
 	lm.SetName(t.Name)
 	lm.SetNamespace(t.Namespace)
-	obj, err := s.apply(r.Body, live, info.GVK(), "", p)
+	obj, err := s.apply(c.r.Body, live, info.GVK(), "", p)
 	if err != nil {
-		return s.errorResponse(r, err, HowApply)
+		return s.fail(c, err)
 	}
 	m, _ := meta.Accessor(obj)
 	if m.GetName() != t.Name {
-		return s.errorResponse(r, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", m.GetName(), t.Name)), HowApply)
+		return s.fail(c, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", m.GetName(), t.Name)))
 	}
 	if err := checkNamespace(m, t, info); err != nil {
-		return s.errorResponse(r, err, HowApply)
+		return s.fail(c, err)
 	}
 	if err := s.admitNamespace(info, m.GetNamespace(), m.GetName()); err != nil {
-		return s.errorResponse(r, err, HowApply)
+		return s.fail(c, err)
 	}
-	pol := policyFor(info)
+	pol := c.pol
 	now := s.timeNow()
 	m.SetUID(typesUID(s.newUID()))
 	m.SetCreationTimestamp(now)
@@ -286,10 +293,10 @@ func (s *Store) applyCreate(r *Request, t Target, info Info, h *history, p write
 	defaultObject(obj)
 	prepareCreate(obj, info, pol)
 	if err := s.admit(obj); err != nil {
-		return s.errorResponse(r, err, HowApply)
+		return s.fail(c, err)
 	}
 	prepareNamespace(obj)
-	resp := s.commit(r, info, h, Key{t.Namespace, t.Name}, obj, Added, http.StatusCreated, p.dryRun, HowApply)
+	resp := s.commit(c, h, c.key(), obj, Added, http.StatusCreated, p.dryRun)
 	if resp.Changed {
 		s.pairCreated(info.Resource, obj)
 	}

@@ -15,41 +15,27 @@ import (
 
 func metaOf(obj runtime.Object) (metav1.Object, error) { return meta.Accessor(obj) }
 
-// get answers GET of one object (or its status or scale) at the world's
-// point.
-func (s *Store) get(r *Request, t Target, info Info) *Response {
-	pol := policyFor(info)
-	if t.Subresource == "status" && !pol.status || t.Subresource == "scale" && !pol.scale {
-		return s.errorResponse(r, notFoundPath(), HowError)
-	}
-	s.mu.Lock()
-	h, _ := s.hist(t.Resource)
-	e := s.current(h, Key{t.Namespace, t.Name})
-	var o codec.Object
-	var rewritten bool
-	var err error
-	if e != nil {
-		o, rewritten, err = s.servedObject(e, wantFormat(r, info))
-	}
-	s.mu.Unlock()
-	if e == nil {
-		return s.errorResponse(r, apierrors.NewNotFound(info.Resource.GroupResource(), t.Name), HowError)
-	}
+// get answers GET of one object (or of its status) at the world's point.
+func (s *Store) get(c *call) *Response {
+	o, rewritten, err := s.served(c)
 	if err != nil {
-		return s.errorResponse(r, err, HowError)
+		return s.errorResponse(c.r, err, HowError)
 	}
-	if t.Subresource == "scale" {
-		obj, err := codec.Decode(o)
-		if err != nil {
-			return s.errorResponse(r, err, HowError)
-		}
-		sc, err := scaleOf(obj)
-		if err != nil {
-			return s.errorResponse(r, err, HowError)
-		}
-		return s.respondObject(r, scaleInfo, http.StatusOK, sc, HowGet, false)
+	return s.respondRewritten(c.r, c.info, http.StatusOK, o, rewritten, HowGet, false)
+}
+
+// served returns the object c names as it is served at the world's point,
+// in the format its client prefers when the session holds it so
+// (servedObject); a NotFound error when there is none.
+func (s *Store) served(c *call) (o codec.Object, rewritten bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, _ := s.hist(c.t.Resource)
+	e := s.current(h, c.key())
+	if e == nil {
+		return o, false, apierrors.NewNotFound(c.info.Resource.GroupResource(), c.t.Name)
 	}
-	return s.respondRewritten(r, info, http.StatusOK, o, rewritten, HowGet, false)
+	return s.servedObject(e, wantFormat(c.r, c.info))
 }
 
 // wantFormat guesses the format a client's Accept header prefers, to

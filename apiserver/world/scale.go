@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/wtrace/wtrace/apiserver/codec"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -26,78 +27,147 @@ var scaleReplicas = map[string]managedfields.ResourcePathMappings{
 
 var scaleGVK = autoscalingv1.SchemeGroupVersion.WithKind("Scale")
 
+// scaleREST is the scale subresource of the scalable kinds: the
+// object's replicas as an autoscaling/v1 Scale.
+type scaleREST struct{}
+
+func (scaleREST) serves(_ Info, pol policy) bool { return pol.scale }
+
+// get answers GET of the object's Scale.
+func (scaleREST) get(s *Store, c *call) *Response {
+	o, _, err := s.served(c)
+	if err != nil {
+		return s.errorResponse(c.r, err, HowError)
+	}
+	obj, err := codec.Decode(o)
+	if err != nil {
+		return s.errorResponse(c.r, err, HowError)
+	}
+	sc, err := scaleOf(obj)
+	if err != nil {
+		return s.errorResponse(c.r, err, HowError)
+	}
+	return s.respondObject(c.r, scaleInfo, http.StatusOK, sc, HowGet, false)
+}
+
+// update answers PUT of the object's Scale.
+func (scaleREST) update(s *Store, c *call) *Response {
+	in, err := readPut(c, scaleGVK)
+	if err != nil {
+		return s.fail(c, err)
+	}
+	return s.withScaled(c, func(o held, old runtime.Object) *Response {
+		return s.updateScale(c, o, old, func(*autoscalingv1.Scale) (*autoscalingv1.Scale, error) {
+			return in.obj.(*autoscalingv1.Scale), nil
+		}, in.p)
+	})
+}
+
+// patch answers PATCH of the object's Scale.
+func (scaleREST) patch(s *Store, c *call) *Response {
+	pr, err := readPatch(c, "scale")
+	if err != nil {
+		return s.fail(c, err)
+	}
+	return s.withScaled(c, func(o held, old runtime.Object) *Response {
+		return s.updateScale(c, o, old, func(sc *autoscalingv1.Scale) (*autoscalingv1.Scale, error) {
+			obj, err := s.run(pr, sc, scaleGVK)
+			if err != nil {
+				return nil, err
+			}
+			return obj.(*autoscalingv1.Scale), nil
+		}, pr.p)
+	})
+}
+
+// withScaled runs f with the store's lock held and the object whose
+// Scale c names, decoded (404 when there is none).
+func (s *Store) withScaled(c *call, f func(o held, old runtime.Object) *Response) *Response {
+	return s.withObject(c, func(o held) *Response {
+		if o.cur == nil {
+			return s.fail(c, apierrors.NewNotFound(c.info.Resource.GroupResource(), c.t.Name))
+		}
+		old, err := s.decodeEntry(o.cur)
+		if err != nil {
+			return s.fail(c, err)
+		}
+		return f(o, old)
+	})
+}
+
 // updateScale answers an update of the scale subresource (the lock is
 // held): the object's Scale, with the managedFields of its replicas, goes
 // to change (the request's Scale, or a patch of the current one); the new
 // replicas and managedFields go back to the object.
-func (s *Store) updateScale(r *Request, info Info, h *history, key Key, old runtime.Object, change func(*autoscalingv1.Scale) (*autoscalingv1.Scale, error), p writeParams, how string) *Response {
+func (s *Store) updateScale(c *call, o held, old runtime.Object, change func(*autoscalingv1.Scale) (*autoscalingv1.Scale, error), p writeParams) *Response {
+	info, key := c.info, o.key
 	om, _ := meta.Accessor(old)
 	handler := managedfields.NewScaleHandler(om.GetManagedFields(), info.Resource.GroupVersion(), scaleReplicas[info.Resource.Resource])
 	oldScale, err := scaleOf(old)
 	if err != nil {
-		return s.errorResponse(r, err, how)
+		return s.fail(c, err)
 	}
 	if oldScale.ManagedFields, err = handler.ToSubresource(); err != nil {
-		return s.errorResponse(r, err, how)
+		return s.fail(c, err)
 	}
 	sc, err := change(oldScale)
 	if err != nil {
-		return s.errorResponse(r, err, how)
+		return s.fail(c, err)
 	}
 	if rv := sc.ResourceVersion; rv != "" && rv != om.GetResourceVersion() {
-		return s.errorResponse(r, apierrors.NewConflict(info.Resource.GroupResource(), key.Name, fmt.Errorf("%s", optimisticLockMsg)), how)
+		return s.fail(c, apierrors.NewConflict(info.Resource.GroupResource(), key.Name, fmt.Errorf("%s", optimisticLockMsg)))
 	}
 	if sc.UID != "" && sc.UID != om.GetUID() {
 		gr := info.Resource.GroupResource()
 		gr.Resource += "/scale"
-		return s.errorResponse(r, apierrors.NewConflict(gr, key.Name,
-			fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", sc.UID, om.GetUID())), how)
+		return s.fail(c, apierrors.NewConflict(gr, key.Name,
+			fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", sc.UID, om.GetUID())))
 	}
-	if how != HowApply {
+	if c.how != HowApply {
 		mgr, err := fieldManager(scaleGVK, "scale")
 		if err != nil {
-			return s.errorResponse(r, err, how)
+			return s.fail(c, err)
 		}
 		sc = mgr.UpdateNoErrors(oldScale, sc, p.manager).(*autoscalingv1.Scale)
 	}
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(old)
 	if err != nil {
-		return s.errorResponse(r, err, how)
+		return s.fail(c, err)
 	}
 	if err := unstructured.SetNestedField(u, int64(sc.Spec.Replicas), "spec", "replicas"); err != nil {
-		return s.errorResponse(r, err, how)
+		return s.fail(c, err)
 	}
 	obj := newObject(info.GVK())
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u, obj); err != nil {
-		return s.errorResponse(r, err, how)
+		return s.fail(c, err)
 	}
 	mf, err := handler.ToParent(sc.ManagedFields)
 	if err != nil {
-		return s.errorResponse(r, err, how)
+		return s.fail(c, err)
 	}
 	m, _ := meta.Accessor(obj)
 	m.SetManagedFields(mf)
 	obj, err = prepareUpdate(obj, old, policyFor(info), "")
 	if err != nil {
-		return s.errorResponse(r, err, how)
+		return s.fail(c, err)
 	}
-	resp := s.commitUpdate(r, info, h, key, old, obj, p, how)
+	resp := s.commitUpdate(c, o, old, obj, p)
 	if resp.Code != http.StatusOK {
 		return resp
 	}
 	cur := old
-	if e := s.current(h, key); e != nil && !p.dryRun {
+	if e := s.current(o.h, key); e != nil && !p.dryRun {
 		if cur, err = s.decodeEntry(e); err != nil {
-			return s.errorResponse(r, err, how)
+			return s.fail(c, err)
 		}
 	} else if p.dryRun {
 		cur = obj
 	}
 	out, err := scaleOf(cur)
 	if err != nil {
-		return s.errorResponse(r, err, how)
+		return s.fail(c, err)
 	}
-	return s.respondObject(r, scaleInfo, http.StatusOK, out, how, resp.Changed)
+	return s.respondObject(c.r, scaleInfo, http.StatusOK, out, c.how, resp.Changed)
 }
 
 // scaleInfo is the resource of autoscaling/v1 Scale objects.

@@ -8,7 +8,6 @@ import (
 	"reflect"
 
 	appsv1 "k8s.io/api/apps/v1"
-	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -21,66 +20,50 @@ import (
 	"github.com/wtrace/wtrace/frame"
 )
 
-// update answers PUT of an object (or its status or scale).
-func (s *Store) update(r *Request, t Target, info Info) *Response {
-	p, err := parseWriteParams(r, "UpdateOptions")
+// put answers PUT of an object, or of its subresource sub (status,
+// finalize): the object the registry's update rules make of the body, or
+// with createOnUpdate a new object when there is none.
+func (s *Store) put(c *call, sub string, createOnUpdate bool) *Response {
+	in, err := readPut(c, c.info.GVK())
 	if err != nil {
-		return s.errorResponse(r, err, HowUpdate)
+		return s.fail(c, err)
 	}
-	pol := policyFor(info)
-	if t.Subresource == "status" && !pol.status || t.Subresource == "scale" && !pol.scale {
-		return s.errorResponse(r, notFoundPath(), HowUpdate)
-	}
-	mt, err := bodyType(r)
-	if err != nil {
-		return s.errorResponse(r, err, HowUpdate)
-	}
-	want := info.GVK()
-	if t.Subresource == "scale" {
-		want = autoscalingv1.SchemeGroupVersion.WithKind("Scale")
-	}
-	obj, m, err := decodeObject(mt, r.Body, want)
-	if err != nil {
-		return s.errorResponse(r, err, HowUpdate)
-	}
-	warnings, err := checkFields(p.validation, mt, r.Body, want)
-	if err != nil {
-		return s.errorResponse(r, err, HowUpdate)
-	}
-	if m.GetName() != t.Name {
-		return s.errorResponse(r, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", m.GetName(), t.Name)), HowUpdate)
-	}
-	if err := checkNamespace(m, t, info); err != nil {
-		return s.errorResponse(r, err, HowUpdate)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	h, _ := s.hist(t.Resource)
-	key := Key{t.Namespace, t.Name}
-	cur := s.current(h, key)
-	if cur == nil {
-		if pol.createOnUpdate && t.Subresource == "" {
-			return withWarnings(s.createLocked(r, info, h, obj, p, HowUpdate), warnings)
+	return s.withObject(c, func(o held) *Response {
+		if o.cur == nil {
+			if createOnUpdate {
+				return withWarnings(s.createLocked(c, o.h, in.obj, in.p), in.warnings)
+			}
+			return s.fail(c, apierrors.NewNotFound(c.info.Resource.GroupResource(), c.t.Name))
 		}
-		return s.errorResponse(r, apierrors.NewNotFound(info.Resource.GroupResource(), t.Name), HowUpdate)
-	}
-	old, err := s.decodeEntry(cur)
+		old, err := s.decodeEntry(o.cur)
+		if err != nil {
+			return s.fail(c, err)
+		}
+		if err := s.checkRV(c.info, c.pol, c.t.Name, in.m.GetResourceVersion(), old); err != nil {
+			return s.fail(c, err)
+		}
+		obj, err := s.managed(c.info, old, in.obj, sub, in.p)
+		if err != nil {
+			return s.fail(c, err)
+		}
+		return withWarnings(s.commitUpdate(c, o, old, obj, in.p), in.warnings)
+	})
+}
+
+// readPut reads the body of a PUT as an object of kind gvk (readWrite),
+// its name the URL's, its namespace set or checked.
+func readPut(c *call, gvk schema.GroupVersionKind) (*written, error) {
+	in, err := readWrite(c, "UpdateOptions", gvk)
 	if err != nil {
-		return s.errorResponse(r, err, HowUpdate)
+		return nil, err
 	}
-	if t.Subresource == "scale" {
-		return s.updateScale(r, info, h, key, old, func(*autoscalingv1.Scale) (*autoscalingv1.Scale, error) {
-			return obj.(*autoscalingv1.Scale), nil
-		}, p, HowUpdate)
+	if in.m.GetName() != c.t.Name {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", in.m.GetName(), c.t.Name))
 	}
-	if err := s.checkRV(info, pol, t.Name, m.GetResourceVersion(), old); err != nil {
-		return s.errorResponse(r, err, HowUpdate)
+	if err := checkNamespace(in.m, c.t, c.info); err != nil {
+		return nil, err
 	}
-	obj, err = s.managed(info, old, obj, t.Subresource, p)
-	if err != nil {
-		return s.errorResponse(r, err, HowUpdate)
-	}
-	return withWarnings(s.commitUpdate(r, info, h, key, old, obj, p, HowUpdate), warnings)
+	return in, nil
 }
 
 // managed applies the registry's update rules to obj (prepareUpdate), then
@@ -280,40 +263,40 @@ func specChanged(obj, old runtime.Object) (bool, error) {
 	return !reflect.DeepEqual(strip(a), strip(b)), nil
 }
 
-// commitUpdate finishes an update of key from old to obj, prepared and
+// commitUpdate finishes an update of o from old to obj, prepared and
 // managed (the lock is held): a no-op (the same object: no new
 // resourceVersion, no event), a deletion (the last finalizer of an object
 // being deleted went away) or a new version.
-func (s *Store) commitUpdate(r *Request, info Info, h *history, key Key, old, obj runtime.Object, p writeParams, how string) *Response {
-	obj.GetObjectKind().SetGroupVersionKind(info.GVK())
+func (s *Store) commitUpdate(c *call, o held, old, obj runtime.Object, p writeParams) *Response {
+	obj.GetObjectKind().SetGroupVersionKind(c.info.GVK())
 	m, _ := meta.Accessor(obj)
 	om, _ := meta.Accessor(old)
 	now := s.timeNow()
 	fixManagedTimes(old, obj, now)
 	m.SetResourceVersion(om.GetResourceVersion())
 	if sameObject(obj, old) {
-		o, err := codec.Encode(old, frame.JSON)
+		enc, err := codec.Encode(old, frame.JSON)
 		if err != nil {
-			return s.errorResponse(r, err, how)
+			return s.fail(c, err)
 		}
-		return s.respond(r, info, http.StatusOK, o, how, false)
+		return s.respond(c.r, c.info, http.StatusOK, enc, c.how, false)
 	}
 	if deleteDuringUpdate(obj, old) {
 		// The registry deletes an object whose deletion only waited for
 		// its finalizers, and answers with the object as updated.
 		resp, err := codec.Encode(obj, frame.JSON)
 		if err != nil {
-			return s.errorResponse(r, err, how)
+			return s.fail(c, err)
 		}
 		if p.dryRun {
-			return s.respond(r, info, http.StatusOK, resp, how, false)
+			return s.respond(c.r, c.info, http.StatusOK, resp, c.how, false)
 		}
-		if _, err := s.store(h, key, old.DeepCopyObject(), Deleted); err != nil {
-			return s.errorResponse(r, err, how)
+		if _, err := s.store(o.h, o.key, old.DeepCopyObject(), Deleted); err != nil {
+			return s.fail(c, err)
 		}
-		return s.respond(r, info, http.StatusOK, resp, how, true)
+		return s.respond(c.r, c.info, http.StatusOK, resp, c.how, true)
 	}
-	return s.commit(r, info, h, key, obj, Modified, http.StatusOK, p.dryRun, how)
+	return s.commit(c, o.h, o.key, obj, Modified, http.StatusOK, p.dryRun)
 }
 
 // deleteDuringUpdate is the registry's ShouldDeleteDuringUpdate: an update

@@ -138,19 +138,53 @@ func checkNamespace(m metav1.Object, t Target, info Info) error {
 // commit stores obj under key as an event of type ev and answers code
 // with it as stored; with dryRun it stores nothing and answers obj as it
 // is.
-func (s *Store) commit(r *Request, info Info, h *history, key Key, obj runtime.Object, ev EventType, code int, dryRun bool, how string) *Response {
+func (s *Store) commit(c *call, h *history, key Key, obj runtime.Object, ev EventType, code int, dryRun bool) *Response {
 	if dryRun {
 		o, err := codec.Encode(obj, frame.JSON)
 		if err != nil {
-			return s.errorResponse(r, err, how)
+			return s.fail(c, err)
 		}
-		return s.respond(r, info, code, o, how, false)
+		return s.respond(c.r, c.info, code, o, c.how, false)
 	}
 	o, err := s.store(h, key, obj, ev)
 	if err != nil {
-		return s.errorResponse(r, err, how)
+		return s.fail(c, err)
 	}
-	return s.respond(r, info, code, o, how, true)
+	return s.respond(c.r, c.info, code, o, c.how, true)
+}
+
+// written is the body of a create or an update read as an object: the
+// write's parameters, the object and its metadata, and what field
+// validation warns of.
+type written struct {
+	p        writeParams
+	obj      runtime.Object
+	m        metav1.Object
+	warnings []string
+}
+
+// readWrite reads the body of a create or an update (optionsKind
+// CreateOptions or UpdateOptions: the kind its parameters' errors name) as
+// an object of kind gvk, as the apiserver's handlers do before the
+// registry: the parameters, the Content-Type, the object, field validation.
+func readWrite(c *call, optionsKind string, gvk schema.GroupVersionKind) (*written, error) {
+	p, err := parseWriteParams(c.r, optionsKind)
+	if err != nil {
+		return nil, err
+	}
+	mt, err := bodyType(c.r)
+	if err != nil {
+		return nil, err
+	}
+	obj, m, err := decodeObject(mt, c.r.Body, gvk)
+	if err != nil {
+		return nil, err
+	}
+	warnings, err := checkFields(p.validation, mt, c.r.Body, gvk)
+	if err != nil {
+		return nil, err
+	}
+	return &written{p: p, obj: obj, m: m, warnings: warnings}, nil
 }
 
 // store assigns the next resourceVersion to obj and adds it to the history
