@@ -26,14 +26,30 @@ type endpoint interface {
 // binding, an eviction: namedCreater); PUT, PATCH; DELETE of one object
 // (deleter) or of a collection (collectionDeleter).
 type (
-	getter            interface{ get(s *Store, c *call) *Response }
-	lister            interface{ list(s *Store, c *call) *Response }
-	creater           interface{ create(s *Store, c *call) *Response }
-	namedCreater      interface{ createNamed(s *Store, c *call) *Response }
-	updater           interface{ update(s *Store, c *call) *Response }
-	patcher           interface{ patch(s *Store, c *call) *Response }
-	deleter           interface{ delete(s *Store, c *call) *Response }
-	collectionDeleter interface{ deleteCollection(s *Store, c *call) *Response }
+	getter interface {
+		get(s *Store, c *call) *Response
+	}
+	lister interface {
+		list(s *Store, c *call) *Response
+	}
+	creater interface {
+		create(s *Store, c *call) *Response
+	}
+	namedCreater interface {
+		createNamed(s *Store, c *call) *Response
+	}
+	updater interface {
+		update(s *Store, c *call) *Response
+	}
+	patcher interface {
+		patch(s *Store, c *call) *Response
+	}
+	deleter interface {
+		delete(s *Store, c *call) *Response
+	}
+	collectionDeleter interface {
+		deleteCollection(s *Store, c *call) *Response
+	}
 )
 
 // subresources are the subresources the store answers, by name. One the
