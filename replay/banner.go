@@ -118,23 +118,6 @@ func (s *Server) LogBanner(log *slog.Logger, b BannerOptions) {
 	}
 }
 
-// WriteText writes the one-line summary and a line for each dropped
-// change, for a person.
-func (r *EnvironmentReport) WriteText(w io.Writer) {
-	fmt.Fprintf(w, "%s.\n", r)
-	for _, d := range r.Dropped {
-		fmt.Fprintf(w, "  dropped: %s %s %s (recorded at rv %s): %s\n", d.Type, d.Resource.Resource, d.Change.Key, d.Change.RV, d.Reason)
-	}
-}
-
-// Log is WriteText for a structured log.
-func (r *EnvironmentReport) Log(log *slog.Logger) {
-	log.Info("replay: environment", "summary", r.String(), "dropped", len(r.Dropped))
-	for _, d := range r.Dropped {
-		log.Info("replay: dropped", "type", d.Type, "resource", d.Resource.Resource, "key", d.Change.Key, "rv", d.Change.RV, "reason", d.Reason)
-	}
-}
-
 // Certificate is the certificate a Server started with StartTLS serves:
 // the PEM pair in certFile and keyFile, or with generate a self-signed one
 // for the host of listen (host:port) — nil when neither is asked for.

@@ -465,3 +465,6 @@ func (s *Server) enter() bool {
 	s.handlers.Add(1)
 	return true
 }
+
+// causal reports whether the server answers from a Live world.
+func (s *Server) causal() bool { return s.env != nil }

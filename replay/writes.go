@@ -1,15 +1,11 @@
 package replay
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/wtrace/wtrace/apiserver/codec"
 	"github.com/wtrace/wtrace/apiserver/world"
 	"github.com/wtrace/wtrace/replay/internal/stream"
 	"github.com/wtrace/wtrace/replay/internal/tape"
@@ -55,58 +51,11 @@ func (w Writes) AnswersWrites() bool {
 	return err == nil && (m == WritesAnswer || m == WritesApply)
 }
 
-// stateRequest is the store's view of a request.
-func stateRequest(r *http.Request, q tape.Query, body []byte) *world.Request {
-	return &world.Request{Method: q.Method, Path: r.URL.Path, Query: r.URL.Query(), Header: r.Header, Body: body}
-}
-
 // routeWrite answers a write of a read-only replay (WritesReject) with
 // 403 Forbidden; a replay that answers writes routes them through
 // routeWorld.
 func (s *Server) routeWrite(r *http.Request, q tape.Query, body []byte) *stream.Answer {
 	return s.rejectRoute(r, q)
-}
-
-// storeRoute answers with a response of the store.
-func storeRoute(resp *world.Response) *stream.Answer {
-	rt := &stream.Answer{How: resp.How, Status: resp.Code, Serve: func(st *stream.Stream, r *http.Request) {
-		h := st.Header()
-		h.Set("Content-Type", resp.ContentType)
-		h.Set("Cache-Control", "no-cache, private")
-		for _, w := range resp.Warnings {
-			h.Add("Warning", world.WarningHeader(w))
-		}
-		h.Set("Content-Length", strconv.Itoa(len(resp.Body)))
-		st.WriteHeader(resp.Code)
-		if r.Method != http.MethodHead {
-			st.Send(resp.Body)
-		}
-	}}
-	if resp.Transcoded && resp.How == world.HowGet {
-		rt.Transcoded = "yes"
-	}
-	return rt
-}
-
-// rejectRoute answers a write with 403 Forbidden, worded as the
-// apiserver's authorizer refusal.
-func (s *Server) rejectRoute(r *http.Request, q tape.Query) *stream.Answer {
-	gr := schema.GroupResource{}
-	name := ""
-	if t, ok := world.ParsePath(q.Path); ok {
-		gr, name = t.Resource.GroupResource(), t.Name
-	}
-	err := apierrors.NewForbidden(gr, name, errors.New("wtrace replay is read-only (--writes reject)"))
-	st := codec.StatusOf(err)
-	m := codec.StatusMedia(r.Header.Get("Accept"))
-	body := codec.StatusBody(m, st)
-	return &stream.Answer{How: howRejected, Status: http.StatusForbidden, Serve: func(sr *stream.Stream, r *http.Request) {
-		h := sr.Header()
-		h.Set("Content-Type", m.ContentType(codec.TargetObject))
-		h.Set("Content-Length", strconv.Itoa(len(body)))
-		sr.WriteHeader(http.StatusForbidden)
-		sr.Send(body)
-	}}
 }
 
 // gvkOf is the kind of the objects of an API path (zero if unknown).

@@ -1,0 +1,227 @@
+package replay
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/wtrace/wtrace/apiserver/world"
+)
+
+// A replay that answers writes (WritesAnswer, WritesApply) is an
+// apiserver whose world is the recording's environment: every read is
+// answered from the world when it arrives, the run's writes land in it,
+// and the environment's changes (world.Environment) are applied to it one
+// by one, paced by the driver below.
+
+// Pace says when a replay that answers writes applies the environment's
+// next change.
+type Pace string
+
+const (
+	// PaceRecorded (the default) applies each change at its recorded
+	// time, scaled by Options.Speed, on a timeline that starts with the
+	// run's first request (mapped to the first request of the clients
+	// under test in the recording). Speed 0 applies them as fast as
+	// possible: the first once the clients have been quiet (their caches
+	// synced), each next one once every watcher has been sent the one
+	// before.
+	PaceRecorded Pace = "recorded"
+	// PaceQuiet applies the next change once the clients have been quiet:
+	// no request but watches in flight, and none begun or ended for
+	// Options.QuietWindow (nor a change applied). A controller reconciles
+	// each change before the next, a test runs as fast as the controller,
+	// and every run sees the same sequence.
+	PaceQuiet Pace = "quiet"
+)
+
+// DefaultQuietWindow is the QuietWindow a zero Options means.
+const DefaultQuietWindow = 300 * time.Millisecond
+
+// ParsePace reads a Pace by name ("" is PaceRecorded).
+func ParsePace(s string) (Pace, error) {
+	switch p := Pace(s); p {
+	case "":
+		return PaceRecorded, nil
+	case PaceRecorded, PaceQuiet:
+		return p, nil
+	}
+	return "", fmt.Errorf("replay: pace %q: want recorded or quiet", s)
+}
+
+// activity tracks what the clients are doing, for PaceQuiet and Settle.
+type activity struct {
+	inflight atomic.Int64  // requests in flight that are not watches
+	last     atomic.Int64  // UnixNano (the server's clock) of the last activity: a request begun or ended, a change applied
+	wake     chan struct{} // a token when a request ends (buffered, one)
+}
+
+func newActivity() *activity { return &activity{wake: make(chan struct{}, 1)} }
+
+// heartbeat reports whether a request is a leader elector's (a Lease of
+// coordination.k8s.io): renewed on a timer, it is no sign of work, and
+// does not break the clients' quiet.
+func heartbeat(path string) bool {
+	return strings.HasPrefix(path, "/apis/coordination.k8s.io/") && strings.Contains(path, "/leases")
+}
+
+// begin notes a request's arrival; watch says it is a watch, which stays
+// in flight for its whole life and does not count as busy.
+func (a *activity) begin(now time.Time, watch bool) {
+	a.last.Store(now.UnixNano())
+	if !watch {
+		a.inflight.Add(1)
+	}
+}
+
+// end notes the end of a request begun with watch false.
+func (a *activity) end(now time.Time) {
+	a.last.Store(now.UnixNano())
+	a.inflight.Add(-1)
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+// quietAt is when the clients will have been quiet for window, if nothing
+// happens before: the far future while a request is in flight.
+func (a *activity) quietAt(now time.Time, window time.Duration) time.Time {
+	if a.inflight.Load() > 0 {
+		return now.Add(100 * 365 * 24 * time.Hour)
+	}
+	return time.Unix(0, a.last.Load()).Add(window)
+}
+
+// envDriver applies the environment's changes to the world.
+type envDriver struct {
+	s       *Server
+	pace    Pace
+	window  time.Duration
+	start   sync.Once
+	done    chan struct{} // closed when every change was applied (or Close)
+	applied atomic.Int64
+	dropped atomic.Int64
+}
+
+func newEnvDriver(s *Server, pace Pace, window time.Duration) *envDriver {
+	if window <= 0 {
+		window = DefaultQuietWindow
+	}
+	return &envDriver{s: s, pace: pace, window: window, done: make(chan struct{})}
+}
+
+// begin starts the environment's timeline at the run's first request.
+func (d *envDriver) begin(now time.Time) {
+	d.start.Do(func() {
+		d.s.handlers.Add(1)
+		go d.run(now)
+	})
+}
+
+// run applies the changes, paced, until none is left or the server
+// closes. origin is the arrival of the run's first request.
+func (d *envDriver) run(origin time.Time) {
+	defer d.s.handlers.Done()
+	defer close(d.done)
+	env := d.s.store.Environment()
+	timer := d.s.clock.NewTimer(time.Hour)
+	defer timer.Stop()
+	var last world.Change
+	for {
+		c, ok := d.s.store.NextChange()
+		if !ok {
+			d.tail(last, env.End)
+			d.s.log.Info("replay: the environment is played", "applied", d.applied.Load(), "dropped", d.dropped.Load())
+			return
+		}
+		last = c
+		var due time.Time
+		quiet := d.pace == PaceQuiet || d.s.speed == 0 && last == (world.Change{}) && d.applied.Load()+d.dropped.Load() == 0
+		switch {
+		case quiet:
+			due = d.s.act.quietAt(d.s.clock.Now(), d.window)
+		case d.s.speed > 0:
+			due = origin.Add(time.Duration(float64(c.Time-env.Start) / d.s.speed))
+		}
+		for {
+			now := d.s.clock.Now()
+			if !due.After(now) {
+				if !quiet {
+					break
+				}
+				if q := d.s.act.quietAt(now, d.window); !q.After(now) {
+					break
+				} else {
+					due = q
+				}
+			}
+			timer.Reset(due.Sub(now))
+			select {
+			case <-d.s.ctx.Done():
+				return
+			case <-timer.C():
+			case <-d.s.act.wake:
+				if quiet {
+					due = d.s.act.quietAt(d.s.clock.Now(), d.window)
+				}
+			}
+		}
+		a, ok := d.s.store.ApplyNext()
+		if !ok {
+			continue
+		}
+		d.s.act.last.Store(d.s.clock.Now().UnixNano())
+		d.note(a)
+		if d.s.speed == 0 && d.pace != PaceQuiet {
+			// As fast as possible, but every watcher gets each change
+			// before the next is made: none sees two merged.
+			d.s.deliv.wait(d.s.store.LastRV(), d.s.ctx.Done())
+		}
+	}
+}
+
+// tail waits, after the environment's last change (last), as long as the
+// recorded clients were still at work after it (until end, their last
+// write): at the recorded pace scaled by Speed, in real time with
+// PaceQuiet; not at all at Speed 0. A controller that acts on a delay
+// gets its time, as it had it when it was recorded.
+func (d *envDriver) tail(last world.Change, end int64) {
+	if last.Time == 0 || end <= last.Time {
+		return
+	}
+	speed := d.s.speed
+	if d.pace == PaceQuiet {
+		speed = 1
+	}
+	if speed <= 0 {
+		return
+	}
+	t := d.s.clock.NewTimer(time.Duration(float64(end-last.Time) / speed))
+	defer t.Stop()
+	select {
+	case <-t.C():
+	case <-d.s.ctx.Done():
+	}
+}
+
+// note logs what was done with one change.
+func (d *envDriver) note(a world.Applied) {
+	attrs := []any{"change", a.Type.String(), "resource", a.Resource.Resource, "object", a.Key.String(),
+		"recorded-rv", a.Change.RV, "rv", a.Served, "how", a.Outcome}
+	if a.Key != a.Change.Key {
+		attrs = append(attrs, "recorded-object", a.Change.Key.String())
+	}
+	if a.Reason != "" {
+		attrs = append(attrs, "why", a.Reason)
+	}
+	if a.Outcome == world.AppliedDropped {
+		d.dropped.Add(1)
+		d.s.log.Info("replay: environment change dropped", attrs...)
+		return
+	}
+	d.applied.Add(1)
+	d.s.log.Debug("replay: environment change applied", attrs...)
+}
