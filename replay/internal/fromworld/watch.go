@@ -1,4 +1,4 @@
-package replay
+package fromworld
 
 import (
 	"net/http"

@@ -1,4 +1,4 @@
-package replay
+package fromworld
 
 import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
