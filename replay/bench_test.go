@@ -174,7 +174,7 @@ func TestLatenessServer(t *testing.T) {
 	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		now := time.Now().UnixNano()
 		first.CompareAndSwap(0, now)
-		if srv.causal() {
+		if srv.world.Live() {
 			now = first.Load()
 		}
 		w.Header().Set("X-Arrival", strconv.FormatInt(now, 10))

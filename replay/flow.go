@@ -11,6 +11,7 @@ import (
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
 	"github.com/wtrace/wtrace/replay/internal/discovery"
+	"github.com/wtrace/wtrace/replay/internal/fromworld"
 	"github.com/wtrace/wtrace/replay/internal/stream"
 	"github.com/wtrace/wtrace/replay/internal/tape"
 )
@@ -241,7 +242,7 @@ func (s *Server) recordedRoute(r *http.Request, q tape.Query, x *tape.Exchange) 
 	}
 	m, transcode, err := s.negotiate(q, target, f)
 	if err != nil {
-		return storeRoute(s.statusResponse(q, err))
+		return fromworld.Refuse(q, err)
 	}
 	rv, err := s.rec.bodyRV(x, target)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/wtrace/wtrace/apiserver/codec"
 	"github.com/wtrace/wtrace/apiserver/world"
+	"github.com/wtrace/wtrace/replay/internal/fromworld"
 	"github.com/wtrace/wtrace/replay/internal/stream"
 	"github.com/wtrace/wtrace/replay/internal/tape"
 )
@@ -41,6 +42,6 @@ func (s *Server) invalidRVWatch(q tape.Query) (rt *stream.Answer, ok bool) {
 	st := &metav1.Status{Status: metav1.StatusFailure, Code: http.StatusInternalServerError,
 		Message: fmt.Sprintf("resourceVersion: Invalid value: %q: %v", rv, err)}
 	m := codec.StatusMedia(q.Accept)
-	return storeRoute(&world.Response{Code: http.StatusInternalServerError, ContentType: m.ContentType(codec.TargetObject),
+	return fromworld.Respond(&world.Response{Code: http.StatusInternalServerError, ContentType: m.ContentType(codec.TargetObject),
 		Body: codec.StatusBody(m, st), How: howError, Transcoded: true}), true
 }

@@ -48,6 +48,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	go func() {
 		s.handlers.Wait()
 		s.hub.Wait()
+		s.world.Wait()
 		close(done)
 	}()
 	var err error

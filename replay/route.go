@@ -13,6 +13,7 @@ import (
 	"github.com/wtrace/wtrace/apiserver/world"
 	"github.com/wtrace/wtrace/internal/apipath"
 	"github.com/wtrace/wtrace/replay/internal/discovery"
+	"github.com/wtrace/wtrace/replay/internal/fromworld"
 	"github.com/wtrace/wtrace/replay/internal/stream"
 	"github.com/wtrace/wtrace/replay/internal/tape"
 )
@@ -40,16 +41,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	target := r.URL.RequestURI()
 	q, err := tape.ParseTarget(r.Method, target)
 	watch := err == nil && q.Watch
-	if err != nil || !heartbeat(q.Path) {
-		s.act.begin(arrival, watch)
-		if !watch {
-			defer func() { s.act.end(s.clock.Now()) }()
-		}
-	}
-	if s.env != nil && (watch || !s.store.Environment().Watches) {
-		// The timeline starts when the clients start following the world
-		// (their first watch), as the recorded ones did.
-		s.env.begin(arrival)
+	if end := s.world.Begin(q, err != nil, arrival); end != nil {
+		defer end()
 	}
 	s.met.Opened(r.Method, target)
 
@@ -157,12 +150,15 @@ func (s *Server) route(r *http.Request, q tape.Query, body []byte) *stream.Answe
 	if rt, ok := s.invalidRVWatch(q); ok { // invalidrv.go
 		return rt
 	}
-	if s.causal() {
-		return s.routeWorld(r, q, body)
+	if s.world.Live() {
+		if a, ok := s.world.Route(r, q, body); ok {
+			return a
+		}
+		return s.routeOther(r, q)
 	}
 	switch {
 	case s.store != nil && apipath.IsWrite(q.Method):
-		return s.routeWrite(r, q, body)
+		return s.world.Reject(r, q)
 	case q.Watch:
 		return s.routeWatch(r, q)
 	}
@@ -175,7 +171,7 @@ func (s *Server) route(r *http.Request, q tape.Query, body []byte) *stream.Answe
 func (s *Server) recordedWatch(r *http.Request, q tape.Query, x *tape.Exchange, skip, base int64, how, from string) *stream.Answer {
 	fl, err := s.newFlow(r, q, x.Format, x, from)
 	if err != nil {
-		return storeRoute(s.statusResponse(q, err))
+		return fromworld.Refuse(q, err)
 	}
 	rt := &stream.Answer{How: how, Recorded: true, Exchange: x.ID, Status: responseStatus(x.Info.Response.Status), Serve: func(st *stream.Stream, r *http.Request) {
 		s.serveExchange(st, r, x, fl, skip, base)
@@ -216,11 +212,6 @@ func (s *Server) emptyWatch(r *http.Request, q tape.Query, x *tape.Exchange) *st
 	return rt
 }
 
-// storeHandles reports whether the world answers requests for path.
-func (s *Server) storeHandles(path string) bool {
-	return s.store != nil && s.store.Handles(path)
-}
-
 func (s *Server) routeWatch(r *http.Request, q tape.Query) *stream.Answer {
 	cands := s.m.ByKey[q.Key]
 	// A resourceVersion the replay served in place of a recorded one
@@ -229,12 +220,12 @@ func (s *Server) routeWatch(r *http.Request, q tape.Query) *stream.Answer {
 	if s.store != nil && rv != "" {
 		if rec, ok := s.store.Recorded(rv); ok {
 			rv = rec
-		} else if n, num := tape.RVNumber(rv); num && s.storeHandles(q.Path) {
+		} else if n, num := tape.RVNumber(rv); num && s.world.Handles(q.Path) {
 			// Not one the recording holds (as served): a client's write's,
 			// or a number the replay never served. The world's history
 			// from there (or a 410), unless it is past everything served.
 			if point, _ := tape.RVNumber(s.store.Point()); n <= point {
-				return s.storeWatchRoute(r, q)
+				return s.world.Watch(r, q)
 			}
 		}
 	}
@@ -246,7 +237,7 @@ func (s *Server) routeWatch(r *http.Request, q tape.Query) *stream.Answer {
 		}
 		if lst := s.pickList(q.ListKey(), "", rv, q.Accept); lst != nil && lst.Format == 0 && lst.Info.Response.Status == http.StatusOK {
 			if s.store != nil && !s.synthWatchListFits(q, lst) {
-				return s.storeWatchRoute(r, q)
+				return s.world.Watch(r, q)
 			}
 			return &stream.Answer{How: howWatchList, Recorded: true, Exchange: lst.ID, Status: http.StatusOK, Serve: func(st *stream.Stream, r *http.Request) {
 				if _, err := s.serveSynthWatchList(st, r, q, lst); err != nil {
@@ -255,13 +246,13 @@ func (s *Server) routeWatch(r *http.Request, q tape.Query) *stream.Answer {
 				}
 			}}
 		}
-		if s.storeHandles(q.Path) {
-			return s.storeWatchRoute(r, q)
+		if s.world.Handles(q.Path) {
+			return s.world.Watch(r, q)
 		}
 	}
 	if len(cands) == 0 {
-		if s.storeHandles(q.Path) {
-			return s.storeWatchRoute(r, q)
+		if s.world.Handles(q.Path) {
+			return s.world.Watch(r, q)
 		}
 		return s.notFound(q)
 	}
@@ -291,8 +282,8 @@ func (s *Server) routeWatch(r *http.Request, q tape.Query) *stream.Answer {
 			xs := tape.PreferAccepted(cands, q.Accept)
 			return s.emptyWatch(r, q, xs[len(xs)-1])
 		}
-		if s.storeHandles(q.Path) {
-			return s.storeWatchRoute(r, q) // the world's history from rv, or 410
+		if s.world.Handles(q.Path) {
+			return s.world.Watch(r, q) // the world's history from rv, or 410
 		}
 	}
 	return &stream.Answer{How: howExpired, Status: http.StatusOK, Serve: func(st *stream.Stream, r *http.Request) {
@@ -343,9 +334,9 @@ func (s *Server) routeOther(r *http.Request, q tape.Query) *stream.Answer {
 			}}
 		}
 	}
-	if read && s.storeHandles(q.Path) {
-		if resp, ok := s.store.Serve(stateRequest(r, q, nil)); ok {
-			return storeRoute(resp)
+	if read {
+		if a, ok := s.world.Read(r, q); ok {
+			return a
 		}
 	}
 	if read && strings.HasPrefix(q.Path, "/openapi/") {

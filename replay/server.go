@@ -21,6 +21,7 @@ import (
 	"github.com/wtrace/wtrace/internal/hostfilter"
 	"github.com/wtrace/wtrace/internal/selfsigned"
 	"github.com/wtrace/wtrace/replay/internal/discovery"
+	"github.com/wtrace/wtrace/replay/internal/fromworld"
 	"github.com/wtrace/wtrace/replay/internal/metrics"
 	"github.com/wtrace/wtrace/replay/internal/pace"
 	"github.com/wtrace/wtrace/replay/internal/stream"
@@ -184,11 +185,8 @@ type Server struct {
 	ctx          context.Context
 	cancel       context.CancelFunc
 	writes       Writes
-	store        *world.Store  // the session's world; nil with WritesRecorded
-	env          *envDriver    // applies the environment to a Live world (WritesAnswer, WritesApply); nil otherwise
-	act          *activity     // what the clients are doing (PaceQuiet, Settle)
-	deliv        *deliveries   // the world's watches, for a write's answer to wait for its events
-	waker        *stream.Waker // wakes the world's parked watches at its changes (see worldwatch.go)
+	store        *world.Store        // the session's world; nil with WritesRecorded
+	world        *fromworld.Answerer // the world's answers (package replay/internal/fromworld)
 	maxRequests  int
 	seq          atomic.Int64     // numbers the requests in arrival order
 	rec          *recording       // what is derived from the recorded exchanges (cached)
@@ -265,8 +263,6 @@ func New(f *formats.File, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.act = newActivity()
-	s.deliv = newDeliveries()
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.met = metrics.New(opts.Metrics)
 	s.hub = stream.NewHub(s.ctx, stream.Options{Clock: s.clock, Speed: s.speed, WriteTimeout: s.writeTimeout,
@@ -282,11 +278,9 @@ func New(f *formats.File, opts Options) (*Server, error) {
 			return nil, fmt.Errorf("replay: loading the session's objects (--writes %s): %w", writes, err)
 		}
 		s.store = st
-		s.waker = s.hub.NewWaker(st.Changed)
-		if live {
-			s.env = newEnvDriver(s, pace, opts.QuietWindow)
-		}
 	}
+	s.world = fromworld.New(s.ctx, s.store, s.hub, fromworld.Options{Live: live, Pace: pace, QuietWindow: opts.QuietWindow,
+		WriteLatency: opts.WriteLatency, Logger: s.log})
 	s.disc = discovery.New(f, s.m, s.store)
 	s.initOps()
 	bindOut(s) // outbind.go
@@ -450,6 +444,7 @@ func (s *Server) Close() {
 	}
 	s.handlers.Wait()
 	s.hub.Wait()
+	s.world.Wait()
 	if s.ownFile {
 		s.file.Close()
 	}
@@ -466,5 +461,47 @@ func (s *Server) enter() bool {
 	return true
 }
 
-// causal reports whether the server answers from a Live world.
-func (s *Server) causal() bool { return s.env != nil }
+// EnvironmentDone returns a channel closed once every change of the
+// environment was applied (nil for a replay that does not answer writes).
+func (s *Server) EnvironmentDone() <-chan struct{} { return s.world.EnvironmentDone() }
+
+// Settle waits until the environment was played (a replay that answers
+// writes) and the clients have then been quiet for window: no request but
+// watches in flight, and none begun or ended (the run is over). It
+// returns false when done is closed first or the server closes.
+func (s *Server) Settle(done <-chan struct{}, window time.Duration) bool {
+	return s.world.Settle(done, window)
+}
+
+// Environment says what the replay did with the recording's environment
+// so far: the changes applied and dropped (a dropped one names its
+// reason), the clients under test. nil for a replay that does not answer
+// writes.
+func (s *Server) Environment() *EnvironmentReport { return s.world.Environment() }
+
+// EnvironmentReport is what Server.Environment returns: the environment's
+// changes applied and dropped, the clients under test.
+type EnvironmentReport = fromworld.EnvironmentReport
+
+// Pace says when a replay that answers writes applies the environment's
+// next change: PaceRecorded or PaceQuiet (see fromworld.Pace).
+type Pace = fromworld.Pace
+
+const (
+	// PaceRecorded (the default) applies each change at its recorded
+	// time, scaled by Options.Speed (see the package doc).
+	PaceRecorded = fromworld.PaceRecorded
+	// PaceQuiet applies the next change once the clients have been quiet
+	// for Options.QuietWindow.
+	PaceQuiet = fromworld.PaceQuiet
+)
+
+// DefaultQuietWindow is the QuietWindow a zero Options means.
+const DefaultQuietWindow = fromworld.DefaultQuietWindow
+
+// DeliveryWait bounds how long a write's answer waits for its watch
+// events to have gone out to every watcher of the world.
+const DeliveryWait = fromworld.DeliveryWait
+
+// ParsePace reads a Pace by name ("" is PaceRecorded).
+func ParsePace(s string) (Pace, error) { return fromworld.ParsePace(s) }

@@ -2,13 +2,10 @@ package replay
 
 import (
 	"fmt"
-	"net/http"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/wtrace/wtrace/apiserver/world"
-	"github.com/wtrace/wtrace/replay/internal/stream"
-	"github.com/wtrace/wtrace/replay/internal/tape"
 )
 
 // Writes says how a replay answers the requests that change the world
@@ -49,13 +46,6 @@ func ParseWrites(s string) (Writes, error) {
 func (w Writes) AnswersWrites() bool {
 	m, err := ParseWrites(string(w))
 	return err == nil && (m == WritesAnswer || m == WritesApply)
-}
-
-// routeWrite answers a write of a read-only replay (WritesReject) with
-// 403 Forbidden; a replay that answers writes routes them through
-// routeWorld.
-func (s *Server) routeWrite(r *http.Request, q tape.Query, body []byte) *stream.Answer {
-	return s.rejectRoute(r, q)
 }
 
 // gvkOf is the kind of the objects of an API path (zero if unknown).

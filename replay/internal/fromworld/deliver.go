@@ -109,20 +109,20 @@ func (d *deliveries) wait(rv uint64, done <-chan struct{}) {
 // recorded apiserver's median) has passed since arrival: it lands in the
 // world (its events sent, its answer written) no sooner than it did in
 // the recorded apiserver.
-func (s *Server) writeLatency(arrival time.Time, done <-chan struct{}) {
-	d := s.opts.WriteLatency
+func (a *Answerer) writeLatency(arrival time.Time, done <-chan struct{}) {
+	d := a.opts.WriteLatency
 	if d == 0 {
-		d = s.store.Environment().WriteLatency
+		d = a.store.Environment().WriteLatency
 	}
-	wait := arrival.Add(d).Sub(s.clock.Now())
+	wait := arrival.Add(d).Sub(a.clock.Now())
 	if d <= 0 || wait <= 0 {
 		return
 	}
-	t := s.clock.NewTimer(wait)
+	t := a.clock.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case <-t.C():
 	case <-done:
-	case <-s.ctx.Done():
+	case <-a.ctx.Done():
 	}
 }

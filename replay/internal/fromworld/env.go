@@ -97,7 +97,7 @@ func (a *activity) quietAt(now time.Time, window time.Duration) time.Time {
 
 // envDriver applies the environment's changes to the world.
 type envDriver struct {
-	s       *Server
+	a       *Answerer
 	pace    Pace
 	window  time.Duration
 	start   sync.Once
@@ -106,17 +106,17 @@ type envDriver struct {
 	dropped atomic.Int64
 }
 
-func newEnvDriver(s *Server, pace Pace, window time.Duration) *envDriver {
+func newEnvDriver(a *Answerer, pace Pace, window time.Duration) *envDriver {
 	if window <= 0 {
 		window = DefaultQuietWindow
 	}
-	return &envDriver{s: s, pace: pace, window: window, done: make(chan struct{})}
+	return &envDriver{a: a, pace: pace, window: window, done: make(chan struct{})}
 }
 
 // begin starts the environment's timeline at the run's first request.
 func (d *envDriver) begin(now time.Time) {
 	d.start.Do(func() {
-		d.s.handlers.Add(1)
+		d.a.wg.Add(1)
 		go d.run(now)
 	})
 }
@@ -124,35 +124,35 @@ func (d *envDriver) begin(now time.Time) {
 // run applies the changes, paced, until none is left or the server
 // closes. origin is the arrival of the run's first request.
 func (d *envDriver) run(origin time.Time) {
-	defer d.s.handlers.Done()
+	defer d.a.wg.Done()
 	defer close(d.done)
-	env := d.s.store.Environment()
-	timer := d.s.clock.NewTimer(time.Hour)
+	env := d.a.store.Environment()
+	timer := d.a.clock.NewTimer(time.Hour)
 	defer timer.Stop()
 	var last world.Change
 	for {
-		c, ok := d.s.store.NextChange()
+		c, ok := d.a.store.NextChange()
 		if !ok {
 			d.tail(last, env.End)
-			d.s.log.Info("replay: the environment is played", "applied", d.applied.Load(), "dropped", d.dropped.Load())
+			d.a.log.Info("replay: the environment is played", "applied", d.applied.Load(), "dropped", d.dropped.Load())
 			return
 		}
 		last = c
 		var due time.Time
-		quiet := d.pace == PaceQuiet || d.s.speed == 0 && last == (world.Change{}) && d.applied.Load()+d.dropped.Load() == 0
+		quiet := d.pace == PaceQuiet || d.a.hub.Speed() == 0 && last == (world.Change{}) && d.applied.Load()+d.dropped.Load() == 0
 		switch {
 		case quiet:
-			due = d.s.act.quietAt(d.s.clock.Now(), d.window)
-		case d.s.speed > 0:
-			due = origin.Add(time.Duration(float64(c.Time-env.Start) / d.s.speed))
+			due = d.a.act.quietAt(d.a.clock.Now(), d.window)
+		case d.a.hub.Speed() > 0:
+			due = origin.Add(time.Duration(float64(c.Time-env.Start) / d.a.hub.Speed()))
 		}
 		for {
-			now := d.s.clock.Now()
+			now := d.a.clock.Now()
 			if !due.After(now) {
 				if !quiet {
 					break
 				}
-				if q := d.s.act.quietAt(now, d.window); !q.After(now) {
+				if q := d.a.act.quietAt(now, d.window); !q.After(now) {
 					break
 				} else {
 					due = q
@@ -160,25 +160,25 @@ func (d *envDriver) run(origin time.Time) {
 			}
 			timer.Reset(due.Sub(now))
 			select {
-			case <-d.s.ctx.Done():
+			case <-d.a.ctx.Done():
 				return
 			case <-timer.C():
-			case <-d.s.act.wake:
+			case <-d.a.act.wake:
 				if quiet {
-					due = d.s.act.quietAt(d.s.clock.Now(), d.window)
+					due = d.a.act.quietAt(d.a.clock.Now(), d.window)
 				}
 			}
 		}
-		a, ok := d.s.store.ApplyNext()
+		a, ok := d.a.store.ApplyNext()
 		if !ok {
 			continue
 		}
-		d.s.act.last.Store(d.s.clock.Now().UnixNano())
+		d.a.act.last.Store(d.a.clock.Now().UnixNano())
 		d.note(a)
-		if d.s.speed == 0 && d.pace != PaceQuiet {
+		if d.a.hub.Speed() == 0 && d.pace != PaceQuiet {
 			// As fast as possible, but every watcher gets each change
 			// before the next is made: none sees two merged.
-			d.s.deliv.wait(d.s.store.LastRV(), d.s.ctx.Done())
+			d.a.deliv.wait(d.a.store.LastRV(), d.a.ctx.Done())
 		}
 	}
 }
@@ -192,18 +192,18 @@ func (d *envDriver) tail(last world.Change, end int64) {
 	if last.Time == 0 || end <= last.Time {
 		return
 	}
-	speed := d.s.speed
+	speed := d.a.hub.Speed()
 	if d.pace == PaceQuiet {
 		speed = 1
 	}
 	if speed <= 0 {
 		return
 	}
-	t := d.s.clock.NewTimer(time.Duration(float64(end-last.Time) / speed))
+	t := d.a.clock.NewTimer(time.Duration(float64(end-last.Time) / speed))
 	defer t.Stop()
 	select {
 	case <-t.C():
-	case <-d.s.ctx.Done():
+	case <-d.a.ctx.Done():
 	}
 }
 
@@ -219,9 +219,9 @@ func (d *envDriver) note(a world.Applied) {
 	}
 	if a.Outcome == world.AppliedDropped {
 		d.dropped.Add(1)
-		d.s.log.Info("replay: environment change dropped", attrs...)
+		d.a.log.Info("replay: environment change dropped", attrs...)
 		return
 	}
 	d.applied.Add(1)
-	d.s.log.Debug("replay: environment change applied", attrs...)
+	d.a.log.Debug("replay: environment change applied", attrs...)
 }

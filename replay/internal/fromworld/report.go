@@ -12,39 +12,39 @@ import (
 
 // EnvironmentDone returns a channel closed once every change of the
 // environment was applied (nil for a replay that does not answer writes).
-func (s *Server) EnvironmentDone() <-chan struct{} {
-	if s.env == nil {
+func (a *Answerer) EnvironmentDone() <-chan struct{} {
+	if a.env == nil {
 		return nil
 	}
-	return s.env.done
+	return a.env.done
 }
 
 // Settle waits until the environment was played (a replay that answers
 // writes) and the clients have then been quiet for window: no request but
 // watches in flight, and none begun or ended (the run is over). It
 // returns false when done is closed first or the server closes.
-func (s *Server) Settle(done <-chan struct{}, window time.Duration) bool {
-	if s.env != nil {
+func (a *Answerer) Settle(done <-chan struct{}, window time.Duration) bool {
+	if a.env != nil {
 		select {
-		case <-s.env.done:
+		case <-a.env.done:
 		case <-done:
 			return false
-		case <-s.ctx.Done():
+		case <-a.ctx.Done():
 			return false
 		}
 	}
 	tick := time.NewTicker(max(window/8, 5*time.Millisecond))
 	defer tick.Stop()
 	for {
-		now := s.clock.Now()
-		if !s.act.quietAt(now, window).After(now) {
+		now := a.clock.Now()
+		if !a.act.quietAt(now, window).After(now) {
 			return true
 		}
 		select {
 		case <-tick.C:
 		case <-done:
 			return false
-		case <-s.ctx.Done():
+		case <-a.ctx.Done():
 			return false
 		}
 	}
@@ -54,16 +54,16 @@ func (s *Server) Settle(done <-chan struct{}, window time.Duration) bool {
 // so far: the changes applied and dropped (a dropped one names its
 // reason), the clients under test. nil for a replay that does not answer
 // writes.
-func (s *Server) Environment() *EnvironmentReport {
-	if s.env == nil {
+func (a *Answerer) Environment() *EnvironmentReport {
+	if a.env == nil {
 		return nil
 	}
-	env := s.store.Environment()
+	env := a.store.Environment()
 	r := &EnvironmentReport{Clients: env.Clients, Changes: len(env.Changes), Behaviour: env.Behaviour,
 		Requests: env.Requests, Writes: env.Writes}
-	for _, a := range s.store.AppliedChanges() {
-		if a.Outcome == world.AppliedDropped {
-			r.Dropped = append(r.Dropped, a)
+	for _, c := range a.store.AppliedChanges() {
+		if c.Outcome == world.AppliedDropped {
+			r.Dropped = append(r.Dropped, c)
 		} else {
 			r.Applied++
 		}
@@ -71,7 +71,8 @@ func (s *Server) Environment() *EnvironmentReport {
 	return r
 }
 
-// EnvironmentReport is what Server.Environment returns.
+// EnvironmentReport is what Answerer.Environment (replay.Server.Environment)
+// returns.
 type EnvironmentReport struct {
 	// Clients names the clients under test ("all", their selectors, or
 	// "none").

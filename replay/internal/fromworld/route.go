@@ -19,30 +19,30 @@ import (
 // from the world, whatever the recording holds, for every resource it
 // knows; the rest (discovery, /version, paths that are no resource) as the
 // recording has it or as synthesized.
-func (s *Server) routeWorld(r *http.Request, q tape.Query, body []byte) *stream.Answer {
-	if s.storeHandles(q.Path) || apipath.IsWrite(q.Method) {
+func (a *Answerer) routeWorld(r *http.Request, q tape.Query, body []byte) (*stream.Answer, bool) {
+	if a.Handles(q.Path) || apipath.IsWrite(q.Method) {
 		if q.Watch && q.Method == http.MethodGet {
-			return s.storeWatchRoute(r, q)
+			return a.storeWatchRoute(r, q), true
 		}
 		if apipath.IsWrite(q.Method) {
 			// The write reaches the world after the apiserver's latency,
 			// as it reaches etcd: its answer and its watch events come
 			// together, after it.
-			s.writeLatency(s.clock.Now(), r.Context().Done())
+			a.writeLatency(a.clock.Now(), r.Context().Done())
 		}
-		if resp, ok := s.store.Serve(stateRequest(r, q, body)); ok {
+		if resp, ok := a.store.Serve(stateRequest(r, q, body)); ok {
 			if resp.Changed {
-				s.deliv.wait(s.store.LastRV(), r.Context().Done())
+				a.deliv.wait(a.store.LastRV(), r.Context().Done())
 			}
-			return storeRoute(resp)
+			return Respond(resp), true
 		}
 		if apipath.IsWrite(q.Method) {
 			if t, ok := world.ParsePath(q.Path); ok && t.Resource.Resource != "" {
-				return s.notFound(q)
+				return stream.NotFound(q.Method, q.Path), true
 			}
 		}
 	}
-	return s.routeOther(r, q)
+	return nil, false
 }
 
 // stateRequest is the store's view of a request.
@@ -50,8 +50,8 @@ func stateRequest(r *http.Request, q tape.Query, body []byte) *world.Request {
 	return &world.Request{Method: q.Method, Path: r.URL.Path, Query: r.URL.Query(), Header: r.Header, Body: body}
 }
 
-// storeRoute answers with a response of the store.
-func storeRoute(resp *world.Response) *stream.Answer {
+// Respond answers with a response of the store.
+func Respond(resp *world.Response) *stream.Answer {
 	rt := &stream.Answer{How: resp.How, Status: resp.Code, Serve: func(st *stream.Stream, r *http.Request) {
 		h := st.Header()
 		h.Set("Content-Type", resp.ContentType)
@@ -73,7 +73,7 @@ func storeRoute(resp *world.Response) *stream.Answer {
 
 // rejectRoute answers a write with 403 Forbidden, worded as the
 // apiserver's authorizer refusal.
-func (s *Server) rejectRoute(r *http.Request, q tape.Query) *stream.Answer {
+func (a *Answerer) rejectRoute(r *http.Request, q tape.Query) *stream.Answer {
 	gr := schema.GroupResource{}
 	name := ""
 	if t, ok := world.ParsePath(q.Path); ok {
@@ -83,7 +83,7 @@ func (s *Server) rejectRoute(r *http.Request, q tape.Query) *stream.Answer {
 	st := codec.StatusOf(err)
 	m := codec.StatusMedia(r.Header.Get("Accept"))
 	body := codec.StatusBody(m, st)
-	return &stream.Answer{How: howRejected, Status: http.StatusForbidden, Serve: func(sr *stream.Stream, r *http.Request) {
+	return &stream.Answer{How: HowRejected, Status: http.StatusForbidden, Serve: func(sr *stream.Stream, r *http.Request) {
 		h := sr.Header()
 		h.Set("Content-Type", m.ContentType(codec.TargetObject))
 		h.Set("Content-Length", strconv.Itoa(len(body)))
@@ -92,10 +92,11 @@ func (s *Server) rejectRoute(r *http.Request, q tape.Query) *stream.Answer {
 	}}
 }
 
-// statusResponse is a store-like response carrying err's Status.
-func (s *Server) statusResponse(q tape.Query, err error) *world.Response {
+// Refuse answers with err's Status (a negotiation's 406, a bad
+// parameter's 400), in the encoding the client's Accept header asks for.
+func Refuse(q tape.Query, err error) *stream.Answer {
 	st := codec.StatusOf(err)
 	m := codec.StatusMedia(q.Accept)
-	return &world.Response{Code: int(st.Code), ContentType: m.ContentType(codec.TargetObject),
-		Body: codec.StatusBody(m, st), How: howNotAcceptable}
+	return Respond(&world.Response{Code: int(st.Code), ContentType: m.ContentType(codec.TargetObject),
+		Body: codec.StatusBody(m, st), How: stream.HowNotAcceptable})
 }

@@ -24,18 +24,18 @@ import (
 // that answers writes; for a tape, one the session did not record with
 // these parameters, or one resumed from a resourceVersion the recording
 // does not show.
-func (s *Server) storeWatchRoute(r *http.Request, q tape.Query) *stream.Answer {
+func (a *Answerer) storeWatchRoute(r *http.Request, q tape.Query) *stream.Answer {
 	req := stateRequest(r, q, nil)
-	req.RecordedOnly = !s.causal()
-	wt, refused := s.store.Watch(req)
+	req.RecordedOnly = !a.Live()
+	wt, refused := a.store.Watch(req)
 	if refused != nil {
-		return storeRoute(refused)
+		return Respond(refused)
 	}
 	if wt == nil {
-		return s.notFound(q)
+		return stream.NotFound(q.Method, q.Path)
 	}
 	return &stream.Answer{How: world.HowWatch, Status: http.StatusOK, Serve: func(st *stream.Stream, r *http.Request) {
-		s.serveStoreWatch(st, wt)
+		a.serveStoreWatch(st, wt)
 	}}
 }
 
@@ -44,27 +44,27 @@ func (s *Server) storeWatchRoute(r *http.Request, q tape.Query) *stream.Answer {
 // (scaled by Speed) and each client's write as it lands, in served
 // resourceVersion order, until the client's timeoutSeconds, the client
 // leaves, or Close.
-func (s *Server) serveStoreWatch(st *stream.Stream, wt *world.Watch) {
+func (a *Answerer) serveStoreWatch(st *stream.Stream, wt *world.Watch) {
 	if !st.Begin(stream.NewHead(http.StatusOK, http.Header{"Content-Type": {wt.ContentType()}})) {
 		return
 	}
-	f := &worldFeed{s: s, wt: wt, init: wt.Initial()}
+	f := &worldFeed{a: a, wt: wt, init: wt.Initial()}
 	if wt.Expired() {
 		st.Play(f, wt.Origin()) // its ERROR event, and the end
 		return
 	}
-	s.deliv.add(wt)
+	a.deliv.add(wt)
 	if st.Parks() {
 		// On the scheduler's path (see worldwatch.go).
-		s.waker.Add(st)
+		a.waker.Add(st)
 		st.OnRelease(func() {
-			s.waker.Remove(st)
-			s.deliv.remove(wt)
+			a.waker.Remove(st)
+			a.deliv.remove(wt)
 		})
 		st.RunRest(func() { st.Play(f, wt.Origin()) })
 		return
 	}
-	defer s.deliv.remove(wt)
+	defer a.deliv.remove(wt)
 	st.Play(f, wt.Origin())
 }
 
@@ -74,7 +74,7 @@ func (s *Server) serveStoreWatch(st *stream.Stream, wt *world.Watch) {
 // it has, and ends after the watch's last event (410 Expired). An event
 // that cannot be encoded is logged and skipped.
 type worldFeed struct {
-	s    *Server
+	a    *Answerer
 	wt   *world.Watch
 	init [][]byte         // the initial events not sent yet
 	ch   <-chan struct{}  // the world's next change, taken before the last look
@@ -99,7 +99,7 @@ func (f *worldFeed) Peek() (int64, bool) {
 		}
 	}
 	// Taken before the look: a change that lands after it closes ch.
-	f.ch = f.s.store.Changed()
+	f.ch = f.a.store.Changed()
 	f.ev, f.has = f.wt.Next()
 	f.dry = !f.has
 	return f.ev.Time, f.has
@@ -115,7 +115,7 @@ func (f *worldFeed) Take() (stream.Write, bool) {
 	f.has = false
 	b, err := f.wt.Take(ev)
 	if err != nil {
-		f.s.log.Warn("replay: cannot encode a watch event", "err", err)
+		f.a.log.Warn("replay: cannot encode a watch event", "err", err)
 		return stream.Write{}, false
 	}
 	return stream.Write{Data: b, Events: 1, At: ev.Time, Last: ev.Expired}, true
@@ -126,13 +126,13 @@ func (f *worldFeed) Changed() <-chan struct{} {
 		return nil
 	}
 	if f.ch == nil {
-		f.ch = f.s.store.Changed()
+		f.ch = f.a.store.Changed()
 	}
 	return f.ch
 }
 
 // Idle says the watch has sent everything it had (for the writes that
 // wait for their events: see deliveries).
-func (f *worldFeed) Idle() { f.s.deliv.caughtUp() }
+func (f *worldFeed) Idle() { f.a.deliv.caughtUp() }
 
 func (f *worldFeed) InMemory() bool { return true }

@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"runtime/debug"
 	"time"
@@ -25,6 +26,21 @@ type Answer struct {
 	// Serve writes the answer; r is not used once the stream took the
 	// connection over (see Begin).
 	Serve func(st *Stream, r *http.Request)
+}
+
+// How an answer is named in the log (Answer.How) when no answerer
+// answers it: the answerers name theirs.
+const (
+	HowError         = "error"          // the session could not be read, or a bad request
+	HowNotFound      = "not-found"      // nothing matches: 404
+	HowNotAcceptable = "not-acceptable" // no encoding the client accepts: 406
+)
+
+// NotFound answers with 404, as the apiserver does for what it does not
+// serve.
+func NotFound(method, path string) *Answer {
+	msg := fmt.Sprintf("the server could not find the requested resource (wtrace replay: no recorded exchange matches %s %s)", method, path)
+	return StatusAnswer(HowNotFound, http.StatusNotFound, "NotFound", msg)
 }
 
 // StatusAnswer answers with a failure Status (JSON).
