@@ -33,6 +33,7 @@ var layerOf = map[string]struct {
 	"internal/units":            {0, false, nil},
 	"internal/logline":          {0, false, nil},
 	"internal/progress":         {0, false, nil},
+	"internal/ident":            {0, false, nil},
 	"chunked":                   {1, false, nil},
 	"frame":                     {1, false, []string{modJsonIter, modProtobuf}},
 	"formats":                   {2, false, []string{modZstd, modXsys}},
