@@ -65,6 +65,7 @@ var layerOf = map[string]struct {
 	"testkit/proxytest":         {6, true, nil},
 	"replay/replaytest":         {7, true, nil},
 	"testkit/kcmtest":           {7, true, []string{modK8sAPI, modK8sAPIMachinery, modK8sClientGo}},
+	"testkit/schedtest":         {7, true, []string{modK8sAPI, modK8sAPIMachinery, modK8sClientGo}},
 	"testkit/crtest":            {0, true, []string{modK8sAPI, modK8sAPIMachinery, modK8sClientGo, modControllerRuntime}},
 	"tools/pcapcat":             {6, true, nil},
 	"tools/pcapgen":             {6, true, []string{modGopacket}},
