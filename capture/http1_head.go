@@ -78,29 +78,8 @@ func parseHead(b []byte, request bool) (*h1Msg, error) {
 	if len(lines) == 0 {
 		return nil, errors.New("empty message head")
 	}
-	start := lines[0]
-	if request {
-		// request-line = method SP request-target SP HTTP-version (RFC 9112 §3)
-		method, rest, ok1 := strings.Cut(start, " ")
-		target, proto, ok2 := strings.Cut(rest, " ")
-		if !ok1 || !ok2 || !validMethod(method) || target == "" || !strings.HasPrefix(proto, "HTTP/1.") {
-			return nil, fmt.Errorf("bad request line %q", clip(redact.Target(start, nil)))
-		}
-		m.method, m.target, m.proto = method, target, proto
-	} else {
-		// status-line = HTTP-version SP status-code SP [ reason-phrase ] (RFC 9112 §4)
-		proto, rest, ok := strings.Cut(start, " ")
-		if !ok || !strings.HasPrefix(proto, "HTTP/1.") || len(rest) < 3 {
-			return nil, fmt.Errorf("bad status line %q", clip(start))
-		}
-		code, err := strconv.Atoi(rest[:3])
-		if err != nil || code < 100 || code > 999 || (len(rest) > 3 && rest[3] != ' ') {
-			return nil, fmt.Errorf("bad status line %q", clip(start))
-		}
-		m.proto, m.status = proto, code
-		if len(rest) > 4 {
-			m.reason = rest[4:]
-		}
+	if err := m.startLine(lines[0]); err != nil {
+		return nil, err
 	}
 	var lengths []string
 	for _, line := range lines[1:] {
@@ -129,26 +108,71 @@ func parseHead(b []byte, request bool) (*h1Msg, error) {
 			return nil, fmt.Errorf("more than %d header fields", maxHeaderFields)
 		}
 		value = strings.Trim(value, " \t")
-		switch strings.ToLower(name) {
-		case "transfer-encoding":
-			// Repeated fields are one list (RFC 9110 §5.3); the last coding
-			// frames the body (RFC 9112 §6.3).
-			m.hasTE = true
-			for c := range strings.SplitSeq(value, ",") {
-				c = strings.ToLower(strings.TrimSpace(c))
-				m.chunked = c == "chunked"
-				if c != "chunked" && c != "identity" && c != "" {
-					m.teCoding = joinCoding(m.teCoding, c)
-				}
-			}
-		case "content-length":
+		if m.framingField(name, value) {
 			lengths = append(lengths, value)
-		case "upgrade":
-			m.upgrade = value
 		}
 		m.header = append(m.header, redact.Header(name, value))
 	}
-	// Content-Length (RFC 9110 §8.6): a list of identical values is the value.
+	m.setLength(lengths)
+	return m, nil
+}
+
+// startLine parses the request line (RFC 9112 §3) or the status line
+// (§4) of the head.
+func (m *h1Msg) startLine(start string) error {
+	if m.request {
+		// request-line = method SP request-target SP HTTP-version
+		method, rest, ok1 := strings.Cut(start, " ")
+		target, proto, ok2 := strings.Cut(rest, " ")
+		if !ok1 || !ok2 || !validMethod(method) || target == "" || !strings.HasPrefix(proto, "HTTP/1.") {
+			return fmt.Errorf("bad request line %q", clip(redact.Target(start, nil)))
+		}
+		m.method, m.target, m.proto = method, target, proto
+		return nil
+	}
+	// status-line = HTTP-version SP status-code SP [ reason-phrase ]
+	proto, rest, ok := strings.Cut(start, " ")
+	if !ok || !strings.HasPrefix(proto, "HTTP/1.") || len(rest) < 3 {
+		return fmt.Errorf("bad status line %q", clip(start))
+	}
+	code, err := strconv.Atoi(rest[:3])
+	if err != nil || code < 100 || code > 999 || (len(rest) > 3 && rest[3] != ' ') {
+		return fmt.Errorf("bad status line %q", clip(start))
+	}
+	m.proto, m.status = proto, code
+	if len(rest) > 4 {
+		m.reason = rest[4:]
+	}
+	return nil
+}
+
+// framingField notes the header fields that frame the body or switch the
+// protocol; it reports a Content-Length field, whose values setLength
+// reads once all are known.
+func (m *h1Msg) framingField(name, value string) (contentLength bool) {
+	switch strings.ToLower(name) {
+	case "transfer-encoding":
+		// Repeated fields are one list (RFC 9110 §5.3); the last coding
+		// frames the body (RFC 9112 §6.3).
+		m.hasTE = true
+		for c := range strings.SplitSeq(value, ",") {
+			c = strings.ToLower(strings.TrimSpace(c))
+			m.chunked = c == "chunked"
+			if c != "chunked" && c != "identity" && c != "" {
+				m.teCoding = joinCoding(m.teCoding, c)
+			}
+		}
+	case "content-length":
+		return true
+	case "upgrade":
+		m.upgrade = value
+	}
+	return false
+}
+
+// setLength reads the Content-Length fields (RFC 9110 §8.6): a list of
+// identical values is the value; anything else makes the length bad.
+func (m *h1Msg) setLength(lengths []string) {
 	for _, l := range lengths {
 		for _, v := range strings.Split(l, ",") {
 			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
@@ -162,7 +186,6 @@ func parseHead(b []byte, request bool) (*h1Msg, error) {
 	if m.badLength {
 		m.length = -1
 	}
-	return m, nil
 }
 
 // joinCoding appends coding c to the list of codings a.
