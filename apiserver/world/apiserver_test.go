@@ -145,6 +145,21 @@ var compareSteps = []compareStep{
 		skip: []string{"metadata.name", "spec.volumes.[].name", "spec.containers.[].volumeMounts.[].name"}},
 	{name: "create pod without its service account", method: "POST", path: ns + "/pods", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"nosa"},"spec":{"serviceAccountName":"nope","containers":[{"name":"c","image":"nginx"}]}}`},
 	{name: "create pod, no token", method: "POST", path: ns + "/pods", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"notoken"},"spec":{"automountServiceAccountToken":false,"priorityClassName":"system-cluster-critical","tolerations":[{"operator":"Exists"}],"containers":[{"name":"c","image":"nginx@sha256:0000000000000000000000000000000000000000000000000000000000000000","resources":{"limits":{"cpu":"1","memory":"1Gi"}}}]}}`},
+	// The scheduler's binding (and the deprecated bindings resource).
+	{name: "bind", method: "POST", path: ns + "/pods/pod/binding", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"Binding","metadata":{"name":"pod","annotations":{"a":"b"}},"target":{"kind":"Node","name":"node-a"}}`},
+	{name: "bind again", method: "POST", path: ns + "/pods/pod/binding", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"Binding","metadata":{"name":"pod"},"target":{"name":"node-b"}}`},
+	{name: "bound pod", method: "GET", path: ns + "/pods/pod"},
+	{name: "bind absent", method: "POST", path: ns + "/pods/nope/binding", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"Binding","metadata":{"name":"nope"},"target":{"name":"node-a"}}`},
+	{name: "bind name mismatch", method: "POST", path: ns + "/pods/pod/binding", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"Binding","metadata":{"name":"other"},"target":{"name":"node-a"}}`},
+	{name: "bind without target", method: "POST", path: ns + "/pods/notoken/binding", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"Binding","metadata":{"name":"notoken"},"target":{"kind":"Pod"}}`},
+	{name: "bind stale precondition", method: "POST", path: ns + "/pods/notoken/binding", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"Binding","metadata":{"name":"notoken","resourceVersion":"1"},"target":{"name":"node-a"}}`},
+	{name: "bind other uid", method: "POST", path: ns + "/pods/notoken/binding", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"Binding","metadata":{"name":"notoken","uid":"00000000-0000-0000-0000-000000000000"},"target":{"name":"node-a"}}`},
+	{name: "bind dry run", method: "POST", path: ns + "/pods/notoken/binding", query: "dryRun=All", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"Binding","metadata":{"name":"notoken"},"target":{"name":"node-a"}}`},
+	{name: "bind get", method: "GET", path: ns + "/pods/notoken/binding"},
+	{name: "legacy bind", method: "POST", path: ns + "/bindings", contentType: jsonCT, accept: pbAcc, body: `{"apiVersion":"v1","kind":"Binding","metadata":{"name":"notoken","resourceVersion":"1"},"target":{"name":"node-b"}}`},
+	{name: "legacy bound pod", method: "GET", path: ns + "/pods/notoken"},
+	{name: "legacy bind absent", method: "POST", path: ns + "/bindings", contentType: jsonCT, body: `{"apiVersion":"v1","kind":"Binding","metadata":{"name":"nope"},"target":{"name":"node-b"}}`},
+	{name: "legacy bind list", method: "GET", path: ns + "/bindings"},
 	{name: "delete pod", method: "DELETE", path: ns + "/pods/pod"},
 	{name: "status of configmap", method: "GET", path: ns + "/configmaps/sa/status"},
 	{name: "scale", method: "GET", path: apps + "/deployments/dep/scale"},
@@ -382,6 +397,9 @@ func (s *side) body(b string) string {
 	return b
 }
 
+// uuidText finds the uids a message names (a precondition's).
+var uuidText = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+
 var generated = regexp.MustCompile(`^zz-[a-z0-9]{5}$`)
 
 var ageCell = regexp.MustCompile(`^(\d+[smhdy])+$|^<unknown>$`)
@@ -481,6 +499,7 @@ func (s *side) walk(v any, key string) any {
 		case "creationTimestamp", "deletionTimestamp", "time":
 			return "<time>"
 		case "message":
+			x = uuidText.ReplaceAllString(x, "<uuid>")
 			return regexp.MustCompile(`\b\d{2,}\b`).ReplaceAllString(x, "<n>")
 		}
 		if generated.MatchString(x) {

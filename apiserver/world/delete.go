@@ -116,24 +116,21 @@ func deleteOptions(r *Request) (*metav1.DeleteOptions, error) {
 func dryRun(opts *metav1.DeleteOptions) bool { return len(opts.DryRun) > 0 }
 
 // delete answers DELETE of one object.
-func (s *Store) delete(r *Request, t Target, info Info) *Response {
-	opts, err := deleteOptions(r)
+func (s *Store) delete(c *call) *Response {
+	opts, err := deleteOptions(c.r)
 	if err != nil {
-		return s.errorResponse(r, err, HowDelete)
+		return s.fail(c, err)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	h, _ := s.hist(t.Resource)
-	key := Key{t.Namespace, t.Name}
-	cur := s.current(h, key)
-	if cur == nil {
-		return s.errorResponse(r, apierrors.NewNotFound(info.Resource.GroupResource(), t.Name), HowDelete)
-	}
-	out, code, err := s.deleteLocked(info, h, key, cur, opts)
-	if err != nil {
-		return s.errorResponse(r, err, HowDelete)
-	}
-	return s.respondObject(r, info, code, out, HowDelete, !dryRun(opts))
+	return s.withObject(c, func(o held) *Response {
+		if o.cur == nil {
+			return s.fail(c, apierrors.NewNotFound(c.info.Resource.GroupResource(), c.t.Name))
+		}
+		out, code, err := s.deleteLocked(c.info, o.h, o.key, o.cur, opts)
+		if err != nil {
+			return s.fail(c, err)
+		}
+		return s.respondObject(c.r, c.info, code, out, c.how, !dryRun(opts))
+	})
 }
 
 // deleteLocked deletes one object as the apiserver's registry does (the
@@ -331,7 +328,7 @@ func (s *Store) deleted(info Info, pol policy, obj runtime.Object) runtime.Objec
 	gr := info.Resource.GroupResource()
 	st := &metav1.Status{Status: metav1.StatusSuccess, Details: &metav1.StatusDetails{
 		Name: m.GetName(), Group: gr.Group, Kind: gr.Resource, UID: m.GetUID()}}
-	st.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "Status"})
+	st.SetGroupVersionKind(statusGVK)
 	return st
 }
 
@@ -440,3 +437,6 @@ func (s *Store) deleteCollection(r *Request, t Target, info Info) *Response {
 	return &Response{Code: http.StatusOK, ContentType: w.Media.ContentType(codec.TargetList), Body: body,
 		How: HowDeleteCollection, Transcoded: true, Changed: !dryRun(opts) && len(items) > 0}
 }
+
+// statusGVK is the kind of a Status the apiserver answers with.
+var statusGVK = schema.GroupVersionKind{Version: "v1", Kind: "Status"}

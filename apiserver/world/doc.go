@@ -63,7 +63,10 @@
 // period leave the object with its deletionTimestamp; a foreground or
 // orphan propagation policy adds the garbage collector's finalizer; the
 // last finalizer removed deletes it), delete-collection, the status and
-// scale subresources, dryRun=All (answered, not stored), preconditions. An
+// scale subresources, a Pod's binding (pods/NAME/binding and the
+// deprecated bindings resource: spec.nodeName, the PodScheduled
+// condition; 409 for a Pod already bound), dryRun=All (answered, not
+// stored), preconditions. An
 // update that changes nothing keeps the resourceVersion. metadata.managedFields
 // is kept by apimachinery's field manager, the one the apiserver runs,
 // with client-go's schemas for built-in kinds and deduced ones for others;
@@ -134,6 +137,17 @@
 // (package codec): JSON, YAML, protobuf, Table, PartialObjectMetadata.
 // An object in the format recorded goes out as recorded (with a shifted
 // resourceVersion rewritten); Response.Transcoded says when it does not.
+//
+// # Code
+//
+// Each path of a resource is answered by an endpoint (rest.go), as
+// kube-apiserver answers each through a REST storage of its own: the
+// resource itself (objectREST: its collection and its objects) and one
+// small type per subresource beside it (statusREST, scaleREST in
+// scale.go, finalizeREST, bindingREST in binding.go), each implementing
+// the verbs it serves. The verbs' shared steps are by verb: create.go,
+// update.go (PUT), patch.go, delete.go, read.go; write.go holds what every
+// write shares (its parameters, its body, the commit).
 //
 // # Memory and concurrency
 //

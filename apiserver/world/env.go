@@ -276,6 +276,13 @@ type effect struct {
 	// the object from time on is the deletion's, up to its removal (a Pod
 	// first gets its deletionTimestamp, then goes).
 	until int64
+	// creates says that the write may have created the object (a PUT or
+	// an apply answered 201 Created): only then can its version be the
+	// object's ADDED. Any other write (an update, a subresource — a
+	// binding —, a deletion) succeeded on an object that existed before
+	// it, so an ADDED the recording stamped after its request (on another
+	// connection, a few hundred nanoseconds later) is someone else's.
+	creates bool
 }
 
 // recCreate is an object a client under test created in the recording.
@@ -367,7 +374,8 @@ func (b *envBuilder) observe(l *loader, x *formats.ExchangeInfo) {
 		return
 	}
 	key := Key{t.Namespace, t.Name}
-	e := effect{res: t.Resource, key: key, time: x.Request.Time}
+	e := effect{res: t.Resource, key: key, time: x.Request.Time,
+		creates: t.Subresource == "" && method != http.MethodDelete && x.Response.Status == http.StatusCreated}
 	if method == http.MethodDelete && t.Subresource == "" {
 		e.until = until
 		b.effects = append(b.effects, e)
@@ -494,6 +502,9 @@ func (b *envBuilder) split(s *Store, start uint64, firstWatch map[Resource]int64
 			for _, v := range es {
 				if v.rv <= start || v.time < e.time || behaviour[v] || byRV[e.res][v.key][v.rv] {
 					continue
+				}
+				if v.typ == Added && !e.creates {
+					continue // made by whoever created the object: the write needed it
 				}
 				if e.until == 0 {
 					behaviour[v] = true

@@ -4,11 +4,9 @@ import (
 	"fmt"
 	"net/http"
 
-	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/wtrace/wtrace/apiserver/codec"
@@ -17,41 +15,27 @@ import (
 
 func metaOf(obj runtime.Object) (metav1.Object, error) { return meta.Accessor(obj) }
 
-// get answers GET of one object (or its status or scale) at the world's
-// point.
-func (s *Store) get(r *Request, t Target, info Info) *Response {
-	pol := policyFor(info)
-	if t.Subresource == "status" && !pol.status || t.Subresource == "scale" && !pol.scale {
-		return s.errorResponse(r, notFoundPath(), HowError)
-	}
-	s.mu.Lock()
-	h, _ := s.hist(t.Resource)
-	e := s.current(h, Key{t.Namespace, t.Name})
-	var o codec.Object
-	var rewritten bool
-	var err error
-	if e != nil {
-		o, rewritten, err = s.servedObject(e, wantFormat(r, info))
-	}
-	s.mu.Unlock()
-	if e == nil {
-		return s.errorResponse(r, apierrors.NewNotFound(info.Resource.GroupResource(), t.Name), HowError)
-	}
+// get answers GET of one object (or of its status) at the world's point.
+func (s *Store) get(c *call) *Response {
+	o, rewritten, err := s.served(c)
 	if err != nil {
-		return s.errorResponse(r, err, HowError)
+		return s.errorResponse(c.r, err, HowError)
 	}
-	if t.Subresource == "scale" {
-		obj, err := codec.Decode(o)
-		if err != nil {
-			return s.errorResponse(r, err, HowError)
-		}
-		sc, err := scaleOf(obj)
-		if err != nil {
-			return s.errorResponse(r, err, HowError)
-		}
-		return s.respondObject(r, scaleInfo, http.StatusOK, sc, HowGet, false)
+	return s.respondRewritten(c.r, c.info, http.StatusOK, o, rewritten, HowGet, false)
+}
+
+// served returns the object c names as it is served at the world's point,
+// in the format its client prefers when the session holds it so
+// (servedObject); a NotFound error when there is none.
+func (s *Store) served(c *call) (o codec.Object, rewritten bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, _ := s.hist(c.t.Resource)
+	e := s.current(h, c.key())
+	if e == nil {
+		return o, false, apierrors.NewNotFound(c.info.Resource.GroupResource(), c.t.Name)
 	}
-	return s.respondRewritten(r, info, http.StatusOK, o, rewritten, HowGet, false)
+	return s.servedObject(e, wantFormat(c.r, c.info))
 }
 
 // wantFormat guesses the format a client's Accept header prefers, to
@@ -151,53 +135,4 @@ func (s *Store) collectOf(t Target, info Info, sel *selector, at uint64, f frame
 		out = append(out, o)
 	}
 	return out, nil
-}
-
-// scaleInfo is the resource of autoscaling/v1 Scale objects.
-var scaleInfo = Info{Resource: Resource{Group: "autoscaling", Version: "v1", Resource: "scales"}, Kind: "Scale", Namespaced: true}
-
-// scaleOf is the autoscaling/v1 Scale of a scalable object, as the
-// apiserver's scale subresources build it.
-func scaleOf(obj runtime.Object) (*autoscalingv1.Scale, error) {
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return nil, err
-	}
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		uo, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-		if err != nil {
-			return nil, err
-		}
-		u = &unstructured.Unstructured{Object: uo}
-	}
-	spec, _, _ := unstructured.NestedInt64(u.Object, "spec", "replicas")
-	status, _, _ := unstructured.NestedInt64(u.Object, "status", "replicas")
-	sc := &autoscalingv1.Scale{
-		ObjectMeta: metav1.ObjectMeta{Name: m.GetName(), Namespace: m.GetNamespace(), UID: m.GetUID(),
-			ResourceVersion: m.GetResourceVersion(), CreationTimestamp: m.GetCreationTimestamp()},
-		Spec:   autoscalingv1.ScaleSpec{Replicas: int32(spec)},
-		Status: autoscalingv1.ScaleStatus{Replicas: int32(status)},
-	}
-	if sel, ok, _ := unstructured.NestedMap(u.Object, "spec", "selector"); ok {
-		if _, ok := sel["matchLabels"]; ok || sel["matchExpressions"] != nil {
-			var ls metav1.LabelSelector
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(sel, &ls); err == nil {
-				if s, err := metav1.LabelSelectorAsSelector(&ls); err == nil {
-					sc.Status.Selector = s.String()
-				}
-			}
-		} else {
-			// ReplicationController: a plain map of labels.
-			labels := map[string]string{}
-			for k, v := range sel {
-				if s, ok := v.(string); ok {
-					labels[k] = s
-				}
-			}
-			sc.Status.Selector = metav1.FormatLabelSelector(&metav1.LabelSelector{MatchLabels: labels})
-		}
-	}
-	sc.SetGroupVersionKind(autoscalingv1.SchemeGroupVersion.WithKind("Scale"))
-	return sc, nil
 }

@@ -99,17 +99,18 @@ func (s *Store) Serve(r *Request) (resp *Response, ok bool) {
 	if !info.Namespaced && t.Namespace != "" {
 		return s.errorResponse(r, notFoundPath(), HowError), true
 	}
-	switch t.Subresource {
-	case "", "status", "scale":
-	case "finalize":
-		if !isNamespaces(info.Resource) {
-			return nil, false
-		}
-		if r.Method != http.MethodPut {
-			return s.errorResponse(r, methodNotAllowed(), HowError), true
-		}
+	c := &call{r: r, t: t, info: info, pol: policyFor(info)}
+	ep, ok := endpointFor(c)
+	if !ok {
+		return nil, false
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
 	default:
 		return nil, false
+	}
+	if !ep.serves(info, c.pol) {
+		return s.errorResponse(r, notFoundPath(), HowError), true
 	}
 	if len(r.Body) > MaxBodyBytes {
 		return s.errorResponse(r, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", MaxBodyBytes)), HowError), true
@@ -118,40 +119,12 @@ func (s *Store) Serve(r *Request) (resp *Response, ok bool) {
 		// The field manager's schemas (about 150 ms to build, once) are
 		// built here, before the store's lock is taken: watchers waiting
 		// on the lock would stall behind them.
-		_, _ = fieldManager(info.GVK(), t.Subresource)
+		if _, ok := ep.(patcher); ok {
+			_, _ = fieldManager(info.GVK(), t.Subresource)
+		}
 		_, _ = fieldManager(info.GVK(), "")
 	}
-	switch r.Method {
-	case http.MethodGet, http.MethodHead:
-		if t.Collection() {
-			return s.list(r, t, info), true
-		}
-		return s.get(r, t, info), true
-	case http.MethodPost:
-		if !t.Collection() {
-			return nil, false
-		}
-		return s.create(r, t, info), true
-	case http.MethodPut:
-		if t.Collection() {
-			return s.errorResponse(r, methodNotSupported(info, "update"), HowError), true
-		}
-		return s.update(r, t, info), true
-	case http.MethodPatch:
-		if t.Collection() {
-			return s.errorResponse(r, methodNotSupported(info, "patch"), HowError), true
-		}
-		return s.patch(r, t, info), true
-	case http.MethodDelete:
-		if t.Collection() {
-			return s.deleteCollection(r, t, info), true
-		}
-		if t.Subresource != "" {
-			return s.errorResponse(r, methodNotSupported(info, "delete"), HowError), true
-		}
-		return s.delete(r, t, info), true
-	}
-	return nil, false
+	return s.dispatch(ep, c), true
 }
 
 func isWatch(q url.Values) bool {

@@ -27,6 +27,7 @@ type diffOptions struct {
 	only      []string
 	json      bool
 	max       int
+	html      string
 }
 
 func newDiffCmd(s streams, runF func(*diffOptions) error) *cobra.Command {
@@ -80,7 +81,8 @@ github.com/wtrace/wtrace/diff'). Exit status: 0 the sessions are the same,
   wtrace diff recorded.wt run.wt --ignore-resource events --ignore-resource leases.coordination.k8s.io
   wtrace diff before.wt after.wt --strict --compare-rv --time-tolerance 500ms
   wtrace diff recorded.wt run.wt --only write --collapse-repeats
-  wtrace diff recorded.wt run.wt --json | jq '.pairing[], .groups[].differences[]'`,
+  wtrace diff recorded.wt run.wt --json | jq '.pairing[], .groups[].differences[]'
+  wtrace diff recorded.wt run.wt --html diff.html   # when they differ, the report to look at`,
 		Args: exactArgs(2, "two session files"),
 		RunE: func(c *cobra.Command, args []string) error {
 			o.a, o.b = args[0], args[1]
@@ -103,6 +105,7 @@ github.com/wtrace/wtrace/diff'). Exit status: 0 the sessions are the same,
 	f.StringArrayVar(&o.ignoreVrb, "ignore-verb", nil, "leave out the writes of `METHOD` (PATCH, DELETE, …; repeatable)")
 	f.BoolVar(&o.json, "json", false, "print the report as JSON")
 	f.IntVar(&o.max, "max", diff.DefaultMaxDifferences, "list at most `N` differences (all are counted; 0 lists none)")
+	f.StringVar(&o.html, "html", "", "when the sessions differ, also write the report as one HTML page to `file` (wtrace report's timeline of both runs, every difference marked)")
 	return c
 }
 
@@ -134,6 +137,11 @@ func runDiff(o *diffOptions) error {
 		opts.Verdict = diff.AllCategories
 	}
 	opts.IgnoreResources, opts.IgnoreVerbs, opts.Leases = o.ignoreRes, o.ignoreVrb, o.leases
+	if o.html != "" {
+		if err := noOverwrite([]string{o.html}, a, b); err != nil {
+			return err
+		}
+	}
 	for _, p := range []string{a, b} {
 		f, err := openSession(p) // the helpful errors of a path that is no session
 		if err != nil {
@@ -172,6 +180,11 @@ func runDiff(o *diffOptions) error {
 		return &exitError{code: 2, err: err}
 	}
 	if !rep.Same {
+		if o.html != "" {
+			if err := writeDiffReport(s, o.html, rep); err != nil {
+				return &exitError{code: 2, err: err}
+			}
+		}
 		return diffError{}
 	}
 	return nil

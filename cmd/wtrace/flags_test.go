@@ -182,7 +182,7 @@ func TestParseOthers(t *testing.T) {
 // TestEveryCommandParsed: every command of the root has a parse test
 // above (a new command gets one).
 func TestEveryCommandParsed(t *testing.T) {
-	tested := map[string]bool{"record": true, "replay": true, "export": true, "merge": true, "slice": true, "verify": true, "inspect": true, "events": true, "diff": true}
+	tested := map[string]bool{"record": true, "replay": true, "export": true, "merge": true, "slice": true, "verify": true, "inspect": true, "events": true, "diff": true, "report": true}
 	for _, c := range newRootCmd(streams{}).Commands() {
 		if !tested[c.Name()] && c.Name() != "help" && c.Name() != "completion" {
 			t.Errorf("command %s has no parse test", c.Name())

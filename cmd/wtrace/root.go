@@ -99,6 +99,7 @@ back to real clients with the original timing.`,
 		newExportCmd(s, nil),
 		newMergeCmd(s, nil),
 		newSliceCmd(s, nil),
+		newReportCmd(s, nil),
 	)
 	return root
 }

@@ -1,7 +1,10 @@
 package difftest
 
 import (
+	"bytes"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -53,6 +56,21 @@ func TestSame(t *testing.T) {
 	if len(r.errors) != 1 || r.fatal || !strings.Contains(r.errors[0], "the sessions differ") ||
 		!strings.Contains(r.errors[0], "watch configmaps -n corpus-basic\n  stream missing in") {
 		t.Errorf("Same of basic-json and gone-410 reported %q; want the report", r.errors)
+	}
+	// The page of the report, beside the run, and into $WTRACE_REPORT_DIR.
+	if !strings.Contains(r.errors[0], "the report to look at: "+strings.TrimSuffix(g, ".wt")+".diff.html") {
+		t.Errorf("Same of basic-json and gone-410 did not name the HTML report beside the run: %q", r.errors[0])
+	}
+	if page, err := os.ReadFile(strings.TrimSuffix(g, ".wt") + ".diff.html"); err != nil || !bytes.Contains(page, []byte("<!DOCTYPE html>")) {
+		t.Errorf("the HTML report beside the run: %v", err)
+	}
+	dir := filepath.Join(t.TempDir(), "reports")
+	t.Setenv(ReportDirEnv, dir)
+	r, _ = run(t, a, g, diff.Options{})
+	if want := filepath.Join(dir, "TestSame.html"); len(r.errors) != 1 || !strings.Contains(r.errors[0], want) {
+		t.Errorf("with %s set, Same reported %q; want the report in %s", ReportDirEnv, r.errors, want)
+	} else if _, err := os.Stat(want); err != nil {
+		t.Error(err)
 	}
 	if r, _ := run(t, a, g, diff.Options{Ignore: []string{"bad"}}); !r.fatal {
 		t.Errorf("Same with a bad ignore path did not fail at once: %q", r.errors)
