@@ -155,4 +155,7 @@ type bodyRef struct {
 	Decoded  string `json:"decoded,omitempty"` // "gzip" when the page shows it gunzipped
 	Encoding string `json:"encoding,omitempty"`
 	Type     string `json:"type,omitempty"` // Content-Type
+	// JSON is the store item + 1 of the JSON of a protobuf or CBOR body
+	// (as apiserver/codec writes it), 0 none.
+	JSON int `json:"json,omitempty"`
 }

@@ -17,7 +17,8 @@
 
   // varints decodes a base64 string of zigzag LEB128 varints.
   function varints(b64, n, Arr) {
-    const bin = atob(b64 || '');
+    if (!b64) return new (Arr || Float64Array)(n || 0); // a column of zeros
+    const bin = atob(b64);
     const out = new (Arr || Float64Array)(n === undefined ? bin.length : n);
     let x = 0, mul = 1, k = 0;
     for (let i = 0; i < bin.length; i++) {
@@ -60,7 +61,7 @@
     const ec = s.events.cols, rc = s.requests.cols;
     ev.t = varints(ec.t, s.events.n); ev.type = varints(ec.type, s.events.n, Uint8Array);
     ev.flags = varints(ec.flags, s.events.n, Uint8Array); ev.name = varints(ec.name, s.events.n, Int32Array);
-    ev.seq = varints(ec.seq, s.events.n); ev.item = varints(ec.item, s.events.n, Int32Array);
+    ev.seq = varints(ec.seq, s.events.n); ev.item = varints(ec.item, s.events.n, Int32Array); ev.json = varints(ec.json, s.events.n, Int32Array);
     rq.t = varints(rc.t, s.requests.n); rq.dur = varints(rc.dur, s.requests.n); rq.ex = varints(rc.ex, s.requests.n);
     rq.method = varints(rc.method, s.requests.n, Int32Array); rq.status = varints(rc.status, s.requests.n, Int32Array);
     rq.flags = varints(rc.flags, s.requests.n, Uint8Array); rq.name = varints(rc.name, s.requests.n, Int32Array);
@@ -210,6 +211,11 @@
           per[bi * 6 + e.type[i]]++;
           if (e.flags[i] & 1) caused[bi] = 1;
         }
+        // one mark where a bin holds one event; the bins holding more are
+        // drawn as one path per type for the whole lane (a column per bin,
+        // as high as the log of its count, in its types' colours)
+        const paths = ['', '', '', '', '', ''];
+        let agg = 0, aggCaused = false;
         for (let bi = 0; bi < nb; bi++) {
           const c = cnt[bi];
           if (!c) continue;
@@ -217,25 +223,26 @@
           if (c === 1) {
             const i = first[bi];
             out.push(`<rect class="m e${e.type[i]}${e.flags[i] & 1 ? ' caused' : ''}" data-s="${row.si}" data-e="${i}" x="${px}" y="${y + 5}" width="${BIN - 1}" height="${LANE - 10}" rx="1"/>`);
-          } else {
-            // a column as high as the log of its count, in the types' colours
-            const h = Math.min(LANE - 10, 4 + 1.2 * Math.log2(c));
-            let yy = mid + h / 2;
-            const parts = [];
-            for (let ty = 0; ty < 6; ty++) {
-              const n = per[bi * 6 + ty];
-              if (!n) continue;
-              const hh = h * n / c;
-              yy -= hh;
-              parts.push(`<rect class="e${ty}" x="${px}" y="${yy.toFixed(1)}" width="${BIN}" height="${hh.toFixed(2)}"/>`);
-            }
-            out.push(`<g class="agg${caused[bi] ? ' caused' : ''}" data-s="${row.si}" data-lane="${row.li}" data-b="${bi}" data-n="${c}"><title>${c} events: ${TYPES.map((t, ty) => per[bi * 6 + ty] ? per[bi * 6 + ty] + ' ' + t : '').filter(Boolean).join(', ')} (click to zoom)</title>${parts.join('')}</g>`);
+            continue;
+          }
+          agg += c;
+          if (caused[bi]) aggCaused = true;
+          const h = Math.min(LANE - 10, 4 + 1.2 * Math.log2(c));
+          let yy = mid + h / 2;
+          for (let ty = 0; ty < 6; ty++) {
+            const n = per[bi * 6 + ty];
+            if (!n) continue;
+            const hh = h * n / c;
+            yy -= hh;
+            paths[ty] += `M${px} ${yy.toFixed(1)}h${BIN}v${hh.toFixed(2)}h-${BIN}z`;
           }
         }
+        if (agg) out.push(`<g class="agg${aggCaused ? ' caused' : ''}" data-s="${row.si}" data-lane="${row.li}" data-n="${agg}"><title>${agg} events in columns of more than one: click one to zoom in</title>${paths.map((d, ty) => d ? `<path class="e${ty}" d="${d}"/>` : '').join('')}</g>`);
       }
       // requests, binned by their start
       if (l.firstRequest >= 0) {
         cnt.fill(0);
+        let ragg = 0, rpath = '';
         const q = x.rq, lo = lower(q.t, l.firstRequest, l.firstRequest + l.requests, view.t0), hi = lower(q.t, l.firstRequest, l.firstRequest + l.requests, view.t1 + 1);
         const k = W / (view.t1 - view.t0) / BIN;
         for (let i = lo; i < hi; i++) {
@@ -257,9 +264,11 @@
               out.push(`<rect class="${cls}" data-s="${row.si}" data-r="${i}" x="${px}" y="${y + 5}" width="${wpx.toFixed(1)}" height="${LANE - 10}"/>`);
             }
           } else {
-            out.push(`<rect class="ragg" data-s="${row.si}" data-lane="${row.li}" data-b="${bi}" data-n="${c}" x="${px}" y="${y + 3}" width="${BIN}" height="${LANE - 6}"><title>${c} requests</title></rect>`);
+            ragg += c;
+            rpath += `M${px} ${y + 3}h${BIN}v${LANE - 6}h-${BIN}z`;
           }
         }
+        if (ragg) out.push(`<path class="ragg" data-s="${row.si}" data-lane="${row.li}" data-n="${ragg}" d="${rpath}"><title>${ragg} requests in columns of more than one: click one to zoom in</title></path>`);
       }
       for (let i = 0; i < x.s.anomalies.length; i++) if (x.s.anomalies[i].lane === row.li) out.push(anomaly(x, i, W, y));
       if (M.diff) diffMarks(row.si, row.li, W, y, out);
@@ -356,6 +365,15 @@
     }
     return o.join('\n');
   }
+  // asJSON shows the JSON the apiserver would have sent for a protobuf or
+  // CBOR event or body (written by the report, apiserver/codec).
+  async function asJSON(i) {
+    const b = i > 0 ? await item(i - 1) : null;
+    if (!b) return '';
+    const t = new TextDecoder().decode(b);
+    let p = t; try { p = JSON.stringify(JSON.parse(t), null, 2); } catch (e) { /* shown as it is */ }
+    return `<h3>as JSON (what the apiserver sends a JSON client)</h3><pre class="json">${esc(p)}</pre>`;
+  }
   function bytesView(b, cut) {
     if (!b) return '<p class="hint">The bytes are not in this report (past its budget of embedded bytes). <code>wtrace events --data</code> prints them.</p>';
     const t = text(b);
@@ -389,13 +407,22 @@
     if (bodies) for (const [what, ref] of [['request body', d.requestBody], ['response body', d.responseBody]]) {
       if (!ref) continue;
       h += `<h3>${what} (${ref.size} bytes${ref.type ? ', ' + esc(ref.type) : ''}${ref.decoded ? ', gunzipped' : ''})</h3>`;
-      h += ref.item < 0 ? '<p class="hint">left out of this report (its budget of embedded bytes)</p>' : bytesView(await item(ref.item), ref.shown < ref.size).replace(/<h3>[^<]*<\/h3>/, '');
+      h += ref.item < 0 ? '<p class="hint">left out of this report (its budget of embedded bytes)</p>' : bytesView(await item(ref.item), ref.shown < ref.size).replace(/<h3>[^<]*<\/h3>/, '').replace(/id="bytes"/g, '') + (ref.json ? await asJSON(ref.json) : '');
     }
     return h;
   }
   function select(el) {
     if (selected) selected.classList.remove('sel-mark');
     selected = el; if (el) el.classList.add('sel-mark');
+  }
+  // paired says which name diff gave an object whose name the apiserver
+  // generated, and its name in the other run.
+  function paired(si, nsName) {
+    if (!M.diff || !M.diff.pairing) return '';
+    const name = nsName.includes('/') ? nsName.split('/')[1] : nsName;
+    const p = M.diff.pairing.find((p) => (si === 0 ? p.a : p.b) === name);
+    if (!p) return '';
+    return esc(`${p.object.name} (A: ${p.a || '-'}, B: ${p.b || '-'})`);
   }
   async function showEvent(si, i) {
     const x = S[si], e = x.ev;
@@ -404,10 +431,11 @@
     const f = e.flags[i];
     let h = `<h2>${TYPES[e.type[i]]} ${e.name[i] >= 0 ? esc(x.s.names[e.name[i]]) : ''}</h2>`;
     h += dl([['event', `${e.seq[i]} of exchange ${l.exchange}`], ['captured', esc(fmtAbs(x, e.t[i])) + ' (' + fmtRel(e.t[i]) + ')'], ['watch', esc(l.title)], ['client', esc(l.client)],
-      ['change by', f & 1 ? 'the client under test (a write it made)' : (e.type[i] <= 2 ? 'the environment' : '')], ['redacted', f & 2 ? 'values replaced by placeholders' : '']]);
+      ['change by', f & 1 ? 'the client under test (a write it made)' : (e.type[i] <= 2 ? 'the environment' : '')], ['redacted', f & 2 ? 'values replaced by placeholders' : ''],
+      ['paired as', e.name[i] >= 0 ? paired(si, x.s.names[e.name[i]]) : '']]);
     detail.innerHTML = h + '<p class="hint">loading…</p>';
     const b = e.item[i] > 0 ? await item(e.item[i] - 1) : null;
-    detail.innerHTML = h + bytesView(b, f & 4) + await exchangeHTML(x, l.exchange, false);
+    detail.innerHTML = h + await asJSON(e.json[i]) + bytesView(b, f & 4) + await exchangeHTML(x, l.exchange, false);
     detail.dataset.event = si + ':' + i;
     detail.dataset.exchange = String(l.exchange);
     detail.dataset.seq = String(e.seq[i]);
@@ -465,7 +493,7 @@
       const l = x.s.lanes[p.lane];
       for (let j = l.firstEvent; l.firstEvent >= 0 && j < l.firstEvent + l.events; j++) if (x.ev.seq[j] === p.seq) {
         const b = x.ev.item[j] > 0 ? await item(x.ev.item[j] - 1) : null;
-        h += `<h3>the event in ${lab}</h3>` + bytesView(b, x.ev.flags[j] & 4).replace(/<h3>[^<]*<\/h3>/g, '').replace(/id="bytes"/g, '');
+        h += `<h3>the event in ${lab}</h3>` + bytesView(b, x.ev.flags[j] & 4).replace(/<h3>[^<]*<\/h3>/g, '').replace(/id="bytes"/g, '') + await asJSON(x.ev.json[j]);
         break;
       }
     }
@@ -555,12 +583,12 @@
     }, { passive: false });
     marks.addEventListener('click', (ev) => {
       if (drag && drag.moved) return;
-      const el = ev.target.closest('[data-b]') || ev.target, d = el.dataset;
+      const el = ev.target.closest('[data-n]') || ev.target, d = el.dataset;
       if (d.e !== undefined) { select(el); showEvent(+d.s, +d.e); }
       else if (d.r !== undefined) { select(el); showRequest(+d.s, +d.r); }
       else if (d.a !== undefined) { select(el); showAnomaly(+d.s, +d.a); }
       else if (d.d !== undefined) showDiff(+d.d);
-      else if (d.b !== undefined) { const W = width(), k = (view.t1 - view.t0) / W; const t = view.t0 + (+d.b) * BIN * k; setView(t - 40 * BIN * k, t + 41 * BIN * k); }
+      else if (d.n !== undefined) { const W = width(), k = (view.t1 - view.t0) / W, px = ev.clientX - marks.getBoundingClientRect().left; const t = view.t0 + (Math.floor(px / BIN) + 0.5) * BIN * k; setView(t - 40 * BIN * k, t + 40 * BIN * k); }
     });
     $('labels').addEventListener('click', async (ev) => {
       const el = ev.target.closest('.row'); if (!el) return;
