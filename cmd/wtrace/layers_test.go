@@ -59,6 +59,7 @@ var layerOf = map[string]struct {
 	"cmd/wtrace":                {7, false, []string{modZstd, modCobra, modXterm, modK8sClientGo}},
 	"testkit/pcaptest":          {0, true, []string{modGopacket}},
 	"testkit/k8stest":           {0, true, nil},
+	"apiserver/conformance":     {3, true, []string{modK8sAPI, modK8sAPIMachinery, modSigsYAML}},
 	"testkit/ctrltest":          {0, true, []string{modK8sAPI, modK8sAPIMachinery, modK8sClientGo, modK8sUtils}},
 	"diff/difftest":             {6, true, nil},
 	"testkit/wttest":            {5, true, []string{modZstd}},
