@@ -265,7 +265,10 @@ func (x *exchange) response(r formats.Response) {
 	x.respCT, x.respEnc = strings.Clone(ct), strings.Clone(enc)
 	x.resp, x.hasResp, x.respMid = &r, true, r.Midstream
 	x.t = r.Time
-	f := frame.FormatOf(ct, x.watch)
+	// Whether the body is a stream of events is the response's to say
+	// (its status and media type, as the apiserver writes a watch): an
+	// error answer to a watch request is one Status.
+	f := frame.ResponseFormat(r.Status, ct, x.watch)
 	switch {
 	case r.Midstream && x.watchKnown && !x.watch:
 		// A body captured from its middle (its head lost) answering a

@@ -138,6 +138,49 @@ func FormatOf(contentType string, watch bool) Format {
 	return Unknown
 }
 
+// ResponseFormat is the event format of a response body, decided by the
+// response as kube-apiserver writes a watch (k8s.io/apiserver
+// pkg/endpoints/handlers/watch.go: serveWatchHandler picks the stream
+// serializer's media type, WatchServer.HandleHTTP sets it and writes 200
+// OK before the first event): status is the response's status code,
+// contentType its Content-Type, watch whether the request asked for a
+// watch (false when it was not captured). It returns Unknown — one opaque
+// body — for anything else: an error answer (a Status, whatever its
+// media type: 404 to a watch of a resource the server does not serve,
+// 403, 410, 500), an interim or redirect status, a media type no watch is
+// written in. Rules, for status 200 only:
+//
+//	application/json, to a watch request         JSON (the apiserver adds no parameter)
+//	application/json;stream=watch                JSON
+//	application/vnd.kubernetes.protobuf;stream=watch   Protobuf (never without the parameter)
+//	application/cbor-seq                         CBOR (what the apiserver sends a CBOR watch)
+//	application/cbor;stream=watch                CBOR
+//
+// The media type is parsed as FormatOf parses it.
+func ResponseFormat(status int, contentType string, watch bool) Format {
+	if status != 200 {
+		return Unknown
+	}
+	mt, stream := parseMediaType(contentType)
+	switch mt {
+	case "application/json":
+		if watch || stream == "watch" {
+			return JSON
+		}
+	case "application/vnd.kubernetes.protobuf":
+		if stream == "watch" {
+			return Protobuf
+		}
+	case "application/cbor-seq":
+		return CBOR
+	case "application/cbor":
+		if stream == "watch" {
+			return CBOR
+		}
+	}
+	return Unknown
+}
+
 // parseMediaType returns the lower-cased media type and the lower-cased
 // value of its "stream" parameter (RFC 9110 section 8.3.1: type, subtype
 // and parameter names are case-insensitive). It never fails: malformed

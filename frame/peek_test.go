@@ -188,6 +188,46 @@ func TestFormatOf(t *testing.T) {
 	}
 }
 
+func TestResponseFormat(t *testing.T) {
+	tests := []struct {
+		status int
+		ct     string
+		watch  bool
+		want   Format
+	}{
+		{200, "application/json", true, JSON},
+		{200, "application/json", false, Unknown},
+		{200, "application/json;stream=watch", false, JSON},
+		{200, "Application/JSON; charset=utf-8", true, JSON},
+		{200, "application/vnd.kubernetes.protobuf;stream=watch", true, Protobuf},
+		{200, "application/vnd.kubernetes.protobuf; STREAM=\"watch\"", false, Protobuf},
+		// A protobuf watch always says so: without the parameter the body
+		// is one object (a Status), whatever the request asked.
+		{200, "application/vnd.kubernetes.protobuf", true, Unknown},
+		{200, "application/cbor-seq", true, CBOR},
+		{200, "application/cbor-seq", false, CBOR},
+		{200, "application/cbor;stream=watch", true, CBOR},
+		{200, "application/cbor", true, Unknown},
+		// Error answers to a watch request are one Status, not a stream.
+		{404, "application/vnd.kubernetes.protobuf", true, Unknown},
+		{404, "application/json", true, Unknown},
+		{404, "application/cbor", true, Unknown},
+		{410, "application/json", true, Unknown},
+		{403, "application/vnd.kubernetes.protobuf;stream=watch", true, Unknown},
+		{500, "application/cbor-seq", true, Unknown},
+		{201, "application/json", true, Unknown},
+		{0, "application/json", true, Unknown},
+		{200, "application/yaml", true, Unknown},
+		{200, "text/plain", true, Unknown},
+		{200, "", true, Unknown},
+	}
+	for _, tt := range tests {
+		if got := ResponseFormat(tt.status, tt.ct, tt.watch); got != tt.want {
+			t.Errorf("ResponseFormat(%d, %q, %v) = %v; want %v", tt.status, tt.ct, tt.watch, got, tt.want)
+		}
+	}
+}
+
 func TestSniff(t *testing.T) {
 	var pb []byte
 	pb = binary.BigEndian.AppendUint32(pb, 3)

@@ -17,7 +17,8 @@
 
   // varints decodes a base64 string of zigzag LEB128 varints.
   function varints(b64, n, Arr) {
-    const bin = atob(b64 || '');
+    if (!b64) return new (Arr || Float64Array)(n || 0); // a column of zeros
+    const bin = atob(b64);
     const out = new (Arr || Float64Array)(n === undefined ? bin.length : n);
     let x = 0, mul = 1, k = 0;
     for (let i = 0; i < bin.length; i++) {
@@ -414,6 +415,15 @@
     if (selected) selected.classList.remove('sel-mark');
     selected = el; if (el) el.classList.add('sel-mark');
   }
+  // paired says which name diff gave an object whose name the apiserver
+  // generated, and its name in the other run.
+  function paired(si, nsName) {
+    if (!M.diff || !M.diff.pairing) return '';
+    const name = nsName.includes('/') ? nsName.split('/')[1] : nsName;
+    const p = M.diff.pairing.find((p) => (si === 0 ? p.a : p.b) === name);
+    if (!p) return '';
+    return esc(`${p.object.name} (A: ${p.a || '-'}, B: ${p.b || '-'})`);
+  }
   async function showEvent(si, i) {
     const x = S[si], e = x.ev;
     let li = x.s.lanes.findIndex((l) => l.firstEvent >= 0 && i >= l.firstEvent && i < l.firstEvent + l.events);
@@ -421,7 +431,8 @@
     const f = e.flags[i];
     let h = `<h2>${TYPES[e.type[i]]} ${e.name[i] >= 0 ? esc(x.s.names[e.name[i]]) : ''}</h2>`;
     h += dl([['event', `${e.seq[i]} of exchange ${l.exchange}`], ['captured', esc(fmtAbs(x, e.t[i])) + ' (' + fmtRel(e.t[i]) + ')'], ['watch', esc(l.title)], ['client', esc(l.client)],
-      ['change by', f & 1 ? 'the client under test (a write it made)' : (e.type[i] <= 2 ? 'the environment' : '')], ['redacted', f & 2 ? 'values replaced by placeholders' : '']]);
+      ['change by', f & 1 ? 'the client under test (a write it made)' : (e.type[i] <= 2 ? 'the environment' : '')], ['redacted', f & 2 ? 'values replaced by placeholders' : ''],
+      ['paired as', e.name[i] >= 0 ? paired(si, x.s.names[e.name[i]]) : '']]);
     detail.innerHTML = h + '<p class="hint">loading…</p>';
     const b = e.item[i] > 0 ? await item(e.item[i] - 1) : null;
     detail.innerHTML = h + await asJSON(e.json[i]) + bytesView(b, f & 4) + await exchangeHTML(x, l.exchange, false);

@@ -13,6 +13,7 @@ import (
 
 	"github.com/wtrace/wtrace/diff"
 	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/frame"
 	"github.com/wtrace/wtrace/internal/apipath"
 	"github.com/wtrace/wtrace/report"
 	"github.com/wtrace/wtrace/testkit/wttest"
@@ -190,6 +191,19 @@ func TestSessionInBrowser(t *testing.T) {
 					t.Errorf("a click on a request showed %.300q; want its headers", txt)
 				}
 			}
+			// The type filter: without ADDED, the marks count the others.
+			added := 0
+			for _, fr := range frs {
+				if m, err := frame.Peek(f.Exchange(fr.Exchange).Response.Events, fr.Data); err == nil && m.Type == "ADDED" {
+					added++
+				}
+			}
+			b.do(t, "unchecking ADDED", chromedp.Click(chromedp.CSS(`#f-types input[data-type="0"]`)))
+			b.settle(t)
+			if n := eval[int](t, b, `wtraceReport.drawn()`); n != len(frs)-added {
+				t.Errorf("without ADDED the marks count %d events; want %d of %d", n, len(frs)-added, len(frs))
+			}
+			b.do(t, "checking ADDED", chromedp.Click(chromedp.CSS(`#f-types input[data-type="0"]`)))
 			if sc == "gone-410" {
 				if n := eval[int](t, b, `document.querySelectorAll('#marks .a.k-410').length`); n == 0 {
 					t.Errorf("gone-410: no 410 marked on the timeline")

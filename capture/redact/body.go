@@ -186,6 +186,13 @@ func (b *Body) decide(final bool) bool {
 	case i < len(b.sniff) && (b.sniff[i] == '{' || b.sniff[i] == '[') && (!text || secretPath):
 		b.mode = mJSON
 		b.jw = newJSONWalker(b.s, b.rep, b.o.AssumeSecret)
+	case text && !secretPath:
+		// Text: a Secret's JSON served as text/plain (through a
+		// service's or a pod's proxy, in a log) is judged as JSON; other
+		// lines are text (see jsonWalker.text).
+		b.mode = mJSON
+		b.jw = newJSONWalker(b.s, b.rep, false)
+		b.jw.text = true
 	case i == len(b.sniff) && final && !b.o.AssumeSecret:
 		b.mode = mPass // only whitespace
 	case i == len(b.sniff) && !text:
@@ -233,7 +240,7 @@ func (b *Body) Gap(n int64, emit func([]byte)) {
 	b.gapped = true
 	switch b.mode {
 	case mJSON:
-		b.jw.fail(b.jw.pos, "bytes were lost")
+		b.jw.gap()
 		if out := b.jw.take(); len(out) > 0 {
 			emit(out)
 		}

@@ -38,6 +38,12 @@ type cspan struct {
 	start    int   // definite-length strings, unparsed items: the span
 	end      int
 	unparsed string
+	// A string that quotes a Secret (quoted.go): its content's redacted
+	// bytes, what that replaced; or, with unparsed, its content filled
+	// (the head kept).
+	repl []byte
+	rep  *Report
+	text bool
 }
 
 // cobj names an object for the report (objectName, made when a span of
@@ -46,6 +52,7 @@ type cobj struct{ kind, ns, name string }
 
 // cborWalker finds credentials in a complete CBOR data item.
 type cborWalker struct {
+	s     *Secrets
 	spans []cspan
 }
 
@@ -57,7 +64,7 @@ type cborWalker struct {
 // byte 0x5f or 0x7f) splits a word into chunks, which only a walk tells
 // (a byte 0x5f is also an underscore), or b is not well-formed.
 func mayHoldCBOR(b []byte) bool {
-	if bytes.Contains(b, markerSecret) || bytes.Contains(b, markerToken) {
+	if bytes.Contains(b, markerSecret) || bytes.Contains(b, markerToken) || escapedKind(b) {
 		return true
 	}
 	if bytes.IndexByte(b, 0x5f) < 0 && bytes.IndexByte(b, 0x7f) < 0 {
@@ -75,7 +82,7 @@ func (s *Secrets) cborWhole(b []byte, assume bool, rep *Report) ([]byte, bool) {
 	if !assume && !mayHoldCBOR(b) {
 		return b, false
 	}
-	var w cborWalker
+	w := cborWalker{s: s}
 	end, err := cborscan.Skip(b, 0)
 	switch {
 	case err != nil:
@@ -110,6 +117,8 @@ func (w *cborWalker) value(b []byte, off, depth int, implied string, assume bool
 	switch b[i] >> 5 {
 	case cborscan.Map:
 		w.object(b, off, depth, implied, assume)
+	case cborscan.Bytes, cborscan.Text:
+		w.quoted(b, off)
 	case cborscan.Array:
 		if depth >= maxCBORDepth {
 			w.unparsed(off, off+len(b), fmt.Sprintf("CBOR nested deeper than %d", maxCBORDepth))
@@ -268,6 +277,9 @@ func (w *cborWalker) metadata(m []byte, off int, kind string, obj *cobj) {
 		aoff := off + at
 		cborscan.EachMember(v, func(k, av []byte, vat int) bool {
 			if !cborscan.KeyIs(k, lastApplied) {
+				if mayHoldCBOR(av) {
+					w.quoted(av, aoff+vat)
+				}
 				return true
 			}
 			switch decide(whyLastApplied, kind) {
@@ -283,6 +295,40 @@ func (w *cborWalker) metadata(m []byte, off int, kind string, obj *cobj) {
 		})
 		return true
 	})
+}
+
+// quoted judges the string item v (absolute offset off), no rule's
+// value, for a quoted Secret (Secrets.quoted): its content redacted in
+// place, or filled whole when it cannot be judged (fail closed). An
+// indefinite-length string, whose chunks may split a word, is judged
+// joined and filled whole if anything in it must change.
+func (w *cborWalker) quoted(v []byte, off int) {
+	start, end, chunks, ok := stringChunks(v, off)
+	if !ok {
+		return
+	}
+	text := v[start-off : end-off]
+	if chunks != nil {
+		text = nil
+		for _, c := range chunks {
+			text = append(text, v[c[0]-off:c[1]-off]...)
+		}
+	}
+	if len(text) < minQuoted {
+		return
+	}
+	var rep Report
+	out, failed := w.s.quoted(text, 1, &rep)
+	switch {
+	case out == nil && failed == "":
+		return
+	case chunks != nil:
+		w.spans = append(w.spans, cspan{chunks: chunks, unparsed: whyQuoted, text: true})
+	case failed != "":
+		w.spans = append(w.spans, cspan{start: start, end: end, unparsed: failed, text: true})
+	default:
+		w.spans = append(w.spans, cspan{start: start, end: end, repl: out, rep: &rep})
+	}
 }
 
 // stringChunks returns the absolute span of a definite-length string
@@ -317,9 +363,24 @@ func (w *cborWalker) apply(s *Secrets, b []byte, rep *Report) ([]byte, bool) {
 	}
 	out := bytes.Clone(b)
 	for _, sp := range w.spans {
-		if sp.unparsed != "" {
+		switch {
+		case sp.text && sp.chunks != nil:
+			for _, c := range sp.chunks {
+				fill(out[c[0]:c[1]], unparsedFill)
+				rep.fail(int64(c[0]), int64(c[1]-c[0]), sp.unparsed)
+			}
+			continue
+		case sp.text:
+			fill(out[sp.start:sp.end], unparsedFill)
+			rep.fail(int64(sp.start), int64(sp.end-sp.start), sp.unparsed)
+			continue
+		case sp.unparsed != "":
 			fillCBOR(out[sp.start:sp.end])
 			rep.fail(int64(sp.start), int64(sp.end-sp.start), sp.unparsed)
+			continue
+		case sp.repl != nil:
+			copy(out[sp.start:sp.end], sp.repl)
+			rep.Merge(sp.rep)
 			continue
 		}
 		var n int

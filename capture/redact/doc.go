@@ -43,6 +43,17 @@
 //     ObjectMeta of protobuf objects (whole, in events, streamed).
 //   - TokenRequest status.token (kubectl create token) and TokenReview
 //     spec.token.
+//   - Secrets quoted in text: a string value (an Event's message, a
+//     condition's, an annotation; in JSON, CBOR, or a protobuf typed
+//     message, whose string field is found without its schema) that
+//     names a Secret is read as text: every JSON value in it is walked by
+//     these rules, its kindless objects taken as the Secret's (a patch an
+//     apply's report quotes), in place; if the text names the kind Secret
+//     as a manifest does (kind: Secret, "kind":"Secret", Kind:Secret,
+//     &Secret{, letters escaped or not) anywhere outside a JSON value
+//     that parsed — YAML, a manifest cut short, Go's %v — the whole string
+//     is replaced (fail closed). Strings quoted in strings are followed
+//     8 levels deep.
 //   - In a body sent to a Secret endpoint (SecretPath: a path whose
 //     percent-decoded segment is "secrets"): an object without a kind is a
 //     Secret (a merge or strategic-merge patch, an apply), and every value
@@ -73,7 +84,12 @@
 // the Content-Type (YAML, CBOR, text, forms); on an exchange whose path
 // addresses Secrets (BodyOptions.SecretPath) a body is judged whatever its
 // Content-Type says (JSON served as text is read as JSON; text or untyped
-// bodies that are not JSON are held as YAML is). JSON is read by a streaming walker
+// bodies that are not JSON are held as YAML is). Elsewhere a text body (a
+// log, what a service's or a pod's proxy serves as text/plain) is read as
+// text holding JSON: a value that begins an object or an array at the top
+// level is walked like any JSON body (a Secret's JSON is a Secret wherever
+// it comes from), other lines are text, and a value that stops parsing
+// replaces the rest of its line only if that may hold a credential. JSON is read by a streaming walker
 // that finds kinds, lists, Table rows, metadata-only objects, watch event
 // wrappers and nested lists at any depth, holding back only values whose
 // object's kind has not been seen yet (kind after data, a list's kind

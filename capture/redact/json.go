@@ -64,6 +64,25 @@ type jsonWalker struct {
 	// outgrew MaxHold)
 	streamFill bool
 
+	// text: a text/* body (a log, what a service proxy serves): JSON
+	// values are walked where they begin at the top level, other lines
+	// are text, and a value that does not parse fails closed only to the
+	// end of its line, and only if that line may hold a credential
+	// (sTextHold from lineAt).
+	text   bool
+	lineAt int64
+
+	// Quoted text (quoted.go): the string value being read that is no
+	// candidate, held from qStart until its end to be judged; depth, the
+	// strings this walker's text is quoted in; one, stop after the first
+	// top-level value (stopped, at stopAt).
+	qOpen   bool
+	qStart  int64
+	depth   int
+	one     bool
+	stopped bool
+	stopAt  int64
+
 	failed  bool  // fail closed: every byte from failAt on is replaced
 	failAt  int64 //
 	changed bool
@@ -204,6 +223,12 @@ func (w *jsonWalker) frontier() int64 {
 	if w.st == sLiteral && w.litAt < f {
 		f = w.litAt // a literal is valid only once it ended
 	}
+	if w.qOpen && w.qStart < f {
+		f = w.qStart // a string is judged once it ended
+	}
+	if w.st == sTextHold && w.lineAt < f {
+		f = w.lineAt // a line is judged once it ended
+	}
 	if w.pending == 0 {
 		return f
 	}
@@ -259,6 +284,24 @@ func (w *jsonWalker) writable() {
 // redacted (fail closed).
 func (w *jsonWalker) end(complete bool) {
 	defer func() { w.st = sValue }() // nothing is open any more
+	if w.st == sTextHold {
+		w.judgeLine(w.lineAt, w.pos)
+		return
+	}
+	if w.st == sText || w.st == sTextFill {
+		return
+	}
+	if w.qOpen && !w.failed {
+		// The text ends inside a string: what arrived of it is replaced
+		// if it may quote a Secret (it cannot be judged whole).
+		w.qOpen = false
+		if w.heldQuotes() {
+			w.writable()
+			from := max(w.qStart, w.base)
+			fill(w.buf[from-w.base:w.pos-w.base], unparsedFill)
+			w.rep.fail(w.qStart, w.pos-from, "the text ended inside a string that may quote a Secret")
+		}
+	}
 	if !w.failed && w.st == sLiteral && len(w.stack) == 0 {
 		w.literalEnd()
 		if w.failed {

@@ -21,6 +21,11 @@ const (
 	sAfter                    // after a value: ',' or the container's end (top level: another value)
 	sString                   // inside a string
 	sLiteral                  // inside a number or true/false/null
+	// Text (a text/* body, see jsonWalker.text): JSON values are walked
+	// where they begin at the top level, other bytes are text.
+	sText     // a line of text: passed to its end
+	sTextHold // the rest of a line after a value that did not parse: held, judged at its end
+	sTextFill // the rest of such a line, too long to hold: replaced to its end
 )
 
 // capture says what the string being read is kept for.
@@ -38,10 +43,13 @@ const (
 func (w *jsonWalker) lex() {
 	b := w.buf
 	i := int(w.pos - w.base)
-	for i < len(b) && !w.failed {
+	for i < len(b) && !w.failed && !w.stopped {
 		switch w.st {
 		case sString:
 			i = w.lexString(b, i)
+			continue
+		case sText, sTextHold, sTextFill:
+			i = w.lexText(b, i)
 			continue
 		case sLiteral:
 			c := b[i]
@@ -90,6 +98,10 @@ func (w *jsonWalker) token(c byte) {
 			w.pop()
 			return
 		}
+		if len(w.stack) == 0 {
+			w.topValue(c)
+			return
+		}
 		w.valueStart(c)
 	case sKeyOrEnd, sKey:
 		if c == '}' && w.st == sKeyOrEnd {
@@ -113,7 +125,7 @@ func (w *jsonWalker) token(c byte) {
 	case sAfter:
 		if len(w.stack) == 0 {
 			// Another top-level value (a stream of documents).
-			w.valueStart(c)
+			w.topValue(c)
 			return
 		}
 		top := &w.stack[len(w.stack)-1]
@@ -128,6 +140,51 @@ func (w *jsonWalker) token(c byte) {
 			w.syntax(c, "',' or the end of the container")
 		}
 	}
+}
+
+// topValue begins a top-level value at c, or, in text, a line of text
+// where no object or array begins.
+func (w *jsonWalker) topValue(c byte) {
+	if w.text && c != '{' && c != '[' {
+		w.st = sText
+		return
+	}
+	w.valueStart(c)
+}
+
+// afterFail is where lexing goes on after a failure at b[i]: nowhere
+// (every byte from the failure is replaced), or, in text, at i (the rest
+// of the line is held).
+func (w *jsonWalker) afterFail(b []byte, i int) int {
+	if w.failed {
+		return len(b)
+	}
+	return i
+}
+
+// lexText reads text from b[i] to the end of its line; the line's end
+// (LF) returns to the top level. It returns the index after what it
+// consumed.
+func (w *jsonWalker) lexText(b []byte, i int) int {
+	j := bytes.IndexByte(b[i:], '\n')
+	end := len(b)
+	if j >= 0 {
+		end = i + j
+	}
+	if w.st == sTextFill {
+		w.writable()
+		fill(w.buf[i:end], unparsedFill)
+		w.rep.growFailure(int64(end - i))
+	}
+	if j < 0 {
+		return len(b)
+	}
+	w.pos = w.base + int64(end)
+	if w.st == sTextHold {
+		w.judgeLine(w.lineAt, w.pos)
+	}
+	w.st = sValue
+	return end + 1
 }
 
 // valueStart begins the value whose first byte c is at w.pos.
@@ -151,6 +208,9 @@ func (w *jsonWalker) valueStart(c byte) {
 	case '"':
 		w.stringValue()
 		w.st = sString
+		// A string no rule reads is judged whole at its end, for a
+		// quoted Secret (quoted.go).
+		w.qOpen, w.qStart = w.open == nil && w.cp == capNone, w.pos+1
 	case '}', ']', ',', ':':
 		w.syntax(c, "value")
 	default:
@@ -167,7 +227,7 @@ func (w *jsonWalker) lexString(b []byte, i int) int {
 			if !isHex(b[i]) {
 				w.pos = w.base + int64(i)
 				w.fail(w.pos, fmt.Sprintf("json at byte %d: bad \\u escape", w.pos))
-				return len(b)
+				return w.afterFail(b, i)
 			}
 			w.hex--
 			if w.cp != capNone {
@@ -186,7 +246,7 @@ func (w *jsonWalker) lexString(b []byte, i int) int {
 			default:
 				w.pos = w.base + int64(i)
 				w.fail(w.pos, fmt.Sprintf("json at byte %d: bad escape %q", w.pos, c))
-				return len(b)
+				return w.afterFail(b, i)
 			}
 			if w.cp != capNone {
 				w.keep(c)

@@ -222,6 +222,10 @@ func (w *jsonWalker) stringEnd() {
 		return
 	}
 	w.st = sAfter
+	if w.qOpen {
+		w.qOpen = false
+		w.judgeString(w.qStart, w.pos)
+	}
 	if c := w.open; c != nil {
 		w.open = nil
 		c.end = w.pos
@@ -362,4 +366,7 @@ func (w *jsonWalker) pop() {
 	w.report(fr)
 	w.stack = w.stack[:n]
 	w.st = sAfter
+	if w.one && n == 0 {
+		w.stopped, w.stopAt = true, w.pos+1
+	}
 }

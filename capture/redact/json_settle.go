@@ -90,6 +90,28 @@ func (w *jsonWalker) fail(at int64, msg string) {
 	if w.failed {
 		return
 	}
+	if w.qOpen {
+		// The string being read is replaced from its start if what
+		// arrived of it may quote a Secret.
+		w.qOpen = false
+		if w.qStart < at && w.heldQuotes() {
+			at = w.qStart
+		}
+	}
+	if w.text {
+		// In text, a value that does not parse is text: the values it
+		// held back are replaced, and the rest of its line is held and
+		// judged at the line's end (judgeLine).
+		if w.openOrPending() {
+			w.resolveAll()
+			w.rep.fail(at, 0, msg)
+		}
+		w.stack = w.stack[:0]
+		w.open = nil
+		w.pending, w.dirty = 0, false
+		w.st, w.lineAt = sTextHold, at
+		return
+	}
 	w.resolveAll()
 	w.failed = true
 	w.failAt = at
@@ -97,6 +119,46 @@ func (w *jsonWalker) fail(at int64, msg string) {
 	w.stack = w.stack[:0]
 	w.open = nil
 	w.pending, w.dirty = 0, false
+}
+
+// gap tells the walker that bytes were lost at w.pos: every value still
+// waiting, and every byte from here on, is replaced (fail closed) — but
+// for text lost between its values and lines, where what follows is read
+// as any text is.
+func (w *jsonWalker) gap() {
+	if w.text && len(w.stack) == 0 && (w.st == sText || w.st == sValue || w.st == sAfter) {
+		w.st = sText // the rest of the line the gap cut is text
+		return
+	}
+	if w.st == sTextHold {
+		w.judgeLine(w.lineAt, w.pos)
+	}
+	w.text = false
+	w.fail(w.pos, "bytes were lost")
+}
+
+// judgeLine judges the held rest of a line of text, [from, to), after a
+// value that did not parse: replaced if it may hold a credential (it
+// names a kind that does, or hides a letter behind an escape).
+func (w *jsonWalker) judgeLine(from, to int64) {
+	from = max(from, w.base)
+	if from >= to {
+		return
+	}
+	line := w.buf[from-w.base : to-w.base]
+	if !mayHoldJSON(line) && len(secretMentions(line)) == 0 {
+		return
+	}
+	w.writable()
+	fill(w.buf[from-w.base:to-w.base], unparsedFill)
+	w.rep.fail(from, to-from, "a line of text that does not parse as JSON and may hold a credential")
+}
+
+// heldQuotes reports whether what arrived of the string being read may
+// quote a Secret (see Secrets.quoted).
+func (w *jsonWalker) heldQuotes() bool {
+	raw := w.buf[max(w.qStart, w.base)-w.base : w.pos-w.base]
+	return mayHoldJSON(raw) || len(secretMentions(raw)) > 0
 }
 
 // replaceFrom replaces the held bytes from absolute offset from to pos.
@@ -144,8 +206,37 @@ func (w *jsonWalker) resolveAll() {
 func (w *jsonWalker) overflow() {
 	if w.st == sLiteral && w.pos-w.litAt > MaxHold {
 		w.fail(w.litAt, fmt.Sprintf("json at byte %d: a literal longer than %d bytes", w.litAt, MaxHold))
-		w.replaceFrom(w.failAt)
+		if w.failed {
+			w.replaceFrom(w.failAt)
+		}
 		return
+	}
+	if w.st == sTextHold && w.pos-w.lineAt > MaxHold {
+		// A line too long to hold: replaced from where its value failed
+		// if what arrived may hold a credential, else let go.
+		line := w.buf[max(w.lineAt, w.base)-w.base : w.pos-w.base]
+		if mayHoldJSON(line) {
+			w.judgeLine(w.lineAt, w.pos)
+			w.st = sTextFill
+		} else {
+			w.st = sText
+		}
+		return
+	}
+	if w.qOpen && w.pos-w.qStart > MaxHold {
+		// A string too long to hold until its end: replaced from its
+		// start if what arrived may quote a Secret, else let go unjudged.
+		if w.heldQuotes() {
+			w.fail(w.qStart, fmt.Sprintf("json at byte %d: a string longer than %d bytes that may quote a Secret", w.qStart, MaxHold))
+			if w.failed {
+				w.replaceFrom(w.failAt)
+			}
+			return
+		}
+		w.qOpen = false
+		if w.pos-w.frontier() <= MaxHold {
+			return
+		}
 	}
 	var n int64
 	for i := range w.stack {

@@ -3,6 +3,7 @@ package redact
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/wtrace/wtrace/frame"
@@ -260,6 +261,7 @@ func (p *protoWalker) rawExtension(m []byte, off, depth int) {
 // there (see lastAppliedValues).
 func (p *protoWalker) scan(b []byte, i, off, depth int) {
 	p.lastAppliedValues(b, i, off)
+	p.quotedStrings(b, i, off)
 	for {
 		k := bytes.Index(b[i:], protoMagic)
 		if k < 0 {
@@ -282,6 +284,66 @@ func (p *protoWalker) scan(b []byte, i, off, depth int) {
 		}
 		i = j + 1 // look inside it too
 	}
+}
+
+// quotedStrings judges, in a typed message not otherwise parsed (b[i:],
+// at absolute offset off), each string field that names a Secret
+// (Secrets.quoted: an Event's message quoting a manifest): the innermost
+// length-delimited field that holds the whole word, read without the
+// message's schema (a field whose bytes parse as a message holding the
+// word in one of its fields is that message). What is not a string is
+// judged as one too (fail closed).
+func (p *protoWalker) quotedStrings(b []byte, i, off int) {
+	words := [][]byte{markerSecret}
+	if escapedKind(b[i:]) {
+		// A kind whose letters are escaped: the fields naming a kind.
+		words = append(words, []byte("kind"), []byte("Kind"), []byte("KIND"))
+	}
+	var judged [][2]int
+	for _, word := range words {
+		for j := i; ; {
+			k := bytes.Index(b[j:], word)
+			if k < 0 {
+				break
+			}
+			at := j + k
+			j = at + len(word)
+			s, e := leafField(b, i, at, j)
+			if s < 0 || e-s < minQuoted || slices.Contains(judged, [2]int{s, e}) {
+				continue
+			}
+			judged = append(judged, [2]int{s, e})
+			var rep Report
+			out, failed := p.s.quoted(b[s:e], 1, &rep)
+			switch {
+			case failed != "":
+				p.unparsed(off+s, off+e, failed)
+			case out != nil:
+				p.jsons = append(p.jsons, jsonPatch{off: off + s, out: out, rep: rep})
+			}
+		}
+	}
+}
+
+// leafField returns the innermost length-delimited field of the message
+// b[i:] whose content holds b[lo:hi], following fields whose content
+// parses as a message; -1 if no field of b[i:] holds it.
+func leafField(b []byte, i, lo, hi int) (start, end int) {
+	start, end = -1, -1
+	for depth := 0; depth < maxProtoDepth; depth++ {
+		fs, fe := -1, -1
+		whole := forFields(b, i, func(_ protowire.Number, vs, ve int) {
+			if vs <= lo && hi <= ve {
+				fs, fe = vs, ve
+			}
+		})
+		if !whole || fs < 0 {
+			return start, end
+		}
+		start, end = fs, fe
+		b, i = b[:fe], fs
+	}
+	return start, end
 }
 
 // lastAppliedKey is the annotation's key as a typed message's ObjectMeta
@@ -553,7 +615,7 @@ var (
 // member name or kind is hidden behind a \u escape of a letter, which
 // also counts. Bodies sent to a Secret endpoint do not rely on this.
 func mayHoldJSON(b []byte) bool {
-	if bytes.Contains(b, markerSecret) || bytes.Contains(b, markerToken) {
+	if bytes.Contains(b, markerSecret) || bytes.Contains(b, markerToken) || escapedKind(b) {
 		return true
 	}
 	for i := 0; ; {
@@ -592,7 +654,7 @@ func hexVal(c byte) byte {
 // mayHoldProto reports whether protobuf bytes may hold a value this
 // package redacts: it names a kind that does (or embeds JSON that may).
 func mayHoldProto(b []byte) bool {
-	return bytes.Contains(b, markerSecret) || bytes.Contains(b, markerToken) || bytes.Contains(b, []byte(`\u`))
+	return bytes.Contains(b, markerSecret) || bytes.Contains(b, markerToken) || bytes.Contains(b, []byte(`\u`)) || escapedKind(b)
 }
 
 // protoWhole redacts a complete protobuf object (an envelope) in b.

@@ -60,12 +60,16 @@ const (
 	plCookie    = "e2eCk-1d3f5b7a9c" // the client's cookie
 	plQuery     = "e2eQt-6e8a0c2b4d" // a token in the query string
 	plSetCookie = "e2eSc-4d6f8b0a2c" // the server's Set-Cookie
+	plQuoted    = "e2eQm-5a7c9e1b3d" // a Secret manifest quoted in an Event's message (JSON)
+	plQuotedYML = "e2eQy-2b4d6f8a0c" // a Secret manifest quoted in an Event's message (YAML)
+	plProxied   = "e2ePx-9d1f3b5a7c" // a Secret's JSON served as text/plain through a service's proxy
 )
 
 // credentialPlants are never stored, even with --keep-secrets.
 var credentialPlants = []string{plBearer, plCookie, plQuery, plSetCookie}
 
-var valuePlants = []string{plPassword, plString, plApplied, plSAToken, plBoot, plToken, plReview, plPatch, plYAML, plDeep}
+var valuePlants = []string{plPassword, plString, plApplied, plSAToken, plBoot, plToken, plReview, plPatch, plYAML, plDeep,
+	plQuoted, plQuotedYML, plProxied}
 
 // plantNeedles are every planted value, raw and base64, and every 8-byte
 // piece of them (a stream cut inside a value keeps only a piece).
@@ -223,6 +227,18 @@ func (a *e2eAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s := plantedSecrets(parts[3])[0]
 		s.TypeMeta = secretTM()
 		a.write(w, r, &s, 200)
+	case len(parts) >= 7 && parts[4] == "services" && parts[6] == "proxy":
+		// A service's proxy passes on what its backend answers: here a
+		// Secret's JSON, served as text.
+		s := plantedSecrets(parts[3])[0]
+		s.TypeMeta = secretTM()
+		s.Data = map[string][]byte{"password": []byte(plProxied)}
+		s.Annotations = nil
+		b, _ := json.Marshal(&s)
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Write(b)
+	case len(parts) == 5 && parts[4] == "events" && q.Get("watch") == "true":
+		a.eventWatch(w, r, parts[3])
 	case len(parts) == 7 && parts[4] == "serviceaccounts" && parts[6] == "token":
 		a.write(w, r, &authnv1.TokenRequest{TypeMeta: metav1.TypeMeta{Kind: "TokenRequest", APIVersion: "authentication.k8s.io/v1"},
 			ObjectMeta: metav1.ObjectMeta{Name: parts[5], Namespace: parts[3]},
@@ -324,6 +340,49 @@ func (a *e2eAPI) watch(w http.ResponseWriter, r *http.Request, ns string) {
 	select {
 	case <-r.Context().Done():
 	case <-time.After(time.Duration(max(1, atoiDefault(r.URL.Query().Get("timeoutSeconds"), 30))) * time.Second):
+	}
+}
+
+// quotingEvents are Events whose messages quote a Secret manifest, as an
+// admission webhook's denial (JSON) and a failed apply (YAML) report it.
+func quotingEvents(ns string) []*corev1.Event {
+	manifest, _ := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": "db", "namespace": ns},
+		"data": map[string]string{"password": base64.StdEncoding.EncodeToString([]byte(plQuoted))}})
+	ev := func(name, msg string) *corev1.Event {
+		return &corev1.Event{TypeMeta: metav1.TypeMeta{Kind: "Event", APIVersion: "v1"},
+			ObjectMeta:     metav1.ObjectMeta{Name: name, Namespace: ns, ResourceVersion: "20"},
+			InvolvedObject: corev1.ObjectReference{Kind: "Deployment", Namespace: ns, Name: "web"},
+			Reason:         "FailedCreate", Message: msg, Type: "Warning"}
+	}
+	return []*corev1.Event{
+		ev("web.1", `admission webhook "deny.example.com" denied the request: `+string(manifest)),
+		ev("web.2", "failed to apply:\napiVersion: v1\nkind: Secret\nmetadata:\n  name: db\nstringData:\n  password: "+plQuotedYML+"\n"),
+	}
+}
+
+// eventWatch sends a watch of Events (JSON, or protobuf when asked)
+// whose messages quote Secret manifests.
+func (a *e2eAPI) eventWatch(w http.ResponseWriter, r *http.Request, ns string) {
+	pb := strings.HasPrefix(r.Header.Get("Accept"), "application/vnd.kubernetes.protobuf")
+	if pb {
+		w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf;stream=watch")
+	} else {
+		w.Header().Set("Content-Type", "application/json")
+	}
+	w.WriteHeader(200)
+	for _, e := range quotingEvents(ns) {
+		var b bytes.Buffer
+		if pb {
+			a.pb.Encode(e, &b)
+			m, _ := (&metav1.WatchEvent{Type: "ADDED", Object: runtime.RawExtension{Raw: b.Bytes()}}).Marshal()
+			w.Write(binary.BigEndian.AppendUint32(nil, uint32(len(m))))
+			w.Write(m)
+		} else {
+			a.json.Encode(e, &b)
+			m, _ := json.Marshal(metav1.WatchEvent{Type: "ADDED", Object: runtime.RawExtension{Raw: bytes.TrimSpace(b.Bytes())}})
+			w.Write(append(m, '\n'))
+		}
+		w.(http.Flusher).Flush()
 	}
 }
 
@@ -565,6 +624,9 @@ func driveShapes(t *testing.T, base string) {
 		"apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\nstringData:\n  plain: "+plYAML+"\n")
 	do("PATCH", "/api/v1/namespaces/shapes/%73ecrets/db", js, "", "application/strategic-merge-patch+json",
 		fmt.Sprintf(`{"stringData":{"plain":%q}}`, plPatch))
+	do("GET", "/api/v1/namespaces/shapes/services/db-backend:8080/proxy/dump", "", "", "", "")
+	do("GET", "/api/v1/namespaces/shapes/events?watch=true&timeoutSeconds=1", js, "", "", "")
+	do("GET", "/api/v1/namespaces/shapes/events?watch=true&timeoutSeconds=1", pb, "", "", "")
 	do("GET", "/api/v1/namespaces/cut/secrets?watch=true", js, "", "", "")
 	do("GET", "/api/v1/namespaces/cut-pb/secrets?watch=true", pb, "", "", "")
 }

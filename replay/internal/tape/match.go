@@ -268,23 +268,49 @@ func qZero(params string) bool {
 }
 
 // orderAccepted returns xs with the candidates that suit the Accept header
-// best first, in recorded order otherwise.
+// best first (see PreferAccepted), in recorded order otherwise.
 func OrderAccepted(xs []*Exchange, accept string) []*Exchange {
 	out := append([]*Exchange(nil), xs...)
-	sort.SliceStable(out, func(i, j int) bool { return acceptRank(accept, out[i].Media) > acceptRank(accept, out[j].Media) })
+	sort.SliceStable(out, func(i, j int) bool { return out[i].acceptScore(accept) > out[j].acceptScore(accept) })
 	return out
 }
 
 // preferAccepted keeps the candidates whose response type suits the
-// request's Accept header best.
+// request's Accept header best and, of those, the ones recorded for a
+// request that sent the same Accept header: what the server answered this
+// very request (kube-apiserver answers an error in JSON when no type the
+// client accepts will do, so a JSON answer and a protobuf one may rank
+// the same for a CBOR request).
 func PreferAccepted(xs []*Exchange, accept string) []*Exchange {
 	best := -1
 	for _, x := range xs {
-		if r := acceptRank(accept, x.Media); r > best {
+		if r := x.acceptScore(accept); r > best {
 			best = r
 		}
 	}
-	return Prefer(xs, func(x *Exchange) bool { return acceptRank(accept, x.Media) == best })
+	return Prefer(xs, func(x *Exchange) bool { return x.acceptScore(accept) == best })
+}
+
+// acceptScore ranks x for a request's Accept header: acceptRank of its
+// response's media type, then whether its own request sent the same
+// Accept.
+func (x *Exchange) acceptScore(accept string) int {
+	r := 2 * acceptRank(accept, x.Media)
+	if x.Info != nil && sameAccept(x.Info.Request.Header, accept) {
+		r++
+	}
+	return r
+}
+
+// sameAccept reports whether the first Accept field of h is accept (an
+// absent one equals "").
+func sameAccept(h []formats.Header, accept string) bool {
+	for _, f := range h {
+		if strings.EqualFold(f.Name, "Accept") {
+			return strings.TrimSpace(f.Value) == strings.TrimSpace(accept)
+		}
+	}
+	return strings.TrimSpace(accept) == ""
 }
 
 // pick returns the next candidate of the cursor named ck: successive calls

@@ -1,9 +1,11 @@
 package tape
 
 import (
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/internal/apipath"
 )
 
@@ -93,6 +95,46 @@ func TestAcceptRank(t *testing.T) {
 	for _, tt := range tests {
 		if got := acceptRank(tt.accept, tt.media); got != tt.want {
 			t.Errorf("acceptRank(%q, %q) = %d; want %d", tt.accept, tt.media, got, tt.want)
+		}
+	}
+}
+
+// TestPreferAcceptedSameRequest: of answers whose media types rank the
+// same for an Accept header, the one recorded for a request with the same
+// Accept wins (kube-apiserver answers a CBOR request's 404 in JSON).
+func TestPreferAcceptedSameRequest(t *testing.T) {
+	x := func(id int64, media, accept string) *Exchange {
+		info := &formats.ExchangeInfo{Request: formats.Request{Exchange: id}}
+		if accept != "" {
+			info.Request.Header = []formats.Header{{Name: "Accept", Value: accept}}
+		}
+		return &Exchange{ID: id, Info: info, Media: media}
+	}
+	xs := []*Exchange{
+		x(0, "application/json", "application/json"),
+		x(1, "application/vnd.kubernetes.protobuf", "application/vnd.kubernetes.protobuf"),
+		x(2, "application/json", "application/cbor"),
+		x(3, "application/json", ""),
+	}
+	for _, tt := range []struct {
+		accept string
+		want   []int64
+	}{
+		{"application/cbor", []int64{2}},
+		{"application/vnd.kubernetes.protobuf", []int64{1}},
+		{"application/json", []int64{0}},
+		{"", []int64{3}},
+		{"application/yaml", []int64{0, 1, 2, 3}},
+	} {
+		var got []int64
+		for _, c := range PreferAccepted(xs, tt.accept) {
+			got = append(got, c.ID)
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("PreferAccepted(%q) = %v; want %v", tt.accept, got, tt.want)
+		}
+		if first := OrderAccepted(xs, tt.accept)[0].ID; first != tt.want[0] {
+			t.Errorf("OrderAccepted(%q)[0] = %d; want %d", tt.accept, first, tt.want[0])
 		}
 	}
 }
