@@ -78,24 +78,23 @@ type worldFeed struct {
 	wt   *world.Watch
 	init [][]byte         // the initial events not sent yet
 	ch   <-chan struct{}  // the world's next change, taken before the last look
-	ev   world.WatchEvent // the next event, when has
+	ev   world.WatchEvent // the next event, when has: what the last look found
 	has  bool
-	dry  bool // the last look found nothing, and ch was taken before it
+	dry  bool // the last look found nothing
 }
 
 func (f *worldFeed) Peek() (int64, bool) {
 	switch {
 	case len(f.init) > 0:
 		return 0, true
-	case f.has:
-		return f.ev.Time, true
 	case f.wt.Expired():
 		return 0, false
-	case f.dry:
+	case f.has || f.dry:
 		select {
-		case <-f.ch:
+		case <-f.ch: // the world changed since the last look: a client's
+			// write may now come before the event it found
 		default:
-			return 0, false // nothing changed since the last look
+			return f.ev.Time, f.has
 		}
 	}
 	// Taken before the look: a change that lands after it closes ch.
