@@ -6,8 +6,10 @@ import (
 	"strings"
 
 	"github.com/munnerz/goautoneg"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/wtrace/wtrace/apiserver/codec"
+	"github.com/wtrace/wtrace/apiserver/world"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
 	"github.com/wtrace/wtrace/replay/internal/discovery"
@@ -368,4 +370,20 @@ func (s *Server) listFromWatchFits(q tape.Query, x *tape.Exchange) bool {
 	}
 	n, ok := tape.RVNumber(l.rv)
 	return !ok || s.store.ObserveN(n) == n
+}
+
+// gvkOf is the kind of the objects of an API path (zero if unknown).
+func (s *Server) gvkOf(path string) schema.GroupVersionKind {
+	if s.store == nil {
+		return schema.GroupVersionKind{}
+	}
+	t, ok := world.ParsePath(path)
+	if !ok {
+		return schema.GroupVersionKind{}
+	}
+	info, ok := s.store.Info(t.Resource)
+	if !ok {
+		return schema.GroupVersionKind{}
+	}
+	return info.GVK()
 }

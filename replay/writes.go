@@ -2,10 +2,6 @@ package replay
 
 import (
 	"fmt"
-
-	"k8s.io/apimachinery/pkg/runtime/schema"
-
-	"github.com/wtrace/wtrace/apiserver/world"
 )
 
 // Writes says how a replay answers the requests that change the world
@@ -46,20 +42,4 @@ func ParseWrites(s string) (Writes, error) {
 func (w Writes) AnswersWrites() bool {
 	m, err := ParseWrites(string(w))
 	return err == nil && (m == WritesAnswer || m == WritesApply)
-}
-
-// gvkOf is the kind of the objects of an API path (zero if unknown).
-func (s *Server) gvkOf(path string) schema.GroupVersionKind {
-	if s.store == nil {
-		return schema.GroupVersionKind{}
-	}
-	t, ok := world.ParsePath(path)
-	if !ok {
-		return schema.GroupVersionKind{}
-	}
-	info, ok := s.store.Info(t.Resource)
-	if !ok {
-		return schema.GroupVersionKind{}
-	}
-	return info.GVK()
 }
