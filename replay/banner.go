@@ -1,16 +1,13 @@
 package replay
 
 import (
-	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"strings"
 	"time"
 
 	"github.com/wtrace/wtrace/export"
-	"github.com/wtrace/wtrace/internal/selfsigned"
 )
 
 // BannerOptions is what WriteBanner says beyond what the Server knows.
@@ -116,26 +113,4 @@ func (s *Server) LogBanner(log *slog.Logger, b BannerOptions) {
 	if env := s.Environment(); env != nil {
 		log.Info("replay: world", "changes", env.Changes, "clients", env.Clients, "expected-writes", env.Writes)
 	}
-}
-
-// Certificate is the certificate a Server started with StartTLS serves:
-// the PEM pair in certFile and keyFile, or with generate a self-signed one
-// for the host of listen (host:port) — nil when neither is asked for.
-func Certificate(certFile, keyFile string, generate bool, listen string) (*tls.Certificate, error) {
-	switch {
-	case certFile != "":
-		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-		if err != nil {
-			return nil, fmt.Errorf("loading the certificate %s and key %s: %w", certFile, keyFile, err)
-		}
-		return &cert, nil
-	case generate:
-		host, _, _ := net.SplitHostPort(listen)
-		cert, _, err := selfsigned.New("wtrace replay", host, time.Now())
-		if err != nil {
-			return nil, err
-		}
-		return &cert, nil
-	}
-	return nil, nil
 }

@@ -24,7 +24,8 @@ import (
 // while the watch goes on, so that an idle watcher holds little more than
 // its own state. That goroutine still counts as a handler for Close.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if s.serveOps(w, r) {
+	if s.ops.Owns(r.URL.Path) {
+		s.ops.ServeHTTP(w, r) // the Server's own endpoints (health.go)
 		return
 	}
 	if !s.enter() {
@@ -46,19 +47,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case err != nil:
 		s.log.Warn("replay: bad request", "method", r.Method, "target", stream.Truncate(target), "err", err)
-		a = stream.StatusAnswer(howError, http.StatusBadRequest, "BadRequest", err.Error())
+		a = stream.StatusAnswer(stream.HowError, http.StatusBadRequest, "BadRequest", err.Error())
 	case apipath.IsWrite(r.Method) && r.Body != nil:
 		body, err = io.ReadAll(io.LimitReader(r.Body, world.MaxBodyBytes+1))
 		switch {
 		case err != nil:
-			a = stream.StatusAnswer(howError, http.StatusBadRequest, "BadRequest", "reading the request body: "+err.Error())
+			a = stream.StatusAnswer(stream.HowError, http.StatusBadRequest, "BadRequest", "reading the request body: "+err.Error())
 		case len(body) > world.MaxBodyBytes:
-			a = stream.StatusAnswer(howError, http.StatusRequestEntityTooLarge, "RequestEntityTooLarge",
+			a = stream.StatusAnswer(stream.HowError, http.StatusRequestEntityTooLarge, "RequestEntityTooLarge",
 				fmt.Sprintf("the request body is larger than %d bytes", world.MaxBodyBytes))
 			body = nil
 		}
 	}
-	tp := s.newTap(r, body, arrival)
+	tp := s.reqs.tap(r, body, arrival)
 	if a == nil {
 		q.Accept = r.Header.Get("Accept")
 		a = s.route(r, q, body)
@@ -79,8 +80,8 @@ func (s *Server) logAnswer(r *http.Request, q tape.Query, target string, a *stre
 	if a.Transcoded != "" {
 		attrs = append(attrs, "transcoded", a.Transcoded)
 	}
-	if a.How == howNotFound {
-		attrs = append(attrs, "closest", s.m.Closest(q, 3))
+	if a.How == stream.HowNotFound {
+		attrs = append(attrs, "closest", s.tape.Closest(q, 3))
 		s.log.Warn("replay: no recorded exchange matches", attrs...)
 		return
 	}
@@ -108,21 +109,49 @@ func (s *Server) exit() {
 	s.handlers.Done()
 }
 
+// route asks the answerers for the answer to request r (read as q, with
+// its body): a watch from a resourceVersion that is no number gets the
+// apiserver's 500 whoever would serve it; a Live world answers every
+// request of a resource it knows, the tape the rest; a replay that plays
+// the tape asks it first (it asks the world for what it lacks).
 func (s *Server) route(r *http.Request, q tape.Query, body []byte) *stream.Answer {
-	if rt, ok := s.invalidRVWatch(q); ok { // invalidrv.go
-		return rt
+	if a, ok := s.tape.InvalidRV(q); ok {
+		return a
 	}
 	if s.world.Live() {
 		if a, ok := s.world.Route(r, q, body); ok {
 			return a
 		}
-		return s.routeOther(r, q)
+		return s.tape.Other(r, q)
 	}
-	switch {
-	case s.store != nil && apipath.IsWrite(q.Method):
-		return s.world.Reject(r, q)
-	case q.Watch:
-		return s.routeWatch(r, q)
+	return s.tape.Route(r, q)
+}
+
+// Handler returns the server's HTTP handler, behind its Host and path
+// filter (Options.AcceptHosts, RejectPaths), to mount in a server of your
+// own. Close still cancels the requests it is serving and waits for them.
+func (s *Server) Handler() http.Handler { return s.guard(http.HandlerFunc(s.ServeHTTP)) }
+
+// guard puts the filter in front of h: a refused request gets 403
+// Forbidden, and a warning in the log saying why.
+func (s *Server) guard(h http.Handler) http.Handler {
+	filtered := s.filter.Wrap(h, s.log)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.ops.Owns(r.URL.Path) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		filtered.ServeHTTP(w, r)
+	})
+}
+
+// enter registers a handler; false once the server is closed.
+func (s *Server) enter() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
 	}
-	return s.routeOther(r, q)
+	s.handlers.Add(1)
+	return true
 }

@@ -19,76 +19,7 @@ import (
 
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
-	"github.com/wtrace/wtrace/replay/internal/tape"
 )
-
-func TestResponseHeader(t *testing.T) {
-	rec := []formats.Header{
-		{Name: "Content-Type", Value: "application/json"},
-		{Name: "audit-id", Value: "abc"},
-		{Name: "Connection", Value: "keep-alive, X-Hop"},
-		{Name: "X-Hop", Value: "named by Connection"},
-		{Name: "Keep-Alive", Value: "timeout=5"},
-		{Name: "Transfer-Encoding", Value: "chunked"},
-		{Name: "TE", Value: "trailers"},
-		{Name: "Trailer", Value: "X-T"},
-		{Name: "Upgrade", Value: "h2c"},
-		{Name: "Proxy-Authenticate", Value: "Basic"},
-		{Name: "Proxy-Foo", Value: "bar"},
-		{Name: "Content-Length", Value: "12"},
-		{Name: "Date", Value: "Sat, 21 Nov 2026 12:00:00 GMT"},
-		{Name: "Set-Cookie", Redacted: true, Len: 20},
-		{Name: ":status", Value: "200"},
-		{Name: "Content-Encoding", Value: "gzip"},
-		{Name: "Warning", Value: "a"},
-		{Name: "Warning", Value: "b"},
-	}
-	tests := []struct {
-		name         string
-		keepEncoding bool
-		want         http.Header
-	}{
-		{"decoded", false, http.Header{
-			"Content-Type": {"application/json"}, "Audit-Id": {"abc"}, "Warning": {"a", "b"},
-		}},
-		{"as-recorded", true, http.Header{
-			"Content-Type": {"application/json"}, "Audit-Id": {"abc"}, "Warning": {"a", "b"}, "Content-Encoding": {"gzip"},
-		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := responseHeader(rec, tt.keepEncoding); !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("responseHeader(…, %v) = %v; want %v", tt.keepEncoding, got, tt.want)
-			}
-		})
-	}
-}
-
-func TestAcceptsGzip(t *testing.T) {
-	tests := []struct {
-		in   string
-		want bool
-	}{
-		{"", false},
-		{"gzip", true},
-		{"GZIP", true},
-		{"gzip, deflate, br", true},
-		{"deflate, gzip;q=0.5", true},
-		{"gzip;q=0", false},
-		{"gzip; q=0.0", false},
-		{"*", true},
-		{"*;q=0", false},
-		{"identity", false},
-		{"br, *;q=0.1", true},
-		{"*, gzip;q=0", false},
-		{"x-gzip", true},
-	}
-	for _, tt := range tests {
-		if got := acceptsGzip(tt.in); got != tt.want {
-			t.Errorf("acceptsGzip(%q) = %v; want %v", tt.in, got, tt.want)
-		}
-	}
-}
 
 func gzipped(t testing.TB, b []byte) []byte {
 	t.Helper()
@@ -428,48 +359,4 @@ func TestCloseLifecycle(t *testing.T) {
 		t.Errorf("mounted handler after Close: %d; want 503", resp.StatusCode)
 	}
 	other.Close()
-}
-
-// TestFlowAllocs: serving a recorded watch with the world (the default
-// mode) allocates nothing per event: its resourceVersions are observed
-// without a lock or an allocation, as long as no client's write shifted
-// them. (The send path is pinned by the stream's TestSendAllocs.)
-func TestFlowAllocs(t *testing.T) {
-	path := corpusSession(t, "basic-json")
-	srv, err := Open(path, Options{Writes: WritesReject})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	f := openSession(t, path)
-	id := exchangeByTarget(t, f, "GET", "watch=true")
-	var x *tape.Exchange
-	for _, c := range srv.m.All {
-		if c.ID == id {
-			x = c
-		}
-	}
-	p, err := tape.BuildPlan(srv.file, x, false, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fl := &flow{s: srv, x: x, format: x.Format}
-	src := &tape.PlanSource{Plan: p}
-	run := func() {
-		*src = tape.PlanSource{Plan: p}
-		fd := &flowFeed{fl: fl, rd: srv.reader(nil, src, 0)}
-		for {
-			if _, ok := fd.Peek(); !ok {
-				break
-			}
-			if w, ok := fd.Take(); ok && len(w.Data) == 0 {
-				t.Fatal("an empty write")
-			}
-		}
-	}
-	run() // warm up: the world's point moves past every event
-	n := testing.AllocsPerRun(20, run)
-	if per := n / float64(len(p.Writes)); per > 0.05 {
-		t.Errorf("flowFeed: %v allocations for %d writes (%.2f per write); want none per write", n, len(p.Writes), per)
-	}
 }

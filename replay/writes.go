@@ -2,6 +2,8 @@ package replay
 
 import (
 	"fmt"
+
+	"github.com/wtrace/wtrace/replay/internal/fromworld"
 )
 
 // Writes says how a replay answers the requests that change the world
@@ -43,3 +45,26 @@ func (w Writes) AnswersWrites() bool {
 	m, err := ParseWrites(string(w))
 	return err == nil && (m == WritesAnswer || m == WritesApply)
 }
+
+// Pace says when a replay that answers writes applies the environment's
+// next change: PaceRecorded or PaceQuiet (see fromworld.Pace).
+type Pace = fromworld.Pace
+
+const (
+	// PaceRecorded (the default) applies each change at its recorded
+	// time, scaled by Options.Speed (see the package doc).
+	PaceRecorded = fromworld.PaceRecorded
+	// PaceQuiet applies the next change once the clients have been quiet
+	// for Options.QuietWindow.
+	PaceQuiet = fromworld.PaceQuiet
+)
+
+// DefaultQuietWindow is the QuietWindow a zero Options means.
+const DefaultQuietWindow = fromworld.DefaultQuietWindow
+
+// DeliveryWait bounds how long a write's answer waits for its watch
+// events to have gone out to every watcher of the world.
+const DeliveryWait = fromworld.DeliveryWait
+
+// ParsePace reads a Pace by name ("" is PaceRecorded).
+func ParsePace(s string) (Pace, error) { return fromworld.ParsePace(s) }

@@ -27,7 +27,7 @@ import (
 // flow is one recorded watch stream served with the world. It belongs to
 // the request's handler goroutine.
 type flow struct {
-	s      *Server
+	a      *Answerer
 	x      *tape.Exchange
 	format frame.Format  // the recorded stream's
 	w      *codec.Writer // transcodes every event (nil: the recorded encoding)
@@ -52,14 +52,14 @@ type flow struct {
 // a client that accepts CBOR alone gets 406 for a JSON or protobuf
 // recording. Without a world, or for a kind the replay does not know,
 // everything goes as recorded.
-func (s *Server) negotiate(q tape.Query, t codec.Target, f frame.Format) (m codec.Media, transcode bool, err error) {
-	if s.store == nil || f == frame.Unknown {
+func (a *Answerer) negotiate(q tape.Query, t codec.Target, f frame.Format) (m codec.Media, transcode bool, err error) {
+	if a.store == nil || f == frame.Unknown {
 		return m, false, nil
 	}
 	if f == frame.CBOR && acceptsPlain(q.Accept, f) {
 		return m, false, nil
 	}
-	gvk := s.gvkOf(q.Path)
+	gvk := a.gvkOf(q.Path)
 	if gvk.Empty() {
 		return m, false, nil
 	}
@@ -124,12 +124,12 @@ func transcodeName(from frame.Format, m codec.Media) string {
 // exchange x, or nil for a synthesized stream) for the client of q (nil
 // without a world). from is the served resourceVersion the client's view
 // starts at ("" for now), where a Follow starts.
-func (s *Server) newFlow(r *http.Request, q tape.Query, f frame.Format, x *tape.Exchange, from string) (*flow, error) {
-	if s.store == nil || f == frame.Unknown {
+func (a *Answerer) newFlow(r *http.Request, q tape.Query, f frame.Format, x *tape.Exchange, from string) (*flow, error) {
+	if a.store == nil || f == frame.Unknown {
 		return nil, nil
 	}
-	fl := &flow{s: s, x: x, format: f, media: codec.Media{Format: f}}
-	m, transcode, err := s.negotiate(q, codec.TargetWatch, f)
+	fl := &flow{a: a, x: x, format: f, media: codec.Media{Format: f}}
+	m, transcode, err := a.negotiate(q, codec.TargetWatch, f)
 	if err != nil {
 		return nil, err
 	}
@@ -138,19 +138,19 @@ func (s *Server) newFlow(r *http.Request, q tape.Query, f frame.Format, x *tape.
 		if err != nil {
 			return nil, err
 		}
-		fl.w, fl.media, fl.switched = codec.NewWriter(m, topts, s.clock.Now), m, transcodeName(f, m)
+		fl.w, fl.media, fl.switched = codec.NewWriter(m, topts, a.clock.Now), m, transcodeName(f, m)
 	}
 	return fl, nil
 }
 
 // head is the response head of the flow's stream.
-func (s *Server) watchHead(x *tape.Exchange, fl *flow) *stream.Head {
+func (a *Answerer) watchHead(x *tape.Exchange, fl *flow) *stream.Head {
 	if fl != nil && fl.w != nil {
 		h := responseHeader(x.Info.Response.Header, false)
 		h.Set("Content-Type", fl.media.ContentType(codec.TargetWatch))
 		return stream.NewHead(http.StatusOK, h)
 	}
-	return s.rec.headOf(x, http.StatusOK)
+	return a.rec.headOf(x, http.StatusOK)
 }
 
 // flowFeed plays a recorded watch served with the world (fl): the
@@ -172,17 +172,17 @@ func (f *flowFeed) Peek() (int64, bool) {
 }
 
 func (f *flowFeed) Take() (stream.Write, bool) {
-	fl, s := f.fl, f.fl.s
+	fl, a := f.fl, f.fl.a
 	w, _ := f.rd.next()
 	if w.Event {
 		data, ok := fl.event(w.Data)
 		return stream.Write{Data: data, Events: 1, At: w.At}, ok
 	}
-	if w.RV != 0 && s.store.ObserveN(w.RV) != w.RV && w.EvOff >= w.Off {
+	if w.RV != 0 && a.store.ObserveN(w.RV) != w.RV && w.EvOff >= w.Off {
 		// Clients' writes took the numbers this write carries: the
 		// rest goes event by event, rewritten.
 		n := w.EvOff - w.Off
-		f.rd = s.reader(f.st, tape.NewEventSource(s.file, fl.x, w.EvOff), 0)
+		f.rd = a.reader(f.st, tape.NewEventSource(a.file, fl.x, w.EvOff), 0)
 		if fl.switched == "" {
 			fl.switched = "rv"
 			f.st.SetTranscoded("rv")
@@ -200,7 +200,7 @@ func (f *flowFeed) InMemory() bool           { return f.rd.nonBlocking() }
 // with its served resourceVersion, in the client's encoding, framed.
 // false skips an event that cannot be transcoded.
 func (fl *flow) event(data []byte) ([]byte, bool) {
-	store := fl.s.store
+	store := fl.a.store
 	out := data
 	m, perr := frame.Peek(fl.format, data)
 	if n, ok := tape.RVNumber(m.ResourceVersion); perr == nil && ok && store.ObserveN(n) != n {
@@ -217,7 +217,7 @@ func (fl *flow) event(data []byte) ([]byte, bool) {
 			out, err = fl.w.Event(m.Type, codec.Object{Format: fl.format, APIVersion: av, Kind: kind, Raw: raw})
 		}
 		if err != nil {
-			fl.s.log.Warn("replay: cannot transcode an event; skipped", "exchange", fl.x.ID, "err", err)
+			fl.a.log.Warn("replay: cannot transcode an event; skipped", "exchange", fl.x.ID, "err", err)
 			return nil, false
 		}
 	}
@@ -229,37 +229,37 @@ func (fl *flow) event(data []byte) ([]byte, bool) {
 // the resourceVersions it carries go out unchanged, else decoded, its
 // resourceVersions rewritten (world.Store.ServeList, ServeObject) and
 // encoded as the client asks.
-func (s *Server) recordedRoute(r *http.Request, q tape.Query, x *tape.Exchange) *stream.Answer {
-	if s.store == nil || x.Format != frame.Unknown {
-		return s.full(x)
+func (a *Answerer) recordedRoute(r *http.Request, q tape.Query, x *tape.Exchange) *stream.Answer {
+	if a.store == nil || x.Format != frame.Unknown {
+		return a.full(x)
 	}
 	resp := x.Info.Response
 	f := bodyFormatOf(x)
 	if resp.Status < 200 || resp.Status > 299 || x.EndStatus() != formats.EndComplete || f == frame.Unknown {
-		return s.full(x)
+		return a.full(x)
 	}
 	target := codec.TargetObject
 	if q.Method == http.MethodGet && discovery.IsCollection(q.Path) {
 		target = codec.TargetList
 	}
-	m, transcode, err := s.negotiate(q, target, f)
+	m, transcode, err := a.negotiate(q, target, f)
 	if err != nil {
 		return fromworld.Refuse(q, err)
 	}
-	rv, err := s.rec.bodyRV(x, target)
+	rv, err := a.rec.bodyRV(x, target)
 	if err != nil {
-		return s.full(x)
+		return a.full(x)
 	}
-	if !transcode && (rv == 0 || s.store.ObserveN(rv) == rv) {
-		return s.full(x)
+	if !transcode && (rv == 0 || a.store.ObserveN(rv) == rv) {
+		return a.full(x)
 	}
-	rt := &stream.Answer{How: howRecorded, Recorded: true, Exchange: x.ID, Status: responseStatus(resp.Status), Transcoded: "rv"}
+	rt := &stream.Answer{How: HowRecorded, Recorded: true, Exchange: x.ID, Status: responseStatus(resp.Status), Transcoded: "rv"}
 	if transcode {
 		rt.Transcoded = transcodeName(f, m)
 	}
 	rt.Serve = func(st *stream.Stream, r *http.Request) {
-		if err := s.serveRewritten(st, r, x, f, target, m, transcode); err != nil {
-			s.log.Warn("replay: cannot rewrite a recorded body", "exchange", x.ID, "err", err)
+		if err := a.serveRewritten(st, r, x, f, target, m, transcode); err != nil {
+			a.log.Warn("replay: cannot rewrite a recorded body", "exchange", x.ID, "err", err)
 			st.Status(http.StatusInternalServerError, "InternalError", err.Error())
 		}
 	}
@@ -282,15 +282,15 @@ func bodyFormatOf(x *tape.Exchange) frame.Format {
 
 // serveRewritten sends recorded body x with its served resourceVersions,
 // transcoded into m if transcode.
-func (s *Server) serveRewritten(st *stream.Stream, r *http.Request, x *tape.Exchange, f frame.Format, t codec.Target, m codec.Media, transcode bool) error {
-	b, err := s.rec.readBody(x)
+func (a *Answerer) serveRewritten(st *stream.Stream, r *http.Request, x *tape.Exchange, f frame.Format, t codec.Target, m codec.Media, transcode bool) error {
+	b, err := a.rec.readBody(x)
 	if err != nil {
 		return err
 	}
 	if t == codec.TargetList {
-		b, _, err = s.store.ServeList(f, b)
+		b, _, err = a.store.ServeList(f, b)
 	} else {
-		b, _, err = s.store.ServeObject(f, b)
+		b, _, err = a.store.ServeObject(f, b)
 	}
 	if err != nil {
 		return err
@@ -301,7 +301,7 @@ func (s *Server) serveRewritten(st *stream.Stream, r *http.Request, x *tape.Exch
 		if err != nil {
 			return err
 		}
-		w := codec.NewWriter(m, topts, s.clock.Now)
+		w := codec.NewWriter(m, topts, a.clock.Now)
 		if t == codec.TargetList {
 			l, err := frame.ListItems(f, b)
 			if err != nil {
@@ -346,42 +346,42 @@ func (s *Server) serveRewritten(st *stream.Stream, r *http.Request, x *tape.Exch
 // LIST lst (and the recorded WATCH after it) can go to the client of q:
 // in an encoding it accepts, and with the LIST's resourceVersion served
 // unchanged. Otherwise the world answers.
-func (s *Server) synthWatchListFits(q tape.Query, lst *tape.Exchange) bool {
-	if _, transcode, err := s.negotiate(q, codec.TargetWatch, lst.ListFormat()); err != nil || transcode {
+func (a *Answerer) synthWatchListFits(q tape.Query, lst *tape.Exchange) bool {
+	if _, transcode, err := a.negotiate(q, codec.TargetWatch, lst.ListFormat()); err != nil || transcode {
 		return false
 	}
-	sl, err := s.rec.synthList(lst)
+	sl, err := a.rec.synthList(lst)
 	if err != nil {
 		return true // served as before: the error is reported then
 	}
 	n, ok := tape.RVNumber(sl.rv)
-	return !ok || s.store.ObserveN(n) == n
+	return !ok || a.store.ObserveN(n) == n
 }
 
 // listFromWatchFits is synthWatchListFits for a LIST built from recorded
 // streaming list x.
-func (s *Server) listFromWatchFits(q tape.Query, x *tape.Exchange) bool {
-	if _, transcode, err := s.negotiate(q, codec.TargetList, x.Format); err != nil || transcode {
+func (a *Answerer) listFromWatchFits(q tape.Query, x *tape.Exchange) bool {
+	if _, transcode, err := a.negotiate(q, codec.TargetList, x.Format); err != nil || transcode {
 		return false
 	}
-	l, err := s.rec.listFromWatch(x)
+	l, err := a.rec.listFromWatch(x)
 	if err != nil {
 		return true
 	}
 	n, ok := tape.RVNumber(l.rv)
-	return !ok || s.store.ObserveN(n) == n
+	return !ok || a.store.ObserveN(n) == n
 }
 
 // gvkOf is the kind of the objects of an API path (zero if unknown).
-func (s *Server) gvkOf(path string) schema.GroupVersionKind {
-	if s.store == nil {
+func (a *Answerer) gvkOf(path string) schema.GroupVersionKind {
+	if a.store == nil {
 		return schema.GroupVersionKind{}
 	}
 	t, ok := world.ParsePath(path)
 	if !ok {
 		return schema.GroupVersionKind{}
 	}
-	info, ok := s.store.Info(t.Resource)
+	info, ok := a.store.Info(t.Resource)
 	if !ok {
 		return schema.GroupVersionKind{}
 	}

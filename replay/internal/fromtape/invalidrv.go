@@ -25,7 +25,7 @@ import (
 // recorded a watch from this very resourceVersion (its recording is
 // served), whatever answers the watch otherwise (the world or the
 // recording).
-func (s *Server) invalidRVWatch(q tape.Query) (rt *stream.Answer, ok bool) {
+func (a *Answerer) invalidRVWatch(q tape.Query) (rt *stream.Answer, ok bool) {
 	rv := q.RawRV
 	if !q.Watch || rv == "" || rv == "0" {
 		return nil, false
@@ -34,7 +34,7 @@ func (s *Server) invalidRVWatch(q tape.Query) (rt *stream.Answer, ok bool) {
 	if err == nil {
 		return nil, false
 	}
-	for _, x := range s.m.ByKey[q.Key] {
+	for _, x := range a.m.ByKey[q.Key] {
 		if x.Q.RawRV == rv {
 			return nil, false
 		}
@@ -43,5 +43,5 @@ func (s *Server) invalidRVWatch(q tape.Query) (rt *stream.Answer, ok bool) {
 		Message: fmt.Sprintf("resourceVersion: Invalid value: %q: %v", rv, err)}
 	m := codec.StatusMedia(q.Accept)
 	return fromworld.Respond(&world.Response{Code: http.StatusInternalServerError, ContentType: m.ContentType(codec.TargetObject),
-		Body: codec.StatusBody(m, st), How: howError, Transcoded: true}), true
+		Body: codec.StatusBody(m, st), How: stream.HowError, Transcoded: true}), true
 }

@@ -28,9 +28,9 @@ type recording struct {
 	file        *formats.File
 	m           *tape.Matcher
 	cache       *tape.Cache
-	maxPlan     int64       // an exchange larger is streamed from the file, not planned
-	eventChunks bool        // Options.EventChunks
-	annotate    func() bool // writes carry their events' resourceVersions (the replay keeps a world)
+	maxPlan     int64 // an exchange larger is streamed from the file, not planned
+	eventChunks bool  // Options.EventChunks
+	annotate    bool  // writes carry their events' resourceVersions (the replay keeps a world)
 }
 
 // maxSynthBytes bounds a LIST body (all pages, decoded) that is held in
@@ -82,7 +82,7 @@ type synthFromWatch struct {
 func (r *recording) openSource(x *tape.Exchange) (tape.Source, error) {
 	if x.Info.BodyBytes <= r.maxPlan {
 		v, err := r.cache.Get("plan:"+strconv.FormatInt(x.ID, 10), func() (any, int64, error) {
-			p, err := tape.BuildPlan(r.file, x, r.eventChunks, r.annotate())
+			p, err := tape.BuildPlan(r.file, x, r.eventChunks, r.annotate)
 			if err != nil {
 				return nil, 0, err
 			}
@@ -93,7 +93,7 @@ func (r *recording) openSource(x *tape.Exchange) (tape.Source, error) {
 		}
 		return &tape.PlanSource{Plan: v.(*tape.Plan)}, nil
 	}
-	return tape.NewProducer(r.file, x, r.eventChunks, r.annotate()), nil
+	return tape.NewProducer(r.file, x, r.eventChunks, r.annotate), nil
 }
 
 // readBody returns the whole stored body of opaque exchange x, decoded if it

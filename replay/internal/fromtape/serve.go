@@ -1,7 +1,6 @@
 package fromtape
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -147,15 +146,15 @@ func endOf(x *tape.Exchange) stream.End {
 
 // serveExchange sends recorded exchange x, whole or (resume) from body
 // offset skip with the timeline starting at capture time base.
-func (s *Server) serveExchange(st *stream.Stream, r *http.Request, x *tape.Exchange, fl *flow, skip, base int64) {
+func (a *Answerer) serveExchange(st *stream.Stream, r *http.Request, x *tape.Exchange, fl *flow, skip, base int64) {
 	status := responseStatus(x.Info.Response.Status)
 	if x.Format == 0 {
-		s.serveOpaque(st, r, x, status)
+		a.serveOpaque(st, r, x, status)
 		return
 	}
-	hd := s.rec.headOf(x, status)
+	hd := a.rec.headOf(x, status)
 	if fl != nil {
-		hd = s.watchHead(x, fl)
+		hd = a.watchHead(x, fl)
 	}
 	if x.EndStatus() == formats.EndComplete {
 		st.SetRecordedEnd(x.Info.End) // its last-chunk extensions and trailers, if it ends as recorded
@@ -166,12 +165,12 @@ func (s *Server) serveExchange(st *stream.Stream, r *http.Request, x *tape.Excha
 	if base == 0 {
 		base = x.RespTime()
 	}
-	s.continueWatch(st, x, fl, skip, base)
+	a.continueWatch(st, x, fl, skip, base)
 }
 
 // serveOpaque sends a non-event body: as recorded (byte for byte, with its
 // Content-Encoding) when the client accepts that encoding, else decoded.
-func (s *Server) serveOpaque(st *stream.Stream, r *http.Request, x *tape.Exchange, status int) {
+func (a *Answerer) serveOpaque(st *stream.Stream, r *http.Request, x *tape.Exchange, status int) {
 	resp := x.Info.Response
 	gz := strings.EqualFold(resp.Encoding, "gzip")
 	decode := gz && !acceptsGzip(r.Header.Get("Accept-Encoding"))
@@ -188,7 +187,7 @@ func (s *Server) serveOpaque(st *stream.Stream, r *http.Request, x *tape.Exchang
 		st.WriteHeader(status)
 		return
 	}
-	src, err := s.rec.openSource(x)
+	src, err := a.rec.openSource(x)
 	if err != nil {
 		h.Del("Content-Length")
 		st.Status(http.StatusInternalServerError, "InternalError", "replay: reading session: "+err.Error())
@@ -223,7 +222,7 @@ func (s *Server) serveOpaque(st *stream.Stream, r *http.Request, x *tape.Exchang
 				return
 			}
 		}
-	} else if !st.Play(&tapeFeed{rd: s.reader(st, src, 0)}, base) {
+	} else if !st.Play(&tapeFeed{rd: a.reader(st, src, 0)}, base) {
 		return
 	}
 	if st.Crossed() {
@@ -236,11 +235,7 @@ func (s *Server) serveOpaque(st *stream.Stream, r *http.Request, x *tape.Exchang
 	if k == stream.EndClean {
 		return // the body is complete; no need to wait for the recorded end
 	}
-	if s.opts.Hold {
-		st.Hold()
-		return
-	}
-	st.Finish(k, x.EndTime(), base)
+	st.Finish(k, x.EndTime(), base) // held open instead with Options.Hold
 }
 
 // sourceReader reads a source's bytes as a stream (to decode gzip). Bytes
@@ -274,8 +269,6 @@ func (r *sourceReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-var errClosed = errors.New("replay: server closed")
-
 // writeReader reads a stream's writes from body offset skip on, for run
 // and runFlow: lost data at or after skip is reported on the stream
 // (st.cross) and passed over, writes before skip are dropped, and a write
@@ -291,8 +284,8 @@ type writeReader struct {
 	have bool
 }
 
-func (s *Server) reader(st *stream.Stream, src tape.Source, skip int64) *writeReader {
-	return &writeReader{st: st, log: s.log, src: src, skip: skip}
+func (a *Answerer) reader(st *stream.Stream, src tape.Source, skip int64) *writeReader {
+	return &writeReader{st: st, log: a.log, src: src, skip: skip}
 }
 
 // next returns the next write with data; false at the end of the source

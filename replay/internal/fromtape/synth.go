@@ -17,26 +17,26 @@ import (
 // ADDED events, the initial-events-end bookmark, then the watch's events on
 // its own timeline. Without such a watch the stream stays open after the
 // bookmark.
-func (s *Server) serveSynthWatchList(st *stream.Stream, r *http.Request, q tape.Query, lst *tape.Exchange) (watch *tape.Exchange, err error) {
-	sl, err := s.rec.synthList(lst)
+func (a *Answerer) serveSynthWatchList(st *stream.Stream, r *http.Request, q tape.Query, lst *tape.Exchange) (watch *tape.Exchange, err error) {
+	sl, err := a.rec.synthList(lst)
 	if err != nil {
 		return nil, err
 	}
-	if ws := tape.Filter(s.m.ByKey[q.Key], func(c *tape.Exchange) bool {
+	if ws := tape.Filter(a.m.ByKey[q.Key], func(c *tape.Exchange) bool {
 		return c.Q.RV == sl.rv && sl.rv != "" && c.Format == sl.format
 	}); len(ws) > 0 {
 		watch = tape.PreferAccepted(ws, q.Accept)[0]
 	}
 	var hd *stream.Head
 	if watch != nil {
-		hd = s.rec.headOf(watch, http.StatusOK)
+		hd = a.rec.headOf(watch, http.StatusOK)
 	} else {
 		hd = stream.NewHead(http.StatusOK, http.Header{"Content-Type": {watchContentType(sl.format)}})
 	}
 	if !st.Begin(hd) {
 		return watch, nil
 	}
-	if !st.Play(&tapeFeed{rd: s.reader(st, &tape.PlanSource{Plan: &tape.Plan{Writes: sl.writes}}, 0)}, 0) {
+	if !st.Play(&tapeFeed{rd: a.reader(st, &tape.PlanSource{Plan: &tape.Plan{Writes: sl.writes}}, 0)}, 0) {
 		return watch, nil
 	}
 	if watch == nil {
@@ -45,11 +45,11 @@ func (s *Server) serveSynthWatchList(st *stream.Stream, r *http.Request, q tape.
 	}
 	// With a world, the rest is a flow (the LIST's encoding was one the
 	// client accepts: see synthWatchListFits).
-	fl, err := s.newFlow(r, q, sl.format, watch, sl.rv)
+	fl, err := a.newFlow(r, q, sl.format, watch, sl.rv)
 	if err != nil {
 		fl = nil
 	}
-	s.continueWatch(st, watch, fl, 0, watch.RespTime())
+	a.continueWatch(st, watch, fl, 0, watch.RespTime())
 	return watch, nil
 }
 
@@ -66,15 +66,15 @@ func watchContentType(f frame.Format) string {
 // continueWatch sends a watch exchange's body after the head was sent (by
 // a synthesized prefix), from body offset skip on the timeline of base,
 // resumably (see runRest): the caller returns at once after it.
-func (s *Server) continueWatch(st *stream.Stream, x *tape.Exchange, fl *flow, skip, base int64) {
-	c := &watchCont{s: s, st: st, x: x, fl: fl, skip: skip, base: base}
+func (a *Answerer) continueWatch(st *stream.Stream, x *tape.Exchange, fl *flow, skip, base int64) {
+	c := &watchCont{a: a, st: st, x: x, fl: fl, skip: skip, base: base}
 	st.RunRest(c.step)
 }
 
 // watchCont is where the body of a watch stream is (see continueWatch):
 // a pass over the recorded exchange (several with Loop), then its end.
 type watchCont struct {
-	s          *Server
+	a          *Answerer
 	st         *stream.Stream
 	x          *tape.Exchange
 	fl         *flow // served with the world (nil: as recorded)
@@ -94,7 +94,7 @@ const (
 // is done. On the scheduler (inSched) it goes no further than sending
 // from memory: past that it yields to a goroutine.
 func (c *watchCont) step() {
-	st, s, x := c.st, c.s, c.x
+	st, a, x := c.st, c.a, c.x
 	for {
 		if st.InSched() && c.phase != wcRun {
 			if c.phase != wcDone {
@@ -106,16 +106,16 @@ func (c *watchCont) step() {
 		case wcOpen:
 			var src tape.Source
 			if c.fl != nil && c.fl.w != nil {
-				src = tape.NewEventSource(s.file, x, c.skip) // transcoded: event by event
+				src = tape.NewEventSource(a.file, x, c.skip) // transcoded: event by event
 			} else {
 				var err error
-				if src, err = s.rec.openSource(x); err != nil {
+				if src, err = a.rec.openSource(x); err != nil {
 					st.Stop("reading session: " + err.Error())
 					c.phase = wcDone
 					return
 				}
 			}
-			rd := s.reader(st, src, c.skip)
+			rd := a.reader(st, src, c.skip)
 			if c.fl != nil {
 				c.f = &flowFeed{st: st, fl: c.fl, rd: rd}
 			} else {
@@ -130,11 +130,11 @@ func (c *watchCont) step() {
 			switch {
 			case !ok:
 				c.phase = wcDone
-			case !s.opts.Loop:
+			case !a.opts.Loop:
 				c.phase = wcFinish
 			default:
-				st.Shift(s.hub.Scale(x.EndTime() - c.base))
-				if s.speed != 0 && x.EndTime() <= x.RespTime() {
+				st.Shift(a.hub.Scale(x.EndTime() - c.base))
+				if a.speed != 0 && x.EndTime() <= x.RespTime() {
 					st.Shift(time.Millisecond)
 				}
 				c.base, c.skip, c.phase = x.RespTime(), 0, wcOpen
@@ -153,8 +153,8 @@ func (c *watchCont) step() {
 
 // serveListFromWatch answers a LIST the session did not record from the
 // initial events of a recorded streaming list.
-func (s *Server) serveListFromWatch(st *stream.Stream, x *tape.Exchange) error {
-	l, err := s.rec.listFromWatch(x)
+func (a *Answerer) serveListFromWatch(st *stream.Stream, x *tape.Exchange) error {
+	l, err := a.rec.listFromWatch(x)
 	if err != nil {
 		return err
 	}
@@ -171,7 +171,7 @@ func (s *Server) serveListFromWatch(st *stream.Stream, x *tape.Exchange) error {
 // stream with one ERROR event carrying a 410 Expired Status (always JSON,
 // which every client decodes from the Content-Type), then a clean end. The
 // client relists.
-func (s *Server) serveExpired(st *stream.Stream, rv string) {
+func (a *Answerer) serveExpired(st *stream.Stream, rv string) {
 	msg := "too old resource version: " + rv + " (not in the replayed session)"
 	var b bytes.Buffer
 	b.WriteString(`{"type":"ERROR","object":`)
@@ -186,10 +186,10 @@ func (s *Server) serveExpired(st *stream.Stream, rv string) {
 // with an open stream that sends nothing, as a quiet apiserver does, until
 // the client's timeoutSeconds (then a clean end), the client leaves, or
 // Close. Headers come from x when there is one.
-func (s *Server) serveEmptyWatch(st *stream.Stream, x *tape.Exchange, fl *flow) {
+func (a *Answerer) serveEmptyWatch(st *stream.Stream, x *tape.Exchange, fl *flow) {
 	hd := stream.NewHead(http.StatusOK, http.Header{"Content-Type": {"application/json"}})
 	if x != nil {
-		hd = s.watchHead(x, fl)
+		hd = a.watchHead(x, fl)
 	}
 	if st.Begin(hd) {
 		st.RunRest(st.Hold)
