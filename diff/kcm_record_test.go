@@ -35,6 +35,17 @@ var kcmRecordings = []struct {
 	{"gc-nsdelete.wt", []string{"deployment", "replicaset", "garbagecollector", "namespace"}, nsDeleteSteps},
 }
 
+// workloadRecordings are the recordings of kube-controller-manager's
+// workload controllers in testdata/kcm: the workloads scenario of
+// testkit/kcmtest, with these controllers.
+var workloadRecordings = []struct {
+	file        string
+	controllers []string
+}{
+	{"workloads-1.wt", kcmtest.WorkloadControllers}, {"workloads-2.wt", kcmtest.WorkloadControllers},
+	{"workloads-nojob.wt", []string{"statefulset", "daemonset", "endpointslice", "disruption"}},
+}
+
 // schedDir holds the real recordings of kube-scheduler: each the
 // scenario of testkit/schedtest, in a new apiserver, with the scheduler's
 // default profile or MostAllocated scoring.
@@ -70,6 +81,15 @@ func TestRecordKCM(t *testing.T) {
 			rec := kcmtest.Record(t, kcmtest.RecordOptions{Controllers: r.controllers, Scenario: kcmtest.Options{Steps: r.steps()}})
 			for _, res := range rec.Results {
 				t.Logf("%s: converged %v", res.Step, res.Converged)
+			}
+			copyFile(t, rec.Path, filepath.Join(kcmDir, r.file))
+		})
+	}
+	for _, r := range workloadRecordings {
+		t.Run(r.file, func(t *testing.T) {
+			rec := kcmtest.Record(t, kcmtest.RecordOptions{Controllers: r.controllers, Workloads: &kcmtest.WorkloadOptions{}})
+			for _, res := range rec.Workloads {
+				t.Logf("%s: done %v", res.Step, res.Done)
 			}
 			copyFile(t, rec.Path, filepath.Join(kcmDir, r.file))
 		})
