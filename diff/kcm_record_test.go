@@ -43,7 +43,6 @@ var workloadRecordings = []struct {
 	controllers []string
 }{
 	{"workloads-1.wt", kcmtest.WorkloadControllers}, {"workloads-2.wt", kcmtest.WorkloadControllers},
-	{"workloads-nojob.wt", []string{"statefulset", "daemonset", "endpointslice", "disruption"}},
 }
 
 // schedDir holds the real recordings of kube-scheduler: each the
