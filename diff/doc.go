@@ -66,7 +66,10 @@
 // generateName, its controlling owner (unless the generateName starts with
 // the owner's name) and its place among the successful creates of that
 // generateName in the session — "web-796cf5c97c-#1", the first Pod created
-// as "web-796cf5c97c-" — and reads that canonical name wherever the
+// as "web-796cf5c97c-" —, or, where the controller made it for something
+// (package internal/ident), by that instead of its place: a DaemonSet's
+// Pod by its node ("agent-#DaemonSet/agent#@node=n1"), an indexed Job's
+// by its completion index — and reads that canonical name wherever the
 // server's appears: request paths, the objects of watch events, every
 // string of every document (an Event's message, a name built on the
 // generated one). Report.Pairing says which server name in A is which in
@@ -94,10 +97,15 @@
 // are compared, what always differs between runs is left out:
 // resourceVersion and uid (anywhere), generation, managedFields and the
 // list continue token (in metadata), the values of timestamp fields
-// (names ending in Time, Timestamp or At holding an RFC 3339 time:
-// creationTimestamp, lastTransitionTime, startedAt, …; whether one is set
+// (names ending in Time, Timestamp, At or -time holding an RFC 3339
+// time: creationTimestamp, lastTransitionTime, startedAt, the annotation
+// endpoints.kubernetes.io/last-change-trigger-time, …; whether one is set
 // still counts, null being unset), and the values of redaction placeholders
-// (their lengths still count). Options.Ignore leaves out more paths. Member
+// (their lengths still count). A uid that is not a member "uid" (a Job's
+// in its Pods' controller-uid labels and its selector, its Pods' in
+// status.uncountedTerminatedPods) reads as the object it names, with its
+// canonical name, when the session created that object or one it owns
+// (names.go). Options.Ignore leaves out more paths. Member
 // order does not matter. Pairs that differ in bytes but not after this
 // are counted in Counts.BytesOnly and are not differences. A changed
 // document is shown as a unified diff of both normalized documents,

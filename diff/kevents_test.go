@@ -4,7 +4,7 @@ import "testing"
 
 func TestParseKEvent(t *testing.T) {
 	var n names
-	n.register(pods, "web-7b84c5f95f-", "ReplicaSet", "web-7b84c5f95f", "web-7b84c5f95f-kwr78", 1)
+	n.register(pods, "web-7b84c5f95f-", "ReplicaSet", "web-7b84c5f95f", "", "web-7b84c5f95f-kwr78", 1)
 	for _, tc := range []struct {
 		name, doc string
 		want      kevent

@@ -41,6 +41,7 @@ const maxGenerated = 1 << 20
 // returns its argument. Not safe for concurrent use.
 type names struct {
 	canon    map[string]string   // server name → canonical name
+	uids     map[string]string   // an object's uid → what names it (uidText)
 	heads    map[string][]string // generateNames (as kept) by their first headLen bytes, to find names inside strings
 	isPrefix map[string]bool
 	ord      map[string]int // resource, namespace, generateName, owner → creates so far
@@ -59,11 +60,14 @@ type generated struct {
 
 // register notes that the create of exchange id (resource o, namespace
 // ns) with generateName gen and controlling owner (ownerKind, ownerName),
-// got the name server; it returns the canonical name.
-func (n *names) register(o Object, gen, ownerKind, ownerName, server string, id int64) string {
-	if n.canon == nil {
-		n.canon, n.isPrefix, n.ord, n.heads = map[string]string{}, map[string]bool{}, map[string]int{}, map[string][]string{}
-	}
+// got the name server; it returns the canonical name. identity, if not
+// "", is what the controller made the object for (package
+// internal/ident: "node=n1" for a DaemonSet's Pod): the object is named
+// by it, "agent-#@node=n1", instead of by its place among the creates —
+// two Pods created at once for two nodes pair by their node, whatever
+// order their answers came in.
+func (n *names) register(o Object, gen, ownerKind, ownerName, identity, server string, id int64) string {
+	n.init()
 	if c, ok := n.canon[server]; ok {
 		return c
 	}
@@ -79,9 +83,20 @@ func (n *names) register(o Object, gen, ownerKind, ownerName, server string, id 
 	if ownerName != "" && !strings.HasPrefix(gen, ownerName) {
 		label += ownerKind + "/" + cowner + "#"
 	}
-	k := o.Group + "\x00" + o.Resource + "\x00" + o.Namespace + "\x00" + label
-	n.ord[k]++
-	c := label + strconv.Itoa(n.ord[k])
+	c := ""
+	if identity != "" {
+		label += "@" + identity
+		k := o.Group + "\x00" + o.Resource + "\x00" + o.Namespace + "\x00" + label
+		n.ord[k]++
+		c = label
+		if n.ord[k] > 1 { // made again for the same (a Pod replaced on its node)
+			c += "#" + strconv.Itoa(n.ord[k])
+		}
+	} else {
+		k := o.Group + "\x00" + o.Resource + "\x00" + o.Namespace + "\x00" + label
+		n.ord[k]++
+		c = label + strconv.Itoa(n.ord[k])
+	}
 	n.canon[server] = c
 	if !n.isPrefix[gen] {
 		n.isPrefix[gen] = true
@@ -93,9 +108,84 @@ func (n *names) register(o Object, gen, ownerKind, ownerName, server string, id 
 	return c
 }
 
+func (n *names) init() {
+	if n.canon == nil {
+		n.canon, n.isPrefix, n.ord, n.heads = map[string]string{}, map[string]bool{}, map[string]int{}, map[string][]string{}
+		n.uids = map[string]string{}
+	}
+}
+
+// Uids. The apiserver gives every object a new uid, and controllers write
+// the uids of the objects they work with into others: a Job's uid into
+// its Pods' labels and its selector (controller-uid,
+// batch.kubernetes.io/controller-uid), the uids of its finished Pods into
+// status.uncountedTerminatedPods, owners' uids into ownerReferences. diff
+// leaves out every member named "uid", and reads every other uid it knows
+// — of an object a create made (its answer's metadata.uid), of an owner
+// a create names (its ownerReferences) — as the object it names, with
+// its canonical name: "<uid of Job demo/pi>" in both sessions, wherever
+// it appears (a label value, an element of a list, inside a selector's
+// string). A uid diff does not know stays as it is: it differs.
+
+// maxUIDs bounds the uids a session's table holds (as maxGenerated does
+// the names).
+const maxUIDs = 1 << 20
+
+// uidLen is the length of a uid as the apiserver makes them (a UUID in
+// its text form, RFC 9562 section 4).
+const uidLen = 36
+
+// registerUID notes that uid is the object of kind, namespace ns and
+// server name (read through the table: call it after register).
+func (n *names) registerUID(uid, kind, ns, name string) {
+	if !isUID(uid) || kind == "" || name == "" {
+		return
+	}
+	n.init()
+	if _, ok := n.uids[uid]; ok || len(n.uids) >= maxUIDs {
+		return
+	}
+	obj := n.canonString(name)
+	if ns != "" {
+		obj = ns + "/" + obj
+	}
+	n.uids[uid] = "<uid of " + kind + " " + obj + ">"
+}
+
+// isUID reports whether s is a UUID in its text form (8-4-4-4-12 hex
+// digits, lower case as the apiserver writes them).
+func isUID(s string) bool {
+	if len(s) != uidLen {
+		return false
+	}
+	for i := 0; i < uidLen; i++ {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// uidAt returns what the known uid starting at s[i] names (between
+// non-alphanumerics), "" if none.
+func (n *names) uidAt(s string, i int) string {
+	if len(n.uids) == 0 || len(s)-i < uidLen || s[i+8] != '-' || (i+uidLen < len(s) && alnum(s[i+uidLen])) {
+		return ""
+	}
+	return n.uids[s[i:i+uidLen]]
+}
+
 // empty reports whether the table holds no name (canon is then the
 // identity, and costs nothing).
-func (n *names) empty() bool { return n == nil || len(n.canon) == 0 }
+func (n *names) empty() bool { return n == nil || len(n.canon) == 0 && len(n.uids) == 0 }
 
 // headLen is how many first bytes of a generateName index it (names.heads).
 const headLen = 2
@@ -111,6 +201,9 @@ func (n *names) canonString(s string) string {
 		return s
 	}
 	if c, ok := n.canon[s]; ok {
+		return c
+	}
+	if c, ok := n.uids[s]; ok {
 		return c
 	}
 	var b strings.Builder
@@ -138,6 +231,9 @@ func (n *names) canonString(s string) string {
 func (n *names) at(s string, i int) (string, int) {
 	if i > 0 && alnum(s[i-1]) || len(s)-i < genSuffixLen+1 {
 		return "", 0
+	}
+	if c := n.uidAt(s, i); c != "" {
+		return c, uidLen
 	}
 	best, bestLen := "", 0
 	for _, hl := range [...]int{1, headLen} {
@@ -172,6 +268,11 @@ func (n *names) holds(b []byte) bool {
 	for i := 0; i+genSuffixLen < len(b); i++ {
 		if i > 0 && alnum(b[i-1]) {
 			continue
+		}
+		if len(n.uids) > 0 && len(b)-i >= uidLen && b[i+8] == '-' && (i+uidLen == len(b) || !alnum(b[i+uidLen])) {
+			if _, ok := n.uids[string(b[i:i+uidLen])]; ok {
+				return true
+			}
 		}
 		for _, hl := range [...]int{1, headLen} {
 			if i+hl > len(b) {

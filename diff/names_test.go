@@ -22,7 +22,7 @@ func TestNamesRegister(t *testing.T) {
 		{"web-7b84c5f95f-kwr78-", "", "", "web-7b84c5f95f-kwr78-bbbbb", "web-7b84c5f95f-#1-#1"}, // named after a generated one
 		{"other-", "", "", "unrelated", "unrelated"},                                            // not the generateName's: left alone
 	} {
-		if got := n.register(pods, tc.gen, tc.ownerKind, tc.owner, tc.server, 1); got != tc.want {
+		if got := n.register(pods, tc.gen, tc.ownerKind, tc.owner, "", tc.server, 1); got != tc.want {
 			t.Errorf("register(%q, %q, %q) = %q; want %q", tc.gen, tc.owner, tc.server, got, tc.want)
 		}
 	}
@@ -62,8 +62,8 @@ func TestNamesAllocs(t *testing.T) {
 	if a := testing.AllocsPerRun(100, func() { n.canonBytes(b) }); a != 0 {
 		t.Errorf("canonBytes on an empty table: %v allocations", a)
 	}
-	n.register(pods, "web-7b84c5f95f-", "ReplicaSet", "web-7b84c5f95f", "web-7b84c5f95f-kwr78", 1)
-	n.register(pods, "w-", "", "", "w-bbbbb", 2)
+	n.register(pods, "web-7b84c5f95f-", "ReplicaSet", "web-7b84c5f95f", "", "web-7b84c5f95f-kwr78", 1)
+	n.register(pods, "w-", "", "", "", "w-bbbbb", 2)
 	if a := testing.AllocsPerRun(100, func() { n.canonBytes(b) }); a != 0 {
 		t.Errorf("canonBytes of a string without a generated name: %v allocations", a)
 	}
@@ -80,12 +80,64 @@ func FuzzNames(f *testing.F) {
 	f.Add("", "", "")
 	f.Fuzz(func(t *testing.T, gen, server, s string) {
 		var n names
-		c := n.register(pods, gen, "Owner", "o", server, 0)
-		n.register(pods, gen, "", "", server+"x", 1)
+		c := n.register(pods, gen, "Owner", "o", "", server, 0)
+		n.register(pods, gen, "", "", "", server+"x", 1)
 		n.canonString(s)
 		n.canonBytes([]byte(s))
 		if gen != "" && len(gen) <= maxGeneratedBase && len(server) == len(gen)+genSuffixLen && strings.HasPrefix(server, gen) && n.canonString(server) != c {
 			t.Fatalf("canonString(%q) = %q; registered as %q", server, n.canonString(server), c)
 		}
 	})
+}
+
+// TestNamesIdentity: objects a controller made for something (a
+// DaemonSet's Pods, each for its node) are named by it, not by the order
+// their creates were answered in; one made again for the same thing gets
+// a number.
+func TestNamesIdentity(t *testing.T) {
+	var a, b names
+	a.register(pods, "agent-", "DaemonSet", "agent", "node=n1", "agent-aaaaa", 1)
+	a.register(pods, "agent-", "DaemonSet", "agent", "node=n2", "agent-bbbbb", 2)
+	// The other session's answers came the other way round.
+	b.register(pods, "agent-", "DaemonSet", "agent", "node=n2", "agent-ccccc", 1)
+	b.register(pods, "agent-", "DaemonSet", "agent", "node=n1", "agent-ddddd", 2)
+	for _, tc := range []struct{ a, b string }{{"agent-aaaaa", "agent-ddddd"}, {"agent-bbbbb", "agent-ccccc"}} {
+		if ca, cb := a.canonString(tc.a), b.canonString(tc.b); ca != cb || !strings.Contains(ca, "@node=") {
+			t.Errorf("canonical names %q (of %s) and %q (of %s); want one, naming the node", ca, tc.a, cb, tc.b)
+		}
+	}
+	if c := a.register(pods, "agent-", "DaemonSet", "agent", "node=n1", "agent-eeeee", 3); c != "agent-#@node=n1#2" {
+		t.Errorf("a second Pod for n1: %q", c)
+	}
+}
+
+// TestNamesUIDs: a uid the session knows (of an object it created, or of
+// an owner a create names) reads as the object, with its canonical name,
+// wherever it appears — a whole string or inside one; others stay.
+func TestNamesUIDs(t *testing.T) {
+	var n names
+	const (
+		job = "0b8f2a4e-1c3d-4e5f-8a9b-0c1d2e3f4a5b"
+		pod = "9f8e7d6c-5b4a-4392-8170-6f5e4d3c2b1a"
+		unk = "11111111-2222-4333-8444-555555555555"
+	)
+	n.register(pods, "pi-", "Job", "pi", "", "pi-kwr78", 1)
+	n.registerUID(job, "Job", "demo", "pi")
+	n.registerUID(pod, "Pod", "demo", "pi-kwr78")
+	n.registerUID("not-a-uid", "Pod", "demo", "x")
+	for _, tc := range []struct{ in, want string }{
+		{job, "<uid of Job demo/pi>"},
+		{pod, "<uid of Pod demo/pi-#1>"},
+		{"controller-uid=" + job, "controller-uid=<uid of Job demo/pi>"},
+		{unk, unk},
+		{job + "0", job + "0"}, // a longer string
+		{"x" + job, "x" + job},
+	} {
+		if got := n.canonString(tc.in); got != tc.want {
+			t.Errorf("canonString(%q) = %q; want %q", tc.in, got, tc.want)
+		}
+		if got := string(n.canonBytes([]byte(tc.in))); got != tc.want {
+			t.Errorf("canonBytes(%q) = %q; want %q", tc.in, got, tc.want)
+		}
+	}
 }

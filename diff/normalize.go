@@ -22,8 +22,9 @@ import (
 //     removed (metadata, ownerReferences, involvedObject, preconditions);
 //   - in an object under a member "metadata": "generation", "managedFields"
 //     and "continue" are removed;
-//   - a member whose name ends in "Time", "Timestamp" or "At"
-//     (creationTimestamp, lastTransitionTime, startedAt, renewTime, …)
+//   - a member whose name ends in "Time", "Timestamp", "At" or "-time"
+//     (creationTimestamp, lastTransitionTime, startedAt, renewTime, the
+//     annotation endpoints.kubernetes.io/last-change-trigger-time, …)
 //     whose value is a string shaped like an RFC 3339 time keeps its place
 //     but not its value (it reads "<timestamp>"); with a null value it is
 //     removed (an unset time: encoders write null or nothing);
@@ -204,9 +205,11 @@ func (r *rules) member(inMeta bool, key string, val []byte) action {
 	return keep
 }
 
-// isTimeKey: a member name of a timestamp-style field.
+// isTimeKey: a member name of a timestamp-style field, or of an
+// annotation a controller stamps with a time
+// (endpoints.kubernetes.io/last-change-trigger-time).
 func isTimeKey(k string) bool {
-	for _, suf := range [...]string{"Time", "Timestamp", "At"} {
+	for _, suf := range [...]string{"Time", "Timestamp", "At", "-time"} {
 		if len(k) > len(suf) && strings.HasSuffix(k, suf) {
 			return true
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
+	"github.com/wtrace/wtrace/internal/ident"
 )
 
 // side is one session as diff sees it: its exchanges classified and
@@ -253,7 +254,10 @@ func (s *side) eventObject(e *exch) {
 	switch {
 	case id != "" && e.req.method == "POST":
 		if !e.failed() {
-			s.evNames[name] = id
+			// By its name as a later write's path reads (through the
+			// table: an Event about a generated object is named after
+			// it), so that its count PATCH is the same Event's.
+			s.evNames[s.names.canonString(name)] = id
 		}
 	case id == "":
 		id = s.evNames[e.obj.Name]
@@ -469,23 +473,38 @@ func (s *side) readRequest(e *exch, doc []byte) {
 	}
 }
 
-// readResponse registers the name the server gave a create with a
-// generateName (before its response is hashed, so that its own name reads
-// as the canonical one).
+// readResponse registers, for a successful create, the name the server
+// gave it when it had a generateName (before its response is hashed, so
+// that its own name reads as the canonical one), and the uids of the
+// object and of its owners (names.registerUID).
 func (s *side) readResponse(e *exch, doc []byte) {
-	if e.genName == "" || e.status < 200 || e.status > 299 {
+	if e.cls != classWrite || e.req.method != "POST" || !e.hasObj || e.obj.Name != "" || e.failed() {
 		return
 	}
 	var v struct {
+		Kind     string `json:"kind"`
 		Metadata struct {
-			Name string `json:"name"`
+			Name            string `json:"name"`
+			UID             string `json:"uid"`
+			OwnerReferences []struct {
+				Kind string `json:"kind"`
+				Name string `json:"name"`
+				UID  string `json:"uid"`
+			} `json:"ownerReferences"`
 		} `json:"metadata"`
 	}
 	if json.Unmarshal(doc, &v) != nil || v.Metadata.Name == "" {
 		return
 	}
-	e.server = v.Metadata.Name
-	s.names.register(Object{Group: e.obj.Group, Resource: e.obj.Resource, Namespace: e.obj.Namespace}, e.genName, e.ownerKind, e.ownerName, e.server, e.id)
+	if e.genName != "" {
+		e.server = v.Metadata.Name
+		s.names.register(Object{Group: e.obj.Group, Resource: e.obj.Resource, Namespace: e.obj.Namespace}, e.genName,
+			e.ownerKind, e.ownerName, ident.Of(doc), e.server, e.id)
+	}
+	for _, o := range v.Metadata.OwnerReferences {
+		s.names.registerUID(o.UID, o.Kind, e.obj.Namespace, o.Name)
+	}
+	s.names.registerUID(v.Metadata.UID, v.Kind, e.obj.Namespace, v.Metadata.Name)
 }
 
 // digestBody reduces a gathered body; look, if not nil, is shown its

@@ -46,8 +46,11 @@ func model(t *testing.T, page []byte) *pageModel {
 }
 
 // column decodes a column of varints.
-func column(t *testing.T, b64 string) []int64 {
+func column(t *testing.T, b64 string, n int) []int64 {
 	t.Helper()
+	if b64 == "" {
+		return make([]int64, n) // a column of zeros
+	}
 	b, err := base64.StdEncoding.DecodeString(b64)
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +79,7 @@ func TestCaused(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := model(t, page.Bytes()).Sessions[0]
-	typ, flags := column(t, s.Events.Cols["type"]), column(t, s.Events.Cols["flags"])
+	typ, flags := column(t, s.Events.Cols["type"], s.Events.N), column(t, s.Events.Cols["flags"], s.Events.N)
 	caused := map[string][2]int{} // resource: caused, environment
 	for _, l := range s.Lanes {
 		for i := l.FirstEvent; l.FirstEvent >= 0 && i < l.FirstEvent+l.Events; i++ {
@@ -129,7 +132,7 @@ func TestBudget(t *testing.T) {
 	if s.Events.N != ma.Sessions[0].Events.N {
 		t.Errorf("with a budget: %d marks; want every event's %d", s.Events.N, ma.Sessions[0].Events.N)
 	}
-	item := column(t, s.Events.Cols["item"])
+	item := column(t, s.Events.Cols["item"], s.Events.N)
 	for _, l := range s.Lanes {
 		kept := 0
 		for i := l.FirstEvent; l.FirstEvent >= 0 && i < l.FirstEvent+l.Events; i++ {

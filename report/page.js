@@ -17,7 +17,8 @@
 
   // varints decodes a base64 string of zigzag LEB128 varints.
   function varints(b64, n, Arr) {
-    const bin = atob(b64 || '');
+    if (!b64) return new (Arr || Float64Array)(n || 0); // a column of zeros
+    const bin = atob(b64);
     const out = new (Arr || Float64Array)(n === undefined ? bin.length : n);
     let x = 0, mul = 1, k = 0;
     for (let i = 0; i < bin.length; i++) {
@@ -70,7 +71,11 @@
     }
     const ex = varints(s.exchanges), details = new Map();
     for (let i = 0; i + 1 < ex.length; i += 2) details.set(ex[i], ex[i + 1]);
-    return { s, si, ev, rq, details, start: s.start };
+    const anomaliesOf = new Map(); // lane (-1: the session) → anomaly indexes
+    s.anomalies.forEach((a, i) => { if (!anomaliesOf.has(a.lane)) anomaliesOf.set(a.lane, []); anomaliesOf.get(a.lane).push(i); });
+    const diffsOf = new Map(); // lane → differences placed on it
+    if (M.diff) M.diff.differences.forEach((d, i) => { const p = si === 0 ? d.a : d.b; if (!p) return; if (!diffsOf.has(p.lane)) diffsOf.set(p.lane, []); diffsOf.get(p.lane).push(i); });
+    return { s, si, ev, rq, details, start: s.start, anomaliesOf, diffsOf };
   });
   const SPAN = Math.max(1, ...M.sessions.map((s) => s.span));
 
@@ -174,7 +179,7 @@
         const x = S[row.si];
         lab.push(`<div class="row sess" style="top:${ly}px" data-sess="${row.si}" title="${esc(x.s.name)}">${x.s.label ? esc(x.s.label) + ': ' : ''}${esc(x.s.name)}</div>`);
         out.push(`<rect class="bg grp" x="0" y="${y}" width="${W}" height="${LANE}"/>`);
-        for (let i = 0; i < x.s.anomalies.length; i++) if (x.s.anomalies[i].lane < 0) out.push(anomaly(x, i, W, y));
+        for (const i of x.anomaliesOf.get(-1) || []) out.push(anomaly(x, i, W, y));
         if (M.diff) diffMarks(row.si, -1, W, y, out);
         continue;
       }
@@ -269,7 +274,7 @@
         }
         if (ragg) out.push(`<path class="ragg" data-s="${row.si}" data-lane="${row.li}" data-n="${ragg}" d="${rpath}"><title>${ragg} requests in columns of more than one: click one to zoom in</title></path>`);
       }
-      for (let i = 0; i < x.s.anomalies.length; i++) if (x.s.anomalies[i].lane === row.li) out.push(anomaly(x, i, W, y));
+      for (const i of x.anomaliesOf.get(row.li) || []) out.push(anomaly(x, i, W, y));
       if (M.diff) diffMarks(row.si, row.li, W, y, out);
     }
     svg.innerHTML = out.join('');
@@ -287,13 +292,12 @@
   }
 
   function diffMarks(si, li, W, y, out) {
-    M.diff.differences.forEach((d, i) => {
-      const p = si === 0 ? d.a : d.b;
-      if (!p || p.lane !== li) return;
+    for (const i of S[si].diffsOf.get(li) || []) {
+      const d = M.diff.differences[i], p = si === 0 ? d.a : d.b;
       const px = xOf(p.t, W);
-      if (px < -6 || px > W + 6) return;
+      if (px < -6 || px > W + 6) continue;
       out.push(`<path class="d${i === selDiff ? ' sel' : ''}" data-d="${i}" d="M${(px - 4).toFixed(1)} ${y + LANE}h8l-4-5z"><title>${esc(diffLine(d))}</title></path>`);
-    });
+    }
   }
 
   function axis(W) {
@@ -389,7 +393,7 @@
   }
   async function exchangeHTML(x, ex, bodies) {
     const it = x.details.get(ex);
-    if (it === undefined) return '';
+    if (it === undefined) return `<p class="hint">The details of exchange ${ex} were left out of this report (its budget); <code>wtrace inspect --json</code> shows them.</p>`;
     const d = await json(it);
     const e = d.exchange, r = e.request, p = e.response;
     let h = `<h3>exchange ${e.exchange}${d.conn ? ' on ' + esc(d.conn.conn) : ''}</h3>`;
@@ -414,6 +418,15 @@
     if (selected) selected.classList.remove('sel-mark');
     selected = el; if (el) el.classList.add('sel-mark');
   }
+  // paired says which name diff gave an object whose name the apiserver
+  // generated, and its name in the other run.
+  function paired(si, nsName) {
+    if (!M.diff || !M.diff.pairing) return '';
+    const name = nsName.includes('/') ? nsName.split('/')[1] : nsName;
+    const p = M.diff.pairing.find((p) => (si === 0 ? p.a : p.b) === name);
+    if (!p) return '';
+    return esc(`${p.object.name} (A: ${p.a || '-'}, B: ${p.b || '-'})`);
+  }
   async function showEvent(si, i) {
     const x = S[si], e = x.ev;
     let li = x.s.lanes.findIndex((l) => l.firstEvent >= 0 && i >= l.firstEvent && i < l.firstEvent + l.events);
@@ -421,7 +434,8 @@
     const f = e.flags[i];
     let h = `<h2>${TYPES[e.type[i]]} ${e.name[i] >= 0 ? esc(x.s.names[e.name[i]]) : ''}</h2>`;
     h += dl([['event', `${e.seq[i]} of exchange ${l.exchange}`], ['captured', esc(fmtAbs(x, e.t[i])) + ' (' + fmtRel(e.t[i]) + ')'], ['watch', esc(l.title)], ['client', esc(l.client)],
-      ['change by', f & 1 ? 'the client under test (a write it made)' : (e.type[i] <= 2 ? 'the environment' : '')], ['redacted', f & 2 ? 'values replaced by placeholders' : '']]);
+      ['change by', f & 1 ? 'the client under test (a write it made)' : (e.type[i] <= 2 ? 'the environment' : '')], ['redacted', f & 2 ? 'values replaced by placeholders' : ''],
+      ['paired as', e.name[i] >= 0 ? paired(si, x.s.names[e.name[i]]) : '']]);
     detail.innerHTML = h + '<p class="hint">loading…</p>';
     const b = e.item[i] > 0 ? await item(e.item[i] - 1) : null;
     detail.innerHTML = h + await asJSON(e.json[i]) + bytesView(b, f & 4) + await exchangeHTML(x, l.exchange, false);
@@ -542,7 +556,7 @@
       h += '<div><h3>events per resource</h3><table><tr><th></th>' + TYPES.map((t) => `<th>${t}</th>`).join('') + '<th>all</th></tr>' + st.byResource.map((r) => `<tr><td>${esc(r.title)}</td>` + TYPES.map((t) => `<td class="n">${r.types[t] || ''}</td>`).join('') + `<td class="n">${r.n}</td></tr>`).join('') + '</table></div>';
       h += '<div><h3>busiest seconds</h3><table>' + st.busiest.map(([t, n]) => `<tr><td><span class="link" data-goto="${x.si}:-1:${t + 5e5}" data-span="3e6">${esc(fmtAbs(x, t).slice(11, 19))} (${fmtRel(t)})</span></td><td class="n">${n} events</td></tr>`).join('') + '</table></div>';
       const an = x.s.anomalies;
-      h += `<div><h3>anomalies (${an.length})</h3><table>` + an.slice(0, 300).map((a, i) => `<tr><td><span class="link" data-anomaly="${x.si}:${i}">${fmtRel(a.t)}</span></td><td>${esc(a.kind)}</td><td>${esc(a.text.slice(0, 160))}</td></tr>`).join('') + (an.length > 300 ? `<tr><td colspan="3">… ${an.length - 300} more</td></tr>` : '') + '</table></div>';
+      h += `<div><h3>anomalies (${an.length})</h3><table>` + an.slice(0, 300).map((a, i) => `<tr><td><span class="link" data-anomaly="${x.si}:${i}">${fmtRel(a.t)}</span></td><td>${esc(a.kind)}</td><td>${esc(a.text.slice(0, 160))}</td></tr>`).join('') + (an.length > 300 || x.s.anomaliesLeft ? `<tr><td colspan="3">… ${an.length - 300 + (x.s.anomaliesLeft || 0)} more (wtrace inspect lists every one)</td></tr>` : '') + '</table></div>';
       if (x.s.problems) h += '<div><h3>problems</h3>' + x.s.problems.map((p) => `<p class="warn">${esc(p)}</p>`).join('') + '</div>';
       sum.push(h + '</div>');
     }

@@ -81,8 +81,19 @@ func (s *store) flush() {
 func (s *store) index() string { return varints(s.chunks) }
 
 // varints encodes numbers as a base64 string of signed varints (zigzag
-// LEB128, encoding/binary's AppendVarint), which the page decodes.
+// LEB128, encoding/binary's AppendVarint), which the page decodes; ""
+// when every number is 0 (the page reads a column of zeros).
 func varints[T int | int64 | int32 | uint8](v []T) string {
+	zero := true
+	for _, x := range v {
+		if x != 0 {
+			zero = false
+			break
+		}
+	}
+	if zero {
+		return ""
+	}
 	b := make([]byte, 0, len(v)*2)
 	for _, x := range v {
 		b = binary.AppendVarint(b, int64(x))

@@ -1,6 +1,7 @@
 package world
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -19,6 +20,7 @@ import (
 	"github.com/wtrace/wtrace/apiserver/codec"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/internal/apipath"
+	"github.com/wtrace/wtrace/internal/ident"
 )
 
 // A Live store (Options.Live) is the world of a replay to a client under
@@ -292,7 +294,10 @@ type recCreate struct {
 	generateName string
 	uid          string
 	owners       []string // uids of its owner references
-	run          *runObject
+	// identity is what the controller made it for, when its name does
+	// not say (package internal/ident: a DaemonSet's Pod's node).
+	identity string
+	run      *runObject
 }
 
 // runObject is the object of the run paired with a recorded one.
@@ -411,11 +416,24 @@ func (b *envBuilder) createdBy(l *loader, x *formats.ExchangeInfo, t Target) {
 	if rv, ok := parseRV(m.GetResourceVersion()); ok {
 		b.effects = append(b.effects, effect{res: t.Resource, key: key, rv: rv, time: x.Request.Time})
 	}
-	rc := &recCreate{res: t.Resource, key: key, generateName: m.GetGenerateName(), uid: string(m.GetUID())}
+	rc := &recCreate{res: t.Resource, key: key, generateName: m.GetGenerateName(), uid: string(m.GetUID()), identity: identityOf(obj)}
 	for _, o := range m.GetOwnerReferences() {
 		rc.owners = append(rc.owners, string(o.UID))
 	}
 	b.created = append(b.created, rc)
+}
+
+// identityOf is what identifies obj among the objects its controller made
+// alike (ident.Of), for the kinds that have one.
+func identityOf(obj runtime.Object) string {
+	if _, ok := obj.(*corev1.Pod); !ok {
+		return ""
+	}
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return ""
+	}
+	return ident.Of(b)
 }
 
 // answerObject decodes the object a write was answered with.

@@ -1,7 +1,9 @@
 package world_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -180,5 +182,78 @@ func TestEnvironmentCreateBeforeBinding(t *testing.T) {
 				t.Errorf("GET the Pod after the environment = %d %s; want it, unbound (binding it is the scheduler's part)", r.Code, clip(r.Body))
 			}
 		})
+	}
+}
+
+// dsPod is a DaemonSet's Pod for node, as the DaemonSet controller
+// creates it (a required node affinity naming the node), with its status
+// phase if not "".
+func dsPod(name string, rv int, node, phase string) string {
+	meta := `"generateName":"agent-","namespace":"ns","ownerReferences":[{"apiVersion":"apps/v1","kind":"DaemonSet","name":"agent","uid":"ds-uid","controller":true}]`
+	if name != "" {
+		meta += fmt.Sprintf(`,"name":%q,"uid":"uid-%s","resourceVersion":"%d"`, name, name, rv)
+	}
+	status := ""
+	if phase != "" {
+		status = `,"status":{"phase":"` + phase + `"}`
+	}
+	return `{"kind":"Pod","apiVersion":"v1","metadata":{` + meta + `},"spec":{"containers":[{"name":"c","image":"pause"}],` +
+		`"affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchFields":` +
+		`[{"key":"metadata.name","operator":"In","values":["` + node + `"]}]}]}}}}` + status + `}`
+}
+
+// TestEnvironmentPairsByNode: a DaemonSet's Pods are paired with the
+// run's by their node, not by the order they were created in: the
+// recorded controller created n1's Pod first, the run's creates n2's
+// first, and the kubelet's change to the recorded n1 Pod lands on the
+// run's n1 Pod.
+func TestEnvironmentPairsByNode(t *testing.T) {
+	at := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC).UnixNano()
+	ms := int64(time.Millisecond)
+	path := writeExchanges(t,
+		sessionExchange{Method: "GET", Target: "/api/v1/namespaces/ns/pods?resourceVersion=0", Time: at, Body: []byte(
+			`{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"5"},"items":[]}`)},
+		sessionExchange{Method: "GET", Target: "/api/v1/namespaces/ns/pods?resourceVersion=5&watch=true", Time: at + 2*ms, Frames: []timedFrame{
+			{at + 11*ms, watchEvent("ADDED", dsPod("agent-aaaaa", 10, "n1", ""))},
+			{at + 21*ms, watchEvent("ADDED", dsPod("agent-bbbbb", 11, "n2", ""))},
+			{at + 40*ms, watchEvent("MODIFIED", dsPod("agent-aaaaa", 12, "n1", "Running"))},
+		}},
+		sessionExchange{Method: "POST", Target: "/api/v1/namespaces/ns/pods", Time: at + 10*ms, Status: 201, Body: []byte(dsPod("agent-aaaaa", 10, "n1", ""))},
+		sessionExchange{Method: "POST", Target: "/api/v1/namespaces/ns/pods", Time: at + 20*ms, Status: 201, Body: []byte(dsPod("agent-bbbbb", 11, "n2", ""))},
+	)
+	st, err := world.Load(wttest.OpenSession(t, path), world.Options{Live: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.ObserveN(1 << 62)
+	h := http.Header{"Content-Type": {"application/json"}}
+	names := map[string]string{}
+	for _, node := range []string{"n2", "n1"} {
+		r := do(t, st, "POST", "/api/v1/namespaces/ns/pods", "", h, dsPod("", 0, node, ""))
+		if r.Code != 201 {
+			t.Fatalf("create the Pod of %s: %d %s", node, r.Code, clip(r.Body))
+		}
+		var p struct {
+			Metadata struct{ Name string } `json:"metadata"`
+		}
+		if err := json.Unmarshal(r.Body, &p); err != nil {
+			t.Fatal(err)
+		}
+		names[node] = p.Metadata.Name
+	}
+	env := st.Environment()
+	if len(env.Changes) != 1 {
+		t.Fatalf("%d environment changes; want the kubelet's one", len(env.Changes))
+	}
+	a, _ := st.ApplyNext()
+	if a.Outcome == world.AppliedDropped || a.Key.Name != names["n1"] {
+		t.Fatalf("the kubelet's change of the recorded n1 Pod: %s to %s (%s); want it on the run's n1 Pod %s (n2's: %s)",
+			a.Outcome, a.Key, a.Reason, names["n1"], names["n2"])
+	}
+	for node, want := range map[string]bool{"n1": true, "n2": false} {
+		r := do(t, st, "GET", "/api/v1/namespaces/ns/pods/"+names[node], "", nil, "")
+		if got := strings.Contains(string(r.Body), `"Running"`); got != want {
+			t.Errorf("the run's Pod of %s running: %v; want %v (%s)", node, got, want, clip(r.Body))
+		}
 	}
 }

@@ -400,8 +400,10 @@ func jsonOf(o codec.Object) ([]byte, error) {
 // pairCreated pairs an object a client of the run created (the lock is
 // held) with the first object of the recording that a client under test
 // created alike and that is not paired yet: the same resource and
-// namespace, the same generateName (or name, without one), and owners
-// that are the same objects (the run's owners as their recorded pairs).
+// namespace, the same generateName (or name, without one), owners that
+// are the same objects (the run's owners as their recorded pairs), and
+// the same identity (ident.Of: a DaemonSet's Pod is the recorded one of
+// its node, whichever the controller created first).
 func (s *Store) pairCreated(res Resource, obj runtime.Object) {
 	if s.live == nil {
 		return
@@ -418,8 +420,9 @@ func (s *Store) pairCreated(res Resource, obj runtime.Object) {
 		}
 		owners[uid] = true
 	}
+	id := identityOf(obj)
 	for _, rc := range s.live.created {
-		if rc.run != nil || rc.res != res || rc.key.Namespace != m.GetNamespace() {
+		if rc.run != nil || rc.res != res || rc.key.Namespace != m.GetNamespace() || rc.identity != id {
 			continue
 		}
 		if g := m.GetGenerateName(); g != "" {

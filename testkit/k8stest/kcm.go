@@ -14,18 +14,7 @@ import (
 // it is absent or in -short mode.
 func ControllerManagerBinary(t testing.TB) string {
 	t.Helper()
-	dir := os.Getenv(Env)
-	if dir == "" {
-		dir = "/tmp/k8sbin"
-	}
-	bin := filepath.Join(dir, "kube-controller-manager")
-	if _, err := os.Stat(bin); err != nil {
-		t.Skipf("%s not found (set $%s, or build with ../shared/corpus/tools/build-k8s.sh): %v", bin, Env, err)
-	}
-	if testing.Short() {
-		t.Skip("starts kube-controller-manager: not in -short mode")
-	}
-	return bin
+	return binary(t, "kube-controller-manager")
 }
 
 // ControllerManagerOptions say which apiserver a kube-controller-manager
@@ -78,22 +67,7 @@ func StartControllerManager(t testing.TB, opts ControllerManagerOptions) *Contro
 	if len(controllers) == 0 {
 		controllers = []string{"deployment", "replicaset"}
 	}
-	cluster := "    server: " + opts.URL + "\n"
-	switch {
-	case len(opts.CAPEM) > 0:
-		cluster += "    certificate-authority-data: " + base64.StdEncoding.EncodeToString(opts.CAPEM) + "\n"
-	case strings.HasPrefix(opts.URL, "https:"):
-		cluster += "    insecure-skip-tls-verify: true\n"
-	}
-	user := "  user: {}\n"
-	if opts.Token != "" {
-		user = "  user:\n    token: " + opts.Token + "\n"
-	}
-	kc := filepath.Join(dir, "kcm.kubeconfig")
-	body := fmt.Sprintf("apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n%susers:\n- name: kcm\n%scontexts:\n- name: test\n  context: {cluster: test, user: kcm}\ncurrent-context: test\n", cluster, user)
-	if err := os.WriteFile(kc, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kc := writeKubeconfig(t, filepath.Join(dir, "kcm.kubeconfig"), opts.URL, opts.Token, opts.CAPEM)
 	args := append([]string{"--kubeconfig=" + kc, "--controllers=" + strings.Join(controllers, ","),
 		"--leader-elect=false", "--use-service-account-credentials=false", "--secure-port=0"}, opts.Args...)
 	stop := daemon(t, dir, t.Failed, "kube-controller-manager", bin, args...)
@@ -103,3 +77,45 @@ func StartControllerManager(t testing.TB, opts ControllerManagerOptions) *Contro
 // Stop stops kcm (SIGTERM, then SIGKILL after 10 s) and waits for it to
 // exit; later calls, and the test's end, do nothing more.
 func (m *ControllerManager) Stop() { m.stop() }
+
+// binary returns the path of the named binary beside kube-apiserver
+// ($WTRACE_K8SBIN or /tmp/k8sbin), skipping t when it is absent or in
+// -short mode (what it starts takes seconds).
+func binary(t testing.TB, name string) string {
+	t.Helper()
+	dir := os.Getenv(Env)
+	if dir == "" {
+		dir = "/tmp/k8sbin"
+	}
+	bin := filepath.Join(dir, name)
+	if _, err := os.Stat(bin); err != nil {
+		t.Skipf("%s not found (set $%s, or build with ../shared/corpus/tools/build-k8s.sh): %v", bin, Env, err)
+	}
+	if testing.Short() {
+		t.Skipf("starts %s: not in -short mode", name)
+	}
+	return bin
+}
+
+// writeKubeconfig writes, at path, a kubeconfig for a component talking
+// to url (with token, if any, and the server's CA, if any; an https url
+// without one is not verified), and returns path.
+func writeKubeconfig(t testing.TB, path, url, token string, caPEM []byte) string {
+	t.Helper()
+	cluster := "    server: " + url + "\n"
+	switch {
+	case len(caPEM) > 0:
+		cluster += "    certificate-authority-data: " + base64.StdEncoding.EncodeToString(caPEM) + "\n"
+	case strings.HasPrefix(url, "https:"):
+		cluster += "    insecure-skip-tls-verify: true\n"
+	}
+	user := "  user: {}\n"
+	if token != "" {
+		user = "  user:\n    token: " + token + "\n"
+	}
+	body := fmt.Sprintf("apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n%susers:\n- name: component\n%scontexts:\n- name: test\n  context: {cluster: test, user: component}\ncurrent-context: test\n", cluster, user)
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}

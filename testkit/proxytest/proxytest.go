@@ -9,7 +9,11 @@ package proxytest
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
+	"net/url"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +29,7 @@ type Recording struct {
 	Tee *capture.Tee
 
 	t       testing.TB
+	seen    *requestLog
 	stop    context.CancelCauseFunc
 	done    chan error
 	stopped bool // proxy.Record has returned
@@ -51,7 +56,12 @@ func Record(t testing.TB, kubeconfig string, opts proxy.RecordOptions) *Recordin
 		opts.Tool = "wtrace test"
 	}
 	ctx, stop := context.WithCancelCause(context.Background())
-	r := &Recording{t: t, stop: stop, done: make(chan error, 1)}
+	r := &Recording{t: t, stop: stop, done: make(chan error, 1), seen: &requestLog{}}
+	var next slog.Handler = slog.DiscardHandler
+	if opts.Proxy.Logger != nil {
+		next = opts.Proxy.Logger.Handler()
+	}
+	opts.Proxy.Logger = slog.New(&requestHandler{log: r.seen, next: next})
 	started := make(chan struct{})
 	onStart := opts.OnStart
 	opts.OnStart = func(p *proxy.Proxy, tee *capture.Tee) {
@@ -103,4 +113,108 @@ func (r *Recording) Stop() {
 	case <-time.After(time.Minute):
 		r.t.Fatal("proxy.Record did not return within a minute of the stop")
 	}
+}
+
+// WaitWatching waits until the proxy's clients have asked for a watch of
+// each of paths (request paths, "/api/v1/pods": any namespace and
+// parameters) and then made no new request for quiet — an informer's
+// watch follows its LIST, so its cache is synced by then, and a component
+// that waits for its caches (kube-scheduler logs nothing when they are)
+// has begun its work —; it fails the test after d.
+func (r *Recording) WaitWatching(d, quiet time.Duration, paths ...string) {
+	r.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		missing, last := r.seen.missing(paths)
+		if len(missing) == 0 && time.Since(last) >= quiet {
+			return
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("after %v: no watch of %s through the proxy (or no quiet of %v)", d, strings.Join(missing, ", "), quiet)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// requestLog notes the requests the proxy logs: the paths watched, and
+// when the last request came.
+type requestLog struct {
+	mu      sync.Mutex
+	watched map[string]bool
+	last    time.Time
+}
+
+func (l *requestLog) note(target string) {
+	u, err := url.ParseRequestURI(target)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.last = time.Now()
+	if err != nil {
+		return
+	}
+	if w := u.Query().Get("watch"); w == "true" || w == "1" {
+		if l.watched == nil {
+			l.watched = map[string]bool{}
+		}
+		l.watched[u.Path] = true
+	}
+}
+
+// missing returns the paths no watch has been asked of (a namespaced
+// watch of /api/v1/namespaces/NS/pods counts for /api/v1/pods), and when
+// the last request came.
+func (l *requestLog) missing(paths []string) ([]string, time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, p := range paths {
+		found := l.watched[p]
+		if i := strings.LastIndexByte(p, '/'); i >= 0 && !found {
+			for w := range l.watched {
+				if strings.HasPrefix(w, p[:i]+"/namespaces/") && strings.HasSuffix(w, p[i:]) {
+					found = true
+					break
+				}
+			}
+		}
+		if !found {
+			out = append(out, p)
+		}
+	}
+	return out, l.last
+}
+
+// requestHandler passes the proxy's log on to next, noting every
+// request line in log.
+type requestHandler struct {
+	log  *requestLog
+	next slog.Handler
+}
+
+func (h *requestHandler) Enabled(ctx context.Context, lv slog.Level) bool {
+	return lv == slog.LevelDebug || h.next.Enabled(ctx, lv)
+}
+
+func (h *requestHandler) Handle(ctx context.Context, rec slog.Record) error {
+	if rec.Message == "request" {
+		rec.Attrs(func(a slog.Attr) bool {
+			if a.Key == "target" {
+				h.log.note(a.Value.String())
+				return false
+			}
+			return true
+		})
+	}
+	if h.next.Enabled(ctx, rec.Level) {
+		return h.next.Handle(ctx, rec)
+	}
+	return nil
+}
+
+func (h *requestHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return &requestHandler{log: h.log, next: h.next.WithAttrs(as)}
+}
+
+func (h *requestHandler) WithGroup(name string) slog.Handler {
+	return &requestHandler{log: h.log, next: h.next.WithGroup(name)}
 }

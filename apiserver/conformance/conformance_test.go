@@ -1,0 +1,172 @@
+package conformance
+
+import (
+	"context"
+	"flag"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wtrace/wtrace/replay"
+	"github.com/wtrace/wtrace/replay/replaytest"
+	"github.com/wtrace/wtrace/testkit/k8stest"
+)
+
+var update = flag.Bool("update", false, "rewrite docs/COVERAGE.md from this run")
+
+// namespace holds the harness's namespaced objects.
+const namespace = "wcf"
+
+const coverage = "../../docs/COVERAGE.md"
+
+// TestConformance plays the harness's requests for every resource,
+// subresource and verb of a real kube-apiserver's discovery against the
+// apiserver and against a world replay of a session of its LISTs, and
+// compares the coverage table with docs/COVERAGE.md (-update rewrites
+// it).
+func TestConformance(t *testing.T) {
+	c := k8stest.Start(t)
+	real := Server{URL: c.URL, Client: c.Client, Token: k8stest.Token}
+	rs := discover(t, c)
+	plans, exceptions := Plan(rs, namespace)
+	seed(t, c, rs, exceptions)
+	session := filepath.Join(t.TempDir(), "seed.wt")
+	if err := WriteSession(session, lists(t, c, rs)); err != nil {
+		t.Fatal(err)
+	}
+	srv := replaytest.NewServer(t, session, replay.Options{})
+	mine := Server{URL: srv.URL, Client: &http.Client{Timeout: time.Minute}}
+
+	unserved := Unserved(rs)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	start := time.Now()
+	results := Run(ctx, real, mine, append(plans, PlanUnserved(unserved, namespace)...), 8)
+	t.Logf("%d cases in %v", len(results), time.Since(start).Round(time.Millisecond))
+	for _, r := range results {
+		if !r.Same {
+			t.Logf("%s %s %q: %s\n  %s %s?%s\n  replay %d: %s\n  apiserver %d: %s", r.Case.Row, r.Case.Verb, r.Case.Name, r.Why,
+				r.Case.Method, r.Case.Path, r.Case.Query, r.ReplayCode, clip(r.Replay), r.RealCode, clip(r.Real))
+		}
+	}
+	table := NewTable("API coverage: a world replay against kube-apiserver "+version(t, c), rs, results, exceptions)
+	table.Unserved = NewTable("", unserved, results, nil).Rows
+	t.Logf("totals: %s", table.TotalsLine())
+	got := table.Markdown("go test ./apiserver/conformance -run TestConformance -update")
+	if *update {
+		if err := os.WriteFile(coverage, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(coverage)
+	if err != nil {
+		t.Fatalf("%v (go test ./apiserver/conformance -run TestConformance -update writes it)", err)
+	}
+	if string(want) != got {
+		t.Errorf("the coverage table changed (go test ./apiserver/conformance -run TestConformance -update rewrites docs/COVERAGE.md):\n%s",
+			lineDiff(string(want), got))
+	}
+}
+
+// discover reads the apiserver's aggregated discovery.
+func discover(t *testing.T, c *k8stest.Cluster) []Resource {
+	t.Helper()
+	var docs [][]byte
+	for _, p := range []string{"/api", "/apis"} {
+		resp, b := c.Do("GET", p, http.Header{"Accept": {AggregatedAccept}}, nil)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", p, resp.StatusCode, b)
+		}
+		docs = append(docs, b)
+	}
+	rs, err := ParseDiscovery(docs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+// version is the apiserver's gitVersion.
+func version(t *testing.T, c *k8stest.Cluster) string {
+	_, b := c.Do("GET", "/version", nil, nil)
+	s := string(b)
+	if i := strings.Index(s, `"gitVersion": "`); i >= 0 {
+		s = s[i+len(`"gitVersion": "`):]
+		if j := strings.IndexByte(s, '"'); j >= 0 {
+			return s[:j]
+		}
+	}
+	return "v1.33"
+}
+
+// seed creates what both servers start with: the namespace, its default
+// service account (no controller makes it), and the seed object of every
+// resource the harness plays.
+func seed(t *testing.T, c *k8stest.Cluster, rs []Resource, exceptions map[string]string) {
+	t.Helper()
+	hdr := http.Header{"Content-Type": {mediaJSON}, "User-Agent": {"wtrace-conformance/1.0"}}
+	post := func(path, body string) {
+		if resp, b := c.Do("POST", path, hdr, []byte(body)); resp.StatusCode != http.StatusCreated {
+			t.Errorf("seed %s: %d %s", path, resp.StatusCode, b)
+		}
+	}
+	for _, ns := range []string{namespace, namespace + "-limitranges", namespace + "-resourcequotas"} {
+		post("/api/v1/namespaces", `{"metadata":{"name":"`+ns+`"}}`)
+		post("/api/v1/namespaces/"+ns+"/serviceaccounts", `{"metadata":{"name":"default"}}`)
+	}
+	for _, r := range rs {
+		f, ok := fixtureFor(r)
+		if !ok || r.Subresource != "" || createOnly(r) || exceptions[r.Row()] != "" || !r.Has("create") {
+			continue
+		}
+		ns := namespaceOf(r, namespace)
+		post(r.Collection(ns), f.object(r, ns, f.objectName(Seed), false, nil))
+	}
+}
+
+// lists reads every resource's collection, as the session's LISTs.
+func lists(t *testing.T, c *k8stest.Cluster, rs []Resource) []List {
+	t.Helper()
+	var out []List
+	for _, r := range rs {
+		if r.Subresource != "" || !r.Has("list") {
+			continue
+		}
+		p := r.Collection(namespaceOf(r, namespace))
+		resp, b := c.Do("GET", p, http.Header{"Accept": {mediaJSON}}, nil)
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("LIST %s: %d %s", p, resp.StatusCode, b)
+			continue
+		}
+		out = append(out, List{Target: p, Body: b})
+	}
+	return out
+}
+
+// lineDiff shows the lines of b that are not in a and the reverse.
+func lineDiff(a, b string) string {
+	in := func(s string) map[string]bool {
+		m := map[string]bool{}
+		for _, l := range strings.Split(s, "\n") {
+			m[l] = true
+		}
+		return m
+	}
+	ia, ib := in(a), in(b)
+	var out []string
+	for _, l := range strings.Split(a, "\n") {
+		if !ib[l] {
+			out = append(out, "- "+l)
+		}
+	}
+	for _, l := range strings.Split(b, "\n") {
+		if !ia[l] {
+			out = append(out, "+ "+l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

@@ -1,0 +1,207 @@
+package conformance
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// Server is one side of the comparison: an apiserver, or a replay.
+type Server struct {
+	URL    string
+	Client *http.Client
+	Token  string // a bearer token for every request, if not ""
+}
+
+// answer is what a server answered one case, normalized.
+type answer struct {
+	code        int
+	contentType string
+	warnings    []string
+	body        any
+	raw         []byte
+	err         error
+}
+
+// do sends one case's request, its placeholders filled from v.
+func (s Server) do(ctx context.Context, c Case, v *view) answer {
+	target := s.URL + c.Path
+	if q := v.fill(c.Query, true); q != "" {
+		target += "?" + q
+	}
+	req, err := http.NewRequestWithContext(ctx, c.Method, target, strings.NewReader(v.fill(c.Body, false)))
+	if err != nil {
+		return answer{err: err}
+	}
+	req.Header.Set("User-Agent", "wtrace-conformance/1.0")
+	if c.ContentType != "" {
+		req.Header.Set("Content-Type", c.ContentType)
+	}
+	if c.Accept != "" {
+		req.Header.Set("Accept", c.Accept)
+	}
+	if s.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.Token)
+	}
+	resp, err := s.Client.Do(req)
+	if err != nil {
+		return answer{err: err}
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil && !c.Watch {
+		return answer{err: err}
+	}
+	a := answer{code: resp.StatusCode, contentType: resp.Header.Get("Content-Type"), warnings: resp.Header.Values("Warning"), raw: b}
+	if c.Watch && resp.StatusCode == http.StatusOK {
+		evs, err := splitEvents(a.contentType, b)
+		if err != nil {
+			a.err = err
+			return a
+		}
+		body, err := v.events(evs)
+		a.body, a.err = body, err
+		return a
+	}
+	j, err := toJSON(a.contentType, b)
+	if err != nil {
+		a.err = fmt.Errorf("decoding a %s answer: %w", a.contentType, err)
+		return a
+	}
+	v.remember(j, c.Mark)
+	a.body, a.err = v.normalize(j)
+	return a
+}
+
+// Result is the comparison of one case's answers.
+type Result struct {
+	Case Case
+	// Same: the same status, Content-Type, Warning headers and
+	// normalized body (or events).
+	Same bool
+	// Why says where the answers differ ("" when Same).
+	Why string
+	// NotServed: the replay answered 404 or 405 where the apiserver did
+	// not.
+	NotServed bool
+	// Real and Replay are the two answers' status codes and bodies, for
+	// the test's log.
+	RealCode, ReplayCode int
+	Real, Replay         []byte
+}
+
+// compare compares the answers of one case.
+func compare(c Case, real, mine answer) Result {
+	r := Result{Case: c, RealCode: real.code, ReplayCode: mine.code, Real: real.raw, Replay: mine.raw}
+	switch {
+	case real.err != nil:
+		r.Why = "the apiserver's answer: " + real.err.Error()
+	case mine.err != nil:
+		r.Why = "the replay's answer: " + mine.err.Error()
+	case real.code != mine.code:
+		r.Why = fmt.Sprintf("status %d, the apiserver's %d", mine.code, real.code)
+		r.NotServed = (mine.code == http.StatusNotFound || mine.code == http.StatusMethodNotAllowed) &&
+			real.code != http.StatusNotFound && real.code != http.StatusMethodNotAllowed
+	case real.contentType != mine.contentType:
+		r.Why = fmt.Sprintf("Content-Type %q, the apiserver's %q", mine.contentType, real.contentType)
+	case !slices.Equal(real.warnings, mine.warnings):
+		r.Why = fmt.Sprintf("Warning headers %q, the apiserver's %q", mine.warnings, real.warnings)
+	case !reflect.DeepEqual(real.body, mine.body):
+		r.Why = "body differs at " + firstDifference(real.body, mine.body, "")
+	default:
+		r.Same = true
+	}
+	return r
+}
+
+// Run plays every group of cases (Plan) against the apiserver and the
+// replay, the cases of a group in order and both servers in step, up to
+// parallel groups at a time, and returns the results in the order of the
+// plans.
+func Run(ctx context.Context, real, replay Server, plans [][]Case, parallel int) []Result {
+	results := make([][]Result, len(plans))
+	sem := make(chan struct{}, max(1, parallel))
+	var wg sync.WaitGroup
+	for i, cases := range plans {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			results[i] = runGroup(ctx, real, replay, cases)
+		}()
+	}
+	wg.Wait()
+	var out []Result
+	for _, rs := range results {
+		out = append(out, rs...)
+	}
+	return out
+}
+
+// runGroup plays one group's cases; consecutive Parallel cases at once.
+func runGroup(ctx context.Context, real, replay Server, cases []Case) []Result {
+	rv, mv := newView(), newView()
+	out := make([]Result, len(cases))
+	for i := 0; i < len(cases); {
+		j := i + 1
+		for cases[i].Parallel && j < len(cases) && cases[j].Parallel {
+			j++
+		}
+		if j == i+1 {
+			out[i] = compare(cases[i], real.do(ctx, cases[i], rv), replay.do(ctx, cases[i], mv))
+			i = j
+			continue
+		}
+		// Watches of what already happened: both servers' at once, each
+		// side's views copied (a watch only remembers).
+		var wg sync.WaitGroup
+		for k := i; k < j; k++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var ra, ma answer
+				var inner sync.WaitGroup
+				inner.Add(2)
+				go func() { defer inner.Done(); ra = real.do(ctx, cases[k], rv.copy()) }()
+				go func() { defer inner.Done(); ma = replay.do(ctx, cases[k], mv.copy()) }()
+				inner.Wait()
+				out[k] = compare(cases[k], ra, ma)
+			}()
+		}
+		wg.Wait()
+		i = j
+	}
+	return out
+}
+
+// copy is a view whose names continue v's, for a case read beside
+// others.
+func (v *view) copy() *view {
+	c := newView()
+	for _, p := range []struct{ dst, src map[string]string }{
+		{c.uids, v.uids}, {c.rvs, v.rvs}, {c.lastRV, v.lastRV}, {c.lastUID, v.lastUID}, {c.lastObj, v.lastObj}, {c.marks, v.marks},
+	} {
+		for k, x := range p.src {
+			p.dst[k] = x
+		}
+	}
+	c.cont = v.cont
+	return c
+}
+
+// clip shortens a body for a log line.
+func clip(b []byte) string {
+	const max = 600
+	b = bytes.TrimSpace(b)
+	if len(b) > max {
+		return string(b[:max]) + "…"
+	}
+	return string(b)
+}
