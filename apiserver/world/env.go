@@ -154,7 +154,7 @@ type Change struct {
 
 	writes int    // how many of the clients' recorded writes came before it (follow.go)
 	e      *entry // the version
-	prev *entry // the version before it in the recording (any author), nil for the first
+	prev   *entry // the version before it in the recording (any author), nil for the first
 }
 
 // Environment is what a Live store replays: the changes of the

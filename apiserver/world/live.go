@@ -19,9 +19,9 @@ import (
 // bound by the scheduler, updated by a kubelet, deleted by the garbage
 // collector) follow the run's object. Guarded by the Store's lock.
 type liveState struct {
-	created []*recCreate                    // in recorded order
-	byUID   map[string]*recCreate           // recorded uid →
-	byKey   map[Resource]map[Key]*recCreate // recorded name →
+	created  []*recCreate                    // in recorded order
+	byUID    map[string]*recCreate           // recorded uid →
+	byKey    map[Resource]map[Key]*recCreate // recorded name →
 	runUID   map[string]*recCreate           // the run's uid → its recorded pair
 	byRunKey map[Resource]map[Key]*recCreate // the run's name → its recorded pair
 	applied  []Applied                       // what ApplyNext did, in order

@@ -238,13 +238,13 @@ func newWorkloadWatcher(cs kubernetes.Interface, ns string) *workloadWatcher {
 	w := &workloadWatcher{ns: ns, last: time.Now()}
 	w.factory = informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns))
 	w.infs = map[string]cache.SharedIndexInformer{
-		"pods":      w.factory.Core().V1().Pods().Informer(),
-		"sts":       w.factory.Apps().V1().StatefulSets().Informer(),
-		"ds":        w.factory.Apps().V1().DaemonSets().Informer(),
-		"jobs":      w.factory.Batch().V1().Jobs().Informer(),
-		"pdbs":      w.factory.Policy().V1().PodDisruptionBudgets().Informer(),
-		"slices":    w.factory.Discovery().V1().EndpointSlices().Informer(),
-		"events":    w.factory.Core().V1().Events().Informer(),
+		"pods":   w.factory.Core().V1().Pods().Informer(),
+		"sts":    w.factory.Apps().V1().StatefulSets().Informer(),
+		"ds":     w.factory.Apps().V1().DaemonSets().Informer(),
+		"jobs":   w.factory.Batch().V1().Jobs().Informer(),
+		"pdbs":   w.factory.Policy().V1().PodDisruptionBudgets().Informer(),
+		"slices": w.factory.Discovery().V1().EndpointSlices().Informer(),
+		"events": w.factory.Core().V1().Events().Informer(),
 	}
 	touch := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { w.touch() },
