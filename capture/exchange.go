@@ -44,13 +44,10 @@ type exchange struct {
 	reqRS  *redactStream
 	respRS *redactStream
 
-	resp    *formats.Response // the response head, until it is written (nil before and after)
-	respCT  string            // the response's Content-Type
-	respEnc string            // and its Content-Encoding
-	pending []formats.Record  // chunk records held until resp is written
-	split   *frame.Splitter
-	dec     *pushDecoder
-	sniff   []byte
+	resp   *formats.Response // the response head, until it is written (nil before and after)
+	respCT string            // the response's Content-Type
+	split  *frame.Splitter
+	dec    *pushDecoder
 
 	raw     int64 // body bytes seen (after transfer decoding, before content decoding)
 	bodyOff int64 // next Body record offset (opaque bodies)
@@ -78,10 +75,13 @@ type exchange struct {
 // exchangeAux is what only some exchanges need: kept apart, since an
 // open watch's exchange may live for hours and its size counts.
 type exchangeAux struct {
-	reqCT, reqEnc string        // the request's Content-Type and Content-Encoding (and transfer codings)
-	respTE        string        // the response's transfer codings besides chunked
-	lastExt       string        // the response's last-chunk extensions (HTTP/1.1 chunked)
-	req, resp     redact.Report // what redaction replaced in each direction
+	reqCT, reqEnc string           // the request's Content-Type and Content-Encoding (and transfer codings)
+	respTE        string           // the response's transfer codings besides chunked
+	respEnc       string           // the response's content codings, then transfer codings
+	lastExt       string           // the response's last-chunk extensions (HTTP/1.1 chunked)
+	pending       []formats.Record // chunk records held until the response head is written
+	sniff         []byte           // the start of a body whose kind is not decided yet
+	req, resp     redact.Report    // what redaction replaced in each direction
 }
 
 // more returns x's auxiliary state, allocating it at the first need.
@@ -90,6 +90,14 @@ func (x *exchange) more() *exchangeAux {
 		x.aux = new(exchangeAux)
 	}
 	return x.aux
+}
+
+// respEncoding returns the response's codings (see exchangeAux.respEnc).
+func (x *exchange) respEncoding() string {
+	if x.aux == nil {
+		return ""
+	}
+	return x.aux.respEnc
 }
 
 // rep returns the Report of direction dir.
@@ -141,7 +149,7 @@ func (s *session) newExchange(conn uint64, req formats.Request) *exchange {
 	// Strings kept past this call are cloned: the parsed ones share the
 	// memory of the whole message head (a pipelined connection may hold
 	// thousands of requests waiting for their responses).
-	x := &exchange{s: s, id: s.nextExchange, conn: conn, method: strings.Clone(req.Method)}
+	x := &exchange{s: s, id: s.nextExchange, conn: conn, method: intern(req.Method, methods)}
 	s.nextExchange++
 	s.stats.Exchanges++
 	req.Exchange = x.id
@@ -262,7 +270,10 @@ func (x *exchange) response(r formats.Response) {
 		enc = stackCodings(enc, x.aux.respTE)
 	}
 	r.Encoding = enc
-	x.respCT, x.respEnc = strings.Clone(ct), strings.Clone(enc)
+	x.respCT = intern(ct, mediaTypes)
+	if enc != "" {
+		x.more().respEnc = strings.Clone(enc)
+	}
 	x.resp, x.hasResp, x.respMid = &r, true, r.Midstream
 	x.t = r.Time
 	// Whether the body is a stream of events is the response's to say
@@ -325,10 +336,12 @@ func (x *exchange) emitResponse() {
 	// respMid): the record, its header fields and the head they share
 	// memory with are let go (an open watch may last hours).
 	x.resp = nil
-	for _, r := range x.pending {
-		x.s.emit(r)
+	if x.aux != nil {
+		for _, r := range x.aux.pending {
+			x.s.emit(r)
+		}
+		x.aux.pending = nil
 	}
-	x.pending = nil
 }
 
 // chunk records a transfer chunk (an HTTP/1.1 chunk or an HTTP/2 DATA frame).
@@ -343,9 +356,9 @@ func (x *exchange) chunk(c chunked.Chunk) {
 		return
 	}
 	if !x.emitted {
-		if len(x.pending) < 4096 {
+		if a := x.more(); len(a.pending) < 4096 {
 			held := rec
-			x.pending = append(x.pending, &held)
+			a.pending = append(a.pending, &held)
 		}
 		return
 	}
@@ -403,19 +416,20 @@ func (x *exchange) responseStream() *redactStream {
 		return x.respRS
 	}
 	x.respRS = x.newRedactStream(formats.ServerToClient, x.rep(formats.ServerToClient), x.respCT,
-		x.respEnc, false, x.respMid)
+		x.respEncoding(), false, x.respMid)
 	return x.respRS
 }
 
 // sniffData buffers the start of a body whose kind is unknown until it can
 // tell whether it carries watch events.
 func (x *exchange) sniffData(p []byte, t int64) {
-	x.sniff = append(x.sniff, p...)
+	a := x.more()
+	a.sniff = append(a.sniff, p...)
 	var f frame.Format
 	if x.respMid {
-		f = frame.Sniff(x.sniff)
-	} else if len(x.sniff) >= 16 {
-		f = sniffStart(x.sniff)
+		f = frame.Sniff(a.sniff)
+	} else if len(a.sniff) >= 16 {
+		f = sniffStart(a.sniff)
 		if f == frame.Unknown {
 			x.decide(frame.Unknown, t)
 			return
@@ -427,7 +441,7 @@ func (x *exchange) sniffData(p []byte, t int64) {
 		x.decide(f, t)
 		return
 	}
-	if len(x.sniff) > maxSniff {
+	if len(a.sniff) > maxSniff {
 		x.decide(frame.Unknown, t)
 	}
 }
@@ -444,14 +458,16 @@ func sniffStart(b []byte) frame.Format {
 // decide ends sniffing: it fixes the format and replays the buffered bytes.
 func (x *exchange) decide(f frame.Format, t int64) {
 	x.sniffing = false
-	if f == frame.Unknown && x.respMid && len(x.sniff) > 0 {
-		x.s.anomaly(x.conn, x.id, formats.ServerToClient, t, formats.AnomalyResync, 0, int64(len(x.sniff)),
+	var b []byte
+	if x.aux != nil {
+		b, x.aux.sniff = x.aux.sniff, nil
+	}
+	if f == frame.Unknown && x.respMid && len(b) > 0 {
+		x.s.anomaly(x.conn, x.id, formats.ServerToClient, t, formats.AnomalyResync, 0, int64(len(b)),
 			"no watch event start found in the captured part of a body whose head was not captured; stored as opaque bytes")
 	}
-	x.setFormat(f, x.respEnc)
+	x.setFormat(f, x.respEncoding())
 	x.emitResponse()
-	b := x.sniff
-	x.sniff = nil
 	if len(b) == 0 {
 		return
 	}
@@ -636,6 +652,27 @@ func headerValue(h []formats.Header, name string) string {
 	}
 	return ""
 }
+
+// intern returns s, or the equal string of common when it holds one: the
+// strings an exchange keeps share no memory with the message head they
+// came from (a connection may hold thousands of exchanges waiting), and
+// the usual ones are not copied for each.
+func intern(s string, common []string) string {
+	for _, c := range common {
+		if s == c {
+			return c
+		}
+	}
+	return strings.Clone(s)
+}
+
+// methods and mediaTypes are the values intern knows.
+var (
+	methods    = []string{"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"}
+	mediaTypes = []string{"application/json", "application/vnd.kubernetes.protobuf",
+		"application/vnd.kubernetes.protobuf;stream=watch", "application/cbor-seq", "application/cbor",
+		"application/yaml", "text/plain; charset=utf-8"}
+)
 
 // maxReusedRedaction bounds the buffer of redacted events a session keeps
 // between events: a larger one (a huge Secret) is left to the collector.

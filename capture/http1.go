@@ -91,12 +91,10 @@ type bufMark struct {
 // h1Dir is one direction's parser state.
 type h1Dir struct {
 	c      *h1Conn
-	head   []byte
-	scan   int
 	x      *exchange
 	remain int64
 	ch     *chunked.Decoder
-	a      *h1Aux // allocated at the first resync or trailer field
+	a      *h1Aux // allocated at the first resync, trailer field or head cut by a packet's end
 	off    int64  // stream offset of the next byte
 	dir    formats.Direction
 	st     h1State
@@ -106,10 +104,12 @@ type h1Dir struct {
 	fin      bool
 }
 
-// h1Aux is the state a direction needs only while it resynchronizes or
-// reads a trailer section: kept apart, since an open watch's connection
-// may live for hours and its size counts.
+// h1Aux is the state a direction needs only while it resynchronizes,
+// reads a trailer section or a head cut across packets: kept apart, since
+// an open watch's connection may live for hours and its size counts.
 type h1Aux struct {
+	head    []byte // a head cut across packets: its bytes so far
+	scan    int    // how far head was scanned for its end
 	trailer []formats.Header
 	buf     []byte    // resync buffer
 	bufAt   []bufMark // when the bytes of buf arrived
@@ -122,6 +122,28 @@ func (d *h1Dir) aux() *h1Aux {
 		d.a = new(h1Aux)
 	}
 	return d.a
+}
+
+// headLen returns the bytes of a head cut across packets held so far.
+func (d *h1Dir) headLen() int {
+	if d.a == nil {
+		return 0
+	}
+	return len(d.a.head)
+}
+
+// clearHead forgets the bytes of a cut head, keeping the buffer unless it
+// grew large (it may hold the rest of a packet too).
+func (d *h1Dir) clearHead() {
+	if d.a == nil {
+		return
+	}
+	if cap(d.a.head) > maxKeptHead {
+		d.a.head = nil
+	} else {
+		d.a.head = d.a.head[:0]
+	}
+	d.a.scan = 0
 }
 
 // trailer returns the trailer fields read so far (nil if none).
@@ -210,7 +232,7 @@ func (d *h1Dir) step(p []byte, t int64) int {
 }
 
 func (d *h1Dir) readHead(p []byte, t int64) int {
-	if len(d.head) == 0 {
+	if d.headLen() == 0 {
 		// Empty lines before a message are ignored (RFC 9112 §2.2).
 		i := 0
 		for i < len(p) && (p[i] == '\r' || p[i] == '\n') {
@@ -232,33 +254,29 @@ func (d *h1Dir) readHead(p []byte, t int64) int {
 			return end
 		}
 	}
-	old := len(d.head)
-	d.head = append(d.head, p...)
-	end := headEnd(d.head, d.scan-3) // the empty line may begin in earlier bytes
+	a := d.aux()
+	old := len(a.head)
+	a.head = append(a.head, p...)
+	end := headEnd(a.head, a.scan-3) // the empty line may begin in earlier bytes
 	if end < 0 {
-		if len(d.head) > MaxHeadSize {
+		if len(a.head) > MaxHeadSize {
 			d.malformed(t, errHeadTooLarge)
 			return len(p)
 		}
-		d.scan = len(d.head)
+		a.scan = len(a.head)
 		return len(p)
 	}
 	if end > MaxHeadSize {
 		d.malformed(t, errHeadTooLarge)
 		return len(p)
 	}
-	m, err := parseHead(d.head[:end], d.dir == formats.ClientToServer)
+	m, err := parseHead(a.head[:end], d.dir == formats.ClientToServer)
 	if err != nil {
 		d.malformed(t, err)
 	}
 	// The buffer is kept for the next head cut by a packet's end, unless
 	// it grew large (it holds the rest of the packet too).
-	if cap(d.head) > maxKeptHead {
-		d.head = nil
-	} else {
-		d.head = d.head[:0]
-	}
-	d.scan = 0
+	d.clearHead()
 	if err == nil {
 		d.message(m, t)
 	}
@@ -281,9 +299,8 @@ func (d *h1Dir) message(m *h1Msg, t int64) {
 // malformed records the unparsable bytes of the head buffer and starts
 // looking for the next message.
 func (d *h1Dir) malformed(t int64, err error) {
-	d.malformedAt(t, err, int64(len(d.head)))
-	d.head = d.head[:0]
-	d.scan = 0
+	d.malformedAt(t, err, int64(d.headLen()))
+	d.clearHead()
 }
 
 // malformedAt records n unparsable bytes at the direction's offset and
@@ -480,10 +497,10 @@ func (c *h1Conn) fin(dir formats.Direction, t int64) {
 	case h1Length, h1Chunked, h1ChunkResync:
 		d.bodyEnd(formats.EndClosed, t, "connection closed before the body was complete")
 	case h1Head:
-		if len(d.head) > 0 {
-			c.s.anomaly(c.id, formats.NoExchange, dir, t, formats.AnomalyTruncated, d.off-int64(len(d.head)), int64(len(d.head)),
-				fmt.Sprintf("connection closed inside a message head (%d bytes)", len(d.head)))
-			d.head = d.head[:0]
+		if n := d.headLen(); n > 0 {
+			c.s.anomaly(c.id, formats.NoExchange, dir, t, formats.AnomalyTruncated, d.off-int64(n), int64(n),
+				fmt.Sprintf("connection closed inside a message head (%d bytes)", n))
+			d.clearHead()
 		}
 	}
 	if dir == formats.ServerToClient {
@@ -504,10 +521,10 @@ func (c *h1Conn) finish(st formats.EndStatus, t int64) {
 		case h1Length, h1Chunked, h1Close, h1ChunkResync:
 			d.bodyEnd(st, t, note)
 		case h1Head:
-			if len(d.head) > 0 {
-				c.s.anomaly(c.id, formats.NoExchange, d.dir, t, formats.AnomalyTruncated, d.off-int64(len(d.head)), int64(len(d.head)),
-					fmt.Sprintf("%s inside a message head (%d bytes)", note, len(d.head)))
-				d.head = d.head[:0]
+			if n := d.headLen(); n > 0 {
+				c.s.anomaly(c.id, formats.NoExchange, d.dir, t, formats.AnomalyTruncated, d.off-int64(n), int64(n),
+					fmt.Sprintf("%s inside a message head (%d bytes)", note, n))
+				d.clearHead()
 			}
 		case h1Resync, h1Midstream:
 			if n := d.resyncPending(); n > 0 {

@@ -153,8 +153,7 @@ func (d *h1Dir) resumeHead(skipped, off int64, t int64) {
 	}
 	d.lostHead = false
 	d.st = h1Head
-	d.head = d.head[:0]
-	d.scan = 0
+	d.clearHead()
 }
 
 // gap records n bytes of direction dir lost to capture loss.
@@ -184,10 +183,7 @@ func (c *h1Conn) gap(dir formats.Direction, n int64, t int64) {
 	d.off += n
 	switch d.st {
 	case h1Head:
-		if len(d.head) > 0 {
-			d.head = d.head[:0]
-			d.scan = 0
-		}
+		d.clearHead()
 		d.st = h1Resync
 	case h1Length:
 		if n >= d.remain {

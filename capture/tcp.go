@@ -85,8 +85,33 @@ type tcpHalf struct {
 	started bool
 	fin     bool   // the FIN was delivered: no more bytes
 	next    uint32 // sequence number of the next byte to deliver
-	held    []heldSeg
-	bytes   int // held data bytes
+	// held: the segments waiting for the bytes before them; nil while
+	// there are none (an open connection's halves live for hours: their
+	// size counts).
+	held *heldList
+}
+
+// heldList is a direction's out-of-order segments, by sequence number,
+// and their data bytes.
+type heldList struct {
+	segs  []heldSeg
+	bytes int
+}
+
+// segs returns the segments h holds (nil if none).
+func (h *tcpHalf) segs() []heldSeg {
+	if h.held == nil {
+		return nil
+	}
+	return h.held.segs
+}
+
+// heldBytes returns the data bytes h holds.
+func (h *tcpHalf) heldBytes() int {
+	if h.held == nil {
+		return 0
+	}
+	return h.held.bytes
 }
 
 // seqDiff is a − b in sequence space (RFC 9293 §3.4: comparisons are
@@ -243,7 +268,7 @@ func (r *Recorder) segment(sg segment, t int64) {
 		return
 	}
 	st.deliver(dir, seq, tcp.Payload, uint32(sg.cut), tcp.FIN, t)
-	if len(h.held) > 0 {
+	if h.held != nil {
 		st.drain(dir, t)
 		r.holdChanged(st)
 	}
@@ -322,8 +347,8 @@ func (r *Recorder) ended(st *tcpStream) {
 		r.release(st, st.last, true)
 		// What a finished stream still holds is dropped.
 		for i := range st.half {
-			a.buffered -= st.half[i].bytes
-			st.half[i].held, st.half[i].bytes = nil, 0
+			a.buffered -= st.half[i].heldBytes()
+			st.half[i].held = nil
 		}
 		r.holdChanged(st)
 	}
@@ -357,7 +382,7 @@ func (r *Recorder) maybeEnded(st *tcpStream) {
 		r.ended(st)
 		return
 	}
-	if st.half[0].fin && st.half[1].fin && len(st.half[0].held)+len(st.half[1].held) == 0 {
+	if st.half[0].fin && st.half[1].fin && st.half[0].held == nil && st.half[1].held == nil {
 		st.finish(formats.ConnFIN, formats.EndComplete, st.last)
 		r.ended(st)
 	}
@@ -366,13 +391,17 @@ func (r *Recorder) maybeEnded(st *tcpStream) {
 // hold keeps a segment that arrived ahead of the bytes before it.
 func (r *Recorder) hold(st *tcpStream, dir int, s heldSeg) {
 	h := &st.half[dir]
+	if h.held == nil {
+		h.held = new(heldList)
+	}
+	l := h.held
 	s.data = slices.Clone(s.data)
-	i, _ := slices.BinarySearchFunc(h.held, s.seq, func(e heldSeg, seq uint32) int { return int(seqDiff(e.seq, seq)) })
-	h.held = slices.Insert(h.held, i, s)
-	h.bytes += len(s.data)
+	i, _ := slices.BinarySearchFunc(l.segs, s.seq, func(e heldSeg, seq uint32) int { return int(seqDiff(e.seq, seq)) })
+	l.segs = slices.Insert(l.segs, i, s)
+	l.bytes += len(s.data)
 	r.tcp.buffered += len(s.data)
 	switch {
-	case h.bytes > r.opts.MaxBufferedPerConn:
+	case l.bytes > r.opts.MaxBufferedPerConn:
 		r.releaseDir(st, dir, s.t, true)
 	case r.tcp.buffered > r.opts.MaxBuffered:
 		// Over the total: every connection gives up what it waits for.
@@ -388,7 +417,7 @@ func (r *Recorder) hold(st *tcpStream, dir int, s heldSeg) {
 // holdChanged keeps st's place in the holding list and the deadline.
 func (r *Recorder) holdChanged(st *tcpStream) {
 	a := &r.tcp
-	holds := len(st.half[0].held)+len(st.half[1].held) > 0
+	holds := st.half[0].held != nil || st.half[1].held != nil
 	if holds == st.holding {
 		if holds {
 			a.deadline = min(a.deadline, st.deadline(r.opts.ReorderWindow.Nanoseconds()))
@@ -413,7 +442,7 @@ func (r *Recorder) holdChanged(st *tcpStream) {
 func (st *tcpStream) deadline(window int64) int64 {
 	d := int64(1<<63 - 1)
 	for i := range st.half {
-		for _, s := range st.half[i].held {
+		for _, s := range st.half[i].segs() {
 			d = min(d, s.t+window)
 		}
 	}
@@ -454,23 +483,24 @@ func (r *Recorder) release(st *tcpStream, now int64, force bool) {
 
 func (r *Recorder) releaseDir(st *tcpStream, dir int, now int64, force bool) {
 	h := &st.half[dir]
-	if len(h.held) == 0 {
+	l := h.held
+	if l == nil {
 		return
 	}
 	w := r.opts.ReorderWindow.Nanoseconds()
-	// oldest[i] is the earliest arrival among held[i:]: a hole gives way
+	// oldest[i] is the earliest arrival among segs[i:]: a hole gives way
 	// when the data waiting behind it has waited a whole window.
-	oldest := make([]int64, len(h.held))
-	for i := len(h.held) - 1; i >= 0; i-- {
-		oldest[i] = h.held[i].t
-		if i+1 < len(h.held) {
+	oldest := make([]int64, len(l.segs))
+	for i := len(l.segs) - 1; i >= 0; i-- {
+		oldest[i] = l.segs[i].t
+		if i+1 < len(l.segs) {
 			oldest[i] = min(oldest[i], oldest[i+1])
 		}
 	}
 	var t int64 // the time of the data now being delivered
 	i := 0
-	for ; i < len(h.held) && !st.done; i++ {
-		s := &h.held[i]
+	for ; i < len(l.segs) && !st.done && h.held == l; i++ {
+		s := &l.segs[i]
 		if d := seqDiff(s.seq, h.next); d > 0 {
 			if !force && oldest[i]+w > now {
 				break
@@ -483,16 +513,19 @@ func (r *Recorder) releaseDir(st *tcpStream, dir int, now int64, force bool) {
 		}
 		t = max(t, s.t)
 		r.tcp.buffered -= len(s.data)
-		h.bytes -= len(s.data)
+		l.bytes -= len(s.data)
 		st.deliver(dir, s.seq, s.data, s.cut, s.fin, t)
 	}
-	for j := range h.held[:i] {
-		h.held[j] = heldSeg{}
-	}
-	h.held = h.held[i:]
-	if len(h.held) == 0 {
+	l.shift(i)
+	if len(l.segs) == 0 && h.held == l {
 		h.held = nil
 	}
+}
+
+// shift forgets the first n segments.
+func (l *heldList) shift(n int) {
+	clear(l.segs[:n])
+	l.segs = l.segs[n:]
 }
 
 // deliver hands the part of a segment after the bytes already delivered
@@ -526,16 +559,16 @@ func (st *tcpStream) deliver(dir int, seq uint32, p []byte, cut uint32, fin bool
 // contiguous: the packet of time t completed them.
 func (st *tcpStream) drain(dir int, t int64) {
 	h := &st.half[dir]
+	l := h.held
 	i := 0
-	for ; i < len(h.held) && seqDiff(h.held[i].seq, h.next) <= 0; i++ {
-		s := &h.held[i]
+	for ; i < len(l.segs) && h.held == l && seqDiff(l.segs[i].seq, h.next) <= 0; i++ {
+		s := &l.segs[i]
 		st.r.tcp.buffered -= len(s.data)
-		h.bytes -= len(s.data)
+		l.bytes -= len(s.data)
 		st.deliver(dir, s.seq, s.data, s.cut, s.fin, t)
-		h.held[i] = heldSeg{}
 	}
-	h.held = h.held[i:]
-	if len(h.held) == 0 {
+	l.shift(i)
+	if len(l.segs) == 0 && h.held == l {
 		h.held = nil
 	}
 }

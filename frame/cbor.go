@@ -133,8 +133,8 @@ func (s *Splitter) scanCBOR(p []byte) (int, error) {
 		}
 		// Every owed item takes at least a byte, every open
 		// indefinite-length item its break code.
-		room := uint64(s.limit - len(s.buf) - i)
-		if s.limit < len(s.buf)+i || s.cb.skip+s.cb.owed+uint64(len(s.cb.stack)) > room {
+		room := uint64(int(s.limit) - len(s.buf) - i)
+		if int(s.limit) < len(s.buf)+i || s.cb.skip+s.cb.owed+uint64(len(s.cb.stack)) > room {
 			return i, s.fail(s.start, fmt.Errorf("%w: cbor event longer than %d bytes", ErrTooLarge, s.limit))
 		}
 	}
@@ -151,7 +151,7 @@ func (s *Splitter) scanCBOR(p []byte) (int, error) {
 // limit check are the general path's.
 func (s *Splitter) fastCBOR(p []byte, i int) int {
 	owed := s.cb.owed
-	room := s.limit - len(s.buf) // the event may reach p[room]
+	room := int(s.limit) - len(s.buf) // the event may reach p[room]
 	for owed > 0 && i < len(p) {
 		c := p[i]
 		major, info := c>>5, c&31

@@ -46,7 +46,7 @@ func (s *Splitter) stepJSON(p []byte) (n int, ev Event, ok bool, err error) {
 	}
 	// p[i:] continues (or starts, at '{') the event's data. Scan at most
 	// the bytes that keep it within the limit, plus one to see it exceed.
-	room := s.limit - len(s.buf)
+	room := int(s.limit) - len(s.buf)
 	end := len(p)
 	if end-i > room {
 		end = i + room + 1

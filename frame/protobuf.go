@@ -28,7 +28,7 @@ func (s *Splitter) stepProto(p []byte) (n int, ev Event, ok bool, err error) {
 			}
 		}
 		i = copy(s.hdr[s.hn:], p)
-		s.hn += i
+		s.hn += int8(i)
 		if s.hn < 4 {
 			s.off += int64(i)
 			return i, Event{}, false, nil
@@ -38,25 +38,25 @@ func (s *Splitter) stepProto(p []byte) (n int, ev Event, ok bool, err error) {
 			s.off += int64(i)
 			return i, Event{}, false, err
 		}
-		s.need = l
+		s.need = int32(l)
 	}
 	rest := p[i:]
-	if len(s.buf) == 0 && len(rest) >= s.need {
+	if len(s.buf) == 0 && len(rest) >= int(s.need) {
 		// The payload lies in p: only the prefix came from earlier input.
-		n = i + s.need
+		n = i + int(s.need)
 		ev = Event{Offset: s.start, Pre: s.hdr[:], Data: rest[:s.need:s.need]}
 		s.off += int64(n)
 		s.hn = 0
 		return n, ev, true, nil
 	}
-	take := s.need - len(s.buf)
+	take := int(s.need) - len(s.buf)
 	if take > len(rest) {
 		take = len(rest)
 	}
 	s.buf = append(s.buf, rest[:take]...)
 	n = i + take
 	s.off += int64(n)
-	if len(s.buf) < s.need {
+	if len(s.buf) < int(s.need) {
 		return n, Event{}, false, nil
 	}
 	ev = Event{Offset: s.start, Pre: s.hdr[:], Data: s.buf}

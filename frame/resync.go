@@ -156,7 +156,7 @@ func probeVarint(p []byte) (v uint64, n int, res int) {
 func (s *Splitter) probe(w []byte) int {
 	switch s.format {
 	case Protobuf:
-		return probeProto(w, s.limit)
+		return probeProto(w, int(s.limit))
 	case CBOR:
 		return probeCBOR(w)
 	}
@@ -175,10 +175,11 @@ func (s *Splitter) scanResync(p []byte) (n int, found bool) {
 		return len(p), false
 	}
 	// Candidates that start in pend, judged with the head of p.
-	if len(s.pend) > 0 {
-		w := append(s.bufs().win[:0], s.pend...)
+	if pend := s.pending(); len(pend) > 0 {
+		rb := s.rb
+		w := append(rb.win[:0], pend...)
 		w = append(w, p[:min(len(p), window)]...)
-		for k := 0; k < len(s.pend); k++ {
+		for k := 0; k < len(pend); k++ {
 			if s.format == JSON && k > 0 && w[k-1] != '\n' {
 				continue
 			}
@@ -187,23 +188,23 @@ func (s *Splitter) scanResync(p []byte) (n int, found bool) {
 				continue
 			case probeYes:
 				s.skipped += int64(k)
-				s.replay = append(s.bufs().replA[:0], s.pend[k:]...)
-				s.off -= int64(len(s.replay))
-				s.pend = s.bufs().pendA[:0]
+				rb.replay = append(rb.replA[:0], pend[k:]...)
+				s.off -= int64(len(rb.replay))
+				rb.pend = rb.pendA[:0]
 				s.leaveResync()
 				return 0, true
 			case probeMore:
 				// p is shorter than a window: keep all from k on.
 				s.skipped += int64(k)
-				s.pend = append(s.bufs().pendA[:0], w[k:]...)
+				rb.pend = append(rb.pendA[:0], w[k:]...)
 				s.off += int64(len(p))
 				s.rsNL = true
 				return len(p), false
 			}
 		}
-		s.skipped += int64(len(s.pend))
-		s.rsNL = s.pend[len(s.pend)-1] == '\n'
-		s.pend = s.bufs().pendA[:0]
+		s.skipped += int64(len(pend))
+		s.rsNL = pend[len(pend)-1] == '\n'
+		rb.pend = rb.pendA[:0]
 	}
 	if len(p) == 0 {
 		return 0, false
@@ -217,7 +218,8 @@ func (s *Splitter) scanResync(p []byte) (n int, found bool) {
 		return c, true
 	case probeMore:
 		s.skipped += int64(c)
-		s.pend = append(s.bufs().pendA[:0], p[c:]...)
+		rb := s.bufs()
+		rb.pend = append(rb.pendA[:0], p[c:]...)
 		s.rsNL = true
 	default:
 		s.skipped += int64(len(p))
@@ -283,7 +285,7 @@ func (s *Splitter) findCandidate(p []byte) (int, int) {
 			}
 			continue
 		}
-		if r := probeProto(p[c:], s.limit); r != probeNo {
+		if r := probeProto(p[c:], int(s.limit)); r != probeNo {
 			return c, r
 		}
 		c++
@@ -299,9 +301,11 @@ func (s *Splitter) leaveResync() {
 
 // reset2 clears the partial event state but keeps replayed bytes.
 func (s *Splitter) reset2() {
-	r := s.replay
+	r := s.replayed()
 	s.reset()
-	s.replay = r
+	if r != nil {
+		s.rb.replay = r
+	}
 }
 
 // Sniff guesses the format of a body captured from its middle (no headers):

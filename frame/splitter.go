@@ -1,5 +1,7 @@
 package frame
 
+import "math"
+
 // maxWhitespace bounds the JSON whitespace between two events that a
 // Splitter buffers (Event.Pre). The apiserver writes exactly one '\n' after
 // each event; a body with more whitespace than this between two events is
@@ -21,37 +23,39 @@ const window = 32
 // size limit, plus up to 64 KiB of JSON whitespace) in a buffer it reuses;
 // in steady state Next does not allocate.
 type Splitter struct {
-	format  Format
-	last    byte // last byte consumed in normal mode (JSON line anchor)
-	limit   int
 	off     int64 // body offset of the next byte Next reads
 	skipped int64
-	err     error // sticky *Error
-	dropped int64 // bytes consumed by a failed event that no buffer holds
+	dropped int64  // bytes consumed by a failed event that no buffer holds
+	err     *Error // sticky
 
 	// The partial event. start is the body offset of its first byte (the
 	// first whitespace byte for JSON, the length prefix for protobuf).
 	start int64
 	pre   []byte // JSON: whitespace consumed before the event's '{'
 	buf   []byte // Data bytes of the partial event
+	// CBOR framing state.
+	cb *cborState // nil unless the format is CBOR
+	// Resync state: pending and replayed bytes (see rsBufs), allocated at
+	// the first resync.
+	rb *rsBufs
+
+	// Small fields together: an open watch's splitter may live for hours,
+	// and its size counts. limit is at most MaxEventSize's order (a
+	// larger Options.MaxEventSize is clamped to fit), depth and need are
+	// bounded by it.
+	limit  int32
+	depth  int32 // JSON scanner: brace depth
+	need   int32 // protobuf: payload length, once hn == 4
+	hdr    [4]byte
+	hn     int8 // protobuf: bytes of hdr filled
+	format Format
+	last   byte // last byte consumed in normal mode (JSON line anchor)
 	// JSON scanner state.
 	inEvent bool // a '{' was seen
 	inStr   bool
 	esc     bool
-	depth   int
-	// Protobuf framing state.
-	hdr  [4]byte
-	hn   int // bytes of hdr filled
-	need int // payload length, once hn == 4
-	// CBOR framing state.
-	cb *cborState // nil unless the format is CBOR
-
-	// Resync state.
-	resync bool
-	rsNL   bool    // JSON: the byte before the first unexamined one ends a line
-	pend   []byte  // consumed bytes not yet judged: a candidate and what follows (< window)
-	replay []byte  // bytes given back after a match inside pend; parsed before the next input
-	rb     *rsBufs // pend's and replay's storage, allocated at the first resync
+	resync  bool
+	rsNL    bool // JSON: the byte before the first unexamined one ends a line
 }
 
 // cborState is the CBOR framing state (cbor.go): items owed to
@@ -74,9 +78,11 @@ type cborState struct {
 // open watch's splitter may live for hours, so it is not part of every
 // Splitter.
 type rsBufs struct {
-	pendA [window]byte
-	replA [window]byte
-	win   [2 * window]byte
+	pend   []byte // consumed bytes not yet judged: a candidate and what follows (< window)
+	replay []byte // bytes given back after a match inside pend; parsed before the next input
+	pendA  [window]byte
+	replA  [window]byte
+	win    [2 * window]byte
 }
 
 // bufs returns the resync storage, allocating it at the first need.
@@ -91,7 +97,7 @@ func (s *Splitter) bufs() *rsBufs {
 // For any other format it returns a Splitter whose Next fails with
 // ErrSyntax.
 func NewSplitter(f Format, opts Options) *Splitter {
-	s := &Splitter{format: f, limit: opts.MaxEventSize}
+	s := &Splitter{format: f, limit: int32(min(opts.MaxEventSize, math.MaxInt32))}
 	if s.limit <= 0 {
 		s.limit = MaxEventSize
 	}
@@ -142,10 +148,10 @@ func (s *Splitter) Next(p []byte) (n int, ev Event, ok bool, err error) {
 
 // feed parses replayed bytes, then p, in normal mode.
 func (s *Splitter) feed(p []byte) (n int, ev Event, ok bool, err error) {
-	for len(s.replay) > 0 {
-		r := s.replay
+	for s.rb != nil && len(s.rb.replay) > 0 {
+		r := s.rb.replay
 		m, ev, ok, err := s.step(r)
-		s.replay = r[m:]
+		s.rb.replay = r[m:]
 		if ok || err != nil {
 			return 0, ev, ok, err
 		}
@@ -196,7 +202,7 @@ func (s *Splitter) End() (tail []byte, err error) {
 		return nil, s.err
 	}
 	if s.resync {
-		return s.pend, nil
+		return s.pending(), nil
 	}
 	// Bytes given back to the parser but not yet fed: they count as tail.
 	var partial bool
@@ -220,11 +226,11 @@ func (s *Splitter) End() (tail []byte, err error) {
 			tail = append(tail, s.buf...)
 		}
 	}
-	if len(s.replay) > 0 {
+	if r := s.replayed(); len(r) > 0 {
 		if !partial {
 			partial, at = true, s.off
 		}
-		tail = append(tail, s.replay...)
+		tail = append(tail, r...)
 	}
 	if partial {
 		return tail, &Error{Offset: at, Err: ErrTruncated}
@@ -247,15 +253,15 @@ func (s *Splitter) End() (tail []byte, err error) {
 // The first event after a resync has an empty Pre (JSON: the '\n' before it
 // counts as skipped).
 func (s *Splitter) Resync() {
-	s.skipped += int64(len(s.pre)+len(s.buf)+s.hn+len(s.replay)) + s.dropped
+	s.skipped += int64(len(s.pre)+len(s.buf)+int(s.hn)+len(s.replayed())) + s.dropped
 	s.dropped = 0
-	s.off += int64(len(s.replay))
+	s.off += int64(len(s.replayed()))
 	s.reset()
 	s.err = nil
 	if !s.resync {
 		s.resync = true
 		s.rsNL = s.off == 0 || s.last == '\n'
-		s.pend = s.bufs().pendA[:0]
+		s.bufs().pend = s.rb.pendA[:0]
 	}
 }
 
@@ -268,19 +274,37 @@ func (s *Splitter) reset() {
 	if s.cb != nil {
 		*s.cb = cborState{stack: s.cb.stack[:0]}
 	}
-	s.replay = nil
+	if s.rb != nil {
+		s.rb.replay = nil
+	}
+}
+
+// pending returns the bytes resync mode has consumed and not judged yet.
+func (s *Splitter) pending() []byte {
+	if s.rb == nil {
+		return nil
+	}
+	return s.rb.pend
+}
+
+// replayed returns the bytes given back to be parsed before the next input.
+func (s *Splitter) replayed() []byte {
+	if s.rb == nil {
+		return nil
+	}
+	return s.rb.replay
 }
 
 // Skipped returns how many bytes resync mode has discarded so far.
 func (s *Splitter) Skipped() int64 { return s.skipped }
 
 // Offset returns the body offset of the next byte Next will read.
-func (s *Splitter) Offset() int64 { return s.off + int64(len(s.replay)) }
+func (s *Splitter) Offset() int64 { return s.off + int64(len(s.replayed())) }
 
 // SetOffset sets the body offset of the next byte (after a gap of known size).
 // It changes only how offsets are counted: after a gap, call Resync too.
 func (s *Splitter) SetOffset(off int64) {
 	// Bytes given back for re-parsing were counted already: keep them
 	// before the new offset.
-	s.off = off - int64(len(s.replay))
+	s.off = off - int64(len(s.replayed()))
 }

@@ -62,6 +62,11 @@ const (
 // DefaultQuietWindow is the QuietWindow a zero Options means.
 const DefaultQuietWindow = fromworld.DefaultQuietWindow
 
+// DefaultQuietMaxWait bounds how long, with PaceQuiet, the next change
+// waits for the run to make the writes the recording shows before it,
+// once the recorded gap is longer.
+const DefaultQuietMaxWait = fromworld.DefaultQuietMaxWait
+
 // DeliveryWait bounds how long a write's answer waits for its watch
 // events to have gone out to every watcher of the world.
 const DeliveryWait = fromworld.DeliveryWait

@@ -48,6 +48,16 @@ const (
 // record ended with the recording, not by what the server did.
 const endSlack = int64(time.Second)
 
+// maxHeld bounds the bytes of the bodies still open held at once (their
+// first bytes, to be shown or peeked): thousands of pipelined requests
+// left unanswered cost no more. Past it, a body is shown as far as it was
+// held.
+const maxHeld = 64 << 20
+
+// maxAnomalies bounds the anomalies the page lists and marks (the
+// first, by time); the rest are counted (session.AnomaliesLeft).
+const maxAnomalies = 10000
+
 // maxPeek bounds the response body of a write read for the resourceVersion
 // it answered: metadata comes first in what the apiserver writes.
 const maxPeek = 1 << 20
@@ -119,6 +129,7 @@ type builder struct {
 	seen     map[int64]int64
 	embedded map[int64]int64
 	perSec   map[int64]int64
+	held     int64 // bytes held in bodies and peek
 	tested   func(ua, addr string) bool
 	lastT    int64
 	json     *codec.Writer
@@ -483,9 +494,7 @@ func (b *builder) body(r *formats.Body) {
 		b.bodies[k] = bb
 	}
 	bb.size += int64(len(r.Data))
-	if n := bb.keep - bb.buf.Len(); n > 0 {
-		bb.buf.Write(r.Data[:min(n, len(r.Data))])
-	}
+	b.hold(bb, r.Data)
 	if r.Dir == formats.ServerToClient {
 		if x := b.f.Exchange(r.Exchange); x != nil && apipath.IsWrite(x.Request.Method) {
 			pb := b.peek[r.Exchange]
@@ -493,10 +502,18 @@ func (b *builder) body(r *formats.Body) {
 				pb = &bodyBuf{keep: maxPeek}
 				b.peek[r.Exchange] = pb
 			}
-			if n := pb.keep - pb.buf.Len(); n > 0 {
-				pb.buf.Write(r.Data[:min(n, len(r.Data))])
-			}
+			b.hold(pb, r.Data)
 		}
+	}
+}
+
+// hold keeps the first bytes of p a body buffer still wants, while the
+// bodies held at once stay within maxHeld.
+func (b *builder) hold(bb *bodyBuf, p []byte) {
+	n := min(bb.keep-bb.buf.Len(), len(p), int(maxHeld-b.held))
+	if n > 0 {
+		bb.buf.Write(p[:n])
+		b.held += int64(n)
 	}
 }
 
@@ -515,6 +532,7 @@ func (b *builder) flushBody(ex int64, dir formats.Direction) {
 		return
 	}
 	delete(b.bodies, k)
+	b.held -= int64(bb.buf.Len())
 	ref := &bodyRef{Item: -1, Size: bb.size}
 	x := b.f.Exchange(ex)
 	if x != nil {
@@ -586,6 +604,9 @@ func (b *builder) answered(ex int64) {
 	x := b.f.Exchange(ex)
 	pb := b.peek[ex]
 	delete(b.peek, ex)
+	if pb != nil {
+		b.held -= int64(pb.buf.Len())
+	}
 	if x == nil || x.Request.Missing || !apipath.IsWrite(x.Request.Method) || x.Response == nil || x.Response.Status/100 != 2 {
 		return
 	}
@@ -920,6 +941,10 @@ func (b *builder) anomalies() {
 		}
 	}
 	slices.SortStableFunc(s.Anomalies, func(p, q mark) int { return cmp.Compare(p.T, q.T) })
+	if len(s.Anomalies) > maxAnomalies {
+		s.AnomaliesLeft = len(s.Anomalies) - maxAnomalies
+		s.Anomalies = s.Anomalies[:maxAnomalies:maxAnomalies]
+	}
 }
 
 func parseTime(s string) int64 {
@@ -933,6 +958,7 @@ func parseTime(s string) int64 {
 // details stores what a click on each exchange shows.
 func (b *builder) details() {
 	pairs := make([]int64, 0, 2*len(b.exs))
+	var spent int64
 	for i := range b.exs {
 		x := &b.exs[i]
 		d := exchangeDetail{Exchange: x, Conn: b.conns[x.ConnID]}
@@ -943,6 +969,16 @@ func (b *builder) details() {
 		p, err := json.Marshal(d)
 		if err != nil {
 			continue
+		}
+		// The details of watches and writes always; of the other
+		// exchanges while they fit in a budget of their own (as large as
+		// the bodies').
+		if info := b.f.Exchange(x.Exchange); info != nil && !isWatch(info) && !apipath.IsWrite(info.Request.Method) {
+			if spent+int64(len(p)) > b.opts.maxBodyBytes() {
+				b.s.DetailsLeft++
+				continue
+			}
+			spent += int64(len(p))
 		}
 		pairs = append(pairs, x.Exchange, int64(b.st.add(p)))
 	}

@@ -28,9 +28,13 @@
 // a watch silent for Options.StallAfter, damage of the file. Wheel to
 // zoom, drag to pan (hours to microseconds); filters by resource,
 // namespace, object name, client and event type; a click on a mark shows
-// the event's exact bytes (and as indented JSON), on a request its
-// headers and bodies and how it ended, on a lane's label the watch's
-// exchange as inspect --json says it. Below: connections, exchanges by
+// the event's exact bytes (and as indented JSON; a protobuf or CBOR event
+// or body also as the JSON the apiserver would send, which
+// apiserver/codec writes), on a request its headers and bodies and how it
+// ended, on a lane's label the watch's exchange as inspect --json says
+// it. A session file does not say how a replay answered each request
+// (replay.Request.How is the Server's, not recorded by replay --out): the
+// page of a replay run says its answers were the replay's, no more. Below: connections, exchanges by
 // verb and status, events per resource and type, the busiest seconds,
 // every anomaly.
 //
@@ -48,7 +52,8 @@
 // The session is streamed: Session reads the file twice in file order
 // (export.NewSession, then every record) and holds its index, a few bytes
 // of model per event and request (a 400,000-event session: about 20 MB
-// while it is written), and the first bytes of the bodies still open.
+// while it is written), and the first bytes of the bodies still open (at
+// most 64 MiB of them at once, whatever the number of open exchanges).
 // Event bytes, bodies and each exchange's details go to a store of
 // gzip'd chunks of 256 KiB, written into the page as each fills, inside
 // <script type="application/octet-stream"> elements the browser does not
@@ -58,7 +63,10 @@
 // session holds more, each exchange keeps its share — the budget times
 // what it holds over what the session holds — spread over its time, and
 // the marks of the rest show their metadata (and the command that prints
-// their bytes); each one is cut at Options.MaxBodySize (64 KiB).
+// their bytes); each one is cut at Options.MaxBodySize (64 KiB). The
+// details of watches and writes are always there; those of other
+// exchanges within a budget of their own, as large. At most 10,000
+// anomalies are listed and marked (the first; the rest counted).
 //
 // The marks are columns of numbers (time, type, flags, object, sequence,
 // store item), each a base64 string of zigzag varints (3–6 bytes a mark),

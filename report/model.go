@@ -49,7 +49,12 @@ type session struct {
 	Requests   columns  `json:"requests"`
 	Methods    []string `json:"methods"` // the request methods, by the requests' method column
 	Anomalies  []mark   `json:"anomalies"`
-	Stats      stats    `json:"stats"`
+	// AnomaliesLeft counts the anomalies past maxAnomalies, not listed.
+	AnomaliesLeft int `json:"anomaliesLeft,omitempty"`
+	// DetailsLeft counts the exchanges whose details were left out (the
+	// budget: reads beyond Options.MaxBodyBytes of details).
+	DetailsLeft int   `json:"detailsLeft,omitempty"`
+	Stats       stats `json:"stats"`
 	// Exchanges maps an exchange ID to the store item of its details
 	// (exchangeDetail): pairs of numbers, exchange then item.
 	Exchanges string `json:"exchanges"`

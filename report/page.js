@@ -71,7 +71,11 @@
     }
     const ex = varints(s.exchanges), details = new Map();
     for (let i = 0; i + 1 < ex.length; i += 2) details.set(ex[i], ex[i + 1]);
-    return { s, si, ev, rq, details, start: s.start };
+    const anomaliesOf = new Map(); // lane (-1: the session) → anomaly indexes
+    s.anomalies.forEach((a, i) => { if (!anomaliesOf.has(a.lane)) anomaliesOf.set(a.lane, []); anomaliesOf.get(a.lane).push(i); });
+    const diffsOf = new Map(); // lane → differences placed on it
+    if (M.diff) M.diff.differences.forEach((d, i) => { const p = si === 0 ? d.a : d.b; if (!p) return; if (!diffsOf.has(p.lane)) diffsOf.set(p.lane, []); diffsOf.get(p.lane).push(i); });
+    return { s, si, ev, rq, details, start: s.start, anomaliesOf, diffsOf };
   });
   const SPAN = Math.max(1, ...M.sessions.map((s) => s.span));
 
@@ -175,7 +179,7 @@
         const x = S[row.si];
         lab.push(`<div class="row sess" style="top:${ly}px" data-sess="${row.si}" title="${esc(x.s.name)}">${x.s.label ? esc(x.s.label) + ': ' : ''}${esc(x.s.name)}</div>`);
         out.push(`<rect class="bg grp" x="0" y="${y}" width="${W}" height="${LANE}"/>`);
-        for (let i = 0; i < x.s.anomalies.length; i++) if (x.s.anomalies[i].lane < 0) out.push(anomaly(x, i, W, y));
+        for (const i of x.anomaliesOf.get(-1) || []) out.push(anomaly(x, i, W, y));
         if (M.diff) diffMarks(row.si, -1, W, y, out);
         continue;
       }
@@ -270,7 +274,7 @@
         }
         if (ragg) out.push(`<path class="ragg" data-s="${row.si}" data-lane="${row.li}" data-n="${ragg}" d="${rpath}"><title>${ragg} requests in columns of more than one: click one to zoom in</title></path>`);
       }
-      for (let i = 0; i < x.s.anomalies.length; i++) if (x.s.anomalies[i].lane === row.li) out.push(anomaly(x, i, W, y));
+      for (const i of x.anomaliesOf.get(row.li) || []) out.push(anomaly(x, i, W, y));
       if (M.diff) diffMarks(row.si, row.li, W, y, out);
     }
     svg.innerHTML = out.join('');
@@ -288,13 +292,12 @@
   }
 
   function diffMarks(si, li, W, y, out) {
-    M.diff.differences.forEach((d, i) => {
-      const p = si === 0 ? d.a : d.b;
-      if (!p || p.lane !== li) return;
+    for (const i of S[si].diffsOf.get(li) || []) {
+      const d = M.diff.differences[i], p = si === 0 ? d.a : d.b;
       const px = xOf(p.t, W);
-      if (px < -6 || px > W + 6) return;
+      if (px < -6 || px > W + 6) continue;
       out.push(`<path class="d${i === selDiff ? ' sel' : ''}" data-d="${i}" d="M${(px - 4).toFixed(1)} ${y + LANE}h8l-4-5z"><title>${esc(diffLine(d))}</title></path>`);
-    });
+    }
   }
 
   function axis(W) {
@@ -390,7 +393,7 @@
   }
   async function exchangeHTML(x, ex, bodies) {
     const it = x.details.get(ex);
-    if (it === undefined) return '';
+    if (it === undefined) return `<p class="hint">The details of exchange ${ex} were left out of this report (its budget); <code>wtrace inspect --json</code> shows them.</p>`;
     const d = await json(it);
     const e = d.exchange, r = e.request, p = e.response;
     let h = `<h3>exchange ${e.exchange}${d.conn ? ' on ' + esc(d.conn.conn) : ''}</h3>`;
@@ -553,7 +556,7 @@
       h += '<div><h3>events per resource</h3><table><tr><th></th>' + TYPES.map((t) => `<th>${t}</th>`).join('') + '<th>all</th></tr>' + st.byResource.map((r) => `<tr><td>${esc(r.title)}</td>` + TYPES.map((t) => `<td class="n">${r.types[t] || ''}</td>`).join('') + `<td class="n">${r.n}</td></tr>`).join('') + '</table></div>';
       h += '<div><h3>busiest seconds</h3><table>' + st.busiest.map(([t, n]) => `<tr><td><span class="link" data-goto="${x.si}:-1:${t + 5e5}" data-span="3e6">${esc(fmtAbs(x, t).slice(11, 19))} (${fmtRel(t)})</span></td><td class="n">${n} events</td></tr>`).join('') + '</table></div>';
       const an = x.s.anomalies;
-      h += `<div><h3>anomalies (${an.length})</h3><table>` + an.slice(0, 300).map((a, i) => `<tr><td><span class="link" data-anomaly="${x.si}:${i}">${fmtRel(a.t)}</span></td><td>${esc(a.kind)}</td><td>${esc(a.text.slice(0, 160))}</td></tr>`).join('') + (an.length > 300 ? `<tr><td colspan="3">… ${an.length - 300} more</td></tr>` : '') + '</table></div>';
+      h += `<div><h3>anomalies (${an.length})</h3><table>` + an.slice(0, 300).map((a, i) => `<tr><td><span class="link" data-anomaly="${x.si}:${i}">${fmtRel(a.t)}</span></td><td>${esc(a.kind)}</td><td>${esc(a.text.slice(0, 160))}</td></tr>`).join('') + (an.length > 300 || x.s.anomaliesLeft ? `<tr><td colspan="3">… ${an.length - 300 + (x.s.anomaliesLeft || 0)} more (wtrace inspect lists every one)</td></tr>` : '') + '</table></div>';
       if (x.s.problems) h += '<div><h3>problems</h3>' + x.s.problems.map((p) => `<p class="warn">${esc(p)}</p>`).join('') + '</div>';
       sum.push(h + '</div>');
     }

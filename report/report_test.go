@@ -284,3 +284,41 @@ func TestDiffInBrowser(t *testing.T) {
 }
 
 func itoa(v int64) string { return strconvI(v) }
+
+// TestDamagedInBrowser: the report of a session cut in the middle (a
+// recorder killed) shows what the file holds intact, the problem found
+// opening it, and marks every event that survived.
+func TestDamagedInBrowser(t *testing.T) {
+	path := wttest.RecordCorpus(t, "multi-watch", false)
+	whole, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := filepath.Join(t.TempDir(), "cut.wt")
+	if err := os.WriteFile(cut, whole[:len(whole)*2/3], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := wttest.OpenSession(t, cut)
+	if f.Clean() {
+		t.Fatal("the cut file opened clean")
+	}
+	n := 0
+	for r, err := range f.Records().Intact(nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := r.(*formats.Frame); ok {
+			n++
+		}
+	}
+	page := writeSession(t, cut, t.TempDir(), report.Options{})
+	b := newBrowser(t, 1400, 1000, 30*time.Second)
+	b.open(t, page)
+	if drawn := eval[int](t, b, `wtraceReport.drawn()`); drawn != n {
+		t.Errorf("marks count %d events; the cut file holds %d intact", drawn, n)
+	}
+	if txt := eval[string](t, b, `document.getElementById('summary').textContent`); !strings.Contains(txt, "problems") {
+		t.Errorf("the summary does not say what opening the cut file found: %.300q", txt)
+	}
+	b.noErrors(t)
+}

@@ -124,7 +124,13 @@ func (s *Store) Serve(r *Request) (resp *Response, ok bool) {
 		}
 		_, _ = fieldManager(info.GVK(), "")
 	}
-	return s.dispatch(ep, c), true
+	resp = s.dispatch(ep, c)
+	if s.live != nil && r.Method != http.MethodGet && r.Method != http.MethodHead {
+		s.mu.Lock()
+		s.noteRunWrite(r, t, resp)
+		s.mu.Unlock()
+	}
+	return resp, true
 }
 
 func isWatch(q url.Values) bool {

@@ -28,6 +28,10 @@ var fuzzTemplates = []struct {
 	{"application/merge-patch+json", `{"stringData":{"k":"@V@"}}`, true},
 	{"application/json-patch+json", `[{"op":"add","path":"/data/k","value":"@B@"}]`, true},
 	{"application/yaml", "kind: Secret\nstringData:\n  k: @V@\n", false},
+	// Secrets quoted in text, and served as text.
+	{"application/json", `{"kind":"Event","message":"admission denied: {\"kind\":\"Secret\",\"stringData\":{\"k\":\"@V@\"}}"}`, false},
+	{"application/json", `{"kind":"Event","message":"failed:\nkind: Secret\nstringData:\n  k: @V@\n"}`, false},
+	{"text/plain", `{"kind":"Secret","stringData":{"k":"@V@"}}`, false},
 }
 
 // fill puts value into a template, escaped for JSON where it goes into a
@@ -35,7 +39,7 @@ var fuzzTemplates = []struct {
 func fillTemplate(doc, ct, value string) (string, []string) {
 	b64 := base64.StdEncoding.EncodeToString([]byte(value))
 	v := value
-	if strings.Contains(ct, "json") {
+	if strings.Contains(ct, "json") || strings.HasPrefix(ct, "text/") {
 		q, _ := json.Marshal(value)
 		v = string(q[1 : len(q)-1])
 		if strings.Contains(doc, `\"@V@\"`) {
@@ -58,7 +62,7 @@ func FuzzBody(f *testing.F) {
 	s := NewSecrets()
 	f.Fuzz(func(t *testing.T, data []byte, value string, shape, piece uint8, cut uint16) {
 		n := int(piece%16) + 1
-		for _, ct := range []string{"application/json", "application/vnd.kubernetes.protobuf", "application/yaml", ""} {
+		for _, ct := range []string{"application/json", "application/vnd.kubernetes.protobuf", "application/yaml", "text/plain", ""} {
 			var rep Report
 			out := body(s, BodyOptions{ContentType: ct, AssumeSecret: shape&1 == 1}, data, n, &rep)
 			if len(out) != len(data) {
