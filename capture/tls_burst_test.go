@@ -195,8 +195,42 @@ func recordInformerTLS(t *testing.T) (pcap []byte, keys *tlsdec.KeyLog) {
 	if !k8scache.WaitForCacheSync(ctx.Done(), cms.HasSynced, secs.HasSynced) {
 		t.Fatal("informers did not sync")
 	}
+	want := 150 + informerWorkload(t, api, ns, tp)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		mu.Lock()
+		s := seen
+		mu.Unlock()
+		if s >= want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the informers saw %d events; want %d", s, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	factory.Shutdown()
+	tr.CloseIdleConnections()
+	tp.ln.Close()
+	tp.wg.Wait()
+	klMu.Lock()
+	defer klMu.Unlock()
+	keys, err = tlsdec.ParseKeyLog(bytes.NewReader(kl.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tp.pcap(), keys
+}
+
+// informerWorkload creates, updates and deletes configmaps and secrets in
+// ns, then floods it with small configmaps (tp reads them 64 KiB at a
+// time) and creates a large one; it returns how many events the
+// informers will see.
+func informerWorkload(t *testing.T, api func(method, path, body string), ns string, tp *loopTap) int {
+	t.Helper()
 	const n = 80
-	want := 150
+	want := 0
 	for i := range n {
 		data := strings.Repeat(fmt.Sprintf("%04d-", i), 200*(1+i%30))
 		api("POST", "/api/v1/namespaces/"+ns+"/configmaps", fmt.Sprintf(`{"metadata":{"name":"cm-%03d"},"data":{"v":%q}}`, i, data))
@@ -234,31 +268,7 @@ func recordInformerTLS(t *testing.T) (pcap []byte, keys *tlsdec.KeyLog) {
 	tp.slow.Store(false)
 	api("POST", "/api/v1/namespaces/"+ns+"/configmaps", fmt.Sprintf(`{"metadata":{"name":"last-big"},"data":{"v":%q}}`, strings.Repeat("last-big-", 8000)))
 	want++
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		mu.Lock()
-		s := seen
-		mu.Unlock()
-		if s >= want {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the informers saw %d events; want %d", s, want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	cancel()
-	factory.Shutdown()
-	tr.CloseIdleConnections()
-	tp.ln.Close()
-	tp.wg.Wait()
-	klMu.Lock()
-	defer klMu.Unlock()
-	keys, err = tlsdec.ParseKeyLog(bytes.NewReader(kl.Bytes()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tp.pcap(), keys
+	return want
 }
 
 type lockedWriter struct {

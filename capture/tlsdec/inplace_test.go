@@ -128,60 +128,69 @@ func TestResyncInPlace(t *testing.T) {
 						}
 					}
 					for mode := range 2 { // writes, random pieces
-						ps := garbled(feedModes[mode].cut(s, newRand(mode)), d, at, tc.x)
-						sink := &lossSink{}
-						c := NewConn(mustKeyLog(t, s.keylog), sink, Options{MaxPending: 64 << 20})
-						for _, p := range ps {
-							if err := c.Feed(p.dir, p.data, p.t); err != nil {
-								t.Fatalf("%s: Feed: %v", feedModes[mode].name, err)
-							}
-						}
-						checkBounded(t, c)
-						in := c.Info()
-						di := in.Dir[d]
-						if got := sink.data[d]; !bytes.Equal(got, want) {
-							t.Fatalf("%s: got %d bytes of plaintext, want %d (first difference at %d); Note %q", feedModes[mode].name, len(got), len(want), firstDiff(got, want), in.Note)
-						}
-						if !bytes.Equal(sink.data[1-d], s.plain[1-d]) {
-							t.Fatalf("the other direction lost data")
-						}
-						if di.Damaged != tc.regions || di.Resyncs != tc.regions || di.LostRecords != int64(len(bad)) || di.Stopped || di.Resyncing || di.Err != nil {
-							t.Fatalf("Info.Dir = %+v; want %d damaged regions resynchronized, %d records lost", di, tc.regions, len(bad))
-						}
-						if in.Decrypted {
-							t.Fatalf("Info.Decrypted with damaged records")
-						}
-						if len(sink.losses) != tc.regions {
-							t.Fatalf("losses %v; want %d", sink.losses, tc.regions)
-						}
-						l := sink.losses[0]
-						first := tab[bad[0]]
-						n := 1
-						if tc.regions == 1 {
-							n = len(bad)
-						}
-						resumed := tab[bad[n-1]+1].start
-						if l.Dir != d || l.Offset != int64(first.start) || l.Records != int64(n) || l.Resumed != int64(resumed) ||
-							l.Skipped != int64(resumed-first.start) || sink.before[0] != len(prefixBefore(tab, first.start)) {
-							t.Fatalf("loss %+v after %d bytes; want records from offset %d, %d lost, resumed at %d, after %d bytes", l, sink.before[0], first.start, n, resumed, len(prefixBefore(tab, first.start)))
-						}
-						var lostPlain int
-						for _, b := range bad[:n] {
-							lostPlain += len(tab[b].plain)
-						}
-						if strings.HasPrefix(ss.name, "tls13") || !strings.Contains(ss.name, "cbc") {
-							if l.Plaintext < int64(lostPlain)-int64(n)*256 || l.Plaintext > int64(lostPlain)+int64(n)*256 {
-								t.Errorf("loss estimates %d bytes of data; the records held %d", l.Plaintext, lostPlain)
-							}
-						}
-						note := fmt.Sprintf("server->client: record %d at offset %d did not authenticate (", l.Record, l.Offset)
-						if !strings.Contains(in.Note, note) || !strings.Contains(in.Note, fmt.Sprintf("resynchronized at offset %d", resumed)) {
-							t.Fatalf("Note %q; want %q… resynchronized at offset %d", in.Note, note, resumed)
-						}
+						checkInPlace(t, ss.name, s, tab, d, mode, at, bad, tc.x, tc.regions, want)
 					}
 				})
 			}
 		})
+	}
+}
+
+// checkInPlace feeds session s cut as feed mode mode, direction d garbled
+// at the wire offsets at with x, and checks what TestResyncInPlace wants:
+// the plaintext of every record but bad, regions damaged regions
+// resynchronized, each reported to the LossSink and noted.
+func checkInPlace(t *testing.T, name string, s *session, tab []recInfo, d Direction, mode int, at, bad []int, x byte, regions int, want []byte) {
+	t.Helper()
+	ps := garbled(feedModes[mode].cut(s, newRand(mode)), d, at, x)
+	sink := &lossSink{}
+	c := NewConn(mustKeyLog(t, s.keylog), sink, Options{MaxPending: 64 << 20})
+	for _, p := range ps {
+		if err := c.Feed(p.dir, p.data, p.t); err != nil {
+			t.Fatalf("%s: Feed: %v", feedModes[mode].name, err)
+		}
+	}
+	checkBounded(t, c)
+	in := c.Info()
+	di := in.Dir[d]
+	if got := sink.data[d]; !bytes.Equal(got, want) {
+		t.Fatalf("%s: got %d bytes of plaintext, want %d (first difference at %d); Note %q", feedModes[mode].name, len(got), len(want), firstDiff(got, want), in.Note)
+	}
+	if !bytes.Equal(sink.data[1-d], s.plain[1-d]) {
+		t.Fatalf("the other direction lost data")
+	}
+	if di.Damaged != regions || di.Resyncs != regions || di.LostRecords != int64(len(bad)) || di.Stopped || di.Resyncing || di.Err != nil {
+		t.Fatalf("Info.Dir = %+v; want %d damaged regions resynchronized, %d records lost", di, regions, len(bad))
+	}
+	if in.Decrypted {
+		t.Fatalf("Info.Decrypted with damaged records")
+	}
+	if len(sink.losses) != regions {
+		t.Fatalf("losses %v; want %d", sink.losses, regions)
+	}
+	l := sink.losses[0]
+	first := tab[bad[0]]
+	n := 1
+	if regions == 1 {
+		n = len(bad)
+	}
+	resumed := tab[bad[n-1]+1].start
+	if l.Dir != d || l.Offset != int64(first.start) || l.Records != int64(n) || l.Resumed != int64(resumed) ||
+		l.Skipped != int64(resumed-first.start) || sink.before[0] != len(prefixBefore(tab, first.start)) {
+		t.Fatalf("loss %+v after %d bytes; want records from offset %d, %d lost, resumed at %d, after %d bytes", l, sink.before[0], first.start, n, resumed, len(prefixBefore(tab, first.start)))
+	}
+	var lostPlain int
+	for _, b := range bad[:n] {
+		lostPlain += len(tab[b].plain)
+	}
+	if strings.HasPrefix(name, "tls13") || !strings.Contains(name, "cbc") {
+		if l.Plaintext < int64(lostPlain)-int64(n)*256 || l.Plaintext > int64(lostPlain)+int64(n)*256 {
+			t.Errorf("loss estimates %d bytes of data; the records held %d", l.Plaintext, lostPlain)
+		}
+	}
+	note := fmt.Sprintf("server->client: record %d at offset %d did not authenticate (", l.Record, l.Offset)
+	if !strings.Contains(in.Note, note) || !strings.Contains(in.Note, fmt.Sprintf("resynchronized at offset %d", resumed)) {
+		t.Fatalf("Note %q; want %q… resynchronized at offset %d", in.Note, note, resumed)
 	}
 }
 

@@ -791,68 +791,74 @@ func TestSecretsNeverStored(t *testing.T) {
 	}
 
 	for name, wt := range sessions {
-		mid := strings.HasPrefix(name, "pcap-mid")
-		t.Run(name, func(t *testing.T) {
-			if name == "kept" {
-				// --keep-secrets keeps values (the grep sees them) but
-				// never credentials in headers or the query.
-				checkClean(t, wt, plantNeedles(credentialPlants))
-				if found, _ := wttest.Find(wt, plantNeedles([]string{plPassword})); len(found) == 0 {
-					t.Error("--keep-secrets session holds no Secret value: the grep proves nothing")
-				}
-				return
-			}
-			checkClean(t, wt, needles)
-			red := redactionsIn(t, wt)
-			for _, r := range []formats.RedactReason{formats.RedactSecretValue, formats.RedactLastApplied, formats.RedactToken, formats.RedactUnparsed} {
-				if red[r] == 0 {
-					t.Errorf("no %v redaction recorded: %v", r, red)
-				}
-			}
-			if !mid && red[formats.RedactQuery] == 0 {
-				t.Errorf("no query credential redaction recorded: %v", red)
-			}
-			out, _, _ := wtrace(t, "inspect", "--anomalies", "0", wt)
-			for _, want := range []string{"redacted: request headers Authorization, Cookie, X-Forwarded-Credentials", "Secret values of Secret shapes/db (data.password", "tokens of TokenRequest shapes/default (status.token", "unparsed (fail closed)"} {
-				if mid && strings.HasPrefix(want, "redacted: request") {
-					continue
-				}
-				if !strings.Contains(out, want) {
-					t.Errorf("inspect does not say %q:\n%s", want, clipOut(out))
-				}
-			}
-			if mid {
-				return
-			}
-			// Replay serves the redacted Secrets, and client-go decodes them.
-			srv, err := replay.Open(wt, replay.Options{Writes: replay.WritesReject})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := srv.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer srv.Close()
-			for _, tc := range []struct{ ns, ct string }{{"demo", ""}, {"pb", "application/vnd.kubernetes.protobuf"}} {
-				cfg := &rest.Config{Host: srv.URL}
-				cfg.ContentType = tc.ct
-				if tc.ct != "" {
-					cfg.AcceptContentTypes = tc.ct + ",application/json"
-				}
-				for _, s := range syncInformer(t, cfg, tc.ns, 3, false) {
-					for k, v := range s.Data {
-						for _, p := range valuePlants {
-							if len(v) == len(p) && string(v) == p {
-								t.Errorf("replayed Secret %s/%s data.%s holds %s", s.Namespace, s.Name, k, p)
-							}
-						}
+		t.Run(name, func(t *testing.T) { checkStoredSession(t, name, wt, needles) })
+	}
+}
+
+// checkStoredSession checks one session of TestSecretsNeverStored: no
+// planted value anywhere (kept ones for --keep-secrets, never the
+// credentials), every kind of redaction reported, and (whole captures)
+// replayed Secrets client-go decodes.
+func checkStoredSession(t *testing.T, name, wt string, needles []wttest.Needle) {
+	mid := strings.HasPrefix(name, "pcap-mid")
+	if name == "kept" {
+		// --keep-secrets keeps values (the grep sees them) but
+		// never credentials in headers or the query.
+		checkClean(t, wt, plantNeedles(credentialPlants))
+		if found, _ := wttest.Find(wt, plantNeedles([]string{plPassword})); len(found) == 0 {
+			t.Error("--keep-secrets session holds no Secret value: the grep proves nothing")
+		}
+		return
+	}
+	checkClean(t, wt, needles)
+	red := redactionsIn(t, wt)
+	for _, r := range []formats.RedactReason{formats.RedactSecretValue, formats.RedactLastApplied, formats.RedactToken, formats.RedactUnparsed} {
+		if red[r] == 0 {
+			t.Errorf("no %v redaction recorded: %v", r, red)
+		}
+	}
+	if !mid && red[formats.RedactQuery] == 0 {
+		t.Errorf("no query credential redaction recorded: %v", red)
+	}
+	out, _, _ := wtrace(t, "inspect", "--anomalies", "0", wt)
+	for _, want := range []string{"redacted: request headers Authorization, Cookie, X-Forwarded-Credentials", "Secret values of Secret shapes/db (data.password", "tokens of TokenRequest shapes/default (status.token", "unparsed (fail closed)"} {
+		if mid && strings.HasPrefix(want, "redacted: request") {
+			continue
+		}
+		if !strings.Contains(out, want) {
+			t.Errorf("inspect does not say %q:\n%s", want, clipOut(out))
+		}
+	}
+	if mid {
+		return
+	}
+	// Replay serves the redacted Secrets, and client-go decodes them.
+	srv, err := replay.Open(wt, replay.Options{Writes: replay.WritesReject})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	for _, tc := range []struct{ ns, ct string }{{"demo", ""}, {"pb", "application/vnd.kubernetes.protobuf"}} {
+		cfg := &rest.Config{Host: srv.URL}
+		cfg.ContentType = tc.ct
+		if tc.ct != "" {
+			cfg.AcceptContentTypes = tc.ct + ",application/json"
+		}
+		for _, s := range syncInformer(t, cfg, tc.ns, 3, false) {
+			for k, v := range s.Data {
+				for _, p := range valuePlants {
+					if len(v) == len(p) && string(v) == p {
+						t.Errorf("replayed Secret %s/%s data.%s holds %s", s.Namespace, s.Name, k, p)
 					}
-					if want := plantedSecrets(tc.ns); len(s.Data) == 0 || len(s.Data) != len(want[slices.IndexFunc(want, func(w corev1.Secret) bool { return w.Name == s.Name })].Data) {
-						t.Errorf("replayed Secret %s/%s has data keys %v", s.Namespace, s.Name, keysOf(s.Data))
-					}
 				}
 			}
-		})
+			if want := plantedSecrets(tc.ns); len(s.Data) == 0 || len(s.Data) != len(want[slices.IndexFunc(want, func(w corev1.Secret) bool { return w.Name == s.Name })].Data) {
+				t.Errorf("replayed Secret %s/%s has data keys %v", s.Namespace, s.Name, keysOf(s.Data))
+			}
+		}
 	}
 }
 
