@@ -197,7 +197,7 @@ func (a *e2eAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case len(parts) == 5 && parts[4] == "secrets" && (parts[3] == "cut" || parts[3] == "cut-pb"):
 		a.cutWatch(w, parts[3] == "cut-pb")
 	case len(parts) == 5 && parts[4] == "secrets" && q.Get("watch") == "true":
-		a.watch(w, r, parts[3])
+		a.watch(w, r, a.watchEvents(parts[3], strings.HasPrefix(accept, "application/vnd.kubernetes.protobuf")), true)
 	case len(parts) == 5 && parts[4] == "secrets" && r.Method == http.MethodGet:
 		items := plantedSecrets(parts[3])
 		if parts[3] == "big" {
@@ -238,7 +238,7 @@ func (a *e2eAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Write(b)
 	case len(parts) == 5 && parts[4] == "events" && q.Get("watch") == "true":
-		a.eventWatch(w, r, parts[3])
+		a.watch(w, r, a.quotingEvents(parts[3], strings.HasPrefix(accept, "application/vnd.kubernetes.protobuf")), false)
 	case len(parts) == 7 && parts[4] == "serviceaccounts" && parts[6] == "token":
 		a.write(w, r, &authnv1.TokenRequest{TypeMeta: metav1.TypeMeta{Kind: "TokenRequest", APIVersion: "authentication.k8s.io/v1"},
 			ObjectMeta: metav1.ObjectMeta{Name: parts[5], Namespace: parts[3]},
@@ -297,7 +297,7 @@ func table(items []corev1.Secret, include string) *metav1.Table {
 }
 
 // watchEvents are the events of a Secret watch, encoded as the apiserver
-// does: JSON objects, or protobuf WatchEvents whose objects are enveloped.
+// does (see watchFrame).
 func (a *e2eAPI) watchEvents(ns string, pb bool) [][]byte {
 	var out [][]byte
 	items := plantedSecrets(ns)
@@ -308,34 +308,42 @@ func (a *e2eAPI) watchEvents(ns string, pb bool) [][]byte {
 		if i == len(items) {
 			typ = "MODIFIED"
 		}
-		var b bytes.Buffer
-		if pb {
-			a.pb.Encode(&s, &b)
-			ev := metav1.WatchEvent{Type: typ, Object: runtime.RawExtension{Raw: b.Bytes()}}
-			m, _ := ev.Marshal()
-			out = append(out, binary.BigEndian.AppendUint32(nil, uint32(len(m))), m)
-			continue
-		}
-		a.json.Encode(&s, &b)
-		ev := metav1.WatchEvent{Type: typ, Object: runtime.RawExtension{Raw: bytes.TrimSpace(b.Bytes())}}
-		m, _ := json.Marshal(ev)
-		out = append(out, append(m, '\n'))
+		out = append(out, a.watchFrame(typ, &s, pb)...)
 	}
 	return out
 }
 
-func (a *e2eAPI) watch(w http.ResponseWriter, r *http.Request, ns string) {
-	pb := strings.HasPrefix(r.Header.Get("Accept"), "application/vnd.kubernetes.protobuf")
+// watchFrame is obj as a watch event of type typ, encoded as the
+// apiserver does: a JSON object and its newline, or a protobuf WatchEvent
+// whose object is enveloped, its length prefix a piece of its own.
+func (a *e2eAPI) watchFrame(typ string, obj runtime.Object, pb bool) [][]byte {
+	var b bytes.Buffer
 	if pb {
+		a.pb.Encode(obj, &b)
+		m, _ := (&metav1.WatchEvent{Type: typ, Object: runtime.RawExtension{Raw: b.Bytes()}}).Marshal()
+		return [][]byte{binary.BigEndian.AppendUint32(nil, uint32(len(m))), m}
+	}
+	a.json.Encode(obj, &b)
+	m, _ := json.Marshal(metav1.WatchEvent{Type: typ, Object: runtime.RawExtension{Raw: bytes.TrimSpace(b.Bytes())}})
+	return [][]byte{append(m, '\n')}
+}
+
+// watch serves the pieces of a watch's body, each flushed, then waits for
+// the client to leave or for timeoutSeconds (30 by default) when wait.
+func (a *e2eAPI) watch(w http.ResponseWriter, r *http.Request, pieces [][]byte, wait bool) {
+	if strings.HasPrefix(r.Header.Get("Accept"), "application/vnd.kubernetes.protobuf") {
 		w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf;stream=watch")
 	} else {
 		w.Header().Set("Content-Type", "application/json")
 	}
 	w.WriteHeader(200)
 	w.(http.Flusher).Flush()
-	for _, p := range a.watchEvents(ns, pb) {
+	for _, p := range pieces {
 		w.Write(p)
 		w.(http.Flusher).Flush()
+	}
+	if !wait {
+		return
 	}
 	select {
 	case <-r.Context().Done():
@@ -343,47 +351,23 @@ func (a *e2eAPI) watch(w http.ResponseWriter, r *http.Request, ns string) {
 	}
 }
 
-// quotingEvents are Events whose messages quote a Secret manifest, as an
-// admission webhook's denial (JSON) and a failed apply (YAML) report it.
-func quotingEvents(ns string) []*corev1.Event {
+// quotingEvents are the events of a watch of Events whose messages quote
+// a Secret manifest, as an admission webhook's denial (JSON) and a failed
+// apply (YAML) report it.
+func (a *e2eAPI) quotingEvents(ns string, pb bool) [][]byte {
 	manifest, _ := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": "db", "namespace": ns},
 		"data": map[string]string{"password": base64.StdEncoding.EncodeToString([]byte(plQuoted))}})
-	ev := func(name, msg string) *corev1.Event {
-		return &corev1.Event{TypeMeta: metav1.TypeMeta{Kind: "Event", APIVersion: "v1"},
-			ObjectMeta:     metav1.ObjectMeta{Name: name, Namespace: ns, ResourceVersion: "20"},
+	var out [][]byte
+	for i, msg := range []string{
+		`admission webhook "deny.example.com" denied the request: ` + string(manifest),
+		"failed to apply:\napiVersion: v1\nkind: Secret\nmetadata:\n  name: db\nstringData:\n  password: " + plQuotedYML + "\n",
+	} {
+		out = append(out, a.watchFrame("ADDED", &corev1.Event{TypeMeta: metav1.TypeMeta{Kind: "Event", APIVersion: "v1"},
+			ObjectMeta:     metav1.ObjectMeta{Name: fmt.Sprintf("web.%d", i), Namespace: ns, ResourceVersion: fmt.Sprint(20 + i)},
 			InvolvedObject: corev1.ObjectReference{Kind: "Deployment", Namespace: ns, Name: "web"},
-			Reason:         "FailedCreate", Message: msg, Type: "Warning"}
+			Reason:         "FailedCreate", Message: msg, Type: "Warning"}, pb)...)
 	}
-	return []*corev1.Event{
-		ev("web.1", `admission webhook "deny.example.com" denied the request: `+string(manifest)),
-		ev("web.2", "failed to apply:\napiVersion: v1\nkind: Secret\nmetadata:\n  name: db\nstringData:\n  password: "+plQuotedYML+"\n"),
-	}
-}
-
-// eventWatch sends a watch of Events (JSON, or protobuf when asked)
-// whose messages quote Secret manifests.
-func (a *e2eAPI) eventWatch(w http.ResponseWriter, r *http.Request, ns string) {
-	pb := strings.HasPrefix(r.Header.Get("Accept"), "application/vnd.kubernetes.protobuf")
-	if pb {
-		w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf;stream=watch")
-	} else {
-		w.Header().Set("Content-Type", "application/json")
-	}
-	w.WriteHeader(200)
-	for _, e := range quotingEvents(ns) {
-		var b bytes.Buffer
-		if pb {
-			a.pb.Encode(e, &b)
-			m, _ := (&metav1.WatchEvent{Type: "ADDED", Object: runtime.RawExtension{Raw: b.Bytes()}}).Marshal()
-			w.Write(binary.BigEndian.AppendUint32(nil, uint32(len(m))))
-			w.Write(m)
-		} else {
-			a.json.Encode(e, &b)
-			m, _ := json.Marshal(metav1.WatchEvent{Type: "ADDED", Object: runtime.RawExtension{Raw: bytes.TrimSpace(b.Bytes())}})
-			w.Write(append(m, '\n'))
-		}
-		w.(http.Flusher).Flush()
-	}
+	return out
 }
 
 func atoiDefault(s string, d int) int {
