@@ -10,9 +10,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,128 +28,11 @@ import (
 	"github.com/wtrace/wtrace/testkit/pcaptest"
 )
 
-// wirePieceT is what a tap read from one side of a connection, with the
-// time it read it.
-type wirePieceT struct {
-	toClient bool
-	data     []byte
-	t        time.Time
-	fin      bool
-}
-
-// loopTap forwards connections to upstream and keeps what passed, each
-// read (up to 64 KiB, as loopback with segmentation offload delivers) one
-// piece: a loopback capture's packets.
-type loopTap struct {
-	ln       net.Listener
-	upstream string
-	mu       sync.Mutex
-	conns    [][]wirePieceT
-	wg       sync.WaitGroup
-	// slow: the server's bytes are read every 50 ms, so they pile up in
-	// the socket buffer and reads return up to 64 KiB (as a sender that
-	// writes faster than a loopback capture's segments go).
-	slow atomic.Bool
-}
-
-func newLoopTap(t *testing.T, upstream string) *loopTap {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tp := &loopTap{ln: ln, upstream: upstream}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			tp.mu.Lock()
-			tp.conns = append(tp.conns, nil)
-			i := len(tp.conns) - 1
-			tp.mu.Unlock()
-			tp.wg.Add(1)
-			go tp.serve(c, i)
-		}
-	}()
-	t.Cleanup(func() { ln.Close(); tp.wg.Wait() })
-	return tp
-}
-
-func (tp *loopTap) serve(c net.Conn, i int) {
-	defer tp.wg.Done()
-	defer c.Close()
-	u, err := net.Dial("tcp", tp.upstream)
-	if err != nil {
-		return
-	}
-	defer u.Close()
-	copyDir := func(dst, src net.Conn, toClient bool, done chan<- struct{}) {
-		defer close(done)
-		buf := make([]byte, 65483)
-		for {
-			if toClient && tp.slow.Load() {
-				time.Sleep(50 * time.Millisecond)
-			}
-			n, err := src.Read(buf)
-			tp.mu.Lock()
-			if n > 0 {
-				tp.conns[i] = append(tp.conns[i], wirePieceT{toClient: toClient, data: bytes.Clone(buf[:n]), t: time.Now()})
-			}
-			if err != nil {
-				tp.conns[i] = append(tp.conns[i], wirePieceT{toClient: toClient, fin: true, t: time.Now()})
-			}
-			tp.mu.Unlock()
-			if n > 0 {
-				if _, werr := dst.Write(buf[:n]); werr != nil {
-					return
-				}
-			}
-			if err != nil {
-				if cw, ok := dst.(*net.TCPConn); ok {
-					cw.CloseWrite()
-				}
-				return
-			}
-		}
-	}
-	d1, d2 := make(chan struct{}), make(chan struct{})
-	go copyDir(u, c, false, d1)
-	go copyDir(c, u, true, d2)
-	<-d1
-	<-d2
-}
-
-// pcap is what the tap saw as a capture (Ethernet, each piece a segment).
-func (tp *loopTap) pcap() []byte {
-	b := pcaptest.New()
-	tp.mu.Lock()
-	defer tp.mu.Unlock()
-	for i, pieces := range tp.conns {
-		c := b.Conn(fmt.Sprintf("127.0.0.1:%d", 41000+i), "127.0.0.1:6443", true)
-		for _, p := range pieces {
-			dir := pcaptest.ToServer
-			if p.toClient {
-				dir = pcaptest.ToClient
-			}
-			if p.t.After(b.Now()) {
-				b.SetNow(p.t)
-			}
-			if p.fin {
-				c.FIN(dir)
-				continue
-			}
-			c.Send(dir, p.data)
-		}
-	}
-	return b.Pcap()
-}
-
 // recordInformerTLS runs configmap and secret informers (client-go, TLS
 // 1.3 and HTTP/2, its key log kept) against a real apiserver through a
 // loop tap while a workload creates, updates and deletes objects of a
 // few KiB to a few tens of KiB; it returns the capture and the key log.
-func recordInformerTLS(t *testing.T) (pcap []byte, keys *tlsdec.KeyLog) {
+func recordInformerTLS(t *testing.T) (pcap []byte, keys *tlsdec.KeyLog, server layers.TCPPort) {
 	c := k8stest.Start(t)
 	const ns = "wtrace-burst"
 	api := func(method, path string, body string) {
@@ -164,7 +47,11 @@ func recordInformerTLS(t *testing.T) (pcap []byte, keys *tlsdec.KeyLog) {
 	for i := range 150 {
 		api("POST", "/api/v1/namespaces/"+ns+"/configmaps", fmt.Sprintf(`{"metadata":{"name":"big-%03d"},"data":{"v":%q}}`, i, strings.Repeat(fmt.Sprintf("big-%03d-", i), 2500)))
 	}
-	tp := newLoopTap(t, strings.TrimPrefix(c.URL, "https://"))
+	tp, err := pcaptest.NewTap(strings.TrimPrefix(c.URL, "https://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tp.Close() })
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(c.CAPEM)
 	var kl bytes.Buffer
@@ -174,7 +61,7 @@ func recordInformerTLS(t *testing.T) (pcap []byte, keys *tlsdec.KeyLog) {
 	if err := http2.ConfigureTransport(tr); err != nil {
 		t.Fatal(err)
 	}
-	cfg := &rest.Config{Host: "https://" + tp.ln.Addr().String(), BearerToken: k8stest.Token, Transport: tr}
+	cfg := &rest.Config{Host: "https://" + tp.Addr(), BearerToken: k8stest.Token, Transport: tr}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -212,22 +99,23 @@ func recordInformerTLS(t *testing.T) (pcap []byte, keys *tlsdec.KeyLog) {
 	cancel()
 	factory.Shutdown()
 	tr.CloseIdleConnections()
-	tp.ln.Close()
-	tp.wg.Wait()
+	tp.Close()
 	klMu.Lock()
 	defer klMu.Unlock()
 	keys, err = tlsdec.ParseKeyLog(bytes.NewReader(kl.Bytes()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tp.pcap(), keys
+	_, port, _ := net.SplitHostPort(tp.Addr())
+	p, _ := strconv.Atoi(port)
+	return tp.Pcap(pcaptest.TapCapture{Times: true}), keys, layers.TCPPort(p)
 }
 
 // informerWorkload creates, updates and deletes configmaps and secrets in
 // ns, then floods it with small configmaps (tp reads them 64 KiB at a
 // time) and creates a large one; it returns how many events the
 // informers will see.
-func informerWorkload(t *testing.T, api func(method, path, body string), ns string, tp *loopTap) int {
+func informerWorkload(t *testing.T, api func(method, path, body string), ns string, tp *pcaptest.Tap) int {
 	t.Helper()
 	const n = 80
 	want := 0
@@ -251,7 +139,7 @@ func informerWorkload(t *testing.T, api func(method, path, body string), ns stri
 	// A flood of small objects (events many to a packet, a TLS record
 	// each), then a large one.
 	const flood = 1200
-	tp.slow.Store(true)
+	tp.Slow.Store(true)
 	var wg sync.WaitGroup
 	for w := range 16 {
 		wg.Add(1)
@@ -265,7 +153,7 @@ func informerWorkload(t *testing.T, api func(method, path, body string), ns stri
 	wg.Wait()
 	want += flood
 	time.Sleep(time.Second) // the flood's events read, 64 KiB at a time
-	tp.slow.Store(false)
+	tp.Slow.Store(false)
 	api("POST", "/api/v1/namespaces/"+ns+"/configmaps", fmt.Sprintf(`{"metadata":{"name":"last-big"},"data":{"v":%q}}`, strings.Repeat("last-big-", 8000)))
 	want++
 	return want
@@ -298,7 +186,7 @@ func TestTLSGarbledBurstLoopback(t *testing.T) {
 	if raceEnabled {
 		t.Skip("records a 5 MB capture some 30 times; not under -race")
 	}
-	pcap, keys := recordInformerTLS(t)
+	pcap, keys, server := recordInformerTLS(t)
 	path := filepath.Join(t.TempDir(), "capture.pcap")
 	if err := os.WriteFile(path, pcap, 0o644); err != nil {
 		t.Fatal(err)
@@ -306,8 +194,8 @@ func TestTLSGarbledBurstLoopback(t *testing.T) {
 	opts := Options{KeyLog: keys, KeepSecrets: true, ReorderWindow: 100 * time.Millisecond}
 	sink, _ := recordReader(t, bytes.NewReader(pcap), opts)
 	clean := events(t, sink.recs)
-	port, total := informerPort(t, path)
-	pktOff, recs := s2cRecords(t, path, port)
+	port, total := informerPort(t, path, server)
+	pktOff, recs := s2cRecords(t, path, server, port)
 	bigPkt, head := largeAfterFlood(t, pktOff, recs)
 	t.Logf("%d events, %d server→client packets of the informers' connection (%d bytes of capture); the large record after the flood at byte %d of packet %d",
 		len(clean), total, len(pcap), head, bigPkt)
@@ -341,12 +229,12 @@ func TestTLSGarbledBurstLoopback(t *testing.T) {
 				return false
 			}
 			switch {
-			case tcp.SrcPort == 6443 && tcp.DstPort == port:
+			case tcp.SrcPort == server && tcp.DstPort == port:
 				if n >= from && n < to {
 					set[i] = true
 				}
 				n++
-			case both && tcp.SrcPort == port && tcp.DstPort == 6443 && n >= from && n < to:
+			case both && tcp.SrcPort == port && tcp.DstPort == server && n >= from && n < to:
 				set[i] = true
 			}
 			return false
@@ -388,10 +276,10 @@ func TestTLSGarbledBurstLoopback(t *testing.T) {
 // informerPort returns the client port of the connection that carried the
 // most server→client bytes (the informers'), and how many server→client
 // packets with payload it has.
-func informerPort(t *testing.T, path string) (layers.TCPPort, int) {
+func informerPort(t *testing.T, path string, server layers.TCPPort) (layers.TCPPort, int) {
 	bytesTo, pkts := map[layers.TCPPort]int{}, map[layers.TCPPort]int{}
 	dropPackets(t, path, func(_ int, tcp *layers.TCP) bool {
-		if tcp != nil && tcp.SrcPort == 6443 && len(tcp.Payload) > 0 {
+		if tcp != nil && tcp.SrcPort == server && len(tcp.Payload) > 0 {
 			bytesTo[tcp.DstPort] += len(tcp.Payload)
 			pkts[tcp.DstPort]++
 		}
@@ -466,10 +354,10 @@ func checkSubsequence(t *testing.T, name string, got, want []event) {
 // s2cRecords returns, for the server→client packets of a capture (in
 // order, those with payload), each one's stream offset, and the TLS
 // records of that stream (offset, length of the body).
-func s2cRecords(t *testing.T, path string, port layers.TCPPort) (pktOff []int, recs [][2]int) {
+func s2cRecords(t *testing.T, path string, server, port layers.TCPPort) (pktOff []int, recs [][2]int) {
 	var stream []byte
 	dropPackets(t, path, func(i int, tcp *layers.TCP) bool {
-		if tcp != nil && tcp.SrcPort == 6443 && tcp.DstPort == port && len(tcp.Payload) > 0 {
+		if tcp != nil && tcp.SrcPort == server && tcp.DstPort == port && len(tcp.Payload) > 0 {
 			pktOff = append(pktOff, len(stream))
 			stream = append(stream, tcp.Payload...)
 		}

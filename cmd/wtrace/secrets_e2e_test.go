@@ -9,14 +9,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -409,128 +407,6 @@ func (a *e2eAPI) cutWatch(w http.ResponseWriter, pb bool) {
 	bw.Flush()
 }
 
-// tap forwards loopback connections to a server and keeps every byte of
-// both directions, in order, with the time it passed: the traffic a
-// packet capture would hold.
-type tap struct {
-	ln       net.Listener
-	upstream string
-	mu       sync.Mutex
-	conns    []*tapConn
-	wg       sync.WaitGroup
-}
-
-type tapConn struct {
-	client, server string
-	mu             sync.Mutex
-	pieces         []tapPiece
-}
-
-type tapPiece struct {
-	dir  int // pcaptest.ToServer, ToClient; -1: FIN from ToServer's sender, -2: from ToClient's
-	data []byte
-}
-
-func newTap(t *testing.T, upstream string) *tap {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tp := &tap{ln: ln, upstream: upstream}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			tp.wg.Add(1)
-			go tp.serve(c)
-		}
-	}()
-	t.Cleanup(func() { ln.Close(); tp.wg.Wait() })
-	return tp
-}
-
-func (tp *tap) serve(c net.Conn) {
-	defer tp.wg.Done()
-	defer c.Close()
-	u, err := net.Dial("tcp", tp.upstream)
-	if err != nil {
-		return
-	}
-	defer u.Close()
-	tc := &tapConn{client: c.RemoteAddr().String(), server: tp.ln.Addr().String()}
-	tp.mu.Lock()
-	tp.conns = append(tp.conns, tc)
-	tp.mu.Unlock()
-	copyDir := func(dst, src net.Conn, dir int, done chan<- struct{}) {
-		defer close(done)
-		buf := make([]byte, 32<<10)
-		for {
-			n, err := src.Read(buf)
-			if n > 0 {
-				tc.mu.Lock()
-				tc.pieces = append(tc.pieces, tapPiece{dir: dir, data: bytes.Clone(buf[:n])})
-				tc.mu.Unlock()
-				if _, werr := dst.Write(buf[:n]); werr != nil {
-					return
-				}
-			}
-			if err != nil {
-				tc.mu.Lock()
-				tc.pieces = append(tc.pieces, tapPiece{dir: -1 - dir})
-				tc.mu.Unlock()
-				if cw, ok := dst.(*net.TCPConn); ok {
-					cw.CloseWrite()
-				}
-				return
-			}
-		}
-	}
-	d1, d2 := make(chan struct{}), make(chan struct{})
-	go copyDir(u, c, pcaptest.ToServer, d1)
-	go copyDir(c, u, pcaptest.ToClient, d2)
-	<-d1
-	<-d2
-}
-
-// pcap builds a capture of what the tap saw. With midstream, each
-// connection is captured from its first byte server→client on (its first
-// request was sent before the capture began); with midbody from the middle
-// of that first piece (a response body captured from its middle).
-func (tp *tap) pcap(midstream, midbody bool) []byte {
-	b := pcaptest.New()
-	b.Step = 50 * time.Microsecond
-	tp.mu.Lock()
-	defer tp.mu.Unlock()
-	for _, tc := range tp.conns {
-		tc.mu.Lock()
-		c := b.Conn(tc.client, tc.server, !midstream)
-		started := !midstream
-		for _, p := range tc.pieces {
-			if p.dir == pcaptest.ToClient && !started {
-				started = true
-				if midbody {
-					p.data = p.data[len(p.data)*2/3:]
-				}
-			}
-			if !started {
-				continue
-			}
-			switch p.dir {
-			case -1 - pcaptest.ToServer:
-				c.FIN(pcaptest.ToServer)
-			case -1 - pcaptest.ToClient:
-				c.FIN(pcaptest.ToClient)
-			default:
-				c.Send(p.dir, p.data)
-			}
-		}
-		tc.mu.Unlock()
-	}
-	return b.Pcap()
-}
-
 // driveShapes sends every request of the suite to base with a client
 // that carries credentials (a bearer token, a cookie, a bearer in a header
 // of its own, a token in the query).
@@ -748,8 +624,12 @@ func TestSecretsNeverStored(t *testing.T) {
 	px.Stop()
 
 	// Through a tap, then pcaps of what it saw.
-	tp := newTap(t, strings.TrimPrefix(api.URL, "http://"))
-	base := "http://" + tp.ln.Addr().String()
+	tp, err := pcaptest.NewTap(strings.TrimPrefix(api.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tp.Close() })
+	base := "http://" + tp.Addr()
 	driveShapes(t, base)
 	driveInformers(t, base)
 	waitTapClosed(t, tp)
@@ -757,7 +637,7 @@ func TestSecretsNeverStored(t *testing.T) {
 	for _, name := range []string{"pcap", "pcap-midstream", "pcap-midbody"} {
 		mid := name != "pcap"
 		pcap := filepath.Join(dir, name+".pcap")
-		if err := os.WriteFile(pcap, tp.pcap(mid, name == "pcap-midbody"), 0o644); err != nil {
+		if err := os.WriteFile(pcap, tp.Pcap(pcaptest.TapCapture{Midstream: mid, Midbody: name == "pcap-midbody"}), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		wt := filepath.Join(dir, name+".wt")
@@ -862,31 +742,12 @@ func clipOut(s string) string {
 	return s
 }
 
-func waitTapClosed(t *testing.T, tp *tap) {
+func waitTapClosed(t *testing.T, tp *pcaptest.Tap) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
-	for {
-		open := 0
-		tp.mu.Lock()
-		for _, c := range tp.conns {
-			c.mu.Lock()
-			fins := 0
-			for _, p := range c.pieces {
-				if p.dir < 0 {
-					fins++
-				}
-			}
-			c.mu.Unlock()
-			if fins < 2 {
-				open++
-			}
-		}
-		tp.mu.Unlock()
-		if open == 0 {
-			return
-		}
+	for tp.Open() > 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d tapped connections still open after 20s", open)
+			t.Fatalf("%d tapped connections still open after 20s", tp.Open())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
