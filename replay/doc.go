@@ -64,12 +64,20 @@
 //     applies the first once the clients are quiet, each next once every
 //     watcher was sent the one before. PaceQuiet applies each once the
 //     clients have been quiet — no request in flight but watches and lease
-//     renewals, none begun or ended for Options.QuietWindow — so that a
-//     controller reconciles each change before the next and every run sees
-//     the same sequence, as fast as the controller goes. After the last
-//     change the clients get as long as the recorded ones kept working
-//     after it (EnvironmentDone closes then); Settle waits for that and
-//     for quiet: the run is over.
+//     renewals, none begun or ended for Options.QuietWindow — and have
+//     made the writes the recording shows before it (object by object, a
+//     created object as its recorded counterpart:
+//     world.Store.WritesBehind), or once its recorded gap after the one
+//     before has passed (DefaultQuietMaxWait at most), whichever comes
+//     first; so that a controller reconciles each change before the next
+//     and every run sees the same sequence, as fast as the controller
+//     goes, and a controller that batches its work (the job controller
+//     syncs a Job a second after its Pods changed) meets together the
+//     changes it met together when recorded. After the last change the
+//     clients get as long as the recorded ones kept working after it, or
+//     with PaceQuiet until they made every write the recording shows
+//     (EnvironmentDone closes then); Settle waits for that and for
+//     quiet: the run is over.
 //   - Every read is answered from the world when it arrives — GET, LIST,
 //     WATCH (its events as the world changes, the run's writes among the
 //     environment's), discovery (recorded, or synthesized with each

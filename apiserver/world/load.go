@@ -147,7 +147,7 @@ func (l *loader) goLive() {
 	s := l.s
 	env, top := l.env.split(s, s.clk.point, l.firstWatch)
 	s.env = env
-	s.live = newLiveState(l.env.created)
+	s.live = newLiveState(l.env.created, l.env.recWrites)
 	var rvs []uint64
 	for _, h := range s.res {
 		for _, e := range h.rec {

@@ -128,6 +128,11 @@ func (s *Store) Serve(r *Request) (resp *Response, ok bool) {
 	if w := deprecationWarning(info); w != "" {
 		resp.Warnings = append([]string{w}, resp.Warnings...)
 	}
+	if s.live != nil && r.Method != http.MethodGet && r.Method != http.MethodHead {
+		s.mu.Lock()
+		s.noteRunWrite(r, t, resp)
+		s.mu.Unlock()
+	}
 	return resp, true
 }
 

@@ -61,6 +61,7 @@ var layerOf = map[string]struct {
 	"testkit/k8stest":           {0, true, nil},
 	"apiserver/conformance":     {3, true, []string{modK8sAPI, modK8sAPIMachinery, modSigsYAML}},
 	"testkit/ctrltest":          {0, true, []string{modK8sAPI, modK8sAPIMachinery, modK8sClientGo, modK8sUtils}},
+	"testkit/kubelettest":       {1, true, []string{modK8sAPI, modK8sAPIMachinery, modK8sClientGo}},
 	"diff/difftest":             {6, true, nil},
 	"testkit/wttest":            {5, true, []string{modZstd}},
 	"testkit/proxytest":         {6, true, nil},
