@@ -28,6 +28,11 @@
 // Forbidden, not what the kubeconfig's credentials can fetch. A refused
 // request is not forwarded; the tee still records its bytes (the 403).
 //
+// Shutdown ends the proxy as kube-apiserver and wtrace replay end: every
+// watch it proxies at its next event boundary with a clean terminator
+// (the terminating chunk; END_STREAM after a GOAWAY), so that its client
+// re-watches and the recording holds whole events (drain.go).
+//
 // Record runs a whole recording (`wtrace record --proxy`): the proxy, a
 // capture.Tee and the formats.FileSink that owns the session files, until
 // its context is done, a limit is reached or writing fails. The package is

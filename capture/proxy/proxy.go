@@ -162,13 +162,15 @@ type Proxy struct {
 
 	h2 *http2.Server // with TLS: serves the connections that chose h2
 
-	mu      sync.Mutex
-	started bool
-	done    chan struct{}
-	active  int        // handlers running
-	short   int        // handlers running that are not watches
-	idle    *sync.Cond // signalled when active drops to 0
-	ln      *listener
+	mu       sync.Mutex
+	started  bool
+	done     chan struct{}
+	active   int        // handlers running
+	short    int        // handlers running that are not watches
+	idle     *sync.Cond // signalled when active drops to 0
+	ln       *listener
+	draining bool                    // Shutdown began: watches end at their next event boundary
+	watches  map[*drainBody]struct{} // the watches being proxied (drain.go)
 }
 
 // New returns a Proxy forwarding to the apiserver of cfg, with its
@@ -189,7 +191,7 @@ func New(cfg *rest.Config, opts Options) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
-	p := &Proxy{opts: opts, log: opts.Logger, target: target, done: make(chan struct{})}
+	p := &Proxy{opts: opts, log: opts.Logger, target: target, done: make(chan struct{}), watches: map[*drainBody]struct{}{}}
 	p.idle = sync.NewCond(&p.mu)
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
@@ -201,6 +203,12 @@ func New(cfg *rest.Config, opts Options) (*Proxy, error) {
 			// The proxy authenticates with the kubeconfig's credentials.
 			pr.Out.Header.Del("Authorization")
 			pr.Out.Header.Del("Proxy-Authorization")
+		},
+		ModifyResponse: func(res *http.Response) error {
+			if d, ok := res.Request.Context().Value(drainKey{}).(*drainBody); ok {
+				d.follow(res)
+			}
+			return nil
 		},
 		Transport:     rt,
 		FlushInterval: -1,
@@ -227,6 +235,13 @@ func New(cfg *rest.Config, opts Options) (*Proxy, error) {
 				p.mu.Unlock()
 			}()
 			p.log.Debug("request", "method", r.Method, "target", r.URL.RequestURI(), "client", r.RemoteAddr)
+			if watch {
+				ctx, cancel := context.WithCancel(r.Context())
+				d := &drainBody{cancel: cancel}
+				r = r.WithContext(context.WithValue(ctx, drainKey{}, d))
+				p.track(d)
+				defer p.untrack(d)
+			}
 			rp.ServeHTTP(w, r)
 		}), p.log),
 		ReadHeaderTimeout: readHeaderTimeout,
@@ -249,6 +264,11 @@ func New(cfg *rest.Config, opts Options) (*Proxy, error) {
 		// them as TLS: the listener serves h2 itself (serveH2).
 		p.tlsCfg = &tls.Config{Certificates: []tls.Certificate{*cert}, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12}
 		p.h2 = &http2.Server{}
+		// So that Shutdown sends the HTTP/2 connections a GOAWAY (net/http
+		// never sees them as TLS: TLSNextProto is not used).
+		if err := http2.ConfigureServer(p.srv, p.h2); err != nil {
+			return nil, fmt.Errorf("proxy: %w", err)
+		}
 	}
 	return p, nil
 }
@@ -256,16 +276,49 @@ func New(cfg *rest.Config, opts Options) (*Proxy, error) {
 // upstreamError answers a request the apiserver could not be asked, with
 // a Kubernetes Status (so clients show a sensible message).
 func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
-	if errors.Is(err, context.Canceled) {
+	code := http.StatusBadGateway
+	switch {
+	case errors.Is(err, context.Canceled) && r.Context().Value(drainKey{}) != nil && p.isDraining():
+		// A watch asked to end (Shutdown) before its answer came: the
+		// client retries, elsewhere.
+		code, err = http.StatusServiceUnavailable, errDraining
+		w.Header().Set("Retry-After", "1")
+	case errors.Is(err, context.Canceled):
 		return // the client went away
+	default:
+		p.log.Warn("upstream request failed", "method", r.Method, "target", r.URL.RequestURI(), "err", err)
 	}
-	p.log.Warn("upstream request failed", "method", r.Method, "target", r.URL.RequestURI(), "err", err)
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusBadGateway)
+	w.WriteHeader(code)
 	json.NewEncoder(w).Encode(map[string]any{
 		"kind": "Status", "apiVersion": "v1", "metadata": map[string]any{}, "status": "Failure",
-		"message": "wtrace proxy: " + err.Error(), "reason": "ServiceUnavailable", "code": http.StatusBadGateway,
+		"message": "wtrace proxy: " + err.Error(), "reason": "ServiceUnavailable", "code": code,
 	})
+}
+
+// track registers a watch being proxied (drained at once when Shutdown
+// has begun); untrack forgets it.
+func (p *Proxy) track(d *drainBody) {
+	p.mu.Lock()
+	p.watches[d] = struct{}{}
+	draining := p.draining
+	p.mu.Unlock()
+	if draining {
+		d.drain()
+	}
+}
+
+func (p *Proxy) untrack(d *drainBody) {
+	p.mu.Lock()
+	delete(p.watches, d)
+	p.mu.Unlock()
+	d.cancel()
+}
+
+func (p *Proxy) isDraining() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.draining
 }
 
 // Target returns the apiserver URL requests go to (without credentials:
@@ -329,24 +382,35 @@ func (p *Proxy) Serve(ln net.Listener) error {
 	return nil
 }
 
-// Shutdown stops accepting connections and waits, until ctx is done, for
-// the requests in flight that are not watches (a LIST, a create) to
-// finish; watches would never finish, so it does not wait for them. Then
-// it closes every connection (cutting watches short) and waits for the
-// handlers to return.
+// Shutdown stops accepting connections and ends every request in flight
+// cleanly, as wtrace replay and kube-apiserver do: a watch at its next
+// event boundary, with its terminating chunk over HTTP/1.1 and END_STREAM
+// over HTTP/2 (see drain.go), the other requests (a LIST, a create) once
+// they finish. It waits for them until ctx is done, then closes every
+// connection (cutting what is left) and waits for the handlers to return.
 func (p *Proxy) Shutdown(ctx context.Context) error {
 	p.srv.SetKeepAlivesEnabled(false)
 	p.mu.Lock()
 	ln := p.ln
+	p.draining = true
+	watches := make([]*drainBody, 0, len(p.watches))
+	for d := range p.watches {
+		watches = append(watches, d)
+	}
 	p.mu.Unlock()
 	if ln != nil {
 		ln.Close()
 	}
+	for _, d := range watches {
+		d.drain()
+	}
+	// GOAWAY to the HTTP/2 connections; waits for the HTTP/1.1 ones.
+	p.srv.Shutdown(ctx)
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		p.mu.Lock()
-		n := p.short
+		n := p.active
 		p.mu.Unlock()
 		if n == 0 {
 			break

@@ -30,9 +30,10 @@ type RecordOptions struct {
 	Tee capture.TeeOptions
 	// Tool names the recorder in Meta ("wtrace v0.3.0").
 	Tool string
-	// ShutdownGrace is how long the requests in flight that are not
-	// watches (a LIST, a create) may take to finish once the recording
-	// stops; watches are cut at once. 0 means DefaultShutdownGrace.
+	// ShutdownGrace is how long the requests in flight may take to end
+	// once the recording stops (Proxy.Shutdown): a watch at its next
+	// event boundary, cleanly, a LIST or a create once it is answered;
+	// what is left then is cut. 0 means DefaultShutdownGrace.
 	ShutdownGrace time.Duration
 	// OnStart, if set, is called once the proxy serves, with the proxy
 	// (its URL and certificate) and the Tee recording it (its Stats).
@@ -54,8 +55,9 @@ type RecordOptions struct {
 // labels context and server), and serves on ln, every client connection
 // recorded by a Tee writing to the files. When ctx is done, a limit is
 // reached (without Rotate) or writing fails, it shuts the proxy down
-// (ShutdownGrace), closes the Tee (connections still open end as cut by
-// the recording) and the files, the last Summary noting why:
+// (ShutdownGrace: every watch ends cleanly at an event boundary), closes
+// the Tee (connections still open then end as cut by the recording) and
+// the files, the last Summary noting why:
 // context.Cause(ctx), "max-size reached", "writing failed: …". It closes
 // ln. Errors of the session files are *formats.OutputError.
 func Record(ctx context.Context, cl *Cluster, ln net.Listener, opts RecordOptions) (capture.Result, error) {

@@ -171,6 +171,14 @@ func TestParseOthers(t *testing.T) {
 			{args: []string{"--nope", "s.wt"}, usage: "unknown flag"},
 		})
 	})
+	t.Run("version", func(t *testing.T) {
+		runParse(t, newVersionCmd, []checkParse{
+			{args: []string{}, want: map[string]any{"output": ""}},
+			{args: []string{"--output", "json"}, want: map[string]any{"output": "json"}},
+			{args: []string{"--output", "yaml"}, usage: "--output"},
+			{args: []string{"x"}, usage: "no arguments"},
+		})
+	})
 	t.Run("diff", func(t *testing.T) {
 		runParse(t, newDiffCmd, []checkParse{
 			{args: []string{"a.wt", "b.wt", "--only", "write", "--max", "0"}, want: map[string]any{"a": "a.wt", "b": "b.wt", "only": []string{"write"}, "max": 0}},
@@ -182,7 +190,7 @@ func TestParseOthers(t *testing.T) {
 // TestEveryCommandParsed: every command of the root has a parse test
 // above (a new command gets one).
 func TestEveryCommandParsed(t *testing.T) {
-	tested := map[string]bool{"record": true, "replay": true, "export": true, "merge": true, "slice": true, "verify": true, "inspect": true, "events": true, "diff": true, "report": true}
+	tested := map[string]bool{"record": true, "replay": true, "export": true, "merge": true, "slice": true, "verify": true, "inspect": true, "events": true, "diff": true, "report": true, "version": true}
 	for _, c := range newRootCmd(streams{}).Commands() {
 		if !tested[c.Name()] && c.Name() != "help" && c.Name() != "completion" {
 			t.Errorf("command %s has no parse test", c.Name())

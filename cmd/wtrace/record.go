@@ -15,6 +15,7 @@ import (
 
 	"github.com/wtrace/wtrace/capture"
 	"github.com/wtrace/wtrace/capture/pcapfile"
+	"github.com/wtrace/wtrace/capture/proxy"
 	"github.com/wtrace/wtrace/capture/tlsdec"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/internal/hostfilter"
@@ -52,9 +53,10 @@ type recordOptions struct {
 	maxSize     string
 	rotate      bool
 	// The proxy as a service (service.go).
-	healthListen string
-	metrics      bool
-	logFormat    string
+	healthListen  string
+	metrics       bool
+	logFormat     string
+	shutdownGrace time.Duration
 }
 
 func newRecordCmd(s streams, runF func(*recordOptions) error) *cobra.Command {
@@ -97,9 +99,13 @@ kubeconfig), and a recording of a capture file replaces it only once
 complete; a live recording is in place from its first second on.
 
 Progress is shown on stderr when it is a terminal; a summary is printed at
-the end. The first Ctrl-C stops and closes the session cleanly (open watches
-end as cut by the recording); a second one aborts (a live recording's file
-stays readable up to its last block; --pcap writes nothing over -o).
+the end. The first Ctrl-C (or SIGTERM) stops and closes the session cleanly
+(--iface: open watches end as cut by the recording; --proxy: the proxy stops
+accepting, ends every watch it proxies at its next event boundary with a
+clean terminator — the terminating chunk, END_STREAM after a GOAWAY — so its
+clients re-watch, lets other requests finish, within --shutdown-grace); a
+second one aborts (a live recording's file stays readable up to its last
+block; --pcap writes nothing over -o).
 
 --proxy serves, like kubectl proxy, only requests to localhost, 127.0.0.1
 and [::1] (--accept-hosts: a web page whose name resolves to 127.0.0.1
@@ -173,6 +179,7 @@ portforward (--reject-paths).`,
 	f.StringVar(&o.healthListen, "health-listen", "", "--proxy: serve the recording's own /livez, /readyz, /healthz and /metrics on this `address` (the --listen port forwards every path to the apiserver)")
 	f.BoolVar(&o.metrics, "metrics", true, "--proxy: serve Prometheus metrics at /metrics of --health-listen")
 	f.StringVar(&o.logFormat, "log-format", "text", "--proxy: log `format` on stderr: text or json (log/slog)")
+	f.DurationVar(&o.shutdownGrace, "shutdown-grace", proxy.DefaultShutdownGrace, "--proxy: on SIGTERM, how long open watches and requests get to end cleanly (`duration`: a watch at its next event boundary) before they are cut")
 	f.IntVar(&o.maxConns, "max-conns", capture.DefaultMaxConns, "TCP connections open at once (`n`); past it, flows that never carried data make room first (oldest first), then half-closed, then idle connections")
 	return c
 }

@@ -60,11 +60,14 @@ func (o *recordOptions) validate(c *cobra.Command) error {
 	if o.captureSHA256 && o.pcap == "" {
 		return usage("--capture-sha256 goes with --pcap (live and proxy recordings have no capture file)")
 	}
-	if name := changed("listen", "kubeconfig", "context", "tls", "accept-hosts", "reject-paths", "health-listen", "metrics", "log-format"); name != "" && !o.proxy {
+	if name := changed("listen", "kubeconfig", "context", "tls", "accept-hosts", "reject-paths", "health-listen", "metrics", "log-format", "shutdown-grace"); name != "" && !o.proxy {
 		return usage("--%s goes with --proxy", name)
 	}
 	if err := checkLogFormat(o.logFormat); err != nil {
 		return err
+	}
+	if o.shutdownGrace < 0 {
+		return usage("--shutdown-grace %v: must be 0 or more", o.shutdownGrace)
 	}
 	if o.keylog != "" && o.proxy {
 		return usage("--keylog goes with --pcap or --iface; the proxy decrypts TLS itself")
@@ -311,7 +314,8 @@ func runRecordProxy(o *recordOptions) error {
 		Tee: capture.TeeOptions{KeepSecrets: o.keepSecrets, OnTick: func(st capture.Stats) {
 			prog.Show("%s  %s proxied%s", time.Since(start).Round(time.Second), units.Bytes(st.Bytes), counts(st))
 		}},
-		Tool: "wtrace " + toolVersion(),
+		Tool:          "wtrace " + toolVersion(),
+		ShutdownGrace: o.shutdownGrace,
 		OnStart: func(p *proxy.Proxy, _ *capture.Tee) {
 			url = p.URL
 			fmt.Fprintf(s.err, "Proxying %s → %s (context %s), recording to %s; Ctrl-C to finish.\n", p.URL, cl.Server, cl.Context, o.out)

@@ -601,7 +601,7 @@ func waitFlushed(t *testing.T, path string, n int) {
 }
 
 // TestRecordProxySignals: the first SIGINT (or SIGTERM) finishes the file
-// cleanly without waiting for the open watch; after SIGKILL the file is
+// cleanly, the open watch ended cleanly between two events; after SIGKILL the file is
 // readable up to its last flushed block, inspect says it was not closed
 // cleanly, and verify --repair makes a clean copy; a second SIGINT aborts.
 func TestRecordProxySignals(t *testing.T) {
@@ -615,6 +615,7 @@ func TestRecordProxySignals(t *testing.T) {
 			c := startChild(t, "record", "--proxy", "--kubeconfig", kc, "--listen", "127.0.0.1:0", "-o", out)
 			base := waitMatch(t, c.errw.lines, proxyBanner, c.errw.String)[1]
 			watchDone := make(chan []string, 1)
+			watchErr := make(chan error, 1)
 			go func() {
 				// The watch stays open (the fake apiserver hangs) until the
 				// recording ends it.
@@ -622,11 +623,13 @@ func TestRecordProxySignals(t *testing.T) {
 				req.Header.Set("Authorization", "Bearer "+recClientToken)
 				resp, err := http.DefaultClient.Do(req)
 				if err != nil {
+					watchErr <- err
 					watchDone <- nil
 					return
 				}
-				b, _ := io.ReadAll(resp.Body)
+				b, err := io.ReadAll(resp.Body)
 				resp.Body.Close()
+				watchErr <- err
 				watchDone <- strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
 			}()
 			waitFlushed(t, out, len(evs))
@@ -644,6 +647,9 @@ func TestRecordProxySignals(t *testing.T) {
 			}
 			code := c.wait(t)
 			<-watchDone
+			if err := <-watchErr; err != nil && (sig == "SIGINT" || sig == "SIGTERM") {
+				t.Errorf("the client's watch ended with %v; want a clean end (the proxy drains its watches)", err)
+			}
 			got, idx := sessionFrames(t, out)
 			checkEvents(t, got, evs)
 			noSecrets(t, out)

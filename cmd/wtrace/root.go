@@ -100,7 +100,12 @@ back to real clients with the original timing.`,
 		newMergeCmd(s, nil),
 		newSliceCmd(s, nil),
 		newReportCmd(s, nil),
+		newVersionCmd(s, nil),
 	)
+	// --version without a short flag: -v is --verbose where a command has
+	// one (replay), one meaning per short flag.
+	root.Flags().Bool("version", false, "print the version (wtrace version says more)")
+	registerCompletions(root)
 	return root
 }
 

@@ -40,6 +40,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/wtrace/wtrace/testkit/kubelettest"
 )
 
 // UserAgent is the scenario client's User-Agent: kubectl's, as the
@@ -211,13 +213,13 @@ func Play(ctx context.Context, cfg *rest.Config, opts Options) ([]Result, error)
 	}
 	if opts.Kubelet > 0 {
 		kc := rest.CopyConfig(cfg)
-		kc.UserAgent = KubeletUserAgent
+		kc.UserAgent = kubelettest.UserAgent
 		kcs, err := kubernetes.NewForConfig(kc)
 		if err != nil {
 			return nil, err
 		}
-		k := startKubelet(ctx, kcs, ns, opts.Kubelet)
-		defer k.stop()
+		k := kubelettest.Start(ctx, kcs, ns, kubelettest.Options{Ready: opts.Kubelet})
+		defer k.Stop()
 	}
 	want := map[string]expect{} // Deployment → what converged means
 	var res []Result
