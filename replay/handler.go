@@ -122,7 +122,7 @@ func (s *Server) route(r *http.Request, q tape.Query, body []byte) *stream.Answe
 		if a, ok := s.world.Route(r, q, body); ok {
 			return a
 		}
-		return s.tape.Other(r, q)
+		return s.tape.Other(r, q, body)
 	}
 	return s.tape.Route(r, q)
 }

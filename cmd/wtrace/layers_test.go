@@ -47,7 +47,7 @@ var layerOf = map[string]struct {
 	"replay/internal/tape":      {3, false, nil},
 	"replay/internal/pace":      {3, false, nil},
 	"replay/internal/metrics":   {3, false, []string{modPrometheus}},
-	"replay/internal/discovery": {4, false, nil},
+	"replay/internal/discovery": {4, false, []string{modK8sAPI, modK8sAPIMachinery}},
 	"replay/internal/stream":    {4, false, nil},
 	"replay/internal/fromworld": {5, false, []string{modK8sAPIMachinery}},
 	"replay/internal/fromtape":  {6, false, []string{modZstd, modGoautoneg, modK8sAPIMachinery}},

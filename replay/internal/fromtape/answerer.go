@@ -98,8 +98,17 @@ func (a *Answerer) Route(r *http.Request, q tape.Query) *stream.Answer {
 }
 
 // Other answers what a Live world does not (discovery, /version, paths
-// that are no resource): as recorded, or synthesized.
-func (a *Answerer) Other(r *http.Request, q tape.Query) *stream.Answer { return a.routeOther(r, q) }
+// that are no resource, resources it does not serve): as recorded, or
+// synthesized; what the recording does not hold of a resource gets the
+// 404 of the recorded server (fromworld's Unserved).
+func (a *Answerer) Other(r *http.Request, q tape.Query, body []byte) *stream.Answer {
+	if len(a.m.ByKey[q.Key]) == 0 {
+		if ans, ok := a.world.Unserved(r, q, body); ok {
+			return ans
+		}
+	}
+	return a.routeOther(r, q)
+}
 
 // Exchanges returns the recorded exchanges the tape answers from, in
 // session order. The caller must not modify them.

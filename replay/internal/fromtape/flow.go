@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/munnerz/goautoneg"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -194,6 +195,7 @@ func (f *flowFeed) Take() (stream.Write, bool) {
 
 func (f *flowFeed) Changed() <-chan struct{} { return nil }
 func (f *flowFeed) Idle()                    {}
+func (f *flowFeed) WakeAt() time.Time        { return time.Time{} }
 func (f *flowFeed) InMemory() bool           { return f.rd.nonBlocking() }
 
 // event is one recorded event's exact bytes as the flow sends them:

@@ -220,7 +220,7 @@ func (a *Answerer) routeOther(r *http.Request, q tape.Query) *stream.Answer {
 	if q.Method == http.MethodGet || q.Method == http.MethodHead {
 		if a.disc.Has(q.Path) {
 			return &stream.Answer{How: HowDiscovery, Status: http.StatusOK, Serve: func(st *stream.Stream, r *http.Request) {
-				a.disc.Serve(st.ResponseWriter(), q.Path)
+				a.disc.Serve(st.ResponseWriter(), r)
 			}}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/klauspost/compress/gzip"
 
@@ -117,6 +118,7 @@ func (f *tapeFeed) Take() (stream.Write, bool) {
 
 func (f *tapeFeed) Changed() <-chan struct{} { return nil }
 func (f *tapeFeed) Idle()                    {}
+func (f *tapeFeed) WakeAt() time.Time        { return time.Time{} }
 func (f *tapeFeed) InMemory() bool           { return f.rd.nonBlocking() }
 
 // recordedWrite is recorded write w as a stream sends it.

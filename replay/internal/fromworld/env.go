@@ -295,4 +295,3 @@ func (d *envDriver) note(a world.Applied) {
 	d.applied.Add(1)
 	d.a.log.Debug("replay: environment change applied", attrs...)
 }
-

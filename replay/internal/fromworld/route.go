@@ -36,13 +36,21 @@ func (a *Answerer) routeWorld(r *http.Request, q tape.Query, body []byte) (*stre
 			}
 			return Respond(resp), true
 		}
-		if apipath.IsWrite(q.Method) {
-			if t, ok := world.ParsePath(q.Path); ok && t.Resource.Resource != "" {
-				return stream.NotFound(q.Method, q.Path), true
-			}
-		}
+	}
+	if apipath.IsWrite(q.Method) {
+		return a.Unserved(r, q, body)
 	}
 	return nil, false
+}
+
+// Unserved answers a request of a resource (or a subresource the world
+// does not model) that the recorded server does not serve with its 404;
+// false for a path that names no resource.
+func (a *Answerer) Unserved(r *http.Request, q tape.Query, body []byte) (*stream.Answer, bool) {
+	if t, ok := world.ParsePath(q.Path); !ok || t.Resource.Resource == "" || a.store == nil {
+		return nil, false
+	}
+	return Respond(a.store.Unserved(stateRequest(r, q, body))), true
 }
 
 // stateRequest is the store's view of a request.

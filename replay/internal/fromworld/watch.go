@@ -2,6 +2,7 @@ package fromworld
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/wtrace/wtrace/apiserver/world"
 	"github.com/wtrace/wtrace/replay/internal/stream"
@@ -45,15 +46,20 @@ func (a *Answerer) storeWatchRoute(r *http.Request, q tape.Query) *stream.Answer
 // resourceVersion order, until the client's timeoutSeconds, the client
 // leaves, or Close.
 func (a *Answerer) serveStoreWatch(st *stream.Stream, wt *world.Watch) {
-	if !st.Begin(stream.NewHead(http.StatusOK, http.Header{"Content-Type": {wt.ContentType()}})) {
+	h := http.Header{"Content-Type": {wt.ContentType()}}
+	for _, w := range wt.Warnings() {
+		h.Add("Warning", world.WarningHeader(w))
+	}
+	if !st.Begin(stream.NewHead(http.StatusOK, h)) {
 		return
 	}
-	f := &worldFeed{a: a, wt: wt, init: wt.Initial()}
+	f := &worldFeed{a: a, st: st, wt: wt, init: wt.Initial()}
 	if wt.Expired() {
 		st.Play(f, wt.Origin()) // its ERROR event, and the end
 		return
 	}
 	a.deliv.add(wt)
+	f.startBookmarks()
 	if st.Parks() {
 		// On the scheduler's path (see worldwatch.go).
 		a.waker.Add(st)
@@ -75,17 +81,21 @@ func (a *Answerer) serveStoreWatch(st *stream.Stream, wt *world.Watch) {
 // that cannot be encoded is logged and skipped.
 type worldFeed struct {
 	a    *Answerer
+	st   *stream.Stream
 	wt   *world.Watch
 	init [][]byte         // the initial events not sent yet
 	ch   <-chan struct{}  // the world's next change, taken before the last look
 	ev   world.WatchEvent // the next event, when has: what the last look found
 	has  bool
 	dry  bool // the last look found nothing
+	// bookmarkAt is when a watch that allows bookmarks sends its next
+	// periodic one (bookmarks.go); zero: never.
+	bookmarkAt time.Time
 }
 
 func (f *worldFeed) Peek() (int64, bool) {
 	switch {
-	case len(f.init) > 0:
+	case len(f.init) > 0, f.bookmarkDue():
 		return 0, true
 	case f.wt.Expired():
 		return 0, false
@@ -109,6 +119,9 @@ func (f *worldFeed) Take() (stream.Write, bool) {
 		b := f.init[0]
 		f.init = f.init[1:]
 		return stream.Write{Data: b, Events: 1, Last: len(f.init) == 0 && f.wt.Expired()}, true
+	}
+	if f.bookmarkDue() {
+		return f.bookmark()
 	}
 	ev := f.ev
 	f.has = false

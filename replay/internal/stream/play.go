@@ -22,6 +22,10 @@ type Feed interface {
 	// plays what it holds. Idle is called when Peek found nothing.
 	Changed() <-chan struct{}
 	Idle()
+	// WakeAt returns when the Feed may have a write without a change (a
+	// world watch's periodic bookmark), on the hub's clock; zero for
+	// never.
+	WakeAt() time.Time
 	// InMemory reports whether Peek and Take return without reading the
 	// session file (the scheduler then carries the stream itself).
 	InMemory() bool
@@ -38,7 +42,8 @@ type Write struct {
 
 // Play sends Feed f's writes on the timeline that maps capture time base
 // to the request's arrival: it waits for the next write's time (or, for
-// a Feed with changes, its next change), then sends every write due by
+// a Feed with changes, its next change, or the time WakeAt says), then
+// sends every write due by
 // then in one batch of at most maxBatch bytes, each its own chunk. It is
 // the one batching loop of every stream, and resumable: when the stream
 // parks (see WaitUntil) it returns false with the Feed where it was, and
@@ -57,12 +62,16 @@ func (st *Stream) Play(f Feed, base int64) bool {
 				return st.stopped == ""
 			}
 			f.Idle()
-			if !st.waitFor(time.Time{}, ch) {
+			if !st.waitFor(f.WakeAt(), ch) {
 				return false
 			}
 			continue
 		}
-		if !st.waitFor(st.Deadline(at, base), f.Changed()) {
+		due := st.Deadline(at, base)
+		if w := f.WakeAt(); !w.IsZero() && w.Before(due) {
+			due = w
+		}
+		if !st.waitFor(due, f.Changed()) {
 			return false
 		}
 		now := st.hub.clock.Now()

@@ -85,3 +85,7 @@ func (st *Stream) SetTranscoded(why string) { st.transcoded = why }
 // answer written in one piece (a document); a stream that took its
 // connection over has none.
 func (st *Stream) ResponseWriter() http.ResponseWriter { return st.w }
+
+// TimeoutAt is when the client's timeoutSeconds ends the stream, in
+// replay time (zero: never).
+func (st *Stream) TimeoutAt() time.Time { return st.timeoutAt }
