@@ -180,7 +180,8 @@
 // served as recorded if it was, else synthesized from the resources of the
 // recorded requests (kinds from their objects), with verbs get, list and
 // watch, as plain application/json: clients asking for aggregated discovery
-// fall back to it. kubectl get -w works against a replay.
+// fall back to it. /version is kube-apiserver v1.33's. kubectl get -w works
+// against a replay.
 //
 // # Writes and the world of a tape
 //
@@ -190,7 +191,7 @@
 // world's point — the newest recorded resourceVersion served to any
 // client — the reads the recording cannot: a GET of one object, a LIST
 // with other selectors or of another namespace or resource (selectors
-// evaluated as the apiserver does; a LIST is not paginated), a watch of
+// evaluated as the apiserver does, paginated as it pages them), a watch of
 // other parameters or resumed from a resourceVersion the recording does
 // not show (the world's history from there at the recorded pace, or 410
 // Expired when it is older than the session). Every write gets 403
@@ -198,10 +199,12 @@
 // exchange of the same method and path, or 404; no Status is synthesized,
 // no encoding changed.
 //
-// Discovery of a replay that keeps a world lists every verb (create,
-// delete, deletecollection, get, list, patch, update, watch) and the
-// common built-in resources too (Deployments in a session of ConfigMaps),
-// so that kubectl can write.
+// Discovery of a replay that keeps a world is kube-apiserver v1.33's
+// (package apiserver/world's copy of its legacy and aggregated discovery:
+// every built-in resource, subresource and verb it serves), with the
+// session's resources it does not serve (custom resources) added, every
+// verb theirs; a resource it does not serve and the session does not
+// show gets its 404.
 //
 // # Encodings
 //

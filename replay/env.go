@@ -560,11 +560,11 @@ func (s *Server) routeWorld(r *http.Request, q tape.Query, body []byte) route {
 			}
 			return storeRoute(resp)
 		}
-		if apipath.IsWrite(q.Method) {
-			if t, ok := world.ParsePath(q.Path); ok && t.Resource.Resource != "" {
-				return s.notFound(q)
-			}
-		}
+	}
+	if t, ok := world.ParsePath(q.Path); ok && t.Resource.Resource != "" && (apipath.IsWrite(q.Method) || len(s.m.ByKey[q.Key]) == 0) {
+		// What the recorded server does not serve (a resource, a
+		// subresource the world does not model): its 404.
+		return storeRoute(s.store.Unserved(stateRequest(r, q, body)))
 	}
 	return s.routeOther(r, q)
 }

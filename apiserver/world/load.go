@@ -639,7 +639,7 @@ func (l *loader) checkSize() error {
 func (l *loader) history(r Resource, o codec.Object) *history {
 	h := l.s.res[r]
 	if h == nil {
-		info, ok := builtinInfo(r)
+		info, ok := schemeInfo(r)
 		if !ok {
 			// A custom resource: namespaced once a path or an object of
 			// it shows a namespace (objectMeta, list).

@@ -47,7 +47,7 @@ var layerOf = map[string]struct {
 	"replay/internal/tape":      {3, false, nil},
 	"replay/internal/pace":      {3, false, nil},
 	"replay/internal/metrics":   {3, false, []string{modPrometheus}},
-	"replay/internal/discovery": {4, false, nil},
+	"replay/internal/discovery": {4, false, []string{modK8sAPI, modK8sAPIMachinery}},
 	"capture":                   {4, false, []string{modXxhash, modZstd, modXnet}},
 	"replay":                    {5, false, []string{modZstd, modGoautoneg, modK8sAPIMachinery, modSigsYAML, modPrometheus}},
 	"export":                    {4, false, []string{modZstd, modXnet}},
