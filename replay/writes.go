@@ -67,6 +67,11 @@ const DefaultQuietWindow = fromworld.DefaultQuietWindow
 // once the recorded gap is longer.
 const DefaultQuietMaxWait = fromworld.DefaultQuietMaxWait
 
+// PairWait bounds how long a change to an object the recorded clients
+// created waits for the run's clients to create their counterpart before
+// it is applied (or dropped).
+const PairWait = fromworld.PairWait
+
 // DeliveryWait bounds how long a write's answer waits for its watch
 // events to have gone out to every watcher of the world.
 const DeliveryWait = fromworld.DeliveryWait

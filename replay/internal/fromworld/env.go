@@ -182,6 +182,9 @@ func (d *envDriver) run(origin time.Time) {
 				}
 			}
 		}
+		if !d.await(c) {
+			return
+		}
 		last = c
 		a, ok := d.a.store.ApplyNext()
 		if !ok {
@@ -196,6 +199,33 @@ func (d *envDriver) run(origin time.Time) {
 			d.a.deliv.wait(d.a.store.LastRV(), d.a.ctx.Done())
 		}
 	}
+}
+
+// PairWait bounds how long a change to an object the recorded clients
+// created waits for the run's clients to create their counterpart
+// (world.Store.Awaits) before it is applied — and dropped, when they have
+// not: the recorded controller made it before the change came, the run's
+// may be a moment later.
+const PairWait = 2 * time.Second
+
+// await waits, up to PairWait, until change c has an object to apply to
+// in the run (world.Store.Awaits); false when the server closes.
+func (d *envDriver) await(c world.Change) bool {
+	if !d.a.store.Awaits(c) {
+		return true
+	}
+	t := d.a.clock.NewTimer(PairWait)
+	defer t.Stop()
+	for d.a.store.Awaits(c) {
+		select {
+		case <-t.C():
+			return true
+		case <-d.a.act.wake:
+		case <-d.a.ctx.Done():
+			return false
+		}
+	}
+	return true
 }
 
 // DefaultQuietMaxWait bounds how long, with PaceQuiet, the next change
@@ -295,3 +325,4 @@ func (d *envDriver) note(a world.Applied) {
 	d.applied.Add(1)
 	d.a.log.Debug("replay: environment change applied", attrs...)
 }
+
