@@ -325,4 +325,3 @@ func (d *envDriver) note(a world.Applied) {
 	d.applied.Add(1)
 	d.a.log.Debug("replay: environment change applied", attrs...)
 }
-
