@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wtrace/wtrace/apiserver/world"
+	"github.com/wtrace/wtrace/artifact"
 	"github.com/wtrace/wtrace/edit"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/internal/healthz"
@@ -51,12 +52,13 @@ type replayOptions struct {
 	exitWhenDone  bool
 	acceptHosts   string
 	rejectPaths   string
+	plainHTTP     bool
 }
 
 func newReplayCmd(s streams, runF func(*replayOptions) error) *cobra.Command {
 	o := &replayOptions{s: s}
 	c := &cobra.Command{
-		Use:   "replay SESSION.wt",
+		Use:   "replay SESSION.wt|oci://REF|https://URL",
 		Short: "Serve a recorded session to real clients with the original timing",
 		Long: `Replay serves a session in one of two ways (--writes):
 
@@ -106,6 +108,13 @@ session's resources, so kubectl works; each client gets the encoding its
 Accept header asks for (JSON, protobuf, Table for kubectl, metadata-only); the
 log says how each request was answered (how=recorded, synth-…) and what was
 transcoded (transcoded=…).
+
+The session is a file, an OCI artifact in a registry (oci://REF, as 'wtrace
+push' or 'oras push' put it there; credentials from the Docker
+configuration, $DOCKER_CONFIG) or a file at a URL (https://URL, #sha256=HEX
+to check it): a remote one is fetched into a temporary file first (TMPDIR,
+removed at the end), checked against its digest, while the port already
+answers /livez (and /readyz: not ready).
 
 --from starts the replay at a point of the session (a duration after its
 start, 42m, or an RFC 3339 time) without waiting for it: clients get the world
@@ -171,6 +180,9 @@ what is left is cut. A second signal exits at once (status 1).`,
   # a capture of many clients: the one whose user agent names my-operator
   # is under test, the others are its environment
   wtrace replay capture.wt --client 'user-agent=my-operator' --out run.wt
+
+  # a session pushed to a registry (wtrace push), fetched at start
+  wtrace replay oci://ghcr.io/me/sessions/controller:v1 --writes reject
 
   # the recording as a tape, read-only, for many informers
   wtrace replay session.wt --writes reject --speed 10`,
@@ -244,6 +256,7 @@ what is left is cut. A second signal exits at once (status 1).`,
 	f.DurationVar(&o.quietWindow, "quiet-window", replay.DefaultQuietWindow, "with --pace quiet (and --exit-when-done): how long the clients must be quiet, a `duration`")
 	f.StringArrayVar(&o.clients, "client", nil, "the client under test in the recording: `selector` user-agent=REGEXP, addr=IP[:PORT], both (comma), all or none; repeatable (default: every client of a proxy recording, none of a capture)")
 	f.BoolVar(&o.exitWhenDone, "exit-when-done", false, "exit (0) once the environment was played and the clients were then quiet for --quiet-window")
+	f.BoolVar(&o.plainHTTP, "plain-http", false, "oci:// sessions: speak plain HTTP to the registry (loopback and private addresses do anyway)")
 	return c
 }
 
@@ -275,12 +288,6 @@ func runReplay(o *replayOptions) error {
 // within --shutdown-grace.
 func serveReplay(stopping context.Context, o *replayOptions, log *slog.Logger, tell func(text, msg string, args ...any)) (err error) {
 	s, sessionPath := o.s, o.path
-	f, err := openSession(sessionPath)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-
 	opts := replay.Options{
 		Speed:        o.speed,
 		Loop:         o.loop,
@@ -326,6 +333,22 @@ func serveReplay(stopping context.Context, o *replayOptions, log *slog.Logger, t
 		}
 	}()
 
+	// A session in a registry or at a URL is fetched first (while the
+	// port answers that it is loading), into a temporary file.
+	if artifact.IsRemote(sessionPath) {
+		local, cleanup, err := fetchSession(stopping, sessionPath, o.plainHTTP, log, tell)
+		if err != nil {
+			return err
+		}
+		defer cleanup()
+		sessionPath = local
+	}
+	f, err := openSession(sessionPath)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+
 	if o.from != "" || o.to != "" {
 		from, to, err := sliceWindow(f.Index(), o.from, o.to)
 		if err != nil {
@@ -345,7 +368,7 @@ func serveReplay(stopping context.Context, o *replayOptions, log *slog.Logger, t
 	var rec *record.Recorder
 	if o.out != "" {
 		rec, err = record.New(record.Options{Output: sessionOutput(s, o.out, formats.WriterOptions{}, sessionPath), Tool: "wtrace " + toolVersion(),
-			KeepSecrets: o.keepSecrets, Description: "replay of " + filepath.Base(sessionPath), Labels: runLabels(sessionPath, o)})
+			KeepSecrets: o.keepSecrets, Description: "replay of " + filepath.Base(o.path), Labels: runLabels(o.path, o)})
 		if err != nil {
 			return outputError(err, "--out")
 		}
@@ -398,7 +421,7 @@ func serveReplay(stopping context.Context, o *replayOptions, log *slog.Logger, t
 			return withHint(fmt.Errorf("writing --kubeconfig-out: %w", err), "check that the directory exists and is writable")
 		}
 	}
-	banner := replay.BannerOptions{Session: sessionPath, Out: o.out, Kubeconfig: o.kubeconfigOut}
+	banner := replay.BannerOptions{Session: o.path, Out: o.out, Kubeconfig: o.kubeconfigOut}
 	if o.logFormat == "json" {
 		srv.LogBanner(log, banner)
 	} else {
