@@ -45,6 +45,7 @@ type replayOptions struct {
 	from, to      string
 	logFormat     string
 	shutdownGrace time.Duration
+	shutdownDelay time.Duration
 	metrics       bool
 	pace          string
 	quietWindow   time.Duration
@@ -145,8 +146,11 @@ resource, code and how they were answered, events and bytes sent, event
 lateness, writes applied, sessions loaded; Go and process metrics) unless
 --metrics=false.
 
-SIGTERM or Ctrl-C stops the server gracefully: it stops accepting, /readyz
-fails, every open watch ends cleanly (its terminating chunk; over HTTP/2
+SIGTERM or Ctrl-C stops the server gracefully: /readyz fails at once (500,
+the shutdown check), the server goes on serving for --shutdown-delay (0; in a
+Deployment, longer than the readiness probe's period, so that the Service
+stops sending new clients before the port closes: none is refused), then it
+stops accepting, every open watch ends cleanly (its terminating chunk; over HTTP/2
 END_STREAM after a GOAWAY) so that informers re-watch elsewhere, --out is
 flushed and closed, and wtrace exits 0 — within --shutdown-grace, after which
 what is left is cut. A second signal exits at once (status 1).`,
@@ -220,6 +224,9 @@ what is left is cut. A second signal exits at once (status 1).`,
 			if o.shutdownGrace < 0 {
 				return usage("--shutdown-grace %v: must be 0 or more", o.shutdownGrace)
 			}
+			if o.shutdownDelay < 0 {
+				return usage("--shutdown-delay %v: must be 0 or more", o.shutdownDelay)
+			}
 			if _, err := hostfilter.New(hostfilter.Split(o.acceptHosts), hostfilter.Split(o.rejectPaths)); err != nil {
 				return usage("%v", strings.TrimPrefix(err.Error(), "hostfilter: "))
 			}
@@ -249,6 +256,7 @@ what is left is cut. A second signal exits at once (status 1).`,
 	f.BoolVar(&o.keepSecrets, "keep-secrets", false, "with --out: store Secret objects' values as served (credentials in headers are never stored)")
 	f.StringVar(&o.logFormat, "log-format", "text", "log `format` on stderr: text (short lines) or json (one object a line, log/slog)")
 	f.DurationVar(&o.shutdownGrace, "shutdown-grace", 20*time.Second, "on SIGTERM, how long open watches and requests get to end cleanly (`duration`) before they are cut")
+	f.DurationVar(&o.shutdownDelay, "shutdown-delay", 0, "on SIGTERM, serve on this long (`duration`) with /readyz failing before the listener closes, so that a load balancer stops sending new clients first (kube-apiserver's --shutdown-delay-duration)")
 	f.BoolVar(&o.metrics, "metrics", true, "serve Prometheus metrics at /metrics")
 	f.StringVar(&o.acceptHosts, "accept-hosts", hostfilter.DefaultAcceptHosts, "serve only requests to these hosts: comma-separated `regexps`, as kubectl proxy's (the Host without its port)")
 	f.StringVar(&o.rejectPaths, "reject-paths", hostfilter.DefaultRejectPaths, "refuse these paths: comma-separated `regexps`, as kubectl proxy's ('' refuses none)")
@@ -278,7 +286,7 @@ func runReplay(o *replayOptions) error {
 		}
 	}
 	return interruptible(func() {
-		tell("\nStopping: ending open watches cleanly (Ctrl-C again to exit at once)", "replay: stopping: ending open watches cleanly; a second signal exits at once", "grace", o.shutdownGrace.String())
+		tell("\nStopping: ending open watches cleanly (Ctrl-C again to exit at once)", "replay: stopping: ending open watches cleanly; a second signal exits at once", "grace", o.shutdownGrace.String(), "delay", o.shutdownDelay.String())
 	}, func() { tell("Aborted.", "replay: aborted") },
 		func(stopping context.Context) error { return serveReplay(stopping, o, log, tell) })
 }
@@ -303,6 +311,8 @@ func serveReplay(stopping context.Context, o *replayOptions, log *slog.Logger, t
 		QuietWindow:  o.quietWindow,
 		AcceptHosts:  hostfilter.Split(o.acceptHosts),
 		RejectPaths:  hostfilter.Split(o.rejectPaths),
+
+		ShutdownDelay: o.shutdownDelay,
 	}
 	if opts.Clients, opts.NoClients, err = world.ParseClients(o.clients); err != nil {
 		return &usageError{err}
@@ -440,7 +450,7 @@ func serveReplay(stopping context.Context, o *replayOptions, log *slog.Logger, t
 	} else {
 		<-stopping.Done()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), o.shutdownGrace)
+	ctx, cancel := context.WithTimeout(context.Background(), o.shutdownDelay+o.shutdownGrace)
 	defer cancel()
 	start := time.Now()
 	if err := srv.Shutdown(ctx); err != nil {
