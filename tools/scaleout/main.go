@@ -294,9 +294,12 @@ func measure(dir, bin, session string, args []string, n, m, events int) (*result
 	res := &result{replicas: n, watchers: m, events: events}
 	var reps []*replica
 	defer func() {
+		var wg sync.WaitGroup
 		for _, r := range reps {
-			r.stop()
+			wg.Add(1)
+			go func() { defer wg.Done(); r.stop() }()
 		}
+		wg.Wait()
 	}()
 	var addrs []string
 	for range n {

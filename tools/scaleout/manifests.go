@@ -16,7 +16,9 @@ const replayDeployment = "wtrace-replay"
 // `wtrace replay SESSION ARGS…` — without --listen (the tool's) and with
 // the container's literal environment expanded as the kubelet expands
 // $(VAR). A replica started with them serves as a deployed one does: the
-// same --writes, --speed, --accept-hosts, log format and grace.
+// same --writes, --speed, --accept-hosts, log format and grace. The
+// shutdown delay is 0: it waits for a Service's endpoints to drop a
+// stopping replica, and the tool's HAProxy probes nothing.
 func replicaArgs(dir string) ([]string, error) {
 	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
 	res, err := k.Run(filesys.MakeFsOnDisk(), dir)
@@ -66,6 +68,9 @@ func containerArgs(d map[string]any) ([]string, error) {
 		}
 		if strings.HasPrefix(a, "--listen=") {
 			continue
+		}
+		if strings.HasPrefix(a, "--shutdown-delay=") {
+			a = "--shutdown-delay=0s"
 		}
 		for k, v := range env {
 			a = strings.ReplaceAll(a, "$("+k+")", v)
