@@ -39,6 +39,10 @@
 //     (Counts.Repeats); with Options.CollapseRepeats so is any write that
 //     repeats an earlier one of its object — a controller's idempotent
 //     writes are compared once, however often timing made it repeat them.
+//     A status subresource's write one session made and the other did
+//     not, between two that both made (an intermediate state one
+//     controller observed and the other's coalesced events skipped), is
+//     left out too (Counts.Coalesced).
 //   - A watch (watch=true, a legacy /watch/ path, or a body the recorder
 //     split into events). Watches are grouped into streams per scope —
 //     method, path, selectors, and any Accept transformation (as=Table) —
@@ -127,7 +131,7 @@
 //	  "summary": {            // state, writes, events, streams, exchanges: the same fields, 0 where they do not apply
 //	    "state":     {"compared": 2, "missing": 0, "extra": 1, "changed": 1, …},  // objects
 //	    "writes":    {"compared": 3, "missing": 0, "extra": 1, "reordered": 0, "changed": 1, "status": 0,
-//	                  "resourceVersion": 0, "timing": 0, "bytesOnly": 2, "repeats": 0, "attempts": 2},
+//	                  "resourceVersion": 0, "timing": 0, "bytesOnly": 2, "repeats": 0, "coalesced": 0, "attempts": 2},
 //	    "events":    {…}, "streams": {…}, "exchanges": {…}
 //	  },
 //	  "states": [             // every object written, in the order of its first write

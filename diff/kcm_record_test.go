@@ -10,6 +10,7 @@ import (
 	"github.com/wtrace/wtrace/testkit/ctrltest"
 	"github.com/wtrace/wtrace/testkit/k8stest"
 	"github.com/wtrace/wtrace/testkit/kcmtest"
+	"github.com/wtrace/wtrace/testkit/schedtest"
 )
 
 var rerecord = flag.Bool("rerecord", false, "record the sessions of testdata/kcm anew, from a real kube-apiserver and kube-controller-manager (a few minutes; see testdata/kcm/README.md)")
@@ -32,6 +33,25 @@ var kcmRecordings = []struct {
 	{"gc-1.wt", []string{"deployment", "replicaset", "garbagecollector", "namespace"}, kcmtest.DefaultSteps},
 	{"gc-2.wt", []string{"deployment", "replicaset", "garbagecollector", "namespace"}, kcmtest.DefaultSteps},
 	{"gc-nsdelete.wt", []string{"deployment", "replicaset", "garbagecollector", "namespace"}, nsDeleteSteps},
+}
+
+// workloadRecordings are the recordings of kube-controller-manager's
+// workload controllers in testdata/kcm: the workloads scenario of
+// testkit/kcmtest, with these controllers.
+var workloadRecordings = []struct {
+	file        string
+	controllers []string
+}{
+	{"workloads-1.wt", kcmtest.WorkloadControllers}, {"workloads-2.wt", kcmtest.WorkloadControllers},
+}
+
+// schedDir holds the real recordings of kube-scheduler: each the
+// scenario of testkit/schedtest, in a new apiserver, with the scheduler's
+// default profile or MostAllocated scoring.
+var schedDir = filepath.Join("testdata", "scheduler")
+
+var schedRecordings = []struct{ file, profile string }{
+	{"default-1.wt", ""}, {"default-2.wt", ""}, {"most.wt", schedtest.MostAllocated},
 }
 
 // nsDeleteSteps is the default scenario, then the namespace deleted (what
@@ -62,6 +82,22 @@ func TestRecordKCM(t *testing.T) {
 				t.Logf("%s: converged %v", res.Step, res.Converged)
 			}
 			copyFile(t, rec.Path, filepath.Join(kcmDir, r.file))
+		})
+	}
+	for _, r := range workloadRecordings {
+		t.Run(r.file, func(t *testing.T) {
+			rec := kcmtest.Record(t, kcmtest.RecordOptions{Controllers: r.controllers, Workloads: &kcmtest.WorkloadOptions{}})
+			for _, res := range rec.Workloads {
+				t.Logf("%s: done %v", res.Step, res.Done)
+			}
+			copyFile(t, rec.Path, filepath.Join(kcmDir, r.file))
+		})
+	}
+	for _, r := range schedRecordings {
+		t.Run("scheduler/"+r.file, func(t *testing.T) {
+			rec := schedtest.Record(t, schedtest.RecordOptions{Profile: r.profile})
+			t.Logf("bindings: %v", rec.Bindings)
+			copyFile(t, rec.Path, filepath.Join(schedDir, r.file))
 		})
 	}
 	for _, r := range []struct {

@@ -232,3 +232,34 @@ func statusCountsOnly(d string) bool {
 	}
 	return n > 0
 }
+
+// TestWorkloadsSameScenario: two real recordings of kcm's job,
+// statefulset, daemonset, endpointslice and disruption controllers
+// (kcmtest's workloads scenario, the test playing the kubelets) are the
+// same, both ways — although their Pods, EndpointSlices and Events have
+// other names and uids (a Job's uid in its Pods' labels and selector, its
+// Pods' in status.uncountedTerminatedPods), two DaemonSet Pods created at
+// once were answered in another order, and the DaemonSet controller
+// reported an intermediate status in one run only.
+func TestWorkloadsSameScenario(t *testing.T) {
+	for _, tc := range []struct{ a, b string }{{"workloads-1.wt", "workloads-2.wt"}, {"workloads-2.wt", "workloads-1.wt"}} {
+		t.Run(tc.a+" vs "+tc.b, func(t *testing.T) {
+			rep, err := diff.Sessions(kcm(tc.a), kcm(tc.b), diff.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !rep.Same || rep.Summary.State.Compared < 25 || rep.Summary.Writes.Compared < 45 {
+				t.Fatalf("two recordings of one scenario:\n%s", text(rep))
+			}
+			nodes := 0
+			for _, p := range rep.Pairing {
+				if strings.HasPrefix(p.Object.Name, "agent-#@node=") {
+					nodes++
+				}
+			}
+			if nodes != 2 {
+				t.Errorf("%d DaemonSet Pods paired by their node; want 2", nodes)
+			}
+		})
+	}
+}

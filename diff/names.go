@@ -125,7 +125,9 @@ func (n *names) init() {
 // a create names (its ownerReferences) — as the object it names, with
 // its canonical name: "<uid of Job demo/pi>" in both sessions, wherever
 // it appears (a label value, an element of a list, inside a selector's
-// string). A uid diff does not know stays as it is: it differs.
+// string); an object named by its place among its like without it
+// ("<uid of Pod demo/pi-#>"). A uid diff does not know stays as it is:
+// it differs.
 
 // maxUIDs bounds the uids a session's table holds (as maxGenerated does
 // the names).
@@ -146,6 +148,16 @@ func (n *names) registerUID(uid, kind, ns, name string) {
 		return
 	}
 	obj := n.canonString(name)
+	if i := strings.LastIndexByte(obj, '#'); i >= 0 && !strings.Contains(obj, "@") && obj != name {
+		// Named by its place among its like ("pi-#2"): a uid of it reads
+		// as one of its like ("pi-#"). The place is the order the creates
+		// were answered in, and a list of uids is the order a controller's
+		// cache listed them (a Job's status.uncountedTerminatedPods): a
+		// set, whose order says nothing.
+		if _, err := strconv.Atoi(obj[i+1:]); err == nil {
+			obj = obj[:i+1]
+		}
+	}
 	if ns != "" {
 		obj = ns + "/" + obj
 	}

@@ -127,7 +127,7 @@ func TestNamesUIDs(t *testing.T) {
 	n.registerUID("not-a-uid", "Pod", "demo", "x")
 	for _, tc := range []struct{ in, want string }{
 		{job, "<uid of Job demo/pi>"},
-		{pod, "<uid of Pod demo/pi-#1>"},
+		{pod, "<uid of Pod demo/pi-#>"}, // one of its like: uid lists are sets
 		{"controller-uid=" + job, "controller-uid=<uid of Job demo/pi>"},
 		{unk, unk},
 		{job + "0", job + "0"}, // a longer string

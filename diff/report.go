@@ -72,6 +72,11 @@ type Counts struct {
 	// an earlier write of their object (Options.CollapseRepeats; writes
 	// only): not a difference.
 	Repeats int `json:"repeats"`
+	// Coalesced counts the status reports left out, in both sessions, as
+	// intermediate states one controller observed and the other did not,
+	// between states both reported (writes of a status subresource
+	// only; see intermediate in writes.go): not a difference.
+	Coalesced int `json:"coalesced"`
 	// Attempts counts the failed attempts left out of the comparison, in
 	// both sessions: writes not answered, or answered with anything but a
 	// 2xx (409, 429, 5xx, a 403 of a terminating namespace, …)
@@ -339,6 +344,9 @@ func countLine(c Counts) string {
 	}
 	if c.Repeats > 0 {
 		s += fmt.Sprintf(" (%d repeats left out)", c.Repeats)
+	}
+	if c.Coalesced > 0 {
+		s += fmt.Sprintf(" (%s left out)", plural(c.Coalesced, "intermediate status report"))
 	}
 	if c.Attempts > 0 {
 		s += fmt.Sprintf(" (%s left out)", plural(c.Attempts, "failed attempt"))

@@ -33,7 +33,16 @@ func (c *comparer) compareWrites() error {
 			sa, sb = c.unrepeated(sa), c.unrepeated(sb)
 		}
 		note := attemptsNote(fa, fb)
-		for _, st := range alignWrites(sa, sb, c.window) {
+		steps := alignWrites(sa, sb, c.window)
+		var between []bool
+		if o.Subresource == "status" {
+			between = intermediate(steps)
+		}
+		for k, st := range steps {
+			if between != nil && between[k] {
+				n.Coalesced++
+				continue
+			}
 			var a, b *exch
 			if st.i >= 0 {
 				a = sa[st.i]
@@ -47,6 +56,34 @@ func (c *comparer) compareWrites() error {
 		}
 	}
 	return nil
+}
+
+// intermediate marks the steps of a status subresource's alignment that
+// are a report one session made and the other did not, between reports
+// both made: a missing or an extra write whose session's next write of
+// the object is the same in both (wMatch). A controller writes the
+// status it observes, and how many intermediate states it observes
+// depends on how its informers' events were coalesced (the DaemonSet
+// controller reports 1 of 2 Pods scheduled when its cache has seen one of
+// the two it created at once, or 2 when it has seen both); the state both
+// reach next, and the end state, are what it did. A status report
+// missing at the end, or before a write that differs, stays a difference.
+func intermediate(steps []wstep) []bool {
+	out := make([]bool, len(steps))
+	for k, st := range steps {
+		if st.op != wMissing && st.op != wExtra {
+			continue
+		}
+		for m := k + 1; m < len(steps); m++ {
+			next := steps[m]
+			if st.op == wMissing && next.i < 0 || st.op == wExtra && next.j < 0 {
+				continue // the other session's
+			}
+			out[k] = next.op == wMatch
+			break
+		}
+	}
+	return out
 }
 
 // splitFailed returns an object's successful writes and its failed

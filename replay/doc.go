@@ -49,8 +49,9 @@
 //     (a Pod a controller created, later bound by the scheduler, updated
 //     by a kubelet) follow the run's corresponding object — paired by
 //     resource, namespace, generateName (or name), owners and order — or
-//     are dropped when the run did not create it; so is a change to an
-//     object the run deleted. The log says which (Info lines,
+//     are dropped when the run did not create it (a change waits
+//     PairWait for the run's create first); so is a change to an object
+//     the run deleted. The log says which (Info lines,
 //     "environment change dropped"), as do Server.Environment and the run
 //     file's Summary.
 //   - A change to an object the session never showed before (a watch
@@ -64,12 +65,20 @@
 //     applies the first once the clients are quiet, each next once every
 //     watcher was sent the one before. PaceQuiet applies each once the
 //     clients have been quiet — no request in flight but watches and lease
-//     renewals, none begun or ended for Options.QuietWindow — so that a
-//     controller reconciles each change before the next and every run sees
-//     the same sequence, as fast as the controller goes. After the last
-//     change the clients get as long as the recorded ones kept working
-//     after it (EnvironmentDone closes then); Settle waits for that and
-//     for quiet: the run is over.
+//     renewals, none begun or ended for Options.QuietWindow — and have
+//     made the writes the recording shows before it (object by object, a
+//     created object as its recorded counterpart:
+//     world.Store.WritesBehind), or once its recorded gap after the one
+//     before has passed (DefaultQuietMaxWait at most), whichever comes
+//     first; so that a controller reconciles each change before the next
+//     and every run sees the same sequence, as fast as the controller
+//     goes, and a controller that batches its work (the job controller
+//     syncs a Job a second after its Pods changed) meets together the
+//     changes it met together when recorded. After the last change the
+//     clients get as long as the recorded ones kept working after it, or
+//     with PaceQuiet until they made every write the recording shows
+//     (EnvironmentDone closes then); Settle waits for that and for
+//     quiet: the run is over.
 //   - Every read is answered from the world when it arrives — GET, LIST,
 //     WATCH (its events as the world changes, the run's writes among the
 //     environment's), discovery (recorded, or synthesized with each
@@ -171,7 +180,8 @@
 // served as recorded if it was, else synthesized from the resources of the
 // recorded requests (kinds from their objects), with verbs get, list and
 // watch, as plain application/json: clients asking for aggregated discovery
-// fall back to it. kubectl get -w works against a replay.
+// fall back to it. /version is kube-apiserver v1.33's. kubectl get -w works
+// against a replay.
 //
 // # Writes and the world of a tape
 //
@@ -181,7 +191,7 @@
 // world's point — the newest recorded resourceVersion served to any
 // client — the reads the recording cannot: a GET of one object, a LIST
 // with other selectors or of another namespace or resource (selectors
-// evaluated as the apiserver does; a LIST is not paginated), a watch of
+// evaluated as the apiserver does, paginated as it pages them), a watch of
 // other parameters or resumed from a resourceVersion the recording does
 // not show (the world's history from there at the recorded pace, or 410
 // Expired when it is older than the session). Every write gets 403
@@ -189,10 +199,12 @@
 // exchange of the same method and path, or 404; no Status is synthesized,
 // no encoding changed.
 //
-// Discovery of a replay that keeps a world lists every verb (create,
-// delete, deletecollection, get, list, patch, update, watch) and the
-// common built-in resources too (Deployments in a session of ConfigMaps),
-// so that kubectl can write.
+// Discovery of a replay that keeps a world is kube-apiserver v1.33's
+// (package apiserver/world's copy of its legacy and aggregated discovery:
+// every built-in resource, subresource and verb it serves), with the
+// session's resources it does not serve (custom resources) added, every
+// verb theirs; a resource it does not serve and the session does not
+// show gets its 404.
 //
 // # Encodings
 //

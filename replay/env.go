@@ -32,11 +32,16 @@ const (
 	// synced), each next one once every watcher has been sent the one
 	// before.
 	PaceRecorded Pace = "recorded"
-	// PaceQuiet applies the next change once the clients have been quiet:
-	// no request but watches in flight, and none begun or ended for
-	// Options.QuietWindow (nor a change applied). A controller reconciles
-	// each change before the next, a test runs as fast as the controller,
-	// and every run sees the same sequence.
+	// PaceQuiet applies the first change once the clients have been
+	// quiet: no request but watches in flight, and none begun or ended
+	// for Options.QuietWindow (nor a change applied); each next one once
+	// they are quiet and have made the writes the recording shows before
+	// it, or once its recorded gap after the one before has passed
+	// (DefaultQuietMaxWait at most), whichever comes first. A controller
+	// reconciles each change before the next, a test runs as fast as the
+	// controller, and every run sees the same sequence — a controller
+	// that batches its work meets the changes together that it met
+	// together when it was recorded.
 	PaceQuiet Pace = "quiet"
 )
 
@@ -136,16 +141,18 @@ func (d *envDriver) run(origin time.Time) {
 	timer := d.s.clock.NewTimer(time.Hour)
 	defer timer.Stop()
 	var last world.Change
+	var lastAt time.Time // when last was applied
 	for {
 		c, ok := d.s.store.NextChange()
 		if !ok {
-			d.tail(last, env.End)
+			d.tail(last, lastAt, env.End)
 			d.s.log.Info("replay: the environment is played", "applied", d.applied.Load(), "dropped", d.dropped.Load())
 			return
 		}
-		last = c
+		first := last == (world.Change{})
 		var due time.Time
-		quiet := d.pace == PaceQuiet || d.s.speed == 0 && last == (world.Change{}) && d.applied.Load()+d.dropped.Load() == 0
+		quiet := d.pace == PaceQuiet || d.s.speed == 0 && first && d.applied.Load()+d.dropped.Load() == 0
+		follow := d.pace == PaceQuiet && !first
 		switch {
 		case quiet:
 			due = d.s.act.quietAt(d.s.clock.Now(), d.window)
@@ -154,7 +161,13 @@ func (d *envDriver) run(origin time.Time) {
 		}
 		for {
 			now := d.s.clock.Now()
-			if !due.After(now) {
+			if follow {
+				ready, next := d.following(now, time.Duration(c.Time-last.Time), lastAt)
+				if ready {
+					break
+				}
+				due = next
+			} else if !due.After(now) {
 				if !quiet {
 					break
 				}
@@ -175,11 +188,16 @@ func (d *envDriver) run(origin time.Time) {
 				}
 			}
 		}
+		if !d.await(c) {
+			return
+		}
+		last = c
 		a, ok := d.s.store.ApplyNext()
 		if !ok {
 			continue
 		}
-		d.s.act.last.Store(d.s.clock.Now().UnixNano())
+		lastAt = d.s.clock.Now()
+		d.s.act.last.Store(lastAt.UnixNano())
 		d.note(a)
 		if d.s.speed == 0 && d.pace != PaceQuiet {
 			// As fast as possible, but every watcher gets each change
@@ -189,19 +207,101 @@ func (d *envDriver) run(origin time.Time) {
 	}
 }
 
-// tail waits, after the environment's last change (last), as long as the
-// recorded clients were still at work after it (until end, their last
-// write): at the recorded pace scaled by Speed, in real time with
-// PaceQuiet; not at all at Speed 0. A controller that acts on a delay
-// gets its time, as it had it when it was recorded.
-func (d *envDriver) tail(last world.Change, end int64) {
+// PairWait bounds how long a change to an object the recorded clients
+// created waits for the run's clients to create their counterpart
+// (world.Store.Awaits) before it is applied — and dropped, when they have
+// not: the recorded controller made it before the change came, the run's
+// may be a moment later.
+const PairWait = 2 * time.Second
+
+// await waits, up to PairWait, until change c has an object to apply to
+// in the run (world.Store.Awaits); false when the server closes.
+func (d *envDriver) await(c world.Change) bool {
+	if !d.s.store.Awaits(c) {
+		return true
+	}
+	t := d.s.clock.NewTimer(PairWait)
+	defer t.Stop()
+	for d.s.store.Awaits(c) {
+		select {
+		case <-t.C():
+			return true
+		case <-d.s.act.wake:
+		case <-d.s.ctx.Done():
+			return false
+		}
+	}
+	return true
+}
+
+// DefaultQuietMaxWait bounds how long, with PaceQuiet, the next change
+// waits for the run to make the writes the recording shows before it,
+// once the recorded gap is longer: a run that never makes them (a
+// controller with a part removed) goes on after it.
+const DefaultQuietMaxWait = 10 * time.Second
+
+// following decides, with PaceQuiet, whether the next change, recorded
+// gap after the one applied at lastAt, may be applied at now: once the
+// clients have been quiet for the window and have made the writes the
+// recording shows before it (world.Store.WritesBehind: as the diff pairs
+// them, object by object), or once the recorded gap has passed (bounded
+// by DefaultQuietMaxWait), whichever comes first. Controllers schedule
+// work for later — the job controller syncs a Job a second after its
+// Pods changed — and are quiet while they wait: the change waits for the
+// work the recording shows them doing first, and comes no later than it
+// did. Otherwise it returns when to look again.
+func (d *envDriver) following(now time.Time, gap time.Duration, lastAt time.Time) (ready bool, next time.Time) {
+	due := lastAt.Add(min(gap, max(DefaultQuietMaxWait, d.window)))
+	if !due.After(now) {
+		return true, now
+	}
+	q := d.s.act.quietAt(now, d.window)
+	if !q.After(now) {
+		if d.s.store.WritesBehind() == 0 {
+			return true, now
+		}
+		q = due // quiet, behind: a write's end wakes the driver
+	}
+	return false, minTime(q, due)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// tail waits, after the environment's last change (last, applied at
+// lastAt), as long as the recorded clients were still at work after it
+// (until end, their last write): at the recorded pace scaled by Speed;
+// with PaceQuiet in real time, or less, once the clients have made every
+// write the recording shows and are quiet; not at all at Speed 0. A
+// controller that acts on a delay gets its time, as it had it when it
+// was recorded.
+func (d *envDriver) tail(last world.Change, lastAt time.Time, end int64) {
 	if last.Time == 0 || end <= last.Time {
 		return
 	}
-	speed := d.s.speed
 	if d.pace == PaceQuiet {
-		speed = 1
+		t := d.s.clock.NewTimer(time.Hour)
+		defer t.Stop()
+		for {
+			now := d.s.clock.Now()
+			ready, next := d.following(now, time.Duration(end-last.Time), lastAt)
+			if ready {
+				return
+			}
+			t.Reset(next.Sub(now))
+			select {
+			case <-t.C():
+			case <-d.s.act.wake:
+			case <-d.s.ctx.Done():
+				return
+			}
+		}
 	}
+	speed := d.s.speed
 	if speed <= 0 {
 		return
 	}
@@ -460,11 +560,11 @@ func (s *Server) routeWorld(r *http.Request, q tape.Query, body []byte) route {
 			}
 			return storeRoute(resp)
 		}
-		if apipath.IsWrite(q.Method) {
-			if t, ok := world.ParsePath(q.Path); ok && t.Resource.Resource != "" {
-				return s.notFound(q)
-			}
-		}
+	}
+	if t, ok := world.ParsePath(q.Path); ok && t.Resource.Resource != "" && (apipath.IsWrite(q.Method) || len(s.m.ByKey[q.Key]) == 0) {
+		// What the recorded server does not serve (a resource, a
+		// subresource the world does not model): its 404.
+		return storeRoute(s.store.Unserved(stateRequest(r, q, body)))
 	}
 	return s.routeOther(r, q)
 }

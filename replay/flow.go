@@ -324,7 +324,11 @@ func (s *Server) storeWatchRoute(r *http.Request, q tape.Query) route {
 // resourceVersion order, until the client's timeoutSeconds, the client
 // leaves, or Close.
 func (s *Server) serveStoreWatch(st *streamer, wt *world.Watch) {
-	if !st.begin(newHead(http.StatusOK, http.Header{"Content-Type": {wt.ContentType()}})) {
+	h := http.Header{"Content-Type": {wt.ContentType()}}
+	for _, w := range wt.Warnings() {
+		h.Add("Warning", world.WarningHeader(w))
+	}
+	if !st.begin(newHead(http.StatusOK, h)) {
 		return
 	}
 	if init := wt.Initial(); len(init) > 0 {
@@ -337,6 +341,7 @@ func (s *Server) serveStoreWatch(st *streamer, wt *world.Watch) {
 		return
 	}
 	s.deliv.add(wt)
+	st.startBookmarks(wt)
 	if st.own != nil && st.own.park {
 		// On the scheduler's path (see worldwatch.go).
 		s.waker.add(st)
@@ -356,12 +361,12 @@ func (s *Server) serveStoreWatch(st *streamer, wt *world.Watch) {
 		case !ok:
 			return
 		case pending:
-			if _, ok := st.waitOr(st.deadline(next.Time, wt.Origin()), changed); !ok {
+			if _, ok := st.waitOr(st.wakeAt(st.deadline(next.Time, wt.Origin())), changed); !ok {
 				return
 			}
 		case !more:
 			s.deliv.caughtUp()
-			if _, ok := st.waitOr(forever, changed); !ok {
+			if _, ok := st.waitOr(st.wakeAt(forever), changed); !ok {
 				return
 			}
 		}
@@ -378,7 +383,7 @@ func (s *Server) serveStoreWatch(st *streamer, wt *world.Watch) {
 // encoded is logged and skipped.
 func (st *streamer) sendDue(wt *world.Watch) (next world.WatchEvent, pending, more, ok bool) {
 	now := st.s.clock.Now()
-	batch := st.batch[:0]
+	batch := st.dueBookmark(wt, now, st.batch[:0])
 	size := 0
 	var at int64
 	end := false

@@ -472,7 +472,7 @@ func (s *Server) routeOther(r *http.Request, q tape.Query) route {
 	if q.Method == http.MethodGet || q.Method == http.MethodHead {
 		if s.disc.Has(q.Path) {
 			return route{how: howDiscovery, status: http.StatusOK, serve: func(st *streamer, r *http.Request) {
-				s.disc.Serve(st.w, q.Path)
+				s.disc.Serve(st.w, r)
 			}}
 		}
 	}

@@ -163,19 +163,22 @@ type streamer struct {
 	own       *ownConn // the connection, once taken over (HTTP/1.1 streams)
 	arrival   time.Time
 	timeoutAt time.Time // zero: none
-	timer     Timer
-	shift     time.Duration // added to every deadline (loop passes)
-	batch     [][]byte
-	exts      []string     // the recorded extensions of batch's chunks, when run sets them
-	end       *formats.End // the recorded end, for its last-chunk extensions and trailers
-	bytes     int64
-	writes    int64
-	stopped   string       // why the stream stopped early ("" if it did not)
-	ended     bool         // the connection was already closed or reset (abort)
-	crossed   []*tape.Loss // losses of the session's damage this stream went past
-	flow      *flow        // a recorded watch served with the world (nil: as recorded)
-	midEvent  bool         // the last write ended inside a watch event (flows only)
-	tap       *tap         // the request log's and Out's view of the response
+	// bookmarkAt is when a world watch that allows bookmarks sends its
+	// next periodic one (bookmarks.go); zero: never.
+	bookmarkAt time.Time
+	timer      Timer
+	shift      time.Duration // added to every deadline (loop passes)
+	batch      [][]byte
+	exts       []string     // the recorded extensions of batch's chunks, when run sets them
+	end        *formats.End // the recorded end, for its last-chunk extensions and trailers
+	bytes      int64
+	writes     int64
+	stopped    string       // why the stream stopped early ("" if it did not)
+	ended      bool         // the connection was already closed or reset (abort)
+	crossed    []*tape.Loss // losses of the session's damage this stream went past
+	flow       *flow        // a recorded watch served with the world (nil: as recorded)
+	midEvent   bool         // the last write ended inside a watch event (flows only)
+	tap        *tap         // the request log's and Out's view of the response
 	// handoff, when the request is served on a goroutine of its own (see
 	// ServeHTTP), lets ServeHTTP return once the stream took the
 	// connection over; nil otherwise.

@@ -40,12 +40,12 @@ func (c *storeWatchCont) step() {
 		case !ok:
 			return
 		case pending:
-			if !st.waitUntil(st.deadline(next.Time, wt.Origin())) {
+			if !st.waitUntil(st.wakeAt(st.deadline(next.Time, wt.Origin()))) {
 				return // parked until then (or woken), or the stream ended
 			}
 		case !more:
 			s.deliv.caughtUp()
-			st.waitUntil(time.Time{}) // parks until woken, or ends the stream
+			st.waitUntil(st.wakeAt(time.Time{})) // parks until woken (or its next bookmark), or ends the stream
 			return
 		}
 	}

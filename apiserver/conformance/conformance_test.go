@@ -2,14 +2,17 @@ package conformance
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/wtrace/wtrace/apiserver/world"
 	"github.com/wtrace/wtrace/replay"
 	"github.com/wtrace/wtrace/replay/replaytest"
 	"github.com/wtrace/wtrace/testkit/k8stest"
@@ -30,7 +33,8 @@ const coverage = "../../docs/COVERAGE.md"
 func TestConformance(t *testing.T) {
 	c := k8stest.Start(t)
 	real := Server{URL: c.URL, Client: c.Client, Token: k8stest.Token}
-	rs := discover(t, c)
+	rs, docs := discover(t, c)
+	checkServed(t, c, rs, docs)
 	plans, exceptions := Plan(rs, namespace)
 	seed(t, c, rs, exceptions)
 	session := filepath.Join(t.TempDir(), "seed.wt")
@@ -44,7 +48,10 @@ func TestConformance(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	start := time.Now()
-	results := Run(ctx, real, mine, append(plans, PlanUnserved(unserved, namespace)...), 8)
+	// Discovery first: the objects the cases create (custom resource
+	// definitions, APIServices) add to the apiserver's.
+	results := Run(ctx, real, mine, PlanDiscovery(rs), 1)
+	results = append(results, Run(ctx, real, mine, append(plans, PlanUnserved(unserved, namespace)...), 8)...)
 	t.Logf("%d cases in %v", len(results), time.Since(start).Round(time.Millisecond))
 	for _, r := range results {
 		if !r.Same {
@@ -54,6 +61,7 @@ func TestConformance(t *testing.T) {
 	}
 	table := NewTable("API coverage: a world replay against kube-apiserver "+version(t, c), rs, results, exceptions)
 	table.Unserved = NewTable("", unserved, results, nil).Rows
+	table.Discovery = DiscoveryRows(rs, results)
 	t.Logf("totals: %s", table.TotalsLine())
 	got := table.Markdown("go test ./apiserver/conformance -run TestConformance -update")
 	if *update {
@@ -72,8 +80,9 @@ func TestConformance(t *testing.T) {
 	}
 }
 
-// discover reads the apiserver's aggregated discovery.
-func discover(t *testing.T, c *k8stest.Cluster) []Resource {
+// discover reads the apiserver's aggregated discovery: its resources, and
+// the documents of /api and /apis.
+func discover(t *testing.T, c *k8stest.Cluster) ([]Resource, [][]byte) {
 	t.Helper()
 	var docs [][]byte
 	for _, p := range []string{"/api", "/apis"} {
@@ -87,7 +96,48 @@ func discover(t *testing.T, c *k8stest.Cluster) []Resource {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return rs
+	return rs, docs
+}
+
+// servedFiles are the world's copy of the apiserver's discovery
+// (world.ServedDiscovery, world.ServedDocument), which -update rewrites
+// too.
+var servedFiles = []string{"../world/served/api.json", "../world/served/apis.json", "../world/served/legacy.json"}
+
+// checkServed compares the apiserver's discovery with the world's copy,
+// or with -update rewrites the copy: its aggregated discovery (docs), and
+// the legacy documents and /version.
+func checkServed(t *testing.T, c *k8stest.Cluster, rs []Resource, docs [][]byte) {
+	t.Helper()
+	legacy := map[string]string{}
+	for _, p := range DiscoveryPaths(rs) {
+		resp, b := c.Do("GET", p, http.Header{"Accept": {mediaJSON}}, nil)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", p, resp.StatusCode, b)
+		}
+		legacy[p] = string(b)
+	}
+	// /api names the apiserver's address, which the replay replaces with
+	// its own: kept as a fixed one.
+	legacy["/api"] = regexp.MustCompile(`"serverAddress":"[^"]*"`).ReplaceAllString(legacy["/api"], `"serverAddress":"127.0.0.1:6443"`)
+	lj, err := json.MarshalIndent(legacy, "", " ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][]byte{docs[0], docs[1], append(lj, '\n')}
+	api, apis := world.ServedDiscovery()
+	have := [][]byte{api, apis, world.ServedLegacy()}
+	for i := range want {
+		if *update {
+			if err := os.WriteFile(servedFiles[i], want[i], 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if string(have[i]) != string(want[i]) {
+			t.Errorf("%s is not the apiserver's discovery (-update rewrites it)", servedFiles[i])
+		}
+	}
 }
 
 // version is the apiserver's gitVersion.

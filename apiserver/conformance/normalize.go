@@ -115,7 +115,7 @@ func toJSON(ct string, b []byte) ([]byte, error) {
 
 var (
 	uuidText  = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
-	numbers   = regexp.MustCompile(`\b\d{2,}\b`)
+	numbers   = regexp.MustCompile(`\b\d+\b`)
 	generated = regexp.MustCompile(`^wcf-g-[a-z0-9]{5}$`)
 	ageCell   = regexp.MustCompile(`^(\d+[smhdy])+$|^<unknown>$`)
 )
@@ -198,6 +198,8 @@ func (v *view) text(x, key string) any {
 		return "<time>"
 	case "token":
 		return "<token>"
+	case "serverAddress":
+		return "<server-address>"
 	case "clusterIP", "clusterIPs":
 		if net.ParseIP(x) != nil {
 			return "<cluster-ip>"

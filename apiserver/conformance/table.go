@@ -33,7 +33,12 @@ type Table struct {
 	// apiserver does not serve, each "same" when the replay does not
 	// serve it either.
 	Unserved []Row
+	// Discovery are the discovery documents, by path.
+	Discovery []Row
 }
+
+// sections are the table's rows, in the order they are shown.
+func (t Table) sections() [][]Row { return [][]Row{t.Rows, t.Unserved, t.Discovery} }
 
 // Row is one resource or subresource of the table.
 type Row struct {
@@ -100,7 +105,7 @@ func cellOf(rs []Result) Cell {
 // included).
 func (t Table) Totals() map[string]int {
 	n := map[string]int{}
-	for _, rows := range [][]Row{t.Rows, t.Unserved} {
+	for _, rows := range t.sections() {
 		for _, r := range rows {
 			for _, c := range r.Cells {
 				n[c.State]++
@@ -141,7 +146,7 @@ func (t Table) Markdown(command string) string {
 		"what a replay does not have (see below). A blank cell is a verb the apiserver does not serve.\n\n", command)
 	fmt.Fprintf(&b, "Totals: %s.\n\n", t.TotalsLine())
 	b.WriteString("| resource | " + strings.Join(Verbs, " | ") + " |\n|---|" + strings.Repeat("---|", len(Verbs)) + "\n")
-	for _, rows := range [][]Row{t.Rows, t.Unserved} {
+	for _, rows := range t.sections() {
 		for _, r := range rows {
 			b.WriteString("| " + r.Name + " |")
 			for _, v := range Verbs {
@@ -156,8 +161,9 @@ func (t Table) Markdown(command string) string {
 		}
 	}
 	if len(t.Unserved) > 0 {
-		b.WriteString("\nThe last rows are resources client libraries know that the apiserver does not serve: " +
-			"**same** when both answer 404.\n")
+		b.WriteString("\nAfter the resources the apiserver serves come those client libraries know that it does not " +
+			"serve (**same** when both answer 404), then the discovery documents (/version, legacy discovery, and " +
+			"/api and /apis as aggregated discovery too).\n")
 	}
 	b.WriteString("\n## Exceptions\n\n")
 	for _, rows := range [][]Row{t.Rows} {
@@ -169,7 +175,7 @@ func (t Table) Markdown(command string) string {
 	}
 	b.WriteString("\n## What differs\n\n")
 	any := false
-	for _, rows := range [][]Row{t.Rows, t.Unserved} {
+	for _, rows := range t.sections() {
 		for _, r := range rows {
 			for _, v := range Verbs {
 				c, ok := r.Cells[v]

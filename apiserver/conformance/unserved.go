@@ -52,12 +52,13 @@ func servedGroupVersion(served []Resource, r Resource) bool {
 	return false
 }
 
-// planUnserved plans, for each unserved resource, a list and a create in
-// namespace ns (404 from the apiserver).
+// planUnserved plans, for each unserved resource, a list and a create of
+// its collection of every namespace (404 from the apiserver, whatever
+// their scope would be).
 func planUnserved(rs []Resource, ns string) []Case {
 	var out []Case
 	for _, r := range rs {
-		r.Namespaced = true
+		r.Namespaced = false
 		p := &plan{r: r, ns: ns}
 		p.add("list", "list", "GET", r.Collection(ns), "", "", nil)
 		p.add("create", "create", "POST", r.Collection(ns), "",

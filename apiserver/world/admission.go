@@ -125,6 +125,13 @@ func defaultContainer(c *corev1.Container) {
 			c.Ports[i].Protocol = corev1.ProtocolTCP
 		}
 	}
+	for _, e := range c.Env {
+		// SetDefaults_ObjectFieldSelector (the job controller's
+		// JOB_COMPLETION_INDEX names none).
+		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.APIVersion == "" {
+			e.ValueFrom.FieldRef.APIVersion = "v1"
+		}
+	}
 	for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe, c.StartupProbe} {
 		if p == nil {
 			continue

@@ -130,7 +130,24 @@ func (s *Store) delete(c *call) *Response {
 			return s.fail(c, err)
 		}
 		return s.respondObject(c.r, c.info, code, out, c.how, !dryRun(opts))
-	})
+	}).withDeleteWarning(c, opts)
+}
+
+// jobDeleteWarning is the job registry's warning on a deletion that does
+// not say what becomes of the Job's Pods (batch/v1 orphans them).
+const jobDeleteWarning = "child pods are preserved by default when jobs are deleted; " +
+	"set propagationPolicy=Background to remove them or set propagationPolicy=Orphan to suppress this warning"
+
+// withDeleteWarning adds the warning of a deletion (of one object, or a
+// collection) whose options leave a kind that orphans its dependents by
+// default to that default: the registry warns before it looks for the
+// object.
+func (resp *Response) withDeleteWarning(c *call, opts *metav1.DeleteOptions) *Response {
+	//nolint:staticcheck // OrphanDependents is part of the API
+	if c.pol.orphanDefault && opts.PropagationPolicy == nil && opts.OrphanDependents == nil {
+		resp.Warnings = append(resp.Warnings, jobDeleteWarning)
+	}
+	return resp
 }
 
 // deleteLocked deletes one object as the apiserver's registry does (the
@@ -170,7 +187,7 @@ func (s *Store) deleteLocked(info Info, h *history, key Key, cur *entry, opts *m
 	}
 	gcChanged := false
 	if !pol.gcUnsupported {
-		if fins, changed := gcFinalizers(m.GetFinalizers(), opts); changed {
+		if fins, changed := gcFinalizers(m.GetFinalizers(), opts, pol.orphanDefault); changed {
 			m.SetFinalizers(fins)
 			gcChanged = true
 		}
@@ -232,7 +249,7 @@ func (s *Store) deleteNamespace(info Info, h *history, key Key, ns *corev1.Names
 		t := metav1.NewTime(now)
 		ns.DeletionTimestamp = &t
 		ns.Status.Phase = corev1.NamespaceTerminating
-		if fins, changed := gcFinalizers(ns.Finalizers, opts); changed {
+		if fins, changed := gcFinalizers(ns.Finalizers, opts, false); changed {
 			ns.Finalizers = fins
 		}
 		if dryRun(opts) {
@@ -333,9 +350,10 @@ func (s *Store) deleted(info Info, pol policy, obj runtime.Object) runtime.Objec
 }
 
 // gcFinalizers applies the propagation policy to an object's finalizers
-// (the registry's deletionFinalizersForGarbageCollection, for kinds whose
-// default is to delete dependents in the background).
-func gcFinalizers(fins []string, opts *metav1.DeleteOptions) ([]string, bool) {
+// (the registry's deletionFinalizersForGarbageCollection): an explicit
+// policy, else the finalizers the object has, else the kind's default
+// (orphan for defaultOrphan, else delete dependents in the background).
+func gcFinalizers(fins []string, opts *metav1.DeleteOptions, defaultOrphan bool) ([]string, bool) {
 	orphan, foreground := false, false
 	switch {
 	case opts.OrphanDependents != nil: //nolint:staticcheck // part of the API
@@ -354,6 +372,9 @@ func gcFinalizers(fins []string, opts *metav1.DeleteOptions) ([]string, bool) {
 		}
 		if orphan && foreground {
 			foreground = false
+		}
+		if !orphan && !foreground {
+			orphan = defaultOrphan
 		}
 	}
 	out := []string{}
@@ -392,7 +413,8 @@ func sameSet(a, b []string) bool {
 // deleteCollection answers DELETE of a collection: every object of its
 // scope matching its selectors is deleted as one DELETE would; the answer
 // is the list of them as they were before, as the apiserver's.
-func (s *Store) deleteCollection(r *Request, t Target, info Info) *Response {
+func (s *Store) deleteCollection(c *call) *Response {
+	r, info := c.r, c.info
 	opts, err := deleteOptions(r)
 	if err != nil {
 		return s.errorResponse(r, err, HowDeleteCollection)
@@ -405,6 +427,13 @@ func (s *Store) deleteCollection(r *Request, t Target, info Info) *Response {
 	if err != nil {
 		return s.errorResponse(r, err, HowDeleteCollection)
 	}
+	return s.deleteItems(c, opts, sel, w).withDeleteWarning(c, opts)
+}
+
+// deleteItems deletes the objects of c's scope that sel selects, each as
+// one DELETE would, and answers with the list of them as they were.
+func (s *Store) deleteItems(c *call, opts *metav1.DeleteOptions, sel *selector, w *codec.Writer) *Response {
+	r, t, info := c.r, c.t, c.info
 	s.mu.Lock()
 	h, _ := s.hist(t.Resource)
 	at := s.clk.last

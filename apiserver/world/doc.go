@@ -116,8 +116,10 @@
 // (metadata.name, metadata.namespace and each built-in kind's selectable
 // fields, valued as the apiserver's GetAttrs; others refused with its
 // messages), at the point, or with resourceVersionMatch=Exact at the
-// resourceVersion asked for. LISTs are not paginated: limit is ignored and
-// every item comes in one answer, as a server may.
+// resourceVersion asked for; paginated (limit and continue) as the
+// apiserver's storage pages them: each page of one snapshot, its continue
+// token the resourceVersion it was read at and the key after its last
+// object (page.go).
 //
 // Watch serves a watch from the history: from "" or "0" (ADDED events of
 // the current state), from a resourceVersion (the changes after it; an

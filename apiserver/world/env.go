@@ -152,8 +152,9 @@ type Change struct {
 	// RV is the recorded resourceVersion of the change.
 	RV string
 
-	e    *entry // the version
-	prev *entry // the version before it in the recording (any author), nil for the first
+	writes int    // how many of the clients' recorded writes came before it (follow.go)
+	e      *entry // the version
+	prev   *entry // the version before it in the recording (any author), nil for the first
 }
 
 // Environment is what a Live store replays: the changes of the
@@ -297,6 +298,7 @@ type recCreate struct {
 	// identity is what the controller made it for, when its name does
 	// not say (package internal/ident: a DaemonSet's Pod's node).
 	identity string
+	answered int64 // the exchange of its create
 	run      *runObject
 }
 
@@ -319,6 +321,8 @@ type envBuilder struct {
 	writes   int
 	effects  []effect
 	created  []*recCreate
+	// recWrites are the clients' successful writes (follow.go).
+	recWrites []recWrite
 }
 
 // observe notes what exchange x of a client under test did (the loader
@@ -372,6 +376,9 @@ func (b *envBuilder) observe(l *loader, x *formats.ExchangeInfo) {
 	if t.Collection() {
 		if method == http.MethodPost {
 			b.createdBy(l, x, t)
+			if n := len(b.created); n > 0 && b.created[n-1].answered == x.Request.Exchange {
+				b.noteWrite(x.Response.Time, t, b.created[n-1].key)
+			}
 			return
 		}
 		// A delete-collection: the deletions of its scope that follow.
@@ -379,6 +386,7 @@ func (b *envBuilder) observe(l *loader, x *formats.ExchangeInfo) {
 		return
 	}
 	key := Key{t.Namespace, t.Name}
+	b.noteWrite(x.Response.Time, t, key)
 	e := effect{res: t.Resource, key: key, time: x.Request.Time,
 		creates: t.Subresource == "" && method != http.MethodDelete && x.Response.Status == http.StatusCreated}
 	if method == http.MethodDelete && t.Subresource == "" {
@@ -416,7 +424,8 @@ func (b *envBuilder) createdBy(l *loader, x *formats.ExchangeInfo, t Target) {
 	if rv, ok := parseRV(m.GetResourceVersion()); ok {
 		b.effects = append(b.effects, effect{res: t.Resource, key: key, rv: rv, time: x.Request.Time})
 	}
-	rc := &recCreate{res: t.Resource, key: key, generateName: m.GetGenerateName(), uid: string(m.GetUID()), identity: identityOf(obj)}
+	rc := &recCreate{res: t.Resource, key: key, generateName: m.GetGenerateName(), uid: string(m.GetUID()), identity: identityOf(obj),
+		answered: x.Request.Exchange}
 	for _, o := range m.GetOwnerReferences() {
 		rc.owners = append(rc.owners, string(o.UID))
 	}
@@ -616,5 +625,6 @@ func (b *envBuilder) split(s *Store, start uint64, firstWatch map[Resource]int64
 			env.Changes[i].Time = env.Changes[i+1].Time
 		}
 	}
+	writesBefore(env.Changes, b.recWrites)
 	return env, top
 }

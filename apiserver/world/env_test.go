@@ -228,7 +228,15 @@ func TestEnvironmentPairsByNode(t *testing.T) {
 	st.ObserveN(1 << 62)
 	h := http.Header{"Content-Type": {"application/json"}}
 	names := map[string]string{}
-	for _, node := range []string{"n2", "n1"} {
+	// The recording shows both creates before the kubelet's change: the
+	// run is 2 writes behind, then 1, then none.
+	if n := st.WritesBehind(); n != 2 {
+		t.Errorf("WritesBehind before the run's creates = %d; want 2", n)
+	}
+	for i, node := range []string{"n2", "n1"} {
+		if n := st.WritesBehind(); n != 2-i {
+			t.Errorf("WritesBehind after %d creates = %d; want %d", i, n, 2-i)
+		}
 		r := do(t, st, "POST", "/api/v1/namespaces/ns/pods", "", h, dsPod("", 0, node, ""))
 		if r.Code != 201 {
 			t.Fatalf("create the Pod of %s: %d %s", node, r.Code, clip(r.Body))
@@ -240,6 +248,9 @@ func TestEnvironmentPairsByNode(t *testing.T) {
 			t.Fatal(err)
 		}
 		names[node] = p.Metadata.Name
+	}
+	if n := st.WritesBehind(); n != 0 {
+		t.Errorf("WritesBehind after the run's creates = %d; want 0", n)
 	}
 	env := st.Environment()
 	if len(env.Changes) != 1 {
@@ -255,5 +266,19 @@ func TestEnvironmentPairsByNode(t *testing.T) {
 		if got := strings.Contains(string(r.Body), `"Running"`); got != want {
 			t.Errorf("the run's Pod of %s running: %v; want %v (%s)", node, got, want, clip(r.Body))
 		}
+	}
+}
+
+// TestPodEnvFieldRefDefault: an env var's fieldRef without apiVersion
+// (the job controller's JOB_COMPLETION_INDEX of an indexed Job's Pod)
+// gets "v1", as kube-apiserver's SetDefaults_ObjectFieldSelector gives it.
+func TestPodEnvFieldRefDefault(t *testing.T) {
+	st, _ := load(t, "basic-json")
+	st.ObserveN(1 << 62)
+	h := http.Header{"Content-Type": {"application/json"}}
+	r := do(t, st, "POST", "/api/v1/namespaces/corpus-basic/pods", "", h, `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},`+
+		`"spec":{"containers":[{"name":"c","image":"pause","env":[{"name":"I","valueFrom":{"fieldRef":{"fieldPath":"metadata.name"}}}]}]}}`)
+	if r.Code != 201 || !strings.Contains(string(r.Body), `"fieldRef":{"apiVersion":"v1","fieldPath":"metadata.name"}`) {
+		t.Errorf("create = %d %s; want the fieldRef's apiVersion v1", r.Code, clip(r.Body))
 	}
 }

@@ -23,6 +23,8 @@ func FuzzServe(f *testing.F) {
 		{"DELETE", "/api/v1/namespaces/corpus-basic/configmaps", "fieldSelector=metadata.name%3Dcm-0002", "", ""},
 		{"PUT", "/apis/apps/v1/namespaces/x/deployments/d/scale", "", "application/json", `{"spec":{"replicas":3}}`},
 		{"GET", "/api/v1/namespaces/corpus-basic/configmaps", "watch=1&resourceVersion=206", "", ""},
+		{"GET", "/api/v1/namespaces/corpus-basic/configmaps", "limit=1&continue=eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MjA2LCJzdGFydCI6Ii9jbS0wMDAxXHUwMDAwIn0", "", ""},
+		{"POST", "/api/v1/namespaces/corpus-basic/pods/p/binding", "", "application/json", `{"apiVersion":"v1","kind":"Binding","metadata":{"name":"p"},"target":{"name":"n"}}`},
 	}
 	for _, s := range seeds {
 		f.Add(s.method, s.path, s.query, s.ct, []byte(s.body))

@@ -19,16 +19,19 @@ import (
 // bound by the scheduler, updated by a kubelet, deleted by the garbage
 // collector) follow the run's object. Guarded by the Store's lock.
 type liveState struct {
-	created []*recCreate                    // in recorded order
-	byUID   map[string]*recCreate           // recorded uid →
-	byKey   map[Resource]map[Key]*recCreate // recorded name →
-	runUID  map[string]*recCreate           // the run's uid → its recorded pair
-	applied []Applied                       // what ApplyNext did, in order
+	created  []*recCreate                    // in recorded order
+	byUID    map[string]*recCreate           // recorded uid →
+	byKey    map[Resource]map[Key]*recCreate // recorded name →
+	runUID   map[string]*recCreate           // the run's uid → its recorded pair
+	byRunKey map[Resource]map[Key]*recCreate // the run's name → its recorded pair
+	applied  []Applied                       // what ApplyNext did, in order
+	follow   followState                     // the recorded clients' writes, the run's (follow.go)
 }
 
-func newLiveState(created []*recCreate) *liveState {
+func newLiveState(created []*recCreate, writes []recWrite) *liveState {
 	ls := &liveState{created: created, byUID: map[string]*recCreate{}, byKey: map[Resource]map[Key]*recCreate{},
-		runUID: map[string]*recCreate{}}
+		runUID: map[string]*recCreate{}, byRunKey: map[Resource]map[Key]*recCreate{},
+		follow: followState{writes: writes, need: map[writeKey]int{}, run: map[writeKey]int{}}}
 	for _, rc := range created {
 		ls.byUID[rc.uid] = rc
 		if ls.byKey[rc.res] == nil {
@@ -444,6 +447,11 @@ func (s *Store) pairCreated(res Resource, obj runtime.Object) {
 		}
 		rc.run = &runObject{key: Key{m.GetNamespace(), m.GetName()}, uid: string(m.GetUID())}
 		s.live.runUID[rc.run.uid] = rc
+		if s.live.byRunKey[res] == nil {
+			s.live.byRunKey[res] = map[Key]*recCreate{}
+		}
+		s.live.byRunKey[res][rc.run.key] = rc
+		s.live.follow.run[writeKey{res: res, key: rc.key}]++
 		return
 	}
 }

@@ -147,7 +147,7 @@ func (l *loader) goLive() {
 	s := l.s
 	env, top := l.env.split(s, s.clk.point, l.firstWatch)
 	s.env = env
-	s.live = newLiveState(l.env.created)
+	s.live = newLiveState(l.env.created, l.env.recWrites)
 	var rvs []uint64
 	for _, h := range s.res {
 		for _, e := range h.rec {
@@ -639,7 +639,7 @@ func (l *loader) checkSize() error {
 func (l *loader) history(r Resource, o codec.Object) *history {
 	h := l.s.res[r]
 	if h == nil {
-		info, ok := builtinInfo(r)
+		info, ok := schemeInfo(r)
 		if !ok {
 			// A custom resource: namespaced once a path or an object of
 			// it shows a namespace (objectMeta, list).

@@ -18,6 +18,7 @@ type policy struct {
 	status              bool // has a status subresource: PUT of the object keeps the old status, /status only changes status
 	scale               bool // has a scale subresource
 	gcUnsupported       bool // no garbage-collector finalizers on delete
+	orphanDefault       bool // a delete without a propagation policy orphans the dependents (DefaultGarbageCollectionPolicy)
 	builtin             bool
 	resource            string // the resource's plural name
 }
@@ -72,13 +73,18 @@ func policyFor(info Info) policy {
 		returnDeleted:       returnDeleted[r],
 		generation:          generation[r],
 		scale:               scale[r],
-		gcUnsupported:       r == "events" && info.Resource.Group == "",
+		gcUnsupported:       r == "events" && (info.Resource.Group == "" || info.Resource.Group == "events.k8s.io"),
+		orphanDefault:       r == "jobs" && info.Resource.Group == "batch" && info.Resource.Version == "v1",
 		resource:            r,
 	}
 	gvk := info.GVK()
 	if codec.Known(gvk) {
 		p.builtin = true
 		p.status = hasStatusField(gvk) && !noStatus[r]
+		if st, known := servesSubresource(info.Resource, "status"); known {
+			p.status = st
+			p.scale, _ = servesSubresource(info.Resource, "scale")
+		}
 		return p
 	}
 	p.unconditionalUpdate = false

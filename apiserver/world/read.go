@@ -59,8 +59,19 @@ func (s *Store) list(r *Request, t Target, info Info) *Response {
 	if err != nil {
 		return s.errorResponse(r, err, HowError)
 	}
+	pg, err := parsePage(r)
+	if err != nil {
+		return s.errorResponse(r, err, HowError)
+	}
 	s.mu.Lock()
 	at, err := s.readPoint(r.Query.Get("resourceVersion"), r.Query.Get("resourceVersionMatch"), "list")
+	if err == nil && pg.rv != 0 {
+		// The next page of a paginated list: its first page's snapshot.
+		at = pg.rv
+		if at < s.oldest {
+			err = apierrors.NewResourceExpired(continueExpired)
+		}
+	}
 	if err != nil {
 		s.mu.Unlock()
 		return s.errorResponse(r, err, HowError)
@@ -70,7 +81,11 @@ func (s *Store) list(r *Request, t Target, info Info) *Response {
 	if err != nil {
 		return s.errorResponse(r, err, HowError)
 	}
-	body, err := w.List(info.APIVersion(), info.Kind, codec.ListMeta{ResourceVersion: formatRV(at)}, items)
+	items, lm, err := pg.cut(t, items, at, !sel.empty())
+	if err != nil {
+		return s.errorResponse(r, err, HowError)
+	}
+	body, err := w.List(info.APIVersion(), info.Kind, lm, items)
 	if err != nil {
 		return s.errorResponse(r, notAcceptableEncoding(err, w.Media), HowError)
 	}

@@ -124,7 +124,23 @@ func (s *Store) Serve(r *Request) (resp *Response, ok bool) {
 		}
 		_, _ = fieldManager(info.GVK(), "")
 	}
-	return s.dispatch(ep, c), true
+	resp = s.dispatch(ep, c)
+	if w := deprecationWarning(info); w != "" {
+		resp.Warnings = append([]string{w}, resp.Warnings...)
+	}
+	if s.live != nil && r.Method != http.MethodGet && r.Method != http.MethodHead {
+		s.mu.Lock()
+		s.noteRunWrite(r, t, resp)
+		s.mu.Unlock()
+	}
+	return resp, true
+}
+
+// Unserved is the apiserver's answer to a request for an API path it
+// does not serve (see Handles): 404 NotFound, "the server could not find
+// the requested resource", encoded as the client's Accept allows.
+func (s *Store) Unserved(r *Request) *Response {
+	return s.errorResponse(r, notFoundPath(), HowError)
 }
 
 func isWatch(q url.Values) bool {
@@ -252,19 +268,23 @@ func setRV(o codec.Object, rv string) (codec.Object, error) {
 	return codec.Encode(obj, o.Format)
 }
 
-// sortedKeys returns the keys of objs in etcd's order (namespace, name).
+// sortedKeys returns the keys of objs in etcd's order: by their keys'
+// bytes, NAMESPACE/NAME (so "a-b/x" before "a/y").
 func sortedKeys[V any](objs map[Key]V) []Key {
 	keys := make([]Key, 0, len(objs))
 	for k := range objs {
 		keys = append(keys, k)
 	}
-	sort.Slice(keys, func(i, j int) bool {
-		if keys[i].Namespace != keys[j].Namespace {
-			return keys[i].Namespace < keys[j].Namespace
-		}
-		return keys[i].Name < keys[j].Name
-	})
+	sort.Slice(keys, func(i, j int) bool { return keyLess(keys[i], keys[j]) })
 	return keys
+}
+
+// keyLess orders keys as etcd orders their objects' keys.
+func keyLess(a, b Key) bool {
+	if a.Namespace == b.Namespace {
+		return a.Name < b.Name
+	}
+	return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
 }
 
 func errorf(format string, args ...any) error { return fmt.Errorf("state: "+format, args...) }

@@ -83,8 +83,9 @@ func (t Target) Path() string {
 	return b.String()
 }
 
-// clusterScoped lists the built-in resources that are not namespaced
-// (kube-apiserver v1.33).
+// clusterScoped lists the resources of the scheme that are not
+// namespaced, for those kube-apiserver v1.33 does not serve (its own are
+// in its discovery).
 var clusterScoped = map[string]bool{
 	"namespaces": true, "nodes": true, "persistentvolumes": true, "componentstatuses": true,
 	"mutatingwebhookconfigurations": true, "validatingwebhookconfigurations": true,
@@ -135,11 +136,21 @@ var builtinKinds = sync.OnceValue(func() map[Resource]string {
 
 // BuiltinInfo returns what kube-apiserver v1.33 serves of a built-in
 // resource: its kind and its scope. ok is false for a resource it does not
-// serve (a custom resource).
+// serve (a custom resource, a kind of a later version or of an API it
+// does not enable).
 func BuiltinInfo(r Resource) (Info, bool) { return builtinInfo(r) }
 
-// builtinInfo returns what the scheme knows of a built-in resource.
-func builtinInfo(r Resource) (Info, bool) {
+// builtinInfo returns what kube-apiserver v1.33 serves of a built-in
+// resource (served.go).
+func builtinInfo(r Resource) (Info, bool) { return servedInfo(r) }
+
+// schemeInfo returns what the scheme knows of a resource, served by
+// kube-apiserver v1.33 or not: the kind and scope of one a session shows
+// served (by an apiserver of another version, or with other APIs on).
+func schemeInfo(r Resource) (Info, bool) {
+	if info, ok := servedInfo(r); ok {
+		return info, true
+	}
 	kind, ok := builtinKinds()[r]
 	if !ok {
 		return Info{}, false

@@ -176,15 +176,13 @@ type objectREST struct{}
 
 func (objectREST) serves(Info, policy) bool { return true }
 
-func (objectREST) list(s *Store, c *call) *Response   { return s.list(c.r, c.t, c.info) }
-func (objectREST) get(s *Store, c *call) *Response    { return s.get(c) }
-func (objectREST) create(s *Store, c *call) *Response { return s.create(c) }
-func (objectREST) update(s *Store, c *call) *Response { return s.put(c, "", c.pol.createOnUpdate) }
-func (objectREST) patch(s *Store, c *call) *Response  { return s.patch(c, "") }
-func (objectREST) delete(s *Store, c *call) *Response { return s.delete(c) }
-func (objectREST) deleteCollection(s *Store, c *call) *Response {
-	return s.deleteCollection(c.r, c.t, c.info)
-}
+func (objectREST) list(s *Store, c *call) *Response             { return s.list(c.r, c.t, c.info) }
+func (objectREST) get(s *Store, c *call) *Response              { return s.get(c) }
+func (objectREST) create(s *Store, c *call) *Response           { return s.create(c) }
+func (objectREST) update(s *Store, c *call) *Response           { return s.put(c, "", c.pol.createOnUpdate) }
+func (objectREST) patch(s *Store, c *call) *Response            { return s.patch(c, "") }
+func (objectREST) delete(s *Store, c *call) *Response           { return s.delete(c) }
+func (objectREST) deleteCollection(s *Store, c *call) *Response { return s.deleteCollection(c) }
 
 // statusREST is the status subresource of the kinds that have one: the
 // object as the status strategy of its kind changes it.

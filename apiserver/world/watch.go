@@ -46,6 +46,8 @@ type Watch struct {
 	// caught is the served resourceVersion up to which the watch has
 	// nothing more to send (set by Next when it finds nothing).
 	caught atomic.Uint64
+	// bookmarks: the client allows bookmarks (allowWatchBookmarks).
+	bookmarks bool
 }
 
 // WatchEvent is the next change a Watch has for its client.
@@ -91,6 +93,7 @@ func (s *Store) Watch(r *Request) (*Watch, *Response) {
 	h, _ := s.hist(t.Resource)
 	wt := newWatch(s, h, info, t, sel, w)
 	wt.recordedOnly = r.RecordedOnly
+	wt.bookmarks = bookmarks
 	switch {
 	case rv == "" || rv == "0" || sie:
 		// A streaming list's resourceVersion is a lower bound
@@ -215,6 +218,21 @@ func (wt *Watch) Next() (WatchEvent, bool) {
 	wt.caught.Store(s.clk.last)
 	return WatchEvent{}, false
 }
+
+// Warnings are the texts of the Warning headers of the watch's response
+// (see WarningHeader): what kube-apiserver v1.33 says of a deprecated
+// kind.
+func (wt *Watch) Warnings() []string {
+	if w := deprecationWarning(wt.info); w != "" {
+		return []string{w}
+	}
+	return nil
+}
+
+// Bookmarks reports whether the watch's client allows bookmarks
+// (allowWatchBookmarks=true): the apiserver then sends one about every
+// minute, and 2 s before the watch's timeout (Bookmark).
+func (wt *Watch) Bookmarks() bool { return wt.bookmarks }
 
 // Caught returns the served resourceVersion up to which the watch had
 // nothing left to send the last time Next found nothing (0 before).
@@ -442,8 +460,14 @@ func (c *frameCache) put(k frameKey, b []byte) {
 	c.m[k] = b
 }
 
-// Bookmark returns a framed BOOKMARK event at the watch's position.
+// Bookmark returns the framed BOOKMARK event the apiserver's watch cache
+// sends periodically: the watch's kind with only the resourceVersion up
+// to which it has sent every change of its scope (the last one it sent,
+// or the world's point when it had nothing more at its last Next).
 func (wt *Watch) Bookmark() ([]byte, error) {
+	if c := wt.caught.Load(); c > wt.cursor {
+		wt.cursor = c
+	}
 	ev, err := wt.bookmark(formatRV(wt.cursor), false)
 	if err != nil {
 		return nil, err

@@ -64,3 +64,15 @@ func TestContainerName(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordWorkloads records the workloads scenario with kcm's job,
+// statefulset, daemonset, endpointslice and disruption controllers: every
+// step is done.
+func TestRecordWorkloads(t *testing.T) {
+	rec := kcmtest.Record(t, kcmtest.RecordOptions{Workloads: &kcmtest.WorkloadOptions{}})
+	for _, r := range rec.Workloads {
+		if !r.Done {
+			t.Errorf("%s: not done", r.Step)
+		}
+	}
+}

@@ -31,14 +31,20 @@ type RecordOptions struct {
 	// Cluster is the apiserver to use (default: a new k8stest.Start(t)).
 	// Its namespace of the scenario must not exist yet.
 	Cluster *k8stest.Cluster
+	// Workloads, if set, plays the workloads scenario (PlayWorkloads)
+	// instead of Scenario's; Controllers then default to
+	// WorkloadControllers.
+	Workloads *WorkloadOptions
 }
 
 // Recording is what Record made.
 type Recording struct {
 	// Path is the session file of kcm's traffic.
 	Path string
-	// Results are the scenario's steps, how each ended.
-	Results []Result
+	// Results are the scenario's steps, how each ended (Workloads: the
+	// workloads scenario's).
+	Results   []Result
+	Workloads []WorkloadResult
 	// Cluster is the apiserver it ran against (still running until the
 	// test ends).
 	Cluster *k8stest.Cluster
@@ -68,22 +74,44 @@ func Record(t testing.TB, opts RecordOptions) Recording {
 	if path == "" {
 		path = filepath.Join(t.TempDir(), "recorded.wt")
 	}
-	px := proxytest.Record(t, c.Kubeconfig, proxy.RecordOptions{Output: formats.FileSinkOptions{Path: path}})
-	kcm := k8stest.StartControllerManager(t, k8stest.ControllerManagerOptions{URL: px.URL, Controllers: opts.Controllers, Args: opts.Args})
-	WaitSynced(t, kcm.Log, opts.Controllers, 2*time.Minute)
-	sc := opts.Scenario
-	if sc.Logf == nil {
-		sc.Logf = t.Logf
+	controllers := opts.Controllers
+	if opts.Workloads != nil && controllers == nil {
+		controllers = WorkloadControllers
 	}
+	px := proxytest.Record(t, c.Kubeconfig, proxy.RecordOptions{Output: formats.FileSinkOptions{Path: path}})
+	kcm := k8stest.StartControllerManager(t, k8stest.ControllerManagerOptions{URL: px.URL, Controllers: controllers, Args: opts.Args})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	res, err := Play(ctx, &rest.Config{Host: c.URL, BearerToken: k8stest.Token, TLSClientConfig: rest.TLSClientConfig{CAData: c.CAPEM}}, sc)
-	if err != nil {
-		t.Fatal(err)
+	cfg := &rest.Config{Host: c.URL, BearerToken: k8stest.Token, TLSClientConfig: rest.TLSClientConfig{CAData: c.CAPEM}}
+	rec := Recording{Path: path, Cluster: c, Log: kcm.Log}
+	if opts.Workloads != nil {
+		// Every controller's informers start at once: their Pod watch,
+		// then two seconds without a new request, say they synced.
+		px.WaitWatching(2*time.Minute, 2*time.Second, "/api/v1/pods")
+		wo := *opts.Workloads
+		if wo.Logf == nil {
+			wo.Logf = t.Logf
+		}
+		res, err := PlayWorkloads(ctx, cfg, wo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.Workloads = res
+	} else {
+		WaitSynced(t, kcm.Log, controllers, 2*time.Minute)
+		sc := opts.Scenario
+		if sc.Logf == nil {
+			sc.Logf = t.Logf
+		}
+		res, err := Play(ctx, cfg, sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.Results = res
 	}
 	kcm.Stop()
 	px.Stop()
-	return Recording{Path: path, Results: res, Cluster: c, Log: kcm.Log}
+	return rec
 }
 
 // syncedName is the name a controller of --controllers goes by in kcm's

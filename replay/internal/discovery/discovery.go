@@ -2,11 +2,14 @@ package discovery
 
 import (
 	"encoding/json"
+
 	"io"
 	"net/http"
 	"sort"
 	"strconv"
 	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/wtrace/wtrace/apiserver/world"
 	"github.com/wtrace/wtrace/formats"
@@ -99,9 +102,11 @@ func guessKind(name string) string {
 	return strings.ToUpper(s[:1]) + s[1:]
 }
 
-// Docs holds the synthesized discovery documents, by path.
+// Docs holds the discovery documents, by path: legacy ones, and the
+// aggregated /api and /apis of a replay with a world.
 type Docs struct {
-	byPath map[string][]byte
+	byPath     map[string][]byte
+	aggregated map[string][]byte
 }
 
 // readVerbs and allVerbs are the verbs discovery lists: a replay without a
@@ -112,13 +117,34 @@ var (
 	allVerbs  = []string{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
 )
 
-// New finds the resources of the recorded GET requests and their
-// kinds (from a watch event or a LIST body of the session, else well-known
-// names) and builds the legacy discovery documents for them. With a world
-// (store not nil) they list every verb, and the well-known built-in
-// resources too, which a client may create.
+// New finds the resources of the recorded GET requests and their kinds
+// (from a watch event or a LIST body of the session, else well-known
+// names) and builds the discovery documents a replay serves. Without a
+// world (store nil) they are the legacy documents of those resources, with
+// the read verbs. With one they are kube-apiserver v1.33's (its legacy and
+// aggregated discovery, world.ServedDocument), with the session's
+// resources it does not serve (custom resources) added, every verb
+// theirs. /version is v1.33's either way.
 func New(f *formats.File, m *tape.Matcher, store *world.Store) *Docs {
-	type gvr struct{ gv, name string }
+	found, order := sessionResources(f, m)
+	d := &Docs{byPath: map[string][]byte{}}
+	if v, ok := world.ServedDocument("/version"); ok {
+		d.byPath["/version"] = v
+	}
+	if store == nil {
+		d.synthesize(found, order, readVerbs)
+		return d
+	}
+	d.served(found, order)
+	return d
+}
+
+// gvr names a resource of the session: its group version and plural.
+type gvr struct{ gv, name string }
+
+// sessionResources returns the resources of the session's GET requests,
+// in the order they first appear.
+func sessionResources(f *formats.File, m *tape.Matcher) (map[gvr]*resource, []gvr) {
 	found := map[gvr]*resource{}
 	var order []gvr
 	for _, x := range m.All {
@@ -143,31 +169,12 @@ func New(f *formats.File, m *tape.Matcher, store *world.Store) *Docs {
 			have.kind = kindOf(f, x)
 		}
 	}
-	verbs := readVerbs
-	if store != nil {
-		verbs = allVerbs
-		var more []gvr
-		for key, wk := range wellKnown {
-			i := strings.LastIndex(key, "/")
-			k := gvr{key[:i], key[i+1:]}
-			if found[k] != nil {
-				continue
-			}
-			g, v, ok := strings.Cut(k.gv, "/")
-			if !ok {
-				g, v = "", k.gv
-			}
-			info, ok := store.Info(world.Resource{Group: g, Version: v, Resource: k.name})
-			if !ok {
-				continue
-			}
-			found[k] = &resource{group: g, version: v, name: k.name, namespaced: info.Namespaced, kind: wk.kind}
-			more = append(more, k)
-		}
-		sort.Slice(more, func(i, j int) bool { return more[i].gv+"/"+more[i].name < more[j].gv+"/"+more[j].name })
-		order = append(order, more...)
-	}
-	d := &Docs{byPath: map[string][]byte{}}
+	return found, order
+}
+
+// synthesize builds the legacy documents of the resources found, in
+// order, with verbs.
+func (d *Docs) synthesize(found map[gvr]*resource, order []gvr, verbs []string) {
 	groups := map[string][]string{} // group → versions
 	var groupOrder []string
 	lists := map[string][]apiResource{}
@@ -197,10 +204,6 @@ func New(f *formats.File, m *tape.Matcher, store *world.Store) *Docs {
 		b, _ := json.Marshal(v)
 		d.byPath[path] = b
 	}
-	put("/version", map[string]string{
-		"major": "", "minor": "", "gitVersion": "v0.0.0-wtrace-replay", "gitCommit": "", "gitTreeState": "",
-		"buildDate": "", "goVersion": "", "compiler": "", "platform": "",
-	})
 	put("/api", map[string]any{"kind": "APIVersions", "versions": []string{"v1"}, "serverAddressByClientCIDRs": nil})
 	var gl []apiGroup
 	for _, g := range groupOrder {
@@ -228,7 +231,6 @@ func New(f *formats.File, m *tape.Matcher, store *world.Store) *Docs {
 		}
 		put(path, map[string]any{"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": rs})
 	}
-	return d
 }
 
 type apiResource struct {
@@ -313,18 +315,33 @@ func (d *Docs) Has(path string) bool {
 	return ok
 }
 
-// Serve answers a discovery request the session did not record. It reports
-// false if path is not a discovery document it has.
-func (d *Docs) Serve(w http.ResponseWriter, path string) bool {
-	b, ok := d.byPath[strings.TrimSuffix(path, "/")]
+// Serve answers a discovery request the session did not record: the
+// aggregated document of /api or /apis when the client asks for it and d
+// has one, else the legacy document. It reports false if path is not a
+// document it has.
+func (d *Docs) Serve(w http.ResponseWriter, r *http.Request) bool {
+	path := strings.TrimSuffix(r.URL.Path, "/")
+	if d.serveAggregated(w, r, path) {
+		return true
+	}
+	b, ok := d.byPath[path]
 	if !ok {
 		return false
 	}
+	if path == "/api" && d.aggregated != nil {
+		// kube-apiserver's, naming the address it is reached at.
+		b, _ = json.Marshal(metav1.APIVersions{TypeMeta: metav1.TypeMeta{Kind: "APIVersions"}, Versions: []string{"v1"},
+			ServerAddressByClientCIDRs: []metav1.ServerAddressByClientCIDR{{ClientCIDR: "0.0.0.0/0", ServerAddress: r.Host}}})
+	}
 	// Plain application/json: a client that asked for aggregated discovery
 	// (apidiscovery.k8s.io/v2) falls back to these legacy documents.
-	w.Header().Set("Content-Type", "application/json")
+	write(w, "application/json", b)
+	return true
+}
+
+func write(w http.ResponseWriter, contentType string, b []byte) {
+	w.Header().Set("Content-Type", contentType)
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(http.StatusOK)
 	w.Write(b)
-	return true
 }
