@@ -13,7 +13,8 @@ import (
 )
 
 // Shutdown stops the server gracefully, as kube-apiserver does on
-// SIGTERM: /readyz fails at once (its shutdown check), the listener
+// SIGTERM: /readyz fails at once (its shutdown check), the server goes on
+// serving for Options.ShutdownDelay (new clients too), then the listener
 // closes, HTTP/2 connections get a GOAWAY, and every open stream ends
 // cleanly where it is — a watch over HTTP/1.1 with its terminating chunk,
 // over HTTP/2 with END_STREAM — so that informers re-watch, elsewhere
@@ -31,6 +32,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	srv := s.srv
 	s.mu.Unlock()
 	s.hub.Drain()
+	delayShutdown(ctx, s.opts.ShutdownDelay)
 	var shut chan error
 	if srv != nil {
 		// Stops accepting, closes idle connections, sends GOAWAY on HTTP/2
@@ -179,5 +181,19 @@ func (s *Server) Close() {
 	s.world.Wait()
 	if s.ownFile {
 		s.file.Close()
+	}
+}
+
+// delayShutdown waits d, Options.ShutdownDelay (or until ctx is done),
+// while the server serves on with /readyz failing.
+func delayShutdown(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
 	}
 }
