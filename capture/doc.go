@@ -52,7 +52,10 @@
 // streams into exchanges, one Chunk record per DATA frame. Both feed the
 // exchange builder (exchange.go), which writes Request, Response, Body,
 // Chunk and End records and splits watch bodies into Frame records with
-// package frame (JSON, protobuf, CBOR; gzip bodies are decoded first).
+// package frame (JSON, protobuf, CBOR; gzip bodies are decoded first). A
+// body is a watch body when its response says so, as kube-apiserver
+// writes a watch (frame.ResponseFormat: status 200 and the watch's media
+// type): an error answer to a watch request is one opaque body.
 // Bodies that are not watches are stored as sent, content encoding
 // included.
 //

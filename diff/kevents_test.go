@@ -1,6 +1,10 @@
 package diff
 
-import "testing"
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
 
 func TestParseKEvent(t *testing.T) {
 	var n names
@@ -26,5 +30,32 @@ func TestParseKEvent(t *testing.T) {
 		if got := parseKEvent([]byte(tc.doc), &n); got != tc.want {
 			t.Errorf("%s: parseKEvent = %+v; want %+v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestEventPatchOfGeneratedObject: an Event about an object whose name
+// the server generated (a Pod of a ReplicaSet) is named after it and a
+// time, both different in every run; its count PATCH is the same Event's
+// in both sessions, paired by what the Event says.
+func TestEventPatchOfGeneratedObject(t *testing.T) {
+	session := func(name, pod, stamp string) string {
+		ev := "/api/v1/namespaces/demo/events"
+		event := fmt.Sprintf(`{"apiVersion":"v1","kind":"Event","metadata":{"name":"%s.%s","namespace":"demo"},"involvedObject":{"kind":"Pod","namespace":"demo","name":%q},"reason":"BackOff","message":"Back-off restarting failed container","type":"Warning","count":1,"source":{"component":"kubelet"}}`, pod, stamp, pod)
+		return writeSession(t, name,
+			sx{method: "POST", target: "/api/v1/namespaces/demo/pods", status: 201,
+				body: []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"generateName":"web-","namespace":"demo"}}`),
+				resp: []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"` + pod + `","generateName":"web-","namespace":"demo","uid":"u-` + pod + `"}}`)},
+			sx{method: "POST", target: ev, status: 201, body: []byte(event), resp: []byte(event)},
+			sx{method: "PATCH", target: ev + "/" + pod + "." + stamp, ctype: "application/strategic-merge-patch+json", status: 200,
+				body: []byte(`{"count":2,"lastTimestamp":"2026-12-02T10:00:00Z"}`), resp: []byte(event)},
+		)
+	}
+	a := session("a.wt", "web-aaaaa", "18ebe7f5bced0001")
+	b := session("b.wt", "web-bbbbb", "18ebe7f5bced0002")
+	rep := mustDiff(t, a, b, Options{})
+	if !rep.Same {
+		var sb strings.Builder
+		rep.WriteText(&sb, TextOptions{})
+		t.Fatalf("one Event, patched once, in two runs:\n%s", sb.String())
 	}
 }

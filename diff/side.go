@@ -265,6 +265,11 @@ func (s *side) eventObject(e *exch) {
 	if id == "" {
 		return
 	}
+	if e.obj.Name != "" {
+		// Its path names it by its name, as the Object does: by what it
+		// says instead.
+		e.req.key = strings.Replace(e.req.key, "/events/"+e.obj.Name, "/events/(the Event)", 1)
+	}
 	e.obj.Name, e.obj.Event = "", id
 	h := fnv.New64a()
 	h.Write([]byte(e.verb() + "\x00" + strconv.FormatInt(e.kev.count, 10)))

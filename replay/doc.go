@@ -49,8 +49,9 @@
 //     (a Pod a controller created, later bound by the scheduler, updated
 //     by a kubelet) follow the run's corresponding object — paired by
 //     resource, namespace, generateName (or name), owners and order — or
-//     are dropped when the run did not create it; so is a change to an
-//     object the run deleted. The log says which (Info lines,
+//     are dropped when the run did not create it (a change waits
+//     PairWait for the run's create first); so is a change to an object
+//     the run deleted. The log says which (Info lines,
 //     "environment change dropped"), as do Server.Environment and the run
 //     file's Summary.
 //   - A change to an object the session never showed before (a watch

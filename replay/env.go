@@ -188,6 +188,9 @@ func (d *envDriver) run(origin time.Time) {
 				}
 			}
 		}
+		if !d.await(c) {
+			return
+		}
 		last = c
 		a, ok := d.s.store.ApplyNext()
 		if !ok {
@@ -202,6 +205,33 @@ func (d *envDriver) run(origin time.Time) {
 			d.s.deliv.wait(d.s.store.LastRV(), d.s.ctx.Done())
 		}
 	}
+}
+
+// PairWait bounds how long a change to an object the recorded clients
+// created waits for the run's clients to create their counterpart
+// (world.Store.Awaits) before it is applied — and dropped, when they have
+// not: the recorded controller made it before the change came, the run's
+// may be a moment later.
+const PairWait = 2 * time.Second
+
+// await waits, up to PairWait, until change c has an object to apply to
+// in the run (world.Store.Awaits); false when the server closes.
+func (d *envDriver) await(c world.Change) bool {
+	if !d.s.store.Awaits(c) {
+		return true
+	}
+	t := d.s.clock.NewTimer(PairWait)
+	defer t.Stop()
+	for d.s.store.Awaits(c) {
+		select {
+		case <-t.C():
+			return true
+		case <-d.s.act.wake:
+		case <-d.s.ctx.Done():
+			return false
+		}
+	}
+	return true
 }
 
 // DefaultQuietMaxWait bounds how long, with PaceQuiet, the next change

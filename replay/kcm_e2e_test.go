@@ -24,27 +24,41 @@ var kcmControllers = []string{"deployment", "replicaset", "garbagecollector", "n
 // played and kcm has been quiet; it returns the run's session file.
 func runKCM(t *testing.T, path string, controllers []string, opts replay.Options) string {
 	t.Helper()
+	run, env := runComponent(t, path, opts, func(url string) (string, func()) {
+		kcm := k8stest.StartControllerManager(t, k8stest.ControllerManagerOptions{URL: url, Controllers: controllers})
+		return kcm.Log, kcm.Stop
+	})
+	for _, d := range env.Dropped {
+		t.Logf("dropped %s %s %s: %s", d.Type, d.Resource.Resource, d.Change.Key, d.Reason)
+	}
+	return run
+}
+
+// runComponent replays the session at path, recording the run, to the
+// component start starts against the replay's URL (it returns the
+// component's log and how to stop it), until the environment was played
+// and the component has been quiet (4 minutes at most); it returns the
+// run's session file and what the replay did with the environment.
+func runComponent(t *testing.T, path string, opts replay.Options, start func(url string) (log string, stop func())) (string, *replay.EnvironmentReport) {
+	t.Helper()
 	run := filepath.Join(t.TempDir(), "run.wt")
 	rec := replaytest.Record(t, run)
 	opts.Out = rec
 	srv := replaytest.NewServer(t, path, opts)
-	kcm := k8stest.StartControllerManager(t, k8stest.ControllerManagerOptions{URL: srv.URL, Controllers: controllers})
+	log, stop := start(srv.URL)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	if !srv.Settle(ctx.Done(), 2*time.Second) {
-		t.Fatalf("the run did not settle within 4 minutes (kcm log: %s)", kcm.Log)
+		t.Fatalf("the run did not settle within 4 minutes (log: %s)", log)
 	}
 	env := srv.Environment()
 	t.Logf("%s", env)
-	for _, d := range env.Dropped {
-		t.Logf("dropped %s %s %s: %s", d.Type, d.Resource.Resource, d.Change.Key, d.Reason)
-	}
-	kcm.Stop()
+	stop()
 	srv.Close()
 	if _, err := rec.Close(); err != nil {
 		t.Fatal(err)
 	}
-	return run
+	return run, env
 }
 
 // failedWrites counts the writes of a session answered 409, 429 or 5xx.

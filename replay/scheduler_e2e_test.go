@@ -2,11 +2,9 @@ package replay_test
 
 import (
 	"bytes"
-	"context"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -15,7 +13,6 @@ import (
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
 	"github.com/wtrace/wtrace/replay"
-	"github.com/wtrace/wtrace/replay/replaytest"
 	"github.com/wtrace/wtrace/testkit/k8stest"
 	"github.com/wtrace/wtrace/testkit/schedtest"
 )
@@ -27,28 +24,17 @@ var schedSessions = filepath.Join("..", "diff", "testdata", "scheduler")
 
 // runScheduler replays the session at path to a new kube-scheduler with
 // profile, recording the run, until the environment was played and the
-// scheduler has been quiet; it returns the run's session file.
+// scheduler has been quiet; it fails t if an environment change was
+// dropped (every Pod the recording shows must exist in the run), and
+// returns the run's session file.
 func runScheduler(t *testing.T, path, profile string, opts replay.Options) string {
 	t.Helper()
-	run := filepath.Join(t.TempDir(), "run.wt")
-	rec := replaytest.Record(t, run)
-	opts.Out = rec
-	srv := replaytest.NewServer(t, path, opts)
-	s := k8stest.StartScheduler(t, k8stest.SchedulerOptions{URL: srv.URL, Profile: profile})
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	if !srv.Settle(ctx.Done(), 2*time.Second) {
-		t.Fatalf("the run did not settle within 3 minutes (scheduler log: %s)", s.Log)
-	}
-	env := srv.Environment()
-	t.Logf("%s", env)
+	run, env := runComponent(t, path, opts, func(url string) (string, func()) {
+		s := k8stest.StartScheduler(t, k8stest.SchedulerOptions{URL: url, Profile: profile})
+		return s.Log, s.Stop
+	})
 	for _, d := range env.Dropped {
 		t.Errorf("environment change dropped: %s %s %s: %s", d.Type, d.Resource.Resource, d.Change.Key, d.Reason)
-	}
-	s.Stop()
-	srv.Close()
-	if _, err := rec.Close(); err != nil {
-		t.Fatal(err)
 	}
 	return run
 }

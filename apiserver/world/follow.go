@@ -127,3 +127,18 @@ func (s *Store) WritesBehind() int {
 	}
 	return behind
 }
+
+// Awaits reports whether change c is about an object a client under test
+// created in the recording and the run's clients have not created (yet):
+// applied now, it would be dropped. A replay at the recorded pace gives
+// the run a moment to create it (the recorded controller created it
+// before the change came; a loaded machine may make the run's later).
+func (s *Store) Awaits(c Change) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.live == nil {
+		return false
+	}
+	rc := s.live.byKey[c.Resource][c.Key]
+	return rc != nil && rc.run == nil
+}

@@ -48,6 +48,10 @@ type half struct {
 	// ("" if it is not): the caller resynchronizes from its start.
 	bad    string
 	credit int64 // trial decryption work resyncs may still spend (see maxResyncCredit)
+	// recAvg8 is eight times a moving average of the direction's latest
+	// record lengths (header included; each new one weighs 1/8): what
+	// the records just before a loss are like, for Conn.estimate.
+	recAvg8 int64
 
 	pend     []byte
 	pendRecs []pendRec

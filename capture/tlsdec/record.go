@@ -131,6 +131,7 @@ func (c *Conn) parse(h *half, p []byte, t int64) error {
 		r := rec{hdr: h.hdr, no: h.recNo, off: h.recOff, t: t}
 		h.recNo++
 		h.stats.Records++
+		h.noteRecord(5 + h.need)
 		h.hdrN, h.bodyN = 0, 0
 		keep(c.onRecord(h, &r, body))
 		if h.bad != "" {

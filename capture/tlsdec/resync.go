@@ -39,6 +39,12 @@ const (
 	// resyncTryCost is the work charged per trial on top of the record's
 	// length, its fixed cost: small candidates are not cheap to try.
 	resyncTryCost = 1 << 10
+	// resyncPeekCost is the work charged for a TLS 1.3 trial that one
+	// block of keystream refutes (keys.plausible13), whatever the
+	// record's length: a quarter of a full trial's fixed cost, so that a
+	// resync that cannot succeed (keys two KeyUpdates ahead) still ends
+	// at the work bound.
+	resyncPeekCost = 256
 	// A direction starts with maxResyncWork of credit for trial
 	// decryptions, earns resyncCreditPerByte per byte fed and saves at
 	// most maxResyncCredit: however many gaps there are, resyncs cost at
@@ -414,9 +420,19 @@ func (c *Conn) try(h *half, r []byte) bool {
 	if s, ok := explicitNonce(rs.keys, body); ok && s-rs.next < n && c.tryOpen(h, rs.keys, s, &hdr, body, dst[:]) {
 		return c.matched(h, rs.keys, s, false)
 	}
-	if lo, hi, ok := c.estimate(h, n); ok {
+	// The records lost are most likely like the last ones before the
+	// loss (a burst inside a large list, or among small events), then
+	// like the direction's average.
+	if lo, hi, ok := c.estimate(h, n, h.recAvg8/8); ok {
 		if s, ok := c.trySeqs(h, rs.keys, &hdr, body, dst[:], rs.next+lo, hi-lo); ok {
 			return c.matched(h, rs.keys, s, false)
+		}
+	}
+	if h.stats.Records > 0 {
+		if lo, hi, ok := c.estimate(h, n, h.stats.Bytes/h.stats.Records); ok {
+			if s, ok := c.trySeqs(h, rs.keys, &hdr, body, dst[:], rs.next+lo, hi-lo); ok {
+				return c.matched(h, rs.keys, s, false)
+			}
 		}
 	}
 	for lo, hi := uint64(0), min(firstResyncRound, n); lo < hi && h.rs != nil; lo, hi = hi, min(4*hi, n) {
@@ -434,16 +450,12 @@ func (c *Conn) try(h *half, r []byte) bool {
 
 // estimate returns the sequence numbers, from rs.next, worth trying first
 // for a candidate: estimateSpan on each side of the bytes lost and skipped
-// over the direction's average record (its bytes fed over its records),
-// within [0, n). ok is false when there is nothing to go by or the span
-// starts where the rounds of try begin anyway.
-func (c *Conn) estimate(h *half, n uint64) (lo, hi uint64, ok bool) {
+// over avg, a record length the direction's records had, within [0, n).
+// ok is false when there is nothing to go by or the span starts where the
+// rounds of try begin anyway.
+func (c *Conn) estimate(h *half, n uint64, avg int64) (lo, hi uint64, ok bool) {
 	rs := h.rs
-	if rs.lost < 0 || h.stats.Records == 0 {
-		return 0, 0, false
-	}
-	avg := h.stats.Bytes / h.stats.Records
-	if avg <= 0 {
+	if rs.lost < 0 || avg <= 0 {
 		return 0, 0, false
 	}
 	est := uint64((rs.lost + rs.skipped) / avg)
@@ -452,6 +464,15 @@ func (c *Conn) estimate(h *half, n uint64) (lo, hi uint64, ok bool) {
 	}
 	lo, hi = est-estimateSpan, min(est+estimateSpan+1, n)
 	return lo, hi, lo < hi
+}
+
+// noteRecord adds a record of n bytes to the moving average (recAvg8).
+func (h *half) noteRecord(n int) {
+	if h.recAvg8 == 0 {
+		h.recAvg8 = 8 * int64(n)
+		return
+	}
+	h.recAvg8 += int64(n) - h.recAvg8/8
 }
 
 // explicitNonce returns the explicit nonce of a TLS 1.2 AES-GCM record:
@@ -544,6 +565,16 @@ func (c *Conn) trySeqs(h *half, k *keys, hdr *[5]byte, body, dst []byte, from, n
 // the work bound is reached it gives up h instead.
 func (c *Conn) tryOpen(h *half, k *keys, seq uint64, hdr *[5]byte, body, dst []byte) bool {
 	rs := h.rs
+	if !k.plausible13(seq, body) {
+		// One block of keystream said no (TLS 1.3): a wrong sequence
+		// number costs that block, not the record.
+		rs.work += resyncPeekCost
+		h.credit -= resyncPeekCost
+		if rs.work > maxResyncWork || h.credit < 0 {
+			c.giveUp(h, "trial decryption limit reached")
+		}
+		return false
+	}
 	cost := int64(len(body)) + resyncTryCost
 	rs.work += cost
 	h.credit -= cost
@@ -594,6 +625,7 @@ func (c *Conn) resynced(h *half, m int, p []byte, t int64) error {
 	r := rec{hdr: [5]byte(w[:5]), no: h.recNo, off: h.recOff, t: t}
 	h.recNo++
 	h.stats.Records++
+	h.noteRecord(m)
 	err := c.onRecord(h, &r, w[5:m])
 	if perr := c.parse(h, w[m:], t); err == nil {
 		err = perr

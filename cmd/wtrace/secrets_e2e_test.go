@@ -9,14 +9,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -197,7 +195,7 @@ func (a *e2eAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case len(parts) == 5 && parts[4] == "secrets" && (parts[3] == "cut" || parts[3] == "cut-pb"):
 		a.cutWatch(w, parts[3] == "cut-pb")
 	case len(parts) == 5 && parts[4] == "secrets" && q.Get("watch") == "true":
-		a.watch(w, r, parts[3])
+		a.watch(w, r, a.watchEvents(parts[3], strings.HasPrefix(accept, "application/vnd.kubernetes.protobuf")), true)
 	case len(parts) == 5 && parts[4] == "secrets" && r.Method == http.MethodGet:
 		items := plantedSecrets(parts[3])
 		if parts[3] == "big" {
@@ -238,7 +236,7 @@ func (a *e2eAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Write(b)
 	case len(parts) == 5 && parts[4] == "events" && q.Get("watch") == "true":
-		a.eventWatch(w, r, parts[3])
+		a.watch(w, r, a.quotingEvents(parts[3], strings.HasPrefix(accept, "application/vnd.kubernetes.protobuf")), false)
 	case len(parts) == 7 && parts[4] == "serviceaccounts" && parts[6] == "token":
 		a.write(w, r, &authnv1.TokenRequest{TypeMeta: metav1.TypeMeta{Kind: "TokenRequest", APIVersion: "authentication.k8s.io/v1"},
 			ObjectMeta: metav1.ObjectMeta{Name: parts[5], Namespace: parts[3]},
@@ -297,7 +295,7 @@ func table(items []corev1.Secret, include string) *metav1.Table {
 }
 
 // watchEvents are the events of a Secret watch, encoded as the apiserver
-// does: JSON objects, or protobuf WatchEvents whose objects are enveloped.
+// does (see watchFrame).
 func (a *e2eAPI) watchEvents(ns string, pb bool) [][]byte {
 	var out [][]byte
 	items := plantedSecrets(ns)
@@ -308,34 +306,42 @@ func (a *e2eAPI) watchEvents(ns string, pb bool) [][]byte {
 		if i == len(items) {
 			typ = "MODIFIED"
 		}
-		var b bytes.Buffer
-		if pb {
-			a.pb.Encode(&s, &b)
-			ev := metav1.WatchEvent{Type: typ, Object: runtime.RawExtension{Raw: b.Bytes()}}
-			m, _ := ev.Marshal()
-			out = append(out, binary.BigEndian.AppendUint32(nil, uint32(len(m))), m)
-			continue
-		}
-		a.json.Encode(&s, &b)
-		ev := metav1.WatchEvent{Type: typ, Object: runtime.RawExtension{Raw: bytes.TrimSpace(b.Bytes())}}
-		m, _ := json.Marshal(ev)
-		out = append(out, append(m, '\n'))
+		out = append(out, a.watchFrame(typ, &s, pb)...)
 	}
 	return out
 }
 
-func (a *e2eAPI) watch(w http.ResponseWriter, r *http.Request, ns string) {
-	pb := strings.HasPrefix(r.Header.Get("Accept"), "application/vnd.kubernetes.protobuf")
+// watchFrame is obj as a watch event of type typ, encoded as the
+// apiserver does: a JSON object and its newline, or a protobuf WatchEvent
+// whose object is enveloped, its length prefix a piece of its own.
+func (a *e2eAPI) watchFrame(typ string, obj runtime.Object, pb bool) [][]byte {
+	var b bytes.Buffer
 	if pb {
+		a.pb.Encode(obj, &b)
+		m, _ := (&metav1.WatchEvent{Type: typ, Object: runtime.RawExtension{Raw: b.Bytes()}}).Marshal()
+		return [][]byte{binary.BigEndian.AppendUint32(nil, uint32(len(m))), m}
+	}
+	a.json.Encode(obj, &b)
+	m, _ := json.Marshal(metav1.WatchEvent{Type: typ, Object: runtime.RawExtension{Raw: bytes.TrimSpace(b.Bytes())}})
+	return [][]byte{append(m, '\n')}
+}
+
+// watch serves the pieces of a watch's body, each flushed, then waits for
+// the client to leave or for timeoutSeconds (30 by default) when wait.
+func (a *e2eAPI) watch(w http.ResponseWriter, r *http.Request, pieces [][]byte, wait bool) {
+	if strings.HasPrefix(r.Header.Get("Accept"), "application/vnd.kubernetes.protobuf") {
 		w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf;stream=watch")
 	} else {
 		w.Header().Set("Content-Type", "application/json")
 	}
 	w.WriteHeader(200)
 	w.(http.Flusher).Flush()
-	for _, p := range a.watchEvents(ns, pb) {
+	for _, p := range pieces {
 		w.Write(p)
 		w.(http.Flusher).Flush()
+	}
+	if !wait {
+		return
 	}
 	select {
 	case <-r.Context().Done():
@@ -343,47 +349,23 @@ func (a *e2eAPI) watch(w http.ResponseWriter, r *http.Request, ns string) {
 	}
 }
 
-// quotingEvents are Events whose messages quote a Secret manifest, as an
-// admission webhook's denial (JSON) and a failed apply (YAML) report it.
-func quotingEvents(ns string) []*corev1.Event {
+// quotingEvents are the events of a watch of Events whose messages quote
+// a Secret manifest, as an admission webhook's denial (JSON) and a failed
+// apply (YAML) report it.
+func (a *e2eAPI) quotingEvents(ns string, pb bool) [][]byte {
 	manifest, _ := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": "db", "namespace": ns},
 		"data": map[string]string{"password": base64.StdEncoding.EncodeToString([]byte(plQuoted))}})
-	ev := func(name, msg string) *corev1.Event {
-		return &corev1.Event{TypeMeta: metav1.TypeMeta{Kind: "Event", APIVersion: "v1"},
-			ObjectMeta:     metav1.ObjectMeta{Name: name, Namespace: ns, ResourceVersion: "20"},
+	var out [][]byte
+	for i, msg := range []string{
+		`admission webhook "deny.example.com" denied the request: ` + string(manifest),
+		"failed to apply:\napiVersion: v1\nkind: Secret\nmetadata:\n  name: db\nstringData:\n  password: " + plQuotedYML + "\n",
+	} {
+		out = append(out, a.watchFrame("ADDED", &corev1.Event{TypeMeta: metav1.TypeMeta{Kind: "Event", APIVersion: "v1"},
+			ObjectMeta:     metav1.ObjectMeta{Name: fmt.Sprintf("web.%d", i), Namespace: ns, ResourceVersion: fmt.Sprint(20 + i)},
 			InvolvedObject: corev1.ObjectReference{Kind: "Deployment", Namespace: ns, Name: "web"},
-			Reason:         "FailedCreate", Message: msg, Type: "Warning"}
+			Reason:         "FailedCreate", Message: msg, Type: "Warning"}, pb)...)
 	}
-	return []*corev1.Event{
-		ev("web.1", `admission webhook "deny.example.com" denied the request: `+string(manifest)),
-		ev("web.2", "failed to apply:\napiVersion: v1\nkind: Secret\nmetadata:\n  name: db\nstringData:\n  password: "+plQuotedYML+"\n"),
-	}
-}
-
-// eventWatch sends a watch of Events (JSON, or protobuf when asked)
-// whose messages quote Secret manifests.
-func (a *e2eAPI) eventWatch(w http.ResponseWriter, r *http.Request, ns string) {
-	pb := strings.HasPrefix(r.Header.Get("Accept"), "application/vnd.kubernetes.protobuf")
-	if pb {
-		w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf;stream=watch")
-	} else {
-		w.Header().Set("Content-Type", "application/json")
-	}
-	w.WriteHeader(200)
-	for _, e := range quotingEvents(ns) {
-		var b bytes.Buffer
-		if pb {
-			a.pb.Encode(e, &b)
-			m, _ := (&metav1.WatchEvent{Type: "ADDED", Object: runtime.RawExtension{Raw: b.Bytes()}}).Marshal()
-			w.Write(binary.BigEndian.AppendUint32(nil, uint32(len(m))))
-			w.Write(m)
-		} else {
-			a.json.Encode(e, &b)
-			m, _ := json.Marshal(metav1.WatchEvent{Type: "ADDED", Object: runtime.RawExtension{Raw: bytes.TrimSpace(b.Bytes())}})
-			w.Write(append(m, '\n'))
-		}
-		w.(http.Flusher).Flush()
-	}
+	return out
 }
 
 func atoiDefault(s string, d int) int {
@@ -423,128 +405,6 @@ func (a *e2eAPI) cutWatch(w http.ResponseWriter, pb bool) {
 	fmt.Fprintf(bw, "%x\r\n%s\r\n", first, stream[:first])
 	fmt.Fprintf(bw, "%x\r\n%s\r\n", cut-first+20, stream[first:cut]) // a chunk that promises more
 	bw.Flush()
-}
-
-// tap forwards loopback connections to a server and keeps every byte of
-// both directions, in order, with the time it passed: the traffic a
-// packet capture would hold.
-type tap struct {
-	ln       net.Listener
-	upstream string
-	mu       sync.Mutex
-	conns    []*tapConn
-	wg       sync.WaitGroup
-}
-
-type tapConn struct {
-	client, server string
-	mu             sync.Mutex
-	pieces         []tapPiece
-}
-
-type tapPiece struct {
-	dir  int // pcaptest.ToServer, ToClient; -1: FIN from ToServer's sender, -2: from ToClient's
-	data []byte
-}
-
-func newTap(t *testing.T, upstream string) *tap {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tp := &tap{ln: ln, upstream: upstream}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			tp.wg.Add(1)
-			go tp.serve(c)
-		}
-	}()
-	t.Cleanup(func() { ln.Close(); tp.wg.Wait() })
-	return tp
-}
-
-func (tp *tap) serve(c net.Conn) {
-	defer tp.wg.Done()
-	defer c.Close()
-	u, err := net.Dial("tcp", tp.upstream)
-	if err != nil {
-		return
-	}
-	defer u.Close()
-	tc := &tapConn{client: c.RemoteAddr().String(), server: tp.ln.Addr().String()}
-	tp.mu.Lock()
-	tp.conns = append(tp.conns, tc)
-	tp.mu.Unlock()
-	copyDir := func(dst, src net.Conn, dir int, done chan<- struct{}) {
-		defer close(done)
-		buf := make([]byte, 32<<10)
-		for {
-			n, err := src.Read(buf)
-			if n > 0 {
-				tc.mu.Lock()
-				tc.pieces = append(tc.pieces, tapPiece{dir: dir, data: bytes.Clone(buf[:n])})
-				tc.mu.Unlock()
-				if _, werr := dst.Write(buf[:n]); werr != nil {
-					return
-				}
-			}
-			if err != nil {
-				tc.mu.Lock()
-				tc.pieces = append(tc.pieces, tapPiece{dir: -1 - dir})
-				tc.mu.Unlock()
-				if cw, ok := dst.(*net.TCPConn); ok {
-					cw.CloseWrite()
-				}
-				return
-			}
-		}
-	}
-	d1, d2 := make(chan struct{}), make(chan struct{})
-	go copyDir(u, c, pcaptest.ToServer, d1)
-	go copyDir(c, u, pcaptest.ToClient, d2)
-	<-d1
-	<-d2
-}
-
-// pcap builds a capture of what the tap saw. With midstream, each
-// connection is captured from its first byte server→client on (its first
-// request was sent before the capture began); with midbody from the middle
-// of that first piece (a response body captured from its middle).
-func (tp *tap) pcap(midstream, midbody bool) []byte {
-	b := pcaptest.New()
-	b.Step = 50 * time.Microsecond
-	tp.mu.Lock()
-	defer tp.mu.Unlock()
-	for _, tc := range tp.conns {
-		tc.mu.Lock()
-		c := b.Conn(tc.client, tc.server, !midstream)
-		started := !midstream
-		for _, p := range tc.pieces {
-			if p.dir == pcaptest.ToClient && !started {
-				started = true
-				if midbody {
-					p.data = p.data[len(p.data)*2/3:]
-				}
-			}
-			if !started {
-				continue
-			}
-			switch p.dir {
-			case -1 - pcaptest.ToServer:
-				c.FIN(pcaptest.ToServer)
-			case -1 - pcaptest.ToClient:
-				c.FIN(pcaptest.ToClient)
-			default:
-				c.Send(p.dir, p.data)
-			}
-		}
-		tc.mu.Unlock()
-	}
-	return b.Pcap()
 }
 
 // driveShapes sends every request of the suite to base with a client
@@ -764,8 +624,12 @@ func TestSecretsNeverStored(t *testing.T) {
 	px.Stop()
 
 	// Through a tap, then pcaps of what it saw.
-	tp := newTap(t, strings.TrimPrefix(api.URL, "http://"))
-	base := "http://" + tp.ln.Addr().String()
+	tp, err := pcaptest.NewTap(strings.TrimPrefix(api.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tp.Close() })
+	base := "http://" + tp.Addr()
 	driveShapes(t, base)
 	driveInformers(t, base)
 	waitTapClosed(t, tp)
@@ -773,7 +637,7 @@ func TestSecretsNeverStored(t *testing.T) {
 	for _, name := range []string{"pcap", "pcap-midstream", "pcap-midbody"} {
 		mid := name != "pcap"
 		pcap := filepath.Join(dir, name+".pcap")
-		if err := os.WriteFile(pcap, tp.pcap(mid, name == "pcap-midbody"), 0o644); err != nil {
+		if err := os.WriteFile(pcap, tp.Pcap(pcaptest.TapCapture{Midstream: mid, Midbody: name == "pcap-midbody"}), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		wt := filepath.Join(dir, name+".wt")
@@ -791,68 +655,74 @@ func TestSecretsNeverStored(t *testing.T) {
 	}
 
 	for name, wt := range sessions {
-		mid := strings.HasPrefix(name, "pcap-mid")
-		t.Run(name, func(t *testing.T) {
-			if name == "kept" {
-				// --keep-secrets keeps values (the grep sees them) but
-				// never credentials in headers or the query.
-				checkClean(t, wt, plantNeedles(credentialPlants))
-				if found, _ := wttest.Find(wt, plantNeedles([]string{plPassword})); len(found) == 0 {
-					t.Error("--keep-secrets session holds no Secret value: the grep proves nothing")
-				}
-				return
-			}
-			checkClean(t, wt, needles)
-			red := redactionsIn(t, wt)
-			for _, r := range []formats.RedactReason{formats.RedactSecretValue, formats.RedactLastApplied, formats.RedactToken, formats.RedactUnparsed} {
-				if red[r] == 0 {
-					t.Errorf("no %v redaction recorded: %v", r, red)
-				}
-			}
-			if !mid && red[formats.RedactQuery] == 0 {
-				t.Errorf("no query credential redaction recorded: %v", red)
-			}
-			out, _, _ := wtrace(t, "inspect", "--anomalies", "0", wt)
-			for _, want := range []string{"redacted: request headers Authorization, Cookie, X-Forwarded-Credentials", "Secret values of Secret shapes/db (data.password", "tokens of TokenRequest shapes/default (status.token", "unparsed (fail closed)"} {
-				if mid && strings.HasPrefix(want, "redacted: request") {
-					continue
-				}
-				if !strings.Contains(out, want) {
-					t.Errorf("inspect does not say %q:\n%s", want, clipOut(out))
-				}
-			}
-			if mid {
-				return
-			}
-			// Replay serves the redacted Secrets, and client-go decodes them.
-			srv, err := replay.Open(wt, replay.Options{Writes: replay.WritesReject})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := srv.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer srv.Close()
-			for _, tc := range []struct{ ns, ct string }{{"demo", ""}, {"pb", "application/vnd.kubernetes.protobuf"}} {
-				cfg := &rest.Config{Host: srv.URL}
-				cfg.ContentType = tc.ct
-				if tc.ct != "" {
-					cfg.AcceptContentTypes = tc.ct + ",application/json"
-				}
-				for _, s := range syncInformer(t, cfg, tc.ns, 3, false) {
-					for k, v := range s.Data {
-						for _, p := range valuePlants {
-							if len(v) == len(p) && string(v) == p {
-								t.Errorf("replayed Secret %s/%s data.%s holds %s", s.Namespace, s.Name, k, p)
-							}
-						}
+		t.Run(name, func(t *testing.T) { checkStoredSession(t, name, wt, needles) })
+	}
+}
+
+// checkStoredSession checks one session of TestSecretsNeverStored: no
+// planted value anywhere (kept ones for --keep-secrets, never the
+// credentials), every kind of redaction reported, and (whole captures)
+// replayed Secrets client-go decodes.
+func checkStoredSession(t *testing.T, name, wt string, needles []wttest.Needle) {
+	mid := strings.HasPrefix(name, "pcap-mid")
+	if name == "kept" {
+		// --keep-secrets keeps values (the grep sees them) but
+		// never credentials in headers or the query.
+		checkClean(t, wt, plantNeedles(credentialPlants))
+		if found, _ := wttest.Find(wt, plantNeedles([]string{plPassword})); len(found) == 0 {
+			t.Error("--keep-secrets session holds no Secret value: the grep proves nothing")
+		}
+		return
+	}
+	checkClean(t, wt, needles)
+	red := redactionsIn(t, wt)
+	for _, r := range []formats.RedactReason{formats.RedactSecretValue, formats.RedactLastApplied, formats.RedactToken, formats.RedactUnparsed} {
+		if red[r] == 0 {
+			t.Errorf("no %v redaction recorded: %v", r, red)
+		}
+	}
+	if !mid && red[formats.RedactQuery] == 0 {
+		t.Errorf("no query credential redaction recorded: %v", red)
+	}
+	out, _, _ := wtrace(t, "inspect", "--anomalies", "0", wt)
+	for _, want := range []string{"redacted: request headers Authorization, Cookie, X-Forwarded-Credentials", "Secret values of Secret shapes/db (data.password", "tokens of TokenRequest shapes/default (status.token", "unparsed (fail closed)"} {
+		if mid && strings.HasPrefix(want, "redacted: request") {
+			continue
+		}
+		if !strings.Contains(out, want) {
+			t.Errorf("inspect does not say %q:\n%s", want, clipOut(out))
+		}
+	}
+	if mid {
+		return
+	}
+	// Replay serves the redacted Secrets, and client-go decodes them.
+	srv, err := replay.Open(wt, replay.Options{Writes: replay.WritesReject})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	for _, tc := range []struct{ ns, ct string }{{"demo", ""}, {"pb", "application/vnd.kubernetes.protobuf"}} {
+		cfg := &rest.Config{Host: srv.URL}
+		cfg.ContentType = tc.ct
+		if tc.ct != "" {
+			cfg.AcceptContentTypes = tc.ct + ",application/json"
+		}
+		for _, s := range syncInformer(t, cfg, tc.ns, 3, false) {
+			for k, v := range s.Data {
+				for _, p := range valuePlants {
+					if len(v) == len(p) && string(v) == p {
+						t.Errorf("replayed Secret %s/%s data.%s holds %s", s.Namespace, s.Name, k, p)
 					}
-					if want := plantedSecrets(tc.ns); len(s.Data) == 0 || len(s.Data) != len(want[slices.IndexFunc(want, func(w corev1.Secret) bool { return w.Name == s.Name })].Data) {
-						t.Errorf("replayed Secret %s/%s has data keys %v", s.Namespace, s.Name, keysOf(s.Data))
-					}
 				}
 			}
-		})
+			if want := plantedSecrets(tc.ns); len(s.Data) == 0 || len(s.Data) != len(want[slices.IndexFunc(want, func(w corev1.Secret) bool { return w.Name == s.Name })].Data) {
+				t.Errorf("replayed Secret %s/%s has data keys %v", s.Namespace, s.Name, keysOf(s.Data))
+			}
+		}
 	}
 }
 
@@ -872,31 +742,12 @@ func clipOut(s string) string {
 	return s
 }
 
-func waitTapClosed(t *testing.T, tp *tap) {
+func waitTapClosed(t *testing.T, tp *pcaptest.Tap) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
-	for {
-		open := 0
-		tp.mu.Lock()
-		for _, c := range tp.conns {
-			c.mu.Lock()
-			fins := 0
-			for _, p := range c.pieces {
-				if p.dir < 0 {
-					fins++
-				}
-			}
-			c.mu.Unlock()
-			if fins < 2 {
-				open++
-			}
-		}
-		tp.mu.Unlock()
-		if open == 0 {
-			return
-		}
+	for tp.Open() > 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d tapped connections still open after 20s", open)
+			t.Fatalf("%d tapped connections still open after 20s", tp.Open())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

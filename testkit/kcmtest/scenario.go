@@ -353,13 +353,12 @@ type watcher struct {
 	pods    cache.SharedIndexInformer
 	nss     cache.SharedIndexInformer
 	cancel  context.CancelFunc
-
-	mu   sync.Mutex
-	last time.Time
+	quiet   quietness
 }
 
 func newWatcher(cs kubernetes.Interface, ns string) *watcher {
-	w := &watcher{ns: ns, last: time.Now()}
+	w := &watcher{ns: ns}
+	w.quiet.touch()
 	w.factory = informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns))
 	w.nsInf = informers.NewSharedInformerFactory(cs, 0)
 	w.deps = w.factory.Apps().V1().Deployments().Informer()
@@ -367,28 +366,12 @@ func newWatcher(cs kubernetes.Interface, ns string) *watcher {
 	w.pods = w.factory.Core().V1().Pods().Informer()
 	ev := w.factory.Core().V1().Events().Informer()
 	w.nss = w.nsInf.Core().V1().Namespaces().Informer()
-	touch := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { w.touch() },
-		UpdateFunc: func(any, any) { w.touch() },
-		DeleteFunc: func(any) { w.touch() },
-	}
 	for _, inf := range []cache.SharedIndexInformer{w.deps, w.rss, w.pods, ev, w.nss} {
-		inf.AddEventHandler(touch)
+		inf.AddEventHandler(w.quiet.handler())
 	}
 	return w
 }
 
-func (w *watcher) touch() {
-	w.mu.Lock()
-	w.last = time.Now()
-	w.mu.Unlock()
-}
-
-func (w *watcher) since() time.Duration {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return time.Since(w.last)
-}
 
 func (w *watcher) start(ctx context.Context) error {
 	ctx, w.cancel = context.WithCancel(ctx)
@@ -419,15 +402,49 @@ func (w *watcher) stop() {
 // opts.Quiet; false once it has been quiet for opts.Settle without cond,
 // or at opts.StepDeadline.
 func (w *watcher) wait(ctx context.Context, opts Options, cond func() bool) (bool, error) {
-	deadline := time.Now().Add(opts.StepDeadline)
+	return w.quiet.wait(ctx, opts.Quiet, opts.Settle, opts.StepDeadline, cond)
+}
+
+// quietness notes when a namespace's informers last saw a change.
+type quietness struct {
+	mu   sync.Mutex
+	last time.Time
+}
+
+func (q *quietness) touch() {
+	q.mu.Lock()
+	q.last = time.Now()
+	q.mu.Unlock()
+}
+
+func (q *quietness) since() time.Duration {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return time.Since(q.last)
+}
+
+// handler touches q at every change an informer sees.
+func (q *quietness) handler() cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { q.touch() },
+		UpdateFunc: func(any, any) { q.touch() },
+		DeleteFunc: func(any) { q.touch() },
+	}
+}
+
+// wait returns true once cond holds and nothing has changed for quiet;
+// false once nothing has changed for settle without cond, or after
+// deadline.
+func (q *quietness) wait(ctx context.Context, quiet, settle, deadline time.Duration, cond func() bool) (bool, error) {
+	end := time.Now().Add(deadline)
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		quiet := w.since()
-		if quiet >= opts.Quiet && cond() {
+		since := q.since()
+		if since >= quiet && cond() {
 			return true, nil
 		}
-		if quiet >= opts.Settle || time.Now().After(deadline) {
+		if since >= settle || time.Now().After(end) {
 			return false, nil
 		}
 		select {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -229,13 +228,12 @@ type workloadWatcher struct {
 	infs    map[string]cache.SharedIndexInformer
 	ns      string
 	cancel  context.CancelFunc
-
-	mu   sync.Mutex
-	last time.Time
+	quiet   quietness
 }
 
 func newWorkloadWatcher(cs kubernetes.Interface, ns string) *workloadWatcher {
-	w := &workloadWatcher{ns: ns, last: time.Now()}
+	w := &workloadWatcher{ns: ns}
+	w.quiet.touch()
 	w.factory = informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns))
 	w.infs = map[string]cache.SharedIndexInformer{
 		"pods":   w.factory.Core().V1().Pods().Informer(),
@@ -246,27 +244,10 @@ func newWorkloadWatcher(cs kubernetes.Interface, ns string) *workloadWatcher {
 		"slices": w.factory.Discovery().V1().EndpointSlices().Informer(),
 		"events": w.factory.Core().V1().Events().Informer(),
 	}
-	touch := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { w.touch() },
-		UpdateFunc: func(any, any) { w.touch() },
-		DeleteFunc: func(any) { w.touch() },
-	}
 	for _, inf := range w.infs {
-		inf.AddEventHandler(touch)
+		inf.AddEventHandler(w.quiet.handler())
 	}
 	return w
-}
-
-func (w *workloadWatcher) touch() {
-	w.mu.Lock()
-	w.last = time.Now()
-	w.mu.Unlock()
-}
-
-func (w *workloadWatcher) since() time.Duration {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return time.Since(w.last)
 }
 
 func (w *workloadWatcher) start(ctx context.Context) error {
@@ -291,23 +272,7 @@ func (w *workloadWatcher) stop() {
 // opts.Quiet; false once it has been quiet for opts.Settle without cond,
 // or at opts.StepDeadline.
 func (w *workloadWatcher) wait(ctx context.Context, opts WorkloadOptions, cond func() bool) (bool, error) {
-	deadline := time.Now().Add(opts.StepDeadline)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		quiet := w.since()
-		if quiet >= opts.Quiet && cond() {
-			return true, nil
-		}
-		if quiet >= opts.Settle || time.Now().After(deadline) {
-			return false, nil
-		}
-		select {
-		case <-ctx.Done():
-			return false, context.Cause(ctx)
-		case <-tick.C:
-		}
-	}
+	return w.quiet.wait(ctx, opts.Quiet, opts.Settle, opts.StepDeadline, cond)
 }
 
 func (w *workloadWatcher) get(inf, name string) any {

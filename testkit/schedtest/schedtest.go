@@ -31,6 +31,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/wtrace/wtrace/testkit/kubelettest"
 )
 
 // UserAgent is the scenario client's User-Agent: kubectl's, as the
@@ -40,13 +42,9 @@ const UserAgent = "kubectl/v1.33.13 (linux/amd64) kubernetes/$Format"
 // Namespace is the scenario's namespace.
 const Namespace = "sched-scenario"
 
-// Node is a Node of the scenario: its name and what it can hold.
-type Node struct {
-	Name        string
-	MilliCPU    int64
-	MemoryMiB   int64
-	PodCapacity int64 // default 110, as a kubelet's
-}
+// Node is a Node of the scenario: its name and what it can hold,
+// registered as a kubelet does (kubelettest.Register).
+type Node = kubelettest.Node
 
 // Pod is a Pod of the scenario: its name and its one container's
 // requests.
@@ -148,7 +146,7 @@ func Play(ctx context.Context, cfg *rest.Config, opts Options) ([]Binding, error
 		return nil, fmt.Errorf("schedtest: create serviceaccount: %w", err)
 	}
 	for _, n := range opts.Nodes {
-		if err := registerNode(ctx, cs, n); err != nil {
+		if err := kubelettest.Register(ctx, cs, n); err != nil {
 			return nil, err
 		}
 	}
@@ -186,48 +184,4 @@ func Play(ctx context.Context, cfg *rest.Config, opts Options) ([]Binding, error
 		return out, ctx.Err()
 	}
 	return out, nil
-}
-
-// registerNode creates Node n and writes its status as a kubelet does
-// when it registers: capacity, allocatable, Ready.
-func registerNode(ctx context.Context, cs *kubernetes.Clientset, n Node) error {
-	pods := n.PodCapacity
-	if pods == 0 {
-		pods = 110
-	}
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: map[string]string{
-		"kubernetes.io/hostname": n.Name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}}}
-	created, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{FieldManager: "kubectl-create"})
-	if err != nil {
-		return fmt.Errorf("schedtest: create node %s: %w", n.Name, err)
-	}
-	res := corev1.ResourceList{
-		corev1.ResourceCPU:    *resource.NewMilliQuantity(n.MilliCPU, resource.DecimalSI),
-		corev1.ResourceMemory: *resource.NewQuantity(n.MemoryMiB<<20, resource.BinarySI),
-		corev1.ResourcePods:   *resource.NewQuantity(pods, resource.DecimalSI),
-	}
-	now := metav1.NewTime(time.Now().Truncate(time.Second))
-	created.Status = corev1.NodeStatus{Capacity: res, Allocatable: res, Phase: corev1.NodeRunning,
-		Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
-			Message: "kubelet is posting ready status", LastHeartbeatTime: now, LastTransitionTime: now}}}
-	ready, err := cs.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
-	if err != nil {
-		return fmt.Errorf("schedtest: node %s status: %w", n.Name, err)
-	}
-	// The apiserver's TaintNodesByCondition admission taints a new Node
-	// not-ready; the node lifecycle controller takes the taint off once
-	// the Node is Ready (no kube-controller-manager runs here).
-	var taints []corev1.Taint
-	for _, t := range ready.Spec.Taints {
-		if t.Key != corev1.TaintNodeNotReady {
-			taints = append(taints, t)
-		}
-	}
-	if len(taints) != len(ready.Spec.Taints) {
-		ready.Spec.Taints = taints
-		if _, err := cs.CoreV1().Nodes().Update(ctx, ready, metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("schedtest: node %s taints: %w", n.Name, err)
-		}
-	}
-	return nil
 }
