@@ -15,7 +15,8 @@ import (
 )
 
 // Shutdown stops the server gracefully, as kube-apiserver does on
-// SIGTERM: /readyz fails at once (its shutdown check), the listener
+// SIGTERM: /readyz fails at once (its shutdown check), the server goes on
+// serving for Options.ShutdownDelay (new clients too), then the listener
 // closes, HTTP/2 connections get a GOAWAY, and every open stream ends
 // cleanly where it is — a watch over HTTP/1.1 with its terminating chunk,
 // over HTTP/2 with END_STREAM — so that informers re-watch, elsewhere
@@ -33,6 +34,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	srv := s.srv
 	s.mu.Unlock()
 	s.ops.draining.Store(true)
+	s.delayShutdown(ctx)
 	var shut chan error
 	if srv != nil {
 		// Stops accepting, closes idle connections, sends GOAWAY on HTTP/2
@@ -64,6 +66,20 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.Close()
 	return err
+}
+
+// delayShutdown waits Options.ShutdownDelay (or until ctx is done) while
+// the server serves on with /readyz failing.
+func (s *Server) delayShutdown(ctx context.Context) {
+	if s.opts.ShutdownDelay <= 0 {
+		return
+	}
+	t := time.NewTimer(s.opts.ShutdownDelay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // PreloadOptions configure Preload. The zero value serves plain HTTP and

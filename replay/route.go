@@ -465,6 +465,9 @@ func (s *Server) routeOther(r *http.Request, q tape.Query) route {
 		}
 	}
 	if read && strings.HasPrefix(q.Path, "/openapi/") {
+		if doc, ok := openapi.DocProtobuf(); ok && q.Path == "/openapi/v2" && strings.Contains(q.Accept, openapi.V2Protobuf) {
+			return openAPIProtobufRoute(doc)
+		}
 		if doc, ok := openapi.Doc(q.Path); ok {
 			return openAPIRoute(doc, q.Accept)
 		}
@@ -490,6 +493,19 @@ func openAPIRoute(doc []byte, accept string) route {
 	return route{how: howOpenAPI, status: http.StatusOK, serve: func(st *streamer, r *http.Request) {
 		h := st.w.Header()
 		h.Set("Content-Type", "application/json")
+		h.Set("Content-Length", strconv.Itoa(len(doc)))
+		st.w.WriteHeader(http.StatusOK)
+		if r.Method != http.MethodHead {
+			st.send(doc)
+		}
+	}}
+}
+
+// openAPIProtobufRoute answers with the v2 document in protobuf.
+func openAPIProtobufRoute(doc []byte) route {
+	return route{how: howOpenAPI, status: http.StatusOK, serve: func(st *streamer, r *http.Request) {
+		h := st.w.Header()
+		h.Set("Content-Type", openapi.V2ProtobufType)
 		h.Set("Content-Length", strconv.Itoa(len(doc)))
 		st.w.WriteHeader(http.StatusOK)
 		if r.Method != http.MethodHead {

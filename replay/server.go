@@ -129,6 +129,13 @@ type Options struct {
 	// registry share them) and serves at /metrics. nil (the zero value)
 	// means no metrics, and /metrics is a path like any other.
 	Metrics *prometheus.Registry
+	// ShutdownDelay is how long Shutdown goes on serving, with /readyz
+	// failing, before it closes the listener and ends the streams — as
+	// kube-apiserver's --shutdown-delay-duration: the time a load
+	// balancer (a Service's endpoints) takes to see the failed readiness
+	// and stop sending new clients, so that none is refused meanwhile. It
+	// counts in Shutdown's context. 0 (the zero value) means none.
+	ShutdownDelay time.Duration
 	// Listener, if set, is what Start and StartTLS serve on instead of
 	// listening on Listen (Preloader.Listener, to serve on the port that
 	// answered probes while the session loaded); Close closes it once

@@ -23,7 +23,7 @@ var sessionExts = []string{"wt"}
 
 // sessionArgs are the commands whose positional arguments are session
 // files.
-var sessionArgs = []string{"inspect", "events", "verify", "replay", "diff", "export", "merge", "slice", "report"}
+var sessionArgs = []string{"inspect", "events", "verify", "replay", "diff", "export", "merge", "slice", "report", "push"}
 
 // flagValues are the flags that take one of a fixed set of words, per
 // command ("" for every command that has the flag). A value list of a

@@ -190,10 +190,29 @@ func TestParseOthers(t *testing.T) {
 // TestEveryCommandParsed: every command of the root has a parse test
 // above (a new command gets one).
 func TestEveryCommandParsed(t *testing.T) {
-	tested := map[string]bool{"record": true, "replay": true, "export": true, "merge": true, "slice": true, "verify": true, "inspect": true, "events": true, "diff": true, "report": true, "version": true}
+	tested := map[string]bool{"record": true, "replay": true, "export": true, "merge": true, "slice": true, "verify": true, "inspect": true, "events": true, "diff": true, "report": true, "version": true, "push": true, "pull": true}
 	for _, c := range newRootCmd(streams{}).Commands() {
 		if !tested[c.Name()] && c.Name() != "help" && c.Name() != "completion" {
 			t.Errorf("command %s has no parse test", c.Name())
 		}
 	}
+}
+
+func TestParseArtifacts(t *testing.T) {
+	t.Run("push", func(t *testing.T) {
+		runParse(t, newPushCmd, []checkParse{
+			{args: []string{"s.wt", "127.0.0.1:5000/sessions/s:v1"}, want: map[string]any{"path": "s.wt", "ref": "127.0.0.1:5000/sessions/s:v1"}},
+			{args: []string{"s.wt", "oci://r.example/s:v1", "--plain-http", "--allow-unredacted"}, want: map[string]any{"plainHTTP": true, "allowUnredacted": true}},
+			{args: []string{"s.wt", "UPPER/case:x"}, usage: "could not parse reference"},
+			{args: []string{"s.wt"}, usage: "a session file and a registry reference"},
+		})
+	})
+	t.Run("pull", func(t *testing.T) {
+		runParse(t, newPullCmd, []checkParse{
+			{args: []string{"r.example/s:v1", "-o", "s.wt"}, want: map[string]any{"source": "r.example/s:v1", "out": "s.wt", "maxSize": "64GiB"}},
+			{args: []string{"https://x.example/s.wt", "-o", "s.wt", "--max-size", "1GiB"}, want: map[string]any{"maxSize": "1GiB"}},
+			{args: []string{"r.example/s:v1"}, usage: "-o is required"},
+			{args: []string{"r.example/s:v1", "-o", "s.wt", "--max-size", "lots"}, usage: "--max-size"},
+		})
+	})
 }

@@ -44,6 +44,7 @@ var layerOf = map[string]struct {
 	"capture/tlsdec":            {3, false, []string{modXcrypto}},
 	"capture/redact":            {3, false, []string{modProtobuf}},
 	"diff":                      {3, false, []string{modZstd}},
+	"artifact":                  {3, false, []string{modGGCR}},
 	"replay/internal/tape":      {3, false, nil},
 	"replay/internal/pace":      {3, false, nil},
 	"replay/internal/metrics":   {3, false, []string{modPrometheus}},
@@ -56,7 +57,7 @@ var layerOf = map[string]struct {
 	"capture/proxy":             {5, false, []string{modXnet, modK8sClientGo, modPrometheus}},
 	"report":                    {5, false, []string{modZstd}},
 	"replay/record":             {6, false, nil},
-	"cmd/wtrace":                {7, false, []string{modZstd, modCobra, modXterm, modK8sClientGo}},
+	"cmd/wtrace":                {7, false, []string{modZstd, modCobra, modXterm, modK8sClientGo, modGGCR}},
 	"testkit/pcaptest":          {0, true, []string{modGopacket}},
 	"testkit/k8stest":           {0, true, nil},
 	"apiserver/conformance":     {3, true, []string{modK8sAPI, modK8sAPIMachinery, modSigsYAML}},
@@ -74,7 +75,7 @@ var layerOf = map[string]struct {
 	"tools/mkopenapi":           {6, true, []string{modZstd, modK8sClientGo}},
 	"tools/mkcorpus":            {6, true, []string{modGopacket, modK8sAPIMachinery, modK8sClientGo}},
 	"tools/mkimage":             {6, true, []string{modGGCR}},
-	"tools/scaleout":            {6, true, []string{modPromModel, modPromCommon}},
+	"tools/scaleout":            {6, true, []string{modPromModel, modPromCommon, modKustomizeAPI, modKyaml}},
 	"deploy":                    {6, true, nil},
 }
 
@@ -91,6 +92,8 @@ const (
 	modK8sAPIMachinery   = "k8s.io/apimachinery"
 	modK8sClientGo       = "k8s.io/client-go"
 	modK8sUtils          = "k8s.io/utils"
+	modKustomizeAPI      = "sigs.k8s.io/kustomize/api"
+	modKyaml             = "sigs.k8s.io/kustomize/kyaml"
 	modProtobuf          = "google.golang.org/protobuf"
 	modPrometheus        = "github.com/prometheus/client_golang"
 	modPromModel         = "github.com/prometheus/client_model"

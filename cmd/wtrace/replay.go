@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wtrace/wtrace/apiserver/world"
+	"github.com/wtrace/wtrace/artifact"
 	"github.com/wtrace/wtrace/edit"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/internal/healthz"
@@ -44,6 +45,7 @@ type replayOptions struct {
 	from, to      string
 	logFormat     string
 	shutdownGrace time.Duration
+	shutdownDelay time.Duration
 	metrics       bool
 	pace          string
 	quietWindow   time.Duration
@@ -51,12 +53,13 @@ type replayOptions struct {
 	exitWhenDone  bool
 	acceptHosts   string
 	rejectPaths   string
+	plainHTTP     bool
 }
 
 func newReplayCmd(s streams, runF func(*replayOptions) error) *cobra.Command {
 	o := &replayOptions{s: s}
 	c := &cobra.Command{
-		Use:   "replay SESSION.wt",
+		Use:   "replay SESSION.wt|oci://REF|https://URL",
 		Short: "Serve a recorded session to real clients with the original timing",
 		Long: `Replay serves a session in one of two ways (--writes):
 
@@ -107,6 +110,13 @@ Accept header asks for (JSON, protobuf, Table for kubectl, metadata-only); the
 log says how each request was answered (how=recorded, synth-…) and what was
 transcoded (transcoded=…).
 
+The session is a file, an OCI artifact in a registry (oci://REF, as 'wtrace
+push' or 'oras push' put it there; credentials from the Docker
+configuration, $DOCKER_CONFIG) or a file at a URL (https://URL, #sha256=HEX
+to check it): a remote one is fetched into a temporary file first (TMPDIR,
+removed at the end), checked against its digest, while the port already
+answers /livez (and /readyz: not ready).
+
 --from starts the replay at a point of the session (a duration after its
 start, 42m, or an RFC 3339 time) without waiting for it: clients get the world
 as it was then — what 'wtrace slice --from' writes, a LIST synthesized at the
@@ -136,8 +146,11 @@ resource, code and how they were answered, events and bytes sent, event
 lateness, writes applied, sessions loaded; Go and process metrics) unless
 --metrics=false.
 
-SIGTERM or Ctrl-C stops the server gracefully: it stops accepting, /readyz
-fails, every open watch ends cleanly (its terminating chunk; over HTTP/2
+SIGTERM or Ctrl-C stops the server gracefully: /readyz fails at once (500,
+the shutdown check), the server goes on serving for --shutdown-delay (0; in a
+Deployment, longer than the readiness probe's period, so that the Service
+stops sending new clients before the port closes: none is refused), then it
+stops accepting, every open watch ends cleanly (its terminating chunk; over HTTP/2
 END_STREAM after a GOAWAY) so that informers re-watch elsewhere, --out is
 flushed and closed, and wtrace exits 0 — within --shutdown-grace, after which
 what is left is cut. A second signal exits at once (status 1).`,
@@ -171,6 +184,9 @@ what is left is cut. A second signal exits at once (status 1).`,
   # a capture of many clients: the one whose user agent names my-operator
   # is under test, the others are its environment
   wtrace replay capture.wt --client 'user-agent=my-operator' --out run.wt
+
+  # a session pushed to a registry (wtrace push), fetched at start
+  wtrace replay oci://ghcr.io/me/sessions/controller:v1 --writes reject
 
   # the recording as a tape, read-only, for many informers
   wtrace replay session.wt --writes reject --speed 10`,
@@ -208,6 +224,9 @@ what is left is cut. A second signal exits at once (status 1).`,
 			if o.shutdownGrace < 0 {
 				return usage("--shutdown-grace %v: must be 0 or more", o.shutdownGrace)
 			}
+			if o.shutdownDelay < 0 {
+				return usage("--shutdown-delay %v: must be 0 or more", o.shutdownDelay)
+			}
 			if _, err := hostfilter.New(hostfilter.Split(o.acceptHosts), hostfilter.Split(o.rejectPaths)); err != nil {
 				return usage("%v", strings.TrimPrefix(err.Error(), "hostfilter: "))
 			}
@@ -237,6 +256,7 @@ what is left is cut. A second signal exits at once (status 1).`,
 	f.BoolVar(&o.keepSecrets, "keep-secrets", false, "with --out: store Secret objects' values as served (credentials in headers are never stored)")
 	f.StringVar(&o.logFormat, "log-format", "text", "log `format` on stderr: text (short lines) or json (one object a line, log/slog)")
 	f.DurationVar(&o.shutdownGrace, "shutdown-grace", 20*time.Second, "on SIGTERM, how long open watches and requests get to end cleanly (`duration`) before they are cut")
+	f.DurationVar(&o.shutdownDelay, "shutdown-delay", 0, "on SIGTERM, serve on this long (`duration`) with /readyz failing before the listener closes, so that a load balancer stops sending new clients first (kube-apiserver's --shutdown-delay-duration)")
 	f.BoolVar(&o.metrics, "metrics", true, "serve Prometheus metrics at /metrics")
 	f.StringVar(&o.acceptHosts, "accept-hosts", hostfilter.DefaultAcceptHosts, "serve only requests to these hosts: comma-separated `regexps`, as kubectl proxy's (the Host without its port)")
 	f.StringVar(&o.rejectPaths, "reject-paths", hostfilter.DefaultRejectPaths, "refuse these paths: comma-separated `regexps`, as kubectl proxy's ('' refuses none)")
@@ -244,6 +264,7 @@ what is left is cut. A second signal exits at once (status 1).`,
 	f.DurationVar(&o.quietWindow, "quiet-window", replay.DefaultQuietWindow, "with --pace quiet (and --exit-when-done): how long the clients must be quiet, a `duration`")
 	f.StringArrayVar(&o.clients, "client", nil, "the client under test in the recording: `selector` user-agent=REGEXP, addr=IP[:PORT], both (comma), all or none; repeatable (default: every client of a proxy recording, none of a capture)")
 	f.BoolVar(&o.exitWhenDone, "exit-when-done", false, "exit (0) once the environment was played and the clients were then quiet for --quiet-window")
+	f.BoolVar(&o.plainHTTP, "plain-http", false, "oci:// sessions: speak plain HTTP to the registry (loopback and private addresses do anyway)")
 	return c
 }
 
@@ -265,7 +286,7 @@ func runReplay(o *replayOptions) error {
 		}
 	}
 	return interruptible(func() {
-		tell("\nStopping: ending open watches cleanly (Ctrl-C again to exit at once)", "replay: stopping: ending open watches cleanly; a second signal exits at once", "grace", o.shutdownGrace.String())
+		tell("\nStopping: ending open watches cleanly (Ctrl-C again to exit at once)", "replay: stopping: ending open watches cleanly; a second signal exits at once", "grace", o.shutdownGrace.String(), "delay", o.shutdownDelay.String())
 	}, func() { tell("Aborted.", "replay: aborted") },
 		func(stopping context.Context) error { return serveReplay(stopping, o, log, tell) })
 }
@@ -275,12 +296,6 @@ func runReplay(o *replayOptions) error {
 // within --shutdown-grace.
 func serveReplay(stopping context.Context, o *replayOptions, log *slog.Logger, tell func(text, msg string, args ...any)) (err error) {
 	s, sessionPath := o.s, o.path
-	f, err := openSession(sessionPath)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-
 	opts := replay.Options{
 		Speed:        o.speed,
 		Loop:         o.loop,
@@ -296,6 +311,8 @@ func serveReplay(stopping context.Context, o *replayOptions, log *slog.Logger, t
 		QuietWindow:  o.quietWindow,
 		AcceptHosts:  hostfilter.Split(o.acceptHosts),
 		RejectPaths:  hostfilter.Split(o.rejectPaths),
+
+		ShutdownDelay: o.shutdownDelay,
 	}
 	if opts.Clients, opts.NoClients, err = world.ParseClients(o.clients); err != nil {
 		return &usageError{err}
@@ -326,6 +343,22 @@ func serveReplay(stopping context.Context, o *replayOptions, log *slog.Logger, t
 		}
 	}()
 
+	// A session in a registry or at a URL is fetched first (while the
+	// port answers that it is loading), into a temporary file.
+	if artifact.IsRemote(sessionPath) {
+		local, cleanup, err := fetchSession(stopping, sessionPath, o.plainHTTP, log, tell)
+		if err != nil {
+			return err
+		}
+		defer cleanup()
+		sessionPath = local
+	}
+	f, err := openSession(sessionPath)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+
 	if o.from != "" || o.to != "" {
 		from, to, err := sliceWindow(f.Index(), o.from, o.to)
 		if err != nil {
@@ -345,7 +378,7 @@ func serveReplay(stopping context.Context, o *replayOptions, log *slog.Logger, t
 	var rec *record.Recorder
 	if o.out != "" {
 		rec, err = record.New(record.Options{Output: sessionOutput(s, o.out, formats.WriterOptions{}, sessionPath), Tool: "wtrace " + toolVersion(),
-			KeepSecrets: o.keepSecrets, Description: "replay of " + filepath.Base(sessionPath), Labels: runLabels(sessionPath, o)})
+			KeepSecrets: o.keepSecrets, Description: "replay of " + filepath.Base(o.path), Labels: runLabels(o.path, o)})
 		if err != nil {
 			return outputError(err, "--out")
 		}
@@ -398,7 +431,7 @@ func serveReplay(stopping context.Context, o *replayOptions, log *slog.Logger, t
 			return withHint(fmt.Errorf("writing --kubeconfig-out: %w", err), "check that the directory exists and is writable")
 		}
 	}
-	banner := replay.BannerOptions{Session: sessionPath, Out: o.out, Kubeconfig: o.kubeconfigOut}
+	banner := replay.BannerOptions{Session: o.path, Out: o.out, Kubeconfig: o.kubeconfigOut}
 	if o.logFormat == "json" {
 		srv.LogBanner(log, banner)
 	} else {
@@ -417,7 +450,7 @@ func serveReplay(stopping context.Context, o *replayOptions, log *slog.Logger, t
 	} else {
 		<-stopping.Done()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), o.shutdownGrace)
+	ctx, cancel := context.WithTimeout(context.Background(), o.shutdownDelay+o.shutdownGrace)
 	defer cancel()
 	start := time.Now()
 	if err := srv.Shutdown(ctx); err != nil {

@@ -101,6 +101,8 @@ back to real clients with the original timing.`,
 		newSliceCmd(s, nil),
 		newReportCmd(s, nil),
 		newVersionCmd(s, nil),
+		newPushCmd(s, nil),
+		newPullCmd(s, nil),
 	)
 	// --version without a short flag: -v is --verbose where a command has
 	// one (replay), one meaning per short flag.

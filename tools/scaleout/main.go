@@ -17,12 +17,21 @@
 // rotate through the replica counts so that a change of the machine's
 // load falls on all of them. It needs haproxy in PATH (apt-get install
 // haproxy) and builds wtrace unless -wtrace names a binary.
+//
+// The replicas run as deployed: with the arguments of the replay
+// container of the Deployment wtrace-replay that -manifests (deploy/)
+// builds (kustomize), the session and --listen apart — so the watchers
+// send the Host a client in the cluster sends (the Service's name,
+// wtrace-replay) and the replicas accept it as the manifests make them.
+// It exits 1 when any watcher failed or missed an event (after printing
+// the table): a run that measured nothing is not a measurement.
 package main
 
 import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -49,12 +58,33 @@ func main() {
 	gap := flag.Duration("gap", 200*time.Millisecond, "time between two events of the timeline")
 	rounds := flag.Int("rounds", 1, "rounds over the replica counts")
 	bin := flag.String("wtrace", "", "the wtrace `binary` (default: built from this repository)")
+	manifests := flag.String("manifests", "deploy", "the kustomization `dir` whose Deployment wtrace-replay gives the replicas' arguments")
 	flag.Parse()
-	if err := run(*replicas, *watchers, *duration, *gap, *rounds, *bin); err != nil {
+	args, err := replicaArgs(*manifests)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "scaleout:", err)
+		os.Exit(1)
+	}
+	if err := run(os.Stdout, config{replicas: *replicas, watchers: *watchers, duration: *duration, gap: *gap, rounds: *rounds, bin: *bin, args: args}); err != nil {
 		fmt.Fprintln(os.Stderr, "scaleout:", err)
 		os.Exit(1)
 	}
 }
+
+// config is one invocation: the flags, and the replicas' arguments.
+type config struct {
+	replicas, watchers string
+	duration, gap      time.Duration
+	rounds             int
+	bin                string
+	// args are the arguments of `wtrace replay` after the session, as
+	// deployed (replicaArgs); --listen is the tool's.
+	args []string
+}
+
+// serviceHost is the Host of a client that names the replicas' Service
+// (deploy/replay/service.yaml) on its port.
+const serviceHost = "wtrace-replay:8080"
 
 const watchTarget = "/api/v1/namespaces/steady/configmaps?allowWatchBookmarks=true&resourceVersion=1000&timeoutSeconds=3600&watch=true"
 
@@ -70,12 +100,16 @@ func ints(list string) ([]int, error) {
 	return out, nil
 }
 
-func run(replicaList, watcherList string, duration, gap time.Duration, rounds int, bin string) error {
-	ns, err := ints(replicaList)
+// errWatchers: a run in which a watcher failed or missed events.
+var errWatchers = errors.New("watchers failed")
+
+func run(w io.Writer, cfg config) error {
+	duration, gap, bin := cfg.duration, cfg.gap, cfg.bin
+	ns, err := ints(cfg.replicas)
 	if err != nil {
 		return err
 	}
-	ms, err := ints(watcherList)
+	ms, err := ints(cfg.watchers)
 	if err != nil {
 		return err
 	}
@@ -94,7 +128,7 @@ func run(replicaList, watcherList string, duration, gap time.Duration, rounds in
 	defer os.RemoveAll(dir)
 	if bin == "" {
 		bin = filepath.Join(dir, "wtrace")
-		cmd := exec.Command("go", "build", "-o", bin, "./cmd/wtrace")
+		cmd := exec.Command("go", "build", "-o", bin, "github.com/wtrace/wtrace/cmd/wtrace")
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {
 			return fmt.Errorf("building wtrace: %w", err)
@@ -106,20 +140,24 @@ func run(replicaList, watcherList string, duration, gap time.Duration, rounds in
 	}
 	events := int(duration / gap)
 	steadyGap = gap
-	fmt.Printf("steady timeline: %d events of 1 KiB, one every %v; speed 1, --writes reject; open files %d\n", events, gap, rl.Cur)
-	for r := 0; r < rounds; r++ {
+	fmt.Fprintf(w, "steady timeline: %d events of 1 KiB, one every %v; replicas: wtrace replay SESSION %s; open files %d\n", events, gap, strings.Join(cfg.args, " "), rl.Cur)
+	var failed []error
+	for r := 0; r < cfg.rounds; r++ {
 		for _, m := range ms {
 			for i := range ns {
 				n := ns[(i+r)%len(ns)] // rotate the order between rounds
-				res, err := measure(dir, bin, session, n, m, events)
+				res, err := measure(dir, bin, session, cfg.args, n, m, events)
 				if err != nil {
 					return fmt.Errorf("%d replicas, %d watchers: %w", n, m, err)
 				}
-				res.print(os.Stdout)
+				res.print(w)
+				if err := res.check(); err != nil {
+					failed = append(failed, fmt.Errorf("%d replicas, %d watchers: %w", n, m, err))
+				}
 			}
 		}
 	}
-	return nil
+	return errors.Join(failed...)
 }
 
 // steadySession writes pcaptest.SteadyWatch as a pcap and records it.
@@ -144,8 +182,8 @@ type replica struct {
 	cpu0 float64
 }
 
-func startReplica(bin, session string) (*replica, error) {
-	cmd := exec.Command(bin, "replay", session, "--listen", "127.0.0.1:0", "--speed", "1", "--writes", "reject", "--log-format", "json")
+func startReplica(bin, session string, args []string) (*replica, error) {
+	cmd := exec.Command(bin, append([]string{"replay", session, "--listen", "127.0.0.1:0"}, args...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return nil, err
@@ -230,7 +268,19 @@ type result struct {
 	clientP50, clientP99       float64
 	haproxyCPU                 float64
 	failed                     int
+	firstFailure               error
 	wall                       time.Duration
+}
+
+// check fails a run in which a watcher failed or an event was missed.
+func (r *result) check() error {
+	switch want := r.watchers * r.events; {
+	case r.failed > 0:
+		return fmt.Errorf("%w: %d of %d (the first: %v)", errWatchers, r.failed, r.watchers, r.firstFailure)
+	case r.clientEvents != want:
+		return fmt.Errorf("%w: the watchers received %d events; want %d", errWatchers, r.clientEvents, want)
+	}
+	return nil
 }
 
 type replicaResult struct {
@@ -240,17 +290,20 @@ type replicaResult struct {
 	watchers float64
 }
 
-func measure(dir, bin, session string, n, m, events int) (*result, error) {
+func measure(dir, bin, session string, args []string, n, m, events int) (*result, error) {
 	res := &result{replicas: n, watchers: m, events: events}
 	var reps []*replica
 	defer func() {
+		var wg sync.WaitGroup
 		for _, r := range reps {
-			r.stop()
+			wg.Add(1)
+			go func() { defer wg.Done(); r.stop() }()
 		}
+		wg.Wait()
 	}()
 	var addrs []string
 	for range n {
-		r, err := startReplica(bin, session)
+		r, err := startReplica(bin, session, args)
 		if err != nil {
 			return nil, err
 		}
@@ -312,7 +365,12 @@ func measure(dir, bin, session string, n, m, events int) (*result, error) {
 	wg.Wait()
 	res.wall = time.Since(start)
 	res.haproxyCPU = cpuSeconds(hp.Process.Pid) - hp0
-	failed.Range(func(_, _ any) bool { res.failed++; return true })
+	failed.Range(func(_, v any) bool {
+		if res.failed++; res.firstFailure == nil {
+			res.firstFailure = v.(error)
+		}
+		return true
+	})
 	var all []float64
 	for _, l := range lat {
 		all = append(all, l...)
@@ -358,7 +416,7 @@ func watch(addr string, offset func(int) time.Duration) ([]float64, error) {
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(10 * time.Minute))
-	if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: wtrace-replay\r\n\r\n", watchTarget); err != nil {
+	if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", watchTarget, serviceHost); err != nil {
 		return nil, err
 	}
 	resp, err := http.ReadResponse(bufio.NewReaderSize(c, 4096), nil)
@@ -370,7 +428,8 @@ func watch(addr string, offset func(int) time.Duration) ([]float64, error) {
 	// through the load balancer.
 	start := time.Now()
 	if resp.StatusCode != 200 {
-		return nil, fmt.Errorf("%s", resp.Status)
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return nil, fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(b))
 	}
 	br := bufio.NewReaderSize(resp.Body, 4096)
 	var out []float64
