@@ -213,6 +213,9 @@ func (a *Answerer) routeOther(r *http.Request, q tape.Query) *stream.Answer {
 		}
 	}
 	if read && strings.HasPrefix(q.Path, "/openapi/") {
+		if doc, ok := openapi.DocProtobuf(); ok && q.Path == "/openapi/v2" && strings.Contains(q.Accept, openapi.V2Protobuf) {
+			return openAPIProtobufRoute(doc)
+		}
 		if doc, ok := openapi.Doc(q.Path); ok {
 			return openAPIRoute(doc, q.Accept)
 		}
@@ -238,6 +241,19 @@ func openAPIRoute(doc []byte, accept string) *stream.Answer {
 	return &stream.Answer{How: HowOpenAPI, Status: http.StatusOK, Serve: func(st *stream.Stream, r *http.Request) {
 		h := st.Header()
 		h.Set("Content-Type", "application/json")
+		h.Set("Content-Length", strconv.Itoa(len(doc)))
+		st.WriteHeader(http.StatusOK)
+		if r.Method != http.MethodHead {
+			st.Send(doc)
+		}
+	}}
+}
+
+// openAPIProtobufRoute answers with the v2 document in protobuf.
+func openAPIProtobufRoute(doc []byte) *stream.Answer {
+	return &stream.Answer{How: HowOpenAPI, Status: http.StatusOK, Serve: func(st *stream.Stream, r *http.Request) {
+		h := st.Header()
+		h.Set("Content-Type", openapi.V2ProtobufType)
 		h.Set("Content-Length", strconv.Itoa(len(doc)))
 		st.WriteHeader(http.StatusOK)
 		if r.Method != http.MethodHead {
