@@ -103,7 +103,12 @@
 // Options.Live loads the session as the environment of a run of clients
 // under test: what those clients did is left out, the rest held back and
 // applied change by change (ApplyNext), objects they created paired with
-// the run's — see Environment and the doc of env.go and live.go.
+// the run's (by resource, namespace, generateName, owners, and what
+// identifies them: package internal/ident) — see Environment and the doc
+// of env.go and live.go. WritesBehind says how far the run's clients are
+// in the writes the recording shows before the next change, Awaits
+// whether the next change waits for an object they have not created yet
+// (follow.go): what a replay paced by quiet waits for.
 //
 // # Compaction
 //
