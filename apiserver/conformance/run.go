@@ -2,12 +2,12 @@ package conformance
 
 import (
 	"bytes"
-	"encoding/json"
-	"os"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
