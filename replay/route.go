@@ -27,7 +27,7 @@ import (
 // watcher holds little more than its own state. That goroutine still
 // counts as a handler for Close.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if s.serveOps(w, r) {
+	if s.serveOps(w, r) || s.serveControl(w, r) {
 		return
 	}
 	if !s.enter() {

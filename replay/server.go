@@ -129,6 +129,11 @@ type Options struct {
 	// registry share them) and serves at /metrics. nil (the zero value)
 	// means no metrics, and /metrics is a path like any other.
 	Metrics *prometheus.Registry
+	// Control, if set, serves the control endpoint at /wtrace/v1/ (see
+	// Control and docs/CONTROL.md): what a test in another process, in
+	// any language, drives the replay with. nil (the zero value) serves
+	// none: /wtrace/ paths are then a client's like any other.
+	Control *Control
 	// ShutdownDelay is how long Shutdown goes on serving, with /readyz
 	// failing, before it closes the listener and ends the streams — as
 	// kube-apiserver's --shutdown-delay-duration: the time a load
@@ -177,6 +182,7 @@ type Server struct {
 	URL string
 
 	opts         Options
+	ctl          *control // the control endpoint (control.go); nil without Options.Control
 	file         *formats.File
 	ownFile      bool
 	log          *slog.Logger
@@ -243,6 +249,9 @@ func New(f *formats.File, opts Options) (*Server, error) {
 	s := &Server{opts: opts, file: f, speed: opts.Speed, writes: writes, owned: map[*ownConn]struct{}{}}
 	if s.filter, err = newGuard(opts); err != nil {
 		return nil, fmt.Errorf("replay: %w", err)
+	}
+	if opts.Control != nil {
+		s.ctl = &control{s: s, c: *opts.Control}
 	}
 	s.maxRequests = opts.MaxRequests
 	if s.maxRequests == 0 {
