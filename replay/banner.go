@@ -1,16 +1,13 @@
 package replay
 
 import (
-	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"strings"
 	"time"
 
 	"github.com/wtrace/wtrace/export"
-	"github.com/wtrace/wtrace/internal/selfsigned"
 )
 
 // BannerOptions is what WriteBanner says beyond what the Server knows.
@@ -116,43 +113,4 @@ func (s *Server) LogBanner(log *slog.Logger, b BannerOptions) {
 	if env := s.Environment(); env != nil {
 		log.Info("replay: world", "changes", env.Changes, "clients", env.Clients, "expected-writes", env.Writes)
 	}
-}
-
-// WriteText writes the one-line summary and a line for each dropped
-// change, for a person.
-func (r *EnvironmentReport) WriteText(w io.Writer) {
-	fmt.Fprintf(w, "%s.\n", r)
-	for _, d := range r.Dropped {
-		fmt.Fprintf(w, "  dropped: %s %s %s (recorded at rv %s): %s\n", d.Type, d.Resource.Resource, d.Change.Key, d.Change.RV, d.Reason)
-	}
-}
-
-// Log is WriteText for a structured log.
-func (r *EnvironmentReport) Log(log *slog.Logger) {
-	log.Info("replay: environment", "summary", r.String(), "dropped", len(r.Dropped))
-	for _, d := range r.Dropped {
-		log.Info("replay: dropped", "type", d.Type, "resource", d.Resource.Resource, "key", d.Change.Key, "rv", d.Change.RV, "reason", d.Reason)
-	}
-}
-
-// Certificate is the certificate a Server started with StartTLS serves:
-// the PEM pair in certFile and keyFile, or with generate a self-signed one
-// for the host of listen (host:port) — nil when neither is asked for.
-func Certificate(certFile, keyFile string, generate bool, listen string) (*tls.Certificate, error) {
-	switch {
-	case certFile != "":
-		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-		if err != nil {
-			return nil, fmt.Errorf("loading the certificate %s and key %s: %w", certFile, keyFile, err)
-		}
-		return &cert, nil
-	case generate:
-		host, _, _ := net.SplitHostPort(listen)
-		cert, _, err := selfsigned.New("wtrace replay", host, time.Now())
-		if err != nil {
-			return nil, err
-		}
-		return &cert, nil
-	}
-	return nil, nil
 }

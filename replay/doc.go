@@ -378,33 +378,32 @@
 //
 // # Code
 //
-// The package is the server and its routes; three jobs live in packages
-// of their own under replay/internal, each with its contract in its
-// package comment:
+// The package is the front door: the Server (options.go, server.go: New
+// and Open; lifecycle.go: Start, Close, Shutdown; preload.go: the
+// listener that answers while a session loads; health.go, guard.go: its
+// own endpoints and its Host and path filter; banner.go, cert.go), the
+// request log and Out (out.go, reqlog.go), and handler.go, where
+// ServeHTTP reads a request, asks an answerer for its answer and hands
+// it to a stream. A request walks down from there, never back:
 //
-//   - tape: how a recorded answer is chosen and read — the matcher (the
-//     index of recorded requests by key, the cursors, the Accept
-//     preference), resume points, each exchange's body as timed writes
-//     (plans, cached, or streamed from the file), what damage lost.
-//   - pace: how streams wait and are written — the clock (real or fake)
-//     and the scheduler of parked streams (a heap by due time, writev
-//     batches, the sweep for clients that left).
-//   - discovery: the synthesized discovery documents; metrics: the
+//   - fromtape: the tape's answers — which recorded exchange answers a
+//     request, resumed watches, streaming lists and lists synthesized
+//     from each other, recorded answers rewritten for the world's point
+//     or transcoded (flows), 410s, discovery, OpenAPI, damage.
+//   - fromworld: the world's answers — the world's watches (parked,
+//     woken by its changes), the reads and writes of a Live world, the
+//     environment's driver and the clients' activity, 403 for a
+//     read-only replay's writes. The tape asks it for what the recording
+//     lacks; a Live world's replay asks it first.
+//   - stream: how one answer is written with its timing — taking an
+//     HTTP/1.1 connection over, sending, the one batching loop (Play
+//     over a Feed), waiting and parking, the end; the Hub the streams
+//     share.
+//   - tape: how recorded answers are chosen and read — the matcher,
+//     resume points, each exchange's body as timed writes, what damage
+//     lost. pace: the clock and the scheduler of parked streams.
+//     discovery: the synthesized discovery documents. metrics: the
 //     Prometheus metrics.
 //
-// Here: server.go is the Server's life: options, New/Open, Start, Close
-// (lifecycle.go: Shutdown; health.go: health endpoints). route.go decides
-// how a request is answered (ServeHTTP: which recorded exchange, or which
-// synthesized answer), with synth.go (streaming lists, lists from
-// watches, continued watches, 410s), writes.go (the modes, writes
-// matched with recorded ones, 403s) and env.go (the environment a world
-// replay applies). recording.go derives what the answers need from the
-// recorded exchanges (timed writes, bodies, lists; cached). serve.go
-// writes the chosen answer with its timing (the streamer), through
-// conn.go (a hijacked HTTP/1.1 connection writing its own chunks) and
-// sched.go (the streamer as the scheduler's stream); flow.go serves with
-// the world: recorded streams whose resourceVersions move its point,
-// rewritten, transcoded or joined by the clients' writes, the world's own
-// watches (worldwatch.go: parked, woken by its changes), recorded bodies
-// transcoded. out.go is the request log and Out.
+// Each has its contract in its package comment.
 package replay

@@ -44,7 +44,7 @@ func TestFloorServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	var x *tape.Exchange
-	for _, r := range srv.m.All {
+	for _, r := range srv.tape.Exchanges() {
 		if r.Format != 0 {
 			x = r
 		}
@@ -52,8 +52,8 @@ func TestFloorServer(t *testing.T) {
 	if x == nil {
 		t.Fatal("the session holds no watch")
 	}
-	head := srv.rec.headOf(x, responseStatus(x.Info.Response.Status)).raw
-	src, err := srv.rec.openSource(x)
+	head := srv.tape.Head(x).Raw()
+	src, err := srv.tape.Source(x)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +192,7 @@ func floorLoop(chunks []floorChunk, add <-chan *floorWatcher) {
 		for len(h) > 0 && !h[0].due.After(now) {
 			w := h[0]
 			ch := &chunks[w.next]
-			bufs = append(bufs[:0], ch.size, ch.data, crlf)
+			bufs = append(bufs[:0], ch.size, ch.data, []byte("\r\n"))
 			if _, err := bufs.WriteTo(w.c); err != nil || w.next+1 == len(chunks) {
 				w.c.Close()
 				heap.Pop(&h)

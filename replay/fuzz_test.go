@@ -45,7 +45,7 @@ func FuzzRoute(f *testing.F) {
 			return
 		}
 		rt := srv.route(requestFor(method, target, ""), q, nil)
-		if rt.serve == nil || rt.how == "" || rt.status < 200 {
+		if rt.Serve == nil || rt.How == "" || rt.Status < 200 {
 			t.Fatalf("route(%q) = %+v", line, rt)
 		}
 	})

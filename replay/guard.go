@@ -1,8 +1,6 @@
 package replay
 
 import (
-	"net/http"
-
 	"github.com/wtrace/wtrace/internal/hostfilter"
 )
 
@@ -18,19 +16,6 @@ import (
 // session data lies behind them.
 
 // newGuard compiles Options.AcceptHosts and Options.RejectPaths.
-func newGuard(opts Options) (*hostfilter.Filter, error) {
-	return hostfilter.New(opts.AcceptHosts, opts.RejectPaths)
-}
-
-// guard puts the filter in front of h: a refused request gets 403
-// Forbidden, and a warning in the log saying why.
-func (s *Server) guard(h http.Handler) http.Handler {
-	filtered := s.filter.Wrap(h, s.log)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.ops != nil && s.ops.endpoints.Owns(r.URL.Path) {
-			h.ServeHTTP(w, r)
-			return
-		}
-		filtered.ServeHTTP(w, r)
-	})
+func newGuard(acceptHosts, rejectPaths []string) (*hostfilter.Filter, error) {
+	return hostfilter.New(acceptHosts, rejectPaths)
 }

@@ -3,15 +3,13 @@ package replay
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/wtrace/wtrace/internal/healthz"
+	"github.com/wtrace/wtrace/internal/selfsigned"
 )
 
 // Shutdown stops the server gracefully, as kube-apiserver does on
@@ -33,8 +31,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	srv := s.srv
 	s.mu.Unlock()
-	s.ops.draining.Store(true)
-	s.delayShutdown(ctx)
+	s.hub.Drain()
+	delayShutdown(ctx, s.opts.ShutdownDelay)
 	var shut chan error
 	if srv != nil {
 		// Stops accepting, closes idle connections, sends GOAWAY on HTTP/2
@@ -44,13 +42,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	// Every stream stops where it is, cleanly (endsClean).
 	s.cancel()
-	s.drainOwned()
-	for _, sc := range s.scs {
-		sc.Stop()
-	}
+	s.hub.Stop()
 	done := make(chan struct{})
 	go func() {
 		s.handlers.Wait()
+		s.hub.Wait()
+		s.world.Wait()
 		close(done)
 	}()
 	var err error
@@ -68,272 +65,135 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// delayShutdown waits Options.ShutdownDelay (or until ctx is done) while
-// the server serves on with /readyz failing.
-func (s *Server) delayShutdown(ctx context.Context) {
-	if s.opts.ShutdownDelay <= 0 {
+// Start listens on Options.Listen (default 127.0.0.1, a free port) and
+// serves HTTP (HTTP/1.1, and h2c is not offered) in the background. It sets
+// URL.
+func (s *Server) Start() error { return s.start(false) }
+
+// StartTLS is Start with HTTPS, offering HTTP/2 and HTTP/1.1 through ALPN,
+// with Options.Certificate or a generated self-signed one (see CertPEM and
+// Kubeconfig).
+func (s *Server) StartTLS() error { return s.start(true) }
+
+func (s *Server) start(useTLS bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started || s.closed {
+		return ErrStarted
+	}
+	addr := s.opts.Listen
+	if addr == "" {
+		addr = DefaultListen
+	}
+	ln := s.opts.Listener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", addr); err != nil {
+			return fmt.Errorf("replay: %w", err)
+		}
+	}
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       idleTimeout(s.opts.IdleTimeout),
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		ConnState: func(c net.Conn, st http.ConnState) {
+			s.met.ConnState(st)
+			switch st {
+			case http.StateNew:
+				s.conns.Add(1)
+			case http.StateClosed, http.StateHijacked:
+				s.conns.Done()
+			}
+		},
+	}
+	scheme := "http"
+	if useTLS {
+		cert := s.opts.Certificate
+		if cert == nil {
+			host, _, _ := net.SplitHostPort(addr)
+			c, pemBytes, err := selfsigned.New("wtrace replay", host, time.Now())
+			if err != nil {
+				ln.Close()
+				return err
+			}
+			cert, s.certPEM = &c, pemBytes
+		} else if len(cert.Certificate) > 0 {
+			s.certPEM = selfsigned.PEM(cert.Certificate[0])
+		}
+		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{*cert}, NextProtos: []string{"h2", "http/1.1"}}
+		ln = tls.NewListener(ln, srv.TLSConfig)
+		scheme = "https"
+		// http.Server configures HTTP/2 for TLS listeners it is handed
+		// through ServeTLS; with a ready TLS listener we enable it here.
+		srv.Protocols = new(http.Protocols)
+		srv.Protocols.SetHTTP1(true)
+		srv.Protocols.SetHTTP2(true)
+	}
+	s.srv = srv
+	s.started = true
+	s.serveDone = make(chan struct{})
+	s.URL = scheme + "://" + ln.Addr().String()
+	go func() {
+		defer close(s.serveDone)
+		_ = srv.Serve(ln)
+	}()
+	return nil
+}
+
+// idleTimeout is the http.Server IdleTimeout for Options.IdleTimeout d.
+func idleTimeout(d time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return DefaultIdleTimeout
+	case d < 0:
+		// http.Server falls back to ReadTimeout (unset: none).
+		return 0
+	}
+	return d
+}
+
+// Close stops the server: it stops listening, cancels every request in
+// flight (watches end at once, without their terminating chunk), closes
+// all connections, and returns once every handler goroutine has returned.
+// It closes the session file if Open opened it. Safe to call more than
+// once.
+func (s *Server) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
 		return
 	}
-	t := time.NewTimer(s.opts.ShutdownDelay)
+	s.closed = true
+	srv := s.srv
+	s.mu.Unlock()
+	if srv != nil {
+		_ = srv.Close() // first, so that cancelled streams cannot end cleanly
+	}
+	s.cancel()
+	s.hub.Stop()
+	if srv != nil {
+		<-s.serveDone
+		s.conns.Wait()
+	}
+	s.handlers.Wait()
+	s.hub.Wait()
+	s.world.Wait()
+	if s.ownFile {
+		s.file.Close()
+	}
+}
+
+// delayShutdown waits d, Options.ShutdownDelay (or until ctx is done),
+// while the server serves on with /readyz failing.
+func delayShutdown(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
 	case <-ctx.Done():
 	}
-}
-
-// PreloadOptions configure Preload. The zero value serves plain HTTP and
-// no metrics.
-type PreloadOptions struct {
-	// Certificate, if set, serves HTTPS with it: the one the Server will
-	// serve (Options.Certificate), so that a probe over HTTPS is answered
-	// while the session loads too.
-	Certificate *tls.Certificate
-	// Metrics, if set, is served at /metrics meanwhile (the registry the
-	// Server will register into).
-	Metrics *prometheus.Registry
-	// Logger receives failed health checks (Info); nil discards.
-	Logger *slog.Logger
-}
-
-// Preloader answers on a listener while a session loads: /livez passes,
-// /readyz and /healthz fail (their session and world checks: "loading"),
-// /metrics is served if it has a registry, and any other request gets
-// 503 ServiceUnavailable with a Kubernetes Status, as a starting
-// apiserver answers. Handoff passes the listener on to a Server
-// (Options.Listener = Listener()) without closing it: a client connecting
-// meanwhile waits in the accept queue instead of being refused.
-type Preloader struct {
-	mux  *muxListener
-	srv  *http.Server
-	ln   *muxView // the Preloader's view of mux
-	next *muxView // the Server's (Listener), open once handed off
-}
-
-var errLoading = &loadingError{}
-
-type loadingError struct{}
-
-func (*loadingError) Error() string { return "the session is still loading" }
-
-// Preload starts answering on ln (see Preloader) until Handoff or Close.
-func Preload(ln net.Listener, opts PreloadOptions) *Preloader {
-	p := &Preloader{mux: newMuxListener(ln)}
-	p.ln = p.mux.view(false, nil)
-	p.next = p.mux.view(true, make(chan struct{}))
-	loading := func() error { return errLoading }
-	session := healthz.Check{Name: "session", Func: loading}
-	world := healthz.Check{Name: "world", Func: loading}
-	ep := &healthz.Endpoints{
-		Livez:   []healthz.Check{healthz.Ping},
-		Readyz:  []healthz.Check{healthz.Ping, session, world, {Name: "shutdown", Func: func() error { return nil }}},
-		Healthz: []healthz.Check{healthz.Ping, session, world},
-		Metrics: opts.Metrics,
-		Logger:  opts.Logger,
-	}
-	srv := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if ep.Owns(r.URL.Path) {
-				ep.ServeHTTP(w, r)
-				return
-			}
-			w.Header().Set("Retry-After", "1")
-			writeStatus(w, http.StatusServiceUnavailable, "ServiceUnavailable", "wtrace replay: "+errLoading.Error())
-		}),
-		ReadHeaderTimeout: 30 * time.Second,
-		ErrorLog:          slog.NewLogLogger(discardOr(opts.Logger).Handler(), slog.LevelDebug),
-	}
-	var l net.Listener = p.ln
-	if opts.Certificate != nil {
-		l = tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{*opts.Certificate}, NextProtos: []string{"h2", "http/1.1"}})
-		srv.Protocols = new(http.Protocols)
-		srv.Protocols.SetHTTP1(true)
-		srv.Protocols.SetHTTP2(true)
-	}
-	p.srv = srv
-	go srv.Serve(l)
-	return p
-}
-
-func discardOr(l *slog.Logger) *slog.Logger {
-	if l == nil {
-		return slog.New(slog.DiscardHandler)
-	}
-	return l
-}
-
-// Listener is the listener for the Server that takes over
-// (Options.Listener): its Accept waits for Handoff, then takes ln's
-// connections; closing it closes ln.
-func (p *Preloader) Listener() net.Listener { return p.next }
-
-// Handoff stops the Preloader's server (its open connections are closed
-// once idle, within a second): Listener takes ln's connections from now
-// on.
-func (p *Preloader) Handoff() {
-	p.ln.Close() // no connection goes to the Preloader from now on
-	close(p.next.gate)
-	p.stop()
-}
-
-// Close stops the Preloader and closes ln (the session could not be
-// loaded).
-func (p *Preloader) Close() {
-	p.stop()
-	p.mux.closeAll()
-}
-
-func (p *Preloader) stop() {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if p.srv.Shutdown(ctx) != nil {
-		p.srv.Close()
-	}
-}
-
-// muxListener hands the connections one listener accepts to its views: a
-// view's Close stops that view, and closes the listener if the view owns
-// it.
-type muxListener struct {
-	ln    net.Listener
-	conns chan net.Conn
-	done  chan struct{} // closed when the accept loop ends
-	err   error         // why it ended (read after done)
-	once  sync.Once
-}
-
-func newMuxListener(ln net.Listener) *muxListener {
-	m := &muxListener{ln: ln, conns: make(chan net.Conn), done: make(chan struct{})}
-	go m.loop()
-	return m
-}
-
-func (m *muxListener) loop() {
-	defer close(m.done)
-	for {
-		c, err := m.ln.Accept()
-		if err != nil {
-			m.err = err
-			return
-		}
-		m.conns <- c // waits for a view to take it
-	}
-}
-
-func (m *muxListener) view(owns bool, gate chan struct{}) *muxView {
-	return &muxView{m: m, owns: owns, gate: gate, closed: make(chan struct{})}
-}
-
-func (m *muxListener) closeAll() {
-	m.once.Do(func() {
-		m.ln.Close()
-		go func() { // a connection the loop accepted meanwhile
-			for {
-				select {
-				case c := <-m.conns:
-					c.Close()
-				case <-m.done:
-					return
-				}
-			}
-		}()
-	})
-}
-
-type muxView struct {
-	m      *muxListener
-	owns   bool
-	gate   chan struct{} // nil, or closed when the view may accept
-	closed chan struct{}
-	once   sync.Once
-}
-
-func (v *muxView) Accept() (net.Conn, error) {
-	if v.gate != nil {
-		select {
-		case <-v.gate:
-		case <-v.closed:
-			return nil, net.ErrClosed
-		}
-	}
-	select {
-	case <-v.closed:
-		return nil, net.ErrClosed
-	default:
-	}
-	select {
-	case c := <-v.m.conns:
-		return c, nil
-	case <-v.closed:
-		return nil, net.ErrClosed
-	case <-v.m.done:
-		return nil, v.m.err
-	}
-}
-
-func (v *muxView) Close() error {
-	v.once.Do(func() {
-		close(v.closed)
-		if v.owns {
-			v.m.closeAll()
-		}
-	})
-	return nil
-}
-
-func (v *muxView) Addr() net.Addr { return v.m.ln.Addr() }
-
-// afterCancel is context.AfterFunc(ctx, f) whose stop also waits for f
-// when it has started: a stream that ends cleanly after its request was
-// cancelled (Shutdown) moves its write deadline for the terminating
-// chunk after f (ownConn.interrupt) moved it to the past, never before.
-func afterCancel(ctx context.Context, f func()) (stop func() bool) {
-	done := make(chan struct{})
-	stopF := context.AfterFunc(ctx, func() {
-		defer close(done)
-		f()
-	})
-	return func() bool {
-		if !stopF() {
-			<-done
-		}
-		return true
-	}
-}
-
-// drainWriteGrace is how long a write in progress when Shutdown cancels
-// its stream may still take: a client that reads finishes receiving it
-// (then the stream ends with its terminating chunk), one that does not is
-// cut after it.
-const drainWriteGrace = time.Second
-
-// afterCancel interrupts oc when st's request is cancelled (see
-// ownConn.interrupt); while the server shuts down, a write in progress
-// gets drainWriteGrace to finish instead, so that the stream can still
-// end cleanly after it.
-func (st *streamer) afterCancel(oc *ownConn) (stop func() bool) {
-	return afterCancel(st.ctx, func() {
-		if st.s.ops != nil && st.s.ops.draining.Load() {
-			oc.drain()
-			return
-		}
-		oc.interrupt()
-	})
-}
-
-// drain ends the connection's blocked reads at once, and its writes after
-// drainWriteGrace.
-func (oc *ownConn) drain() {
-	_ = oc.conn.SetWriteDeadline(time.Now().Add(drainWriteGrace))
-	_ = oc.conn.SetReadDeadline(time.Unix(1, 0))
-}
-
-// drainOwned is interruptOwned for Shutdown: the connections waiting in
-// reads (ownWait) wake at once, a write in progress may finish.
-func (s *Server) drainOwned() {
-	s.ownMu.Lock()
-	for oc := range s.owned {
-		oc.drain()
-	}
-	s.ownMu.Unlock()
 }

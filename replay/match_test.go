@@ -29,11 +29,11 @@ func runSteps(t *testing.T, srv *Server, steps []step) {
 		}
 		rt := srv.route(requestFor(method, s.target, ""), q, nil)
 		id := int64(-1)
-		if rt.x != nil {
-			id = rt.x.ID
+		if rt.Recorded {
+			id = rt.Exchange
 		}
-		if rt.how != s.how || id != s.exchange || rt.status != s.status {
-			t.Errorf("step %d: %s %s → %s #%d %d; want %s #%d %d", i, method, s.target, rt.how, id, rt.status, s.how, s.exchange, s.status)
+		if rt.How != s.how || id != s.exchange || rt.Status != s.status {
+			t.Errorf("step %d: %s %s → %s #%d %d; want %s #%d %d", i, method, s.target, rt.How, id, rt.Status, s.how, s.exchange, s.status)
 		}
 	}
 }
@@ -181,8 +181,8 @@ func TestResume(t *testing.T) {
 		t.Fatalf("watch from RV %s (event %d) = %d bytes; want the %d events after it (%d bytes)", rv, k, len(b), len(evs)-k-1, len(want))
 	}
 	q, _ := tape.ParseTarget(http.MethodGet, w+evs[len(evs)-1].meta.ResourceVersion)
-	if rt := srv.route(requestFor(http.MethodGet, w+evs[len(evs)-1].meta.ResourceVersion, ""), q, nil); rt.how != howAfterLast {
-		t.Errorf("watch from the last event's RV: %s; want %s", rt.how, howAfterLast)
+	if rt := srv.route(requestFor(http.MethodGet, w+evs[len(evs)-1].meta.ResourceVersion, ""), q, nil); rt.How != howAfterLast {
+		t.Errorf("watch from the last event's RV: %s; want %s", rt.How, howAfterLast)
 	}
 }
 
@@ -210,8 +210,8 @@ func TestMatchingAccept(t *testing.T) {
 	} {
 		q, _ := tape.ParseTarget("GET", target)
 		q.Accept = c.accept
-		if rt := srv.route(requestFor("GET", target, c.accept), q, nil); rt.x == nil || rt.x.ID != c.want {
-			t.Errorf("%d: Accept %q → %+v; want exchange %d", i, c.accept, rt.x, c.want)
+		if rt := srv.route(requestFor("GET", target, c.accept), q, nil); !rt.Recorded || rt.Exchange != c.want {
+			t.Errorf("%d: Accept %q → %+v; want exchange %d", i, c.accept, rt, c.want)
 		}
 	}
 }

@@ -25,7 +25,7 @@ func TestWatchWithoutItsList(t *testing.T) {
 	want := recordedFrames(t, path, "watch=true")
 
 	srv := newTestServer(t, path, Options{Speed: 0})
-	if !srv.causal() {
+	if !srv.world.Live() {
 		t.Fatal("the default writes mode does not answer from the world")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

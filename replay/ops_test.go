@@ -80,7 +80,7 @@ func TestHealthEndpoints(t *testing.T) {
 	if w.status != 200 {
 		t.Fatalf("watch: %d", w.status)
 	}
-	srv.ops.draining.Store(true) // what Shutdown does first
+	srv.hub.Drain() // what Shutdown does first
 	for _, c := range []struct {
 		path string
 		code int

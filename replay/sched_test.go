@@ -284,9 +284,9 @@ func TestParkedTiming(t *testing.T) {
 	}
 }
 
-func parkedOf(s *Server) int    { n, _, _ := s.schedStats(); return n }
-func steppedOf(s *Server) int64 { _, n, _ := s.schedStats(); return n }
-func handedOf(s *Server) int64  { _, _, n := s.schedStats(); return n }
+func parkedOf(s *Server) int    { n, _, _ := s.hub.Stats(); return n }
+func steppedOf(s *Server) int64 { _, n, _ := s.hub.Stats(); return n }
+func handedOf(s *Server) int64  { _, _, n := s.hub.Stats(); return n }
 
 // TestParkedWorldWatches: watches of the world (the default writes mode)
 // park in the scheduler like recorded ones, without a goroutine each;

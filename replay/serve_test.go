@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -20,76 +19,7 @@ import (
 
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
-	"github.com/wtrace/wtrace/replay/internal/tape"
 )
-
-func TestResponseHeader(t *testing.T) {
-	rec := []formats.Header{
-		{Name: "Content-Type", Value: "application/json"},
-		{Name: "audit-id", Value: "abc"},
-		{Name: "Connection", Value: "keep-alive, X-Hop"},
-		{Name: "X-Hop", Value: "named by Connection"},
-		{Name: "Keep-Alive", Value: "timeout=5"},
-		{Name: "Transfer-Encoding", Value: "chunked"},
-		{Name: "TE", Value: "trailers"},
-		{Name: "Trailer", Value: "X-T"},
-		{Name: "Upgrade", Value: "h2c"},
-		{Name: "Proxy-Authenticate", Value: "Basic"},
-		{Name: "Proxy-Foo", Value: "bar"},
-		{Name: "Content-Length", Value: "12"},
-		{Name: "Date", Value: "Sat, 21 Nov 2026 12:00:00 GMT"},
-		{Name: "Set-Cookie", Redacted: true, Len: 20},
-		{Name: ":status", Value: "200"},
-		{Name: "Content-Encoding", Value: "gzip"},
-		{Name: "Warning", Value: "a"},
-		{Name: "Warning", Value: "b"},
-	}
-	tests := []struct {
-		name         string
-		keepEncoding bool
-		want         http.Header
-	}{
-		{"decoded", false, http.Header{
-			"Content-Type": {"application/json"}, "Audit-Id": {"abc"}, "Warning": {"a", "b"},
-		}},
-		{"as-recorded", true, http.Header{
-			"Content-Type": {"application/json"}, "Audit-Id": {"abc"}, "Warning": {"a", "b"}, "Content-Encoding": {"gzip"},
-		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := responseHeader(rec, tt.keepEncoding); !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("responseHeader(…, %v) = %v; want %v", tt.keepEncoding, got, tt.want)
-			}
-		})
-	}
-}
-
-func TestAcceptsGzip(t *testing.T) {
-	tests := []struct {
-		in   string
-		want bool
-	}{
-		{"", false},
-		{"gzip", true},
-		{"GZIP", true},
-		{"gzip, deflate, br", true},
-		{"deflate, gzip;q=0.5", true},
-		{"gzip;q=0", false},
-		{"gzip; q=0.0", false},
-		{"*", true},
-		{"*;q=0", false},
-		{"identity", false},
-		{"br, *;q=0.1", true},
-		{"*, gzip;q=0", false},
-		{"x-gzip", true},
-	}
-	for _, tt := range tests {
-		if got := acceptsGzip(tt.in); got != tt.want {
-			t.Errorf("acceptsGzip(%q) = %v; want %v", tt.in, got, tt.want)
-		}
-	}
-}
 
 func gzipped(t testing.TB, b []byte) []byte {
 	t.Helper()
@@ -429,96 +359,4 @@ func TestCloseLifecycle(t *testing.T) {
 		t.Errorf("mounted handler after Close: %d; want 503", resp.StatusCode)
 	}
 	other.Close()
-}
-
-// TestSendAllocs pins the write path of a taken-over connection: sending a
-// batch of chunks allocates nothing.
-func TestSendAllocs(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		io.Copy(io.Discard, c)
-		c.Close()
-	}()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	s := &Server{writeTimeout: time.Minute}
-	st := &streamer{s: s, ctx: context.Background(), own: &ownConn{conn: c, tcp: c.(*net.TCPConn)}}
-	batch := [][]byte{bytes.Repeat([]byte("a"), 1200), bytes.Repeat([]byte("b"), 700), []byte("\n")}
-	st.ownSend(batch) // warm up the reused buffers
-	if n := testing.AllocsPerRun(200, func() {
-		if !st.ownSend(batch) {
-			t.Fatal(st.stopped)
-		}
-	}); n != 0 {
-		t.Errorf("ownSend allocates %v times per batch; want 0", n)
-	}
-}
-
-// TestFlowAllocs: serving a recorded watch with the world (the default
-// mode) allocates nothing per event: its resourceVersions are observed
-// without a lock or an allocation, as long as no client's write shifted
-// them.
-func TestFlowAllocs(t *testing.T) {
-	path := corpusSession(t, "basic-json")
-	srv, err := Open(path, Options{Writes: WritesReject})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	f := openSession(t, path)
-	id := exchangeByTarget(t, f, "GET", "watch=true")
-	var x *tape.Exchange
-	for _, c := range srv.m.All {
-		if c.ID == id {
-			x = c
-		}
-	}
-	p, err := tape.BuildPlan(srv.file, x, false, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		io.Copy(io.Discard, c)
-		c.Close()
-	}()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	st := &streamer{s: srv, ctx: context.Background(), own: &ownConn{conn: c, tcp: c.(*net.TCPConn)},
-		flow: &flow{s: srv, x: x, format: x.Format}}
-	src := &tape.PlanSource{Plan: p}
-	run := func() {
-		*src = tape.PlanSource{Plan: p}
-		rd := st.reader(src, 0)
-		if !st.runFlow(&rd, x.RespTime()) {
-			t.Fatal(st.stopped)
-		}
-	}
-	run() // warm up: the world's point moves past every event
-	n := testing.AllocsPerRun(20, run)
-	if per := n / float64(len(p.Writes)); per > 0.05 {
-		t.Errorf("runFlow: %v allocations for %d writes (%.2f per write); want none per write", n, len(p.Writes), per)
-	}
 }

@@ -18,6 +18,9 @@ import (
 	"github.com/wtrace/wtrace/capture"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
+	"github.com/wtrace/wtrace/replay/internal/fromtape"
+	"github.com/wtrace/wtrace/replay/internal/fromworld"
+	"github.com/wtrace/wtrace/replay/internal/stream"
 	"github.com/wtrace/wtrace/testkit/wttest"
 )
 
@@ -28,6 +31,21 @@ var (
 	sessionsMu  sync.Mutex
 	sessions    = map[string]string{} // scenario → recorded .wt path
 	sessionsDir string
+)
+
+// The names of the answers (Answer.How), as the log and Request.How give
+// them.
+const (
+	howRecorded  = fromtape.HowRecorded
+	howResumed   = fromtape.HowResumed
+	howAfterLast = fromtape.HowAfterLast
+	howExpired   = fromtape.HowExpired
+	howWatchList = fromtape.HowWatchList
+	howList      = fromtape.HowList
+	howDiscovery = fromtape.HowDiscovery
+	howError     = stream.HowError
+	howNotFound  = stream.HowNotFound
+	howRejected  = fromworld.HowRejected
 )
 
 func TestMain(m *testing.M) {

@@ -1,17 +1,9 @@
 package replay
 
 import (
-	"errors"
 	"fmt"
-	"net/http"
-	"strconv"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-
-	"github.com/wtrace/wtrace/apiserver/codec"
-	"github.com/wtrace/wtrace/apiserver/world"
-	"github.com/wtrace/wtrace/replay/internal/tape"
+	"github.com/wtrace/wtrace/replay/internal/fromworld"
 )
 
 // Writes says how a replay answers the requests that change the world
@@ -54,72 +46,35 @@ func (w Writes) AnswersWrites() bool {
 	return err == nil && (m == WritesAnswer || m == WritesApply)
 }
 
-// stateRequest is the store's view of a request.
-func stateRequest(r *http.Request, q tape.Query, body []byte) *world.Request {
-	return &world.Request{Method: q.Method, Path: r.URL.Path, Query: r.URL.Query(), Header: r.Header, Body: body}
-}
+// Pace says when a replay that answers writes applies the environment's
+// next change: PaceRecorded or PaceQuiet (see fromworld.Pace).
+type Pace = fromworld.Pace
 
-// routeWrite answers a write of a read-only replay (WritesReject) with
-// 403 Forbidden; a replay that answers writes routes them through
-// routeWorld.
-func (s *Server) routeWrite(r *http.Request, q tape.Query, body []byte) route {
-	return s.rejectRoute(r, q)
-}
+const (
+	// PaceRecorded (the default) applies each change at its recorded
+	// time, scaled by Options.Speed (see the package doc).
+	PaceRecorded = fromworld.PaceRecorded
+	// PaceQuiet applies the next change once the clients have been quiet
+	// for Options.QuietWindow.
+	PaceQuiet = fromworld.PaceQuiet
+)
 
-// storeRoute answers with a response of the store.
-func storeRoute(resp *world.Response) route {
-	rt := route{how: resp.How, status: resp.Code, serve: func(st *streamer, r *http.Request) {
-		h := st.w.Header()
-		h.Set("Content-Type", resp.ContentType)
-		h.Set("Cache-Control", "no-cache, private")
-		for _, w := range resp.Warnings {
-			h.Add("Warning", world.WarningHeader(w))
-		}
-		h.Set("Content-Length", strconv.Itoa(len(resp.Body)))
-		st.w.WriteHeader(resp.Code)
-		if r.Method != http.MethodHead {
-			st.send(resp.Body)
-		}
-	}}
-	if resp.Transcoded && resp.How == world.HowGet {
-		rt.transcoded = "yes"
-	}
-	return rt
-}
+// DefaultQuietWindow is the QuietWindow a zero Options means.
+const DefaultQuietWindow = fromworld.DefaultQuietWindow
 
-// rejectRoute answers a write with 403 Forbidden, worded as the
-// apiserver's authorizer refusal.
-func (s *Server) rejectRoute(r *http.Request, q tape.Query) route {
-	gr := schema.GroupResource{}
-	name := ""
-	if t, ok := world.ParsePath(q.Path); ok {
-		gr, name = t.Resource.GroupResource(), t.Name
-	}
-	err := apierrors.NewForbidden(gr, name, errors.New("wtrace replay is read-only (--writes reject)"))
-	st := codec.StatusOf(err)
-	m := codec.StatusMedia(r.Header.Get("Accept"))
-	body := codec.StatusBody(m, st)
-	return route{how: howRejected, status: http.StatusForbidden, serve: func(sr *streamer, r *http.Request) {
-		h := sr.w.Header()
-		h.Set("Content-Type", m.ContentType(codec.TargetObject))
-		h.Set("Content-Length", strconv.Itoa(len(body)))
-		sr.w.WriteHeader(http.StatusForbidden)
-		sr.send(body)
-	}}
-}
+// DefaultQuietMaxWait bounds how long, with PaceQuiet, the next change
+// waits for the run to make the writes the recording shows before it,
+// once the recorded gap is longer.
+const DefaultQuietMaxWait = fromworld.DefaultQuietMaxWait
 
-// gvkOf is the kind of the objects of an API path (zero if unknown).
-func (s *Server) gvkOf(path string) schema.GroupVersionKind {
-	if s.store == nil {
-		return schema.GroupVersionKind{}
-	}
-	t, ok := world.ParsePath(path)
-	if !ok {
-		return schema.GroupVersionKind{}
-	}
-	info, ok := s.store.Info(t.Resource)
-	if !ok {
-		return schema.GroupVersionKind{}
-	}
-	return info.GVK()
-}
+// PairWait bounds how long a change to an object the recorded clients
+// created waits for the run's clients to create their counterpart before
+// it is applied (or dropped).
+const PairWait = fromworld.PairWait
+
+// DeliveryWait bounds how long a write's answer waits for its watch
+// events to have gone out to every watcher of the world.
+const DeliveryWait = fromworld.DeliveryWait
+
+// ParsePace reads a Pace by name ("" is PaceRecorded).
+func ParsePace(s string) (Pace, error) { return fromworld.ParsePace(s) }

@@ -336,11 +336,20 @@ func (p *plan) createOnly() {
 	if p.f.fields == nil {
 		return
 	}
-	body := func() string { return p.f.object(p.r, p.ns, "", false, nil) }
+	// A review's metadata must be empty (its validation), as kubectl sends it.
+	body := func() string {
+		b := fmt.Sprintf(`{"apiVersion":%q,"kind":%q,"metadata":{}`, p.r.GroupVersion(), p.r.Kind)
+		if fields := p.f.fields(p.ns, ""); fields != "" {
+			b += "," + fields
+		}
+		return b + "}"
+	}
 	p.add("create", "review", "POST", coll, "", body(), nil)
+	p.accessReviews()
 	p.add("create", "dryRun", "POST", coll, "dryRun=All", body(), nil)
 	p.add("create", "protobuf", "POST", coll, "", body(), func(c *Case) { c.Accept = mediaProtobuf })
 	p.add("create", "get", "GET", coll+"/wcf", "", "", nil)
+	p.add("create", "with a name", "POST", coll, "", p.f.object(p.r, p.ns, "wcf-named", false, nil), nil)
 }
 
 func sortedKeys(m map[string]string) []string {
@@ -350,4 +359,41 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// ReviewNamespace is where the access reviews' RoleBinding is: a
+// namespace of its own, which no other resource's cases list.
+const ReviewNamespace = "wcf-reviews"
+
+// accessReviews plans the access reviews RBAC answers: a subject a
+// RoleBinding allows (the reason names it), one nothing allows, a
+// non-resource URL the bootstrap policy opens to every authenticated
+// user.
+func (p *plan) accessReviews() {
+	var spec string
+	switch p.r.Name {
+	case "subjectaccessreviews":
+		spec = `"spec":{"user":"wcf-reviewer","resourceAttributes":{"namespace":"` + ReviewNamespace + `","verb":"get","resource":"pods"}}`
+	case "localsubjectaccessreviews":
+		spec = `"spec":{"user":"wcf-reviewer","resourceAttributes":{"namespace":"` + p.ns + `","verb":"get","resource":"pods"}}`
+	default:
+		return
+	}
+	if p.r.Name == "subjectaccessreviews" {
+		rb := `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"wcf-reviewer"},` +
+			`"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"view"},"subjects":[{"kind":"User","name":"wcf-reviewer","apiGroup":"rbac.authorization.k8s.io"}]}`
+		p.add("", "a RoleBinding", "POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/"+ReviewNamespace+"/rolebindings", "", rb, nil)
+		p.add("create", "allowed by a RoleBinding", "POST", p.coll(), "", p.review(spec), nil)
+		p.add("create", "a non-resource URL", "POST", p.coll(), "", p.review(
+			`"spec":{"user":"wcf-nobody","groups":["system:authenticated"],"nonResourceAttributes":{"path":"/healthz","verb":"get"}}`), nil)
+		p.add("create", "no attributes", "POST", p.coll(), "", p.review(`"spec":{"user":"wcf-nobody"}`), nil)
+		p.add("create", "no subject", "POST", p.coll(), "", p.review(`"spec":{"resourceAttributes":{"verb":"get","resource":"pods"}}`), nil)
+		return
+	}
+	p.add("create", "nothing allows", "POST", p.coll(), "", p.review(spec), nil)
+}
+
+// review is the JSON of a review of the plan's resource with spec.
+func (p *plan) review(spec string) string {
+	return fmt.Sprintf(`{"apiVersion":%q,"kind":%q,"metadata":{},%s}`, p.r.GroupVersion(), p.r.Kind, spec)
 }

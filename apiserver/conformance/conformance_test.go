@@ -164,7 +164,7 @@ func seed(t *testing.T, c *k8stest.Cluster, rs []Resource, exceptions map[string
 			t.Errorf("seed %s: %d %s", path, resp.StatusCode, b)
 		}
 	}
-	for _, ns := range []string{namespace, namespace + "-limitranges", namespace + "-resourcequotas"} {
+	for _, ns := range []string{namespace, namespace + "-limitranges", namespace + "-resourcequotas", ReviewNamespace} {
 		post("/api/v1/namespaces", `{"metadata":{"name":"`+ns+`"}}`)
 		post("/api/v1/namespaces/"+ns+"/serviceaccounts", `{"metadata":{"name":"default"}}`)
 	}

@@ -27,6 +27,7 @@ type view struct {
 	lastObj   map[string]string // object name → its last JSON
 	marks     map[string]string // list mark → its resourceVersion
 	cont      string            // the last list's continue token
+	token     string            // the last token a TokenRequest got
 }
 
 func newView() *view {
@@ -34,14 +35,17 @@ func newView() *view {
 		lastUID: map[string]string{}, lastObj: map[string]string{}, marks: map[string]string{}}
 }
 
-var placeholder = regexp.MustCompile(`\$(RV|UID|OBJ|MARK)\(([^)]*)\)|\$CONTINUE`)
+var placeholder = regexp.MustCompile(`\$(RV|UID|OBJ|MARK)\(([^)]*)\)|\$CONTINUE|\$TOKEN`)
 
 // fill replaces a case's placeholders with what they stand for on this
 // side (see Case.Body); inQuery escapes them for a query.
 func (v *view) fill(s string, inQuery bool) string {
 	return placeholder.ReplaceAllStringFunc(s, func(m string) string {
-		if m == "$CONTINUE" {
+		switch m {
+		case "$CONTINUE":
 			return escape(v.cont, inQuery)
+		case "$TOKEN":
+			return v.token
 		}
 		sm := placeholder.FindStringSubmatch(m)
 		switch sm[1] {
@@ -71,10 +75,14 @@ func (v *view) remember(b []byte, mark string) {
 		Metadata struct {
 			Name, UID, ResourceVersion, Continue string
 		}
-		Items *json.RawMessage
+		Items  *json.RawMessage
+		Status struct{ Token string }
 	}
 	if json.Unmarshal(b, &o) != nil {
 		return
+	}
+	if o.Status.Token != "" {
+		v.token = o.Status.Token
 	}
 	if o.Items != nil {
 		v.cont = o.Metadata.Continue
@@ -114,7 +122,9 @@ func toJSON(ct string, b []byte) ([]byte, error) {
 }
 
 var (
+	uuidOnly  = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 	uuidText  = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+	pointers  = regexp.MustCompile(`\(0x[0-9a-f]+\)`)
 	numbers   = regexp.MustCompile(`\b\d+\b`)
 	generated = regexp.MustCompile(`^wcf-g-[a-z0-9]{5}$`)
 	ageCell   = regexp.MustCompile(`^(\d+[smhdy])+$|^<unknown>$`)
@@ -164,8 +174,9 @@ func (v *view) walk(x any, key string) any {
 		for i, e := range y {
 			y[i] = v.walk(e, key)
 		}
-		if key == "managedFields" {
-			// Sorted: the two sides' seconds fall differently.
+		if key == "managedFields" || key == "resourceRules" || key == "nonResourceRules" {
+			// Sorted: the two sides' seconds fall differently; a rules
+			// review lists its rules in the order of its informer's map.
 			sort.SliceStable(y, func(i, j int) bool {
 				a, _ := json.Marshal(y[i])
 				b, _ := json.Marshal(y[j])
@@ -206,7 +217,14 @@ func (v *view) text(x, key string) any {
 		}
 	case "message", "reason":
 		x = uuidText.ReplaceAllString(x, "<uuid>")
+		x = pointers.ReplaceAllString(x, "<pointer>")
 		return numbers.ReplaceAllString(x, "<n>")
+	}
+	if uuidOnly.MatchString(x) {
+		return rename(v.uids, x, "uid")
+	}
+	if strings.HasPrefix(x, "JTI=") {
+		return "JTI=<jti>"
 	}
 	if generated.MatchString(x) {
 		return "wcf-g-*"

@@ -200,7 +200,7 @@ func (v *view) copy() *view {
 
 // clip shortens a body for a log line.
 func clip(b []byte) string {
-	const max = 600
+	const max = 4000
 	b = bytes.TrimSpace(b)
 	if len(b) > max {
 		return string(b[:max]) + "…"

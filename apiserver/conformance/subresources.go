@@ -106,6 +106,11 @@ func (p *plan) token() {
 	tr := `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{"audiences":["https://kubernetes.default.svc.cluster.local"],"expirationSeconds":3600}}`
 	p.add("create", "token", "POST", p.obj(Seed), "", tr, nil)
 	p.add("create", "default expiry", "POST", p.obj(Seed), "", `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{}}`, nil)
+	review := func(c *Case) { c.Row = "authentication.k8s.io/v1 tokenreviews" }
+	p.add("create", "a token it issued", "POST", "/apis/authentication.k8s.io/v1/tokenreviews", "",
+		`{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","metadata":{},"spec":{"token":"$TOKEN"}}`, review)
+	p.add("create", "a token it issued, for another audience", "POST", "/apis/authentication.k8s.io/v1/tokenreviews", "",
+		`{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","metadata":{},"spec":{"token":"$TOKEN","audiences":["wcf"]}}`, review)
 	p.add("create", "absent account", "POST", p.obj("wcf-absent"), "", tr, nil)
 	p.add("create", "bound to a Pod that is not there", "POST", p.obj(Seed), "",
 		strings.Replace(tr, `"expirationSeconds":3600`, `"expirationSeconds":3600,"boundObjectRef":{"kind":"Pod","apiVersion":"v1","name":"wcf-absent"}`, 1), nil)

@@ -1,7 +1,7 @@
 // Package openapi holds kube-apiserver v1.33's OpenAPI documents of the
 // built-in API groups — the v3 index (/openapi/v3), the document of each
-// group version it names, and the v2 document — as the apiserver serves
-// them, so that a replay whose session did not record them still gives
+// group version it names, and the v2 document (JSON, and protobuf) — as
+// the apiserver serves them, so that a replay whose session did not record them still gives
 // kubectl what it validates with (kubectl apply, edit, explain) and what
 // tells it that the server validates fields itself (fieldValidation).
 //
@@ -18,8 +18,17 @@ import (
 	"github.com/klauspost/compress/zstd"
 )
 
-//go:embed docs/*.json.zst
+//go:embed docs/*.json.zst docs/v2.pb.zst
 var docs embed.FS
+
+// V2Protobuf is the media type a client asks for the v2 document in
+// protobuf with (kubectl, when a kind is not in the v3 documents: its
+// fallback validation), and V2ProtobufType the Content-Type the apiserver
+// answers it with.
+const (
+	V2Protobuf     = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+	V2ProtobufType = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+)
 
 // maxDoc bounds one decompressed document (the largest, v2, is about 2 MB).
 const maxDoc = 16 << 20
@@ -53,12 +62,22 @@ func Doc(path string) (b []byte, ok bool) {
 	default:
 		return nil, false
 	}
+	return load(name + ".json.zst")
+}
+
+// DocProtobuf returns the v2 document in protobuf (V2Protobuf), as the
+// apiserver serves it to a client that asks for it. The caller must not
+// change the bytes.
+func DocProtobuf() ([]byte, bool) { return load("v2.pb.zst") }
+
+// load decompresses an embedded document (once).
+func load(name string) ([]byte, bool) {
 	cacheMu.Lock()
 	defer cacheMu.Unlock()
 	if b, ok := cache[name]; ok {
 		return b, true
 	}
-	z, err := docs.ReadFile("docs/" + name + ".json.zst")
+	z, err := docs.ReadFile("docs/" + name)
 	if err != nil {
 		return nil, false
 	}
@@ -66,7 +85,7 @@ func Doc(path string) (b []byte, ok bool) {
 	if err != nil {
 		return nil, false
 	}
-	b, err = d.DecodeAll(z, nil)
+	b, err := d.DecodeAll(z, nil)
 	if err != nil {
 		return nil, false
 	}

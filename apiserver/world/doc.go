@@ -65,8 +65,12 @@
 // last finalizer removed deletes it), delete-collection, the status and
 // scale subresources, a Pod's binding (pods/NAME/binding and the
 // deprecated bindings resource: spec.nodeName, the PodScheduled
-// condition; 409 for a Pod already bound), dryRun=All (answered, not
-// stored), preconditions. An
+// condition; 409 for a Pod already bound), a ServiceAccount's tokens
+// (TokenRequest: a JWT with the apiserver's claims, signed by the world),
+// the reviews (access and rules reviews answered by an authorizer that
+// allows system:masters, and a replay's own client, everything, and
+// others what the world's RBAC objects grant; token reviews of the tokens
+// it issued), dryRun=All (answered, not stored), preconditions. An
 // update that changes nothing keeps the resourceVersion. metadata.managedFields
 // is kept by apimachinery's field manager, the one the apiserver runs,
 // with client-go's schemas for built-in kinds and deduced ones for others;
@@ -96,7 +100,12 @@
 // Options.Live loads the session as the environment of a run of clients
 // under test: what those clients did is left out, the rest held back and
 // applied change by change (ApplyNext), objects they created paired with
-// the run's — see Environment and the doc of env.go and live.go.
+// the run's (by resource, namespace, generateName, owners, and what
+// identifies them: package internal/ident) — see Environment and the doc
+// of env.go and live.go. WritesBehind says how far the run's clients are
+// in the writes the recording shows before the next change, Awaits
+// whether the next change waits for an object they have not created yet
+// (follow.go): what a replay paced by quiet waits for.
 //
 // # Compaction
 //
@@ -146,8 +155,10 @@
 // kube-apiserver answers each through a REST storage of its own: the
 // resource itself (objectREST: its collection and its objects) and one
 // small type per subresource beside it (statusREST, scaleREST in
-// scale.go, finalizeREST, bindingREST in binding.go), each implementing
-// the verbs it serves. The verbs' shared steps are by verb: create.go,
+// scale.go, finalizeREST, bindingREST in binding.go, tokenREST in
+// token.go), and the resources answered without storage (reviewREST in
+// reviews.go, the legacy bindings), each implementing the verbs it
+// serves. The verbs' shared steps are by verb: create.go,
 // update.go (PUT), patch.go, delete.go, read.go; write.go holds what every
 // write shares (its parameters, its body, the commit).
 //

@@ -54,8 +54,14 @@ func fieldManager(gvk schema.GroupVersionKind, subresource string) (*managedfiel
 		// which a deduced schema tracks the same way.
 		m, err = managedfields.NewDefaultFieldManager(deducedTypes, codec.Scheme(), noDefaults{}, codec.Scheme(),
 			gvk, gvk.GroupVersion(), subresource, nil)
-	case codec.Known(gvk):
+	case codec.Known(gvk) && hasSchema(gvk):
 		m, err = managedfields.NewDefaultFieldManager(builtinTypes(), codec.Scheme(), noDefaults{}, codec.Scheme(),
+			gvk, gvk.GroupVersion(), subresource, nil)
+	case codec.Known(gvk):
+		// A built-in kind client-go has no apply schema of (the reviews, a
+		// TokenRequest): tracked with a deduced one, as the apiserver
+		// tracks what its own schema holds.
+		m, err = managedfields.NewDefaultFieldManager(deducedTypes, codec.Scheme(), noDefaults{}, codec.Scheme(),
 			gvk, gvk.GroupVersion(), subresource, nil)
 	default:
 		m, err = managedfields.NewDefaultCRDFieldManager(deducedTypes, unstructuredConverter{}, noDefaults{},
@@ -108,4 +114,11 @@ func newObject(gvk schema.GroupVersionKind) runtime.Object {
 	}
 	u, _ := unstructuredCreater{}.New(gvk)
 	return u
+}
+
+// hasSchema reports whether client-go's apply schemas describe gvk.
+func hasSchema(gvk schema.GroupVersionKind) bool {
+	obj := newObject(gvk)
+	_, err := builtinTypes().ObjectToTyped(obj)
+	return err == nil
 }

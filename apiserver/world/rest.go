@@ -60,13 +60,21 @@ var subresources = map[string]endpoint{
 	"scale":    scaleREST{},
 	"finalize": finalizeREST{},
 	"binding":  bindingREST{},
+	"token":    tokenREST{},
 }
 
 // resources are the resources whose own path is answered by an endpoint
-// of its own rather than objectREST's storage of objects (the legacy
-// bindings, which only binds Pods).
+// of its own rather than objectREST's storage of objects: the legacy
+// bindings, which only binds Pods; the reviews, answered and never
+// stored (reviews.go).
 var resources = map[Resource]endpoint{
-	{Version: "v1", Resource: "bindings"}: legacyBindingREST{},
+	{Version: "v1", Resource: "bindings"}:                                                 legacyBindingREST{},
+	{Group: "authorization.k8s.io", Version: "v1", Resource: "selfsubjectaccessreviews"}:  reviewREST{},
+	{Group: "authorization.k8s.io", Version: "v1", Resource: "subjectaccessreviews"}:      reviewREST{},
+	{Group: "authorization.k8s.io", Version: "v1", Resource: "localsubjectaccessreviews"}: reviewREST{},
+	{Group: "authorization.k8s.io", Version: "v1", Resource: "selfsubjectrulesreviews"}:   reviewREST{},
+	{Group: "authentication.k8s.io", Version: "v1", Resource: "tokenreviews"}:             reviewREST{},
+	{Group: "authentication.k8s.io", Version: "v1", Resource: "selfsubjectreviews"}:       reviewREST{},
 }
 
 // call is one request to an endpoint: the request, what its path names,
@@ -147,7 +155,20 @@ func (s *Store) dispatch(ep endpoint, c *call) *Response {
 			return s.errorResponse(c.r, methodNotSupported(c.info, "delete"), HowError)
 		}
 	}
+	if !coll && !objectPaths(ep) {
+		// A create-only resource has no paths below its collection.
+		return s.errorResponse(c.r, notFoundPath(), HowError)
+	}
 	return s.errorResponse(c.r, methodNotAllowed(), HowError)
+}
+
+// objectPaths reports whether ep answers any verb of an object's path.
+func objectPaths(ep endpoint) bool {
+	switch ep.(type) {
+	case getter, namedCreater, updater, patcher, deleter:
+		return true
+	}
+	return false
 }
 
 // held is the object a request names, under the store's lock: its

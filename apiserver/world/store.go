@@ -1,6 +1,7 @@
 package world
 
 import (
+	"crypto/ecdsa"
 	"errors"
 	"fmt"
 	"math"
@@ -182,6 +183,11 @@ type Store struct {
 	// (math.MaxUint64: none). Written with mu held.
 	fastPoint atomic.Uint64
 	shiftFrom atomic.Uint64
+
+	// tokens are the tokens the world issued (token.go), signed with
+	// tokenKey (made at the first).
+	tokens   map[string]issued
+	tokenKey *ecdsa.PrivateKey
 
 	// frames are the framed watch events Watch.Take encoded last, shared
 	// by every watch that sends the same change in the same encoding

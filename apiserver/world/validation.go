@@ -1,7 +1,9 @@
 package world
 
 import (
+	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -121,3 +123,31 @@ func init() {
 	// What the apiserver sets at start-up for the same library.
 	jsonpatch.AccumulatedCopySizeLimit = MaxJSONPatchCopyBytes
 }
+
+// badValue is v as kube-apiserver v1.33's field errors print a bad value
+// (its apimachinery's ErrorBody): nil as "null", a pointer as what it
+// points to, a Stringer as its String, a struct as Go syntax (%#v); the
+// apimachinery linked here prints JSON instead.
+func badValue(v any) any {
+	rv := reflect.ValueOf(v)
+	switch {
+	case v == nil || rv.Kind() == reflect.Pointer && rv.IsNil():
+		return "null"
+	case rv.Kind() == reflect.Pointer:
+		v = rv.Elem().Interface()
+	}
+	switch t := v.(type) {
+	case int64, int32, float64, float32, bool, string:
+		return t
+	case fmt.Stringer:
+		return printedValue(t.String())
+	}
+	return printedValue(fmt.Sprintf("%#v", v))
+}
+
+// printedValue is a bad value's text: not JSON, a Stringer, as the field
+// errors of this apimachinery print one verbatim.
+type printedValue string
+
+func (p printedValue) String() string               { return string(p) }
+func (p printedValue) MarshalJSON() ([]byte, error) { return nil, errors.New("printed with String") }

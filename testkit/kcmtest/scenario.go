@@ -372,7 +372,6 @@ func newWatcher(cs kubernetes.Interface, ns string) *watcher {
 	return w
 }
 
-
 func (w *watcher) start(ctx context.Context) error {
 	ctx, w.cancel = context.WithCancel(ctx)
 	w.factory.Start(ctx.Done())

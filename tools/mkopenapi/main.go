@@ -1,7 +1,7 @@
 // Command mkopenapi copies a real kube-apiserver's OpenAPI documents into
 // apiserver/openapi, which the replay serves when a session did not record
 // them: the v3 index (/openapi/v3), every group-version document it names,
-// and the v2 document, each zstd'd.
+// and the v2 document (in JSON and in protobuf), each zstd'd.
 //
 //	go run ./tools/mkopenapi -kubeconfig /tmp/kcorpus/kubeconfig
 //
@@ -26,6 +26,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
+// openAPIProtobuf is the media type of the v2 document in protobuf.
+const openAPIProtobuf = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+
 func main() {
 	kubeconfig := flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the apiserver to copy from")
 	out := flag.String("o", filepath.Join("apiserver", "openapi", "docs"), "directory to write into")
@@ -46,9 +49,9 @@ func run(kubeconfig, out string) error {
 		return err
 	}
 	c := &http.Client{Transport: tr}
-	get := func(path string) ([]byte, error) {
+	getAs := func(path, accept string) ([]byte, error) {
 		req, _ := http.NewRequest(http.MethodGet, strings.TrimSuffix(cfg.Host, "/")+path, nil)
-		req.Header.Set("Accept", "application/json")
+		req.Header.Set("Accept", accept)
 		resp, err := c.Do(req)
 		if err != nil {
 			return nil, err
@@ -63,6 +66,7 @@ func run(kubeconfig, out string) error {
 		}
 		return b, nil
 	}
+	get := func(path string) ([]byte, error) { return getAs(path, "application/json") }
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
@@ -113,6 +117,14 @@ func run(kubeconfig, out string) error {
 		return err
 	}
 	if err := write("v2", v2); err != nil {
+		return err
+	}
+	// v2 in protobuf too: kubectl's fallback when a kind is not in v3.
+	v2pb, err := getAs("/openapi/v2", openAPIProtobuf)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(out, "v2.pb.zst"), enc.EncodeAll(v2pb, nil), 0o644); err != nil {
 		return err
 	}
 	fmt.Printf("wrote %d v3 documents and v2 into %s\n", len(names), out)

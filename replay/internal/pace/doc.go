@@ -15,6 +15,6 @@
 // scheduler's goroutine has exited. Parking is supported on Linux only
 // (Supported); elsewhere a stream keeps its goroutine.
 //
-// It is internal to package replay, whose streamer is the Stream
-// (replay/sched.go).
+// It is internal to package replay, whose streams (package
+// replay/internal/stream, sched.go) are its Streams.
 package pace

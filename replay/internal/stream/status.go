@@ -1,4 +1,4 @@
-package replay
+package stream
 
 import (
 	"encoding/json"
@@ -17,15 +17,15 @@ type status struct {
 	Code       int      `json:"code"`
 }
 
-// statusJSON encodes a failure Status.
-func statusJSON(code int, reason, message string) []byte {
+// StatusJSON encodes a failure Status.
+func StatusJSON(code int, reason, message string) []byte {
 	b, _ := json.Marshal(status{Kind: "Status", APIVersion: "v1", Status: "Failure", Message: message, Reason: reason, Code: code})
 	return b
 }
 
-// writeStatus answers with a failure Status, as JSON, with HTTP status code.
-func writeStatus(w http.ResponseWriter, code int, reason, message string) {
-	b := statusJSON(code, reason, message)
+// WriteStatus answers with a failure Status, as JSON, with HTTP status code.
+func WriteStatus(w http.ResponseWriter, code int, reason, message string) {
+	b := StatusJSON(code, reason, message)
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", itoa(len(b)))

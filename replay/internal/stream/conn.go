@@ -1,7 +1,8 @@
-package replay
+package stream
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"net"
 	"net/http"
@@ -26,7 +27,7 @@ const maxBatch = 256 << 10
 // watchers. The stream closes the connection when it ends (its response
 // head says Connection: close). It belongs to the stream's goroutine,
 // which ServeHTTP hands the stream to (see ServeHTTP); Close reaches the
-// connections that wait in reads through Server.owned.
+// connections that wait in reads through Hub.owned.
 type ownConn struct {
 	conn net.Conn
 	tcp  *net.TCPConn // conn itself when plain TCP (writev)
@@ -60,13 +61,13 @@ var crlf = []byte("\r\n")
 // connections its HTTP/1.1 rendering (status line and fields with
 // Transfer-Encoding: chunked and Connection: close; without Date and the
 // blank line), built once per recorded exchange and shared.
-type head struct {
+type Head struct {
 	status int
 	h      http.Header
 	raw    []byte
 }
 
-func newHead(status int, h http.Header) *head {
+func NewHead(status int, h http.Header) *Head {
 	h = h.Clone()
 	h.Del("Content-Length")
 	h.Set("Transfer-Encoding", "chunked")
@@ -78,14 +79,14 @@ func newHead(status int, h http.Header) *head {
 	b.WriteString(http.StatusText(status))
 	b.WriteString("\r\n")
 	h.Write(&b)
-	return &head{status: status, h: h, raw: []byte(b.String())}
+	return &Head{status: status, h: h, raw: []byte(b.String())}
 }
 
 // takeOver hijacks the request's connection and writes the response head
 // for a chunked stream. It returns false (the caller then goes through
 // net/http) when the connection cannot be hijacked: HTTP/2, HTTP/1.0, or a
 // ResponseWriter that does not support it.
-func (st *streamer) takeOver(r *http.Request, hd *head) bool {
+func (st *Stream) takeOver(r *http.Request, hd *Head) bool {
 	if !mayTakeOver(r) {
 		return false
 	}
@@ -98,7 +99,7 @@ func (st *streamer) takeOver(r *http.Request, hd *head) bool {
 				h[k] = v
 			}
 		}
-		hd = newHead(hd.status, h)
+		hd = NewHead(hd.status, h)
 	}
 	conn, brw, err := st.rc.Hijack()
 	if err != nil {
@@ -107,22 +108,22 @@ func (st *streamer) takeOver(r *http.Request, hd *head) bool {
 	oc := &ownConn{conn: conn}
 	oc.tcp, _ = conn.(*net.TCPConn)
 	st.own = oc
-	st.s.met.ConnOpened()
+	st.hub.met.ConnOpened()
 	// net/http's response and connection state are done with: drop them,
 	// so that they are freed when ServeHTTP returns (handoff).
 	st.w, st.rc, st.r = hijacked{}, hijackedRC, nil
 	// On the real clock, a plain TCP stream that waits only for its next
 	// write (no Follow) waits in a read of its connection, which notices
 	// the client leaving too; otherwise a goroutine reads it.
-	_, real := st.s.clock.(pace.Real)
+	_, real := st.hub.clock.(pace.Real)
 	oc.selfRead = real && oc.tcp != nil
 	// Such a stream, on a goroutine of its own and without an Out, parks
 	// in the scheduler while it waits, where the platform allows.
-	if oc.selfRead && st.handed && (st.tap == nil || st.tap.out == nil) && pace.Supported {
+	if oc.selfRead && st.handed && (st.tap == nil || !st.tap.Records()) && pace.Supported {
 		if rc, err := oc.tcp.SyscallConn(); err == nil {
 			oc.park, oc.raw = true, rc
-			scs := st.s.scs
-			st.sc = scs[st.s.nsc.Add(1)%uint32(len(scs))]
+			scs := st.hub.scs
+			st.sc = scs[st.hub.nsc.Add(1)%uint32(len(scs))]
 		}
 	}
 	// A cancelled request (the client left, Close) must not stay blocked
@@ -130,8 +131,8 @@ func (st *streamer) takeOver(r *http.Request, hd *head) bool {
 	// interrupts the connections in s.owned; a reader goroutine, the
 	// request's cancellation.
 	if oc.selfRead {
-		st.s.own(oc)
-		oc.stopCancel = func() bool { st.s.disown(oc); return true }
+		st.hub.own(oc)
+		oc.stopCancel = func() bool { st.hub.disown(oc); return true }
 		if st.ctx.Err() != nil {
 			oc.interrupt()
 		}
@@ -164,7 +165,7 @@ func (st *streamer) takeOver(r *http.Request, hd *head) bool {
 	date = time.Now().UTC().AppendFormat(date, http.TimeFormat)
 	date = append(date, "\r\n\r\n"...)
 	if st.tap != nil {
-		st.tap.takenOver(hd.status)
+		st.tap.TakenOver(hd.status)
 	}
 	return st.ownWrite(net.Buffers{hd.raw, date})
 }
@@ -182,7 +183,7 @@ func (hijacked) Hijack() (net.Conn, *bufio.ReadWriter, error) { return nil, nil,
 var hijackedRC = http.NewResponseController(hijacked{})
 
 // ownSend sends each element of batch as one chunk, together.
-func (st *streamer) ownSend(batch [][]byte) bool {
+func (st *Stream) ownSend(batch [][]byte) bool {
 	oc := st.own
 	oc.iov = oc.iov[:0]
 	oc.hex = oc.hex[:0]
@@ -212,7 +213,7 @@ func (st *streamer) ownSend(batch [][]byte) bool {
 
 // ownWrite writes bufs in one system call where it can (writev on TCP, one
 // copy and one TLS record otherwise), with the write deadline.
-func (st *streamer) ownWrite(bufs net.Buffers) bool {
+func (st *Stream) ownWrite(bufs net.Buffers) bool {
 	oc := st.own
 	if st.inSched {
 		// Without blocking, so without a deadline (see scheduler.park).
@@ -222,12 +223,12 @@ func (st *streamer) ownWrite(bufs net.Buffers) bool {
 		}
 		return st.tryWrite(bufs, n)
 	}
-	if st.s.writeTimeout > 0 {
+	if st.hub.writeTimeout > 0 {
 		// Moving the deadline costs a runtime timer update: do it only
 		// when it has come within three quarters of the timeout.
 		now := time.Now()
-		if oc.deadline.Sub(now) < st.s.writeTimeout*3/4 {
-			oc.deadline = now.Add(st.s.writeTimeout)
+		if oc.deadline.Sub(now) < st.hub.writeTimeout*3/4 {
+			oc.deadline = now.Add(st.hub.writeTimeout)
 			_ = oc.conn.SetWriteDeadline(oc.deadline)
 			if st.ctx.Err() != nil {
 				oc.interrupt() // cancelled meanwhile: the deadline must stay past
@@ -238,8 +239,8 @@ func (st *streamer) ownWrite(bufs net.Buffers) bool {
 	for _, b := range bufs {
 		n += int64(len(b))
 	}
-	if st.tap != nil && st.tap.out != nil {
-		st.tap.rawWrite(bufs) // before WriteTo consumes bufs
+	if st.tap != nil && st.tap.Records() {
+		st.tap.RawWrite(bufs) // before WriteTo consumes bufs
 	}
 	var err error
 	if oc.tcp != nil {
@@ -260,7 +261,7 @@ func (st *streamer) ownWrite(bufs net.Buffers) bool {
 		return false
 	}
 	st.bytes += n
-	st.s.met.SentBytes(int(n))
+	st.hub.met.SentBytes(int(n))
 	return true
 }
 
@@ -291,17 +292,17 @@ func validExt(ext string) bool { return validFieldValue(ext) }
 // ownClose ends a taken-over stream: with the terminating chunk if clean,
 // then closes the connection (reset: with SO_LINGER 0, so an RST) and waits
 // for the reader goroutine.
-func (st *streamer) ownClose(clean, reset bool) {
+func (st *Stream) ownClose(clean, reset bool) {
 	oc := st.own
 	oc.stopCancel()
 	if clean {
 		_ = oc.conn.SetWriteDeadline(time.Now().Add(time.Second))
 		last := lastChunk
-		if st.stopped == "" && st.end != nil && (st.end.LastExt != "" || len(st.end.Trailer) > 0) {
-			last = recordedLastChunk(st.end)
+		if st.stopped == "" && st.recEnd != nil && (st.recEnd.LastExt != "" || len(st.recEnd.Trailer) > 0) {
+			last = recordedLastChunk(st.recEnd)
 		}
-		if _, err := oc.conn.Write(last); err == nil && st.tap != nil && st.tap.out != nil {
-			st.tap.rawWrite([][]byte{last})
+		if _, err := oc.conn.Write(last); err == nil && st.tap != nil && st.tap.Records() {
+			st.tap.RawWrite([][]byte{last})
 		}
 	}
 	nc := oc.conn
@@ -314,7 +315,7 @@ func (st *streamer) ownClose(clean, reset bool) {
 		}
 	}
 	_ = nc.Close()
-	st.s.met.ConnClosed()
+	st.hub.met.ConnClosed()
 	if oc.readDone != nil {
 		<-oc.readDone
 	}
@@ -329,26 +330,16 @@ func (oc *ownConn) interrupt() {
 
 // own registers a connection a stream took over (selfRead), for Close to
 // interrupt; disown removes it.
-func (s *Server) own(oc *ownConn) {
-	s.ownMu.Lock()
-	s.owned[oc] = struct{}{}
-	s.ownMu.Unlock()
+func (h *Hub) own(oc *ownConn) {
+	h.ownMu.Lock()
+	h.owned[oc] = struct{}{}
+	h.ownMu.Unlock()
 }
 
-func (s *Server) disown(oc *ownConn) {
-	s.ownMu.Lock()
-	delete(s.owned, oc)
-	s.ownMu.Unlock()
-}
-
-// interruptOwned interrupts every connection in s.owned (Close, after
-// cancelling the requests).
-func (s *Server) interruptOwned() {
-	s.ownMu.Lock()
-	for oc := range s.owned {
-		oc.interrupt()
-	}
-	s.ownMu.Unlock()
+func (h *Hub) disown(oc *ownConn) {
+	h.ownMu.Lock()
+	delete(h.owned, oc)
+	h.ownMu.Unlock()
 }
 
 // ownWait waits for the clock to reach t (zero: forever) in a read of the
@@ -356,7 +347,7 @@ func (s *Server) interruptOwned() {
 // cancellation of the request at once (see takeOver). It returns false if
 // the request was cancelled or the client left (then it cancels it).
 // Bytes the client sends are dropped.
-func (st *streamer) ownWait(t time.Time) bool {
+func (st *Stream) ownWait(t time.Time) bool {
 	oc := st.own
 	for {
 		if !t.IsZero() && !time.Now().Before(t) {
@@ -380,8 +371,8 @@ func (st *streamer) ownWait(t time.Time) bool {
 // tryWrite is ownWrite on the scheduler (see sched.go): bufs, of n bytes,
 // written without blocking. What the client does not take at once goes to
 // pend, and the stream yields to a goroutine to write it (see
-// streamer.resume); bytes that follow go to pend too, in order.
-func (st *streamer) tryWrite(bufs net.Buffers, n int64) bool {
+// Stream.resume); bytes that follow go to pend too, in order.
+func (st *Stream) tryWrite(bufs net.Buffers, n int64) bool {
 	oc := st.own
 	var w int64
 	if len(oc.pend) == 0 {
@@ -392,7 +383,7 @@ func (st *streamer) tryWrite(bufs net.Buffers, n int64) bool {
 		}
 	}
 	st.bytes += w
-	st.s.met.SentBytes(int(w))
+	st.hub.met.SentBytes(int(w))
 	if w == n {
 		return true
 	}
@@ -407,3 +398,55 @@ func (st *streamer) tryWrite(bufs net.Buffers, n int64) bool {
 	st.needGo = true
 	return true
 }
+
+// afterCancel is context.AfterFunc(ctx, f) whose stop also waits for f
+// when it has started: a stream that ends cleanly after its request was
+// cancelled (Shutdown) moves its write deadline for the terminating
+// chunk after f (ownConn.interrupt) moved it to the past, never before.
+func afterCancel(ctx context.Context, f func()) (stop func() bool) {
+	done := make(chan struct{})
+	stopF := context.AfterFunc(ctx, func() {
+		defer close(done)
+		f()
+	})
+	return func() bool {
+		if !stopF() {
+			<-done
+		}
+		return true
+	}
+}
+
+// drainWriteGrace is how long a write in progress when Shutdown cancels
+// its stream may still take: a client that reads finishes receiving it
+// (then the stream ends with its terminating chunk), one that does not is
+// cut after it.
+const drainWriteGrace = time.Second
+
+// afterCancel interrupts oc when st's request is cancelled (see
+// ownConn.interrupt); while the server shuts down, a write in progress
+// gets drainWriteGrace to finish instead, so that the stream can still
+// end cleanly after it.
+func (st *Stream) afterCancel(oc *ownConn) (stop func() bool) {
+	return afterCancel(st.ctx, func() {
+		if st.hub.draining.Load() {
+			oc.drain()
+			return
+		}
+		oc.interrupt()
+	})
+}
+
+// drain ends the connection's blocked reads at once, and its writes after
+// drainWriteGrace.
+func (oc *ownConn) drain() {
+	_ = oc.conn.SetWriteDeadline(time.Now().Add(drainWriteGrace))
+	_ = oc.conn.SetReadDeadline(time.Unix(1, 0))
+}
+
+// Size is about how many bytes hd holds (for a cache's budget).
+func (hd *Head) Size() int64 { return int64(len(hd.raw))*2 + 64 }
+
+// Raw is hd's HTTP/1.1 rendering: the status line and header fields,
+// without Date and the blank line. The caller must not modify it.
+func (hd *Head) Raw() []byte { return hd.raw }

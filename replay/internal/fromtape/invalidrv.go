@@ -1,4 +1,4 @@
-package replay
+package fromtape
 
 import (
 	"fmt"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/wtrace/wtrace/apiserver/codec"
 	"github.com/wtrace/wtrace/apiserver/world"
+	"github.com/wtrace/wtrace/replay/internal/fromworld"
+	"github.com/wtrace/wtrace/replay/internal/stream"
 	"github.com/wtrace/wtrace/replay/internal/tape"
 )
 
@@ -23,23 +25,23 @@ import (
 // recorded a watch from this very resourceVersion (its recording is
 // served), whatever answers the watch otherwise (the world or the
 // recording).
-func (s *Server) invalidRVWatch(q tape.Query) (rt route, ok bool) {
+func (a *Answerer) invalidRVWatch(q tape.Query) (rt *stream.Answer, ok bool) {
 	rv := q.RawRV
 	if !q.Watch || rv == "" || rv == "0" {
-		return route{}, false
+		return nil, false
 	}
 	_, err := strconv.ParseUint(rv, 10, 64)
 	if err == nil {
-		return route{}, false
+		return nil, false
 	}
-	for _, x := range s.m.ByKey[q.Key] {
+	for _, x := range a.m.ByKey[q.Key] {
 		if x.Q.RawRV == rv {
-			return route{}, false
+			return nil, false
 		}
 	}
 	st := &metav1.Status{Status: metav1.StatusFailure, Code: http.StatusInternalServerError,
 		Message: fmt.Sprintf("resourceVersion: Invalid value: %q: %v", rv, err)}
 	m := codec.StatusMedia(q.Accept)
-	return storeRoute(&world.Response{Code: http.StatusInternalServerError, ContentType: m.ContentType(codec.TargetObject),
-		Body: codec.StatusBody(m, st), How: howError, Transcoded: true}), true
+	return fromworld.Respond(&world.Response{Code: http.StatusInternalServerError, ContentType: m.ContentType(codec.TargetObject),
+		Body: codec.StatusBody(m, st), How: stream.HowError, Transcoded: true}), true
 }

@@ -1,4 +1,4 @@
-package replay
+package fromtape
 
 import (
 	"encoding/binary"
@@ -12,6 +12,7 @@ import (
 	"github.com/wtrace/wtrace/apiserver/codec"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
+	"github.com/wtrace/wtrace/replay/internal/stream"
 	"github.com/wtrace/wtrace/replay/internal/tape"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -27,9 +28,9 @@ type recording struct {
 	file        *formats.File
 	m           *tape.Matcher
 	cache       *tape.Cache
-	maxPlan     int64       // an exchange larger is streamed from the file, not planned
-	eventChunks bool        // Options.EventChunks
-	annotate    func() bool // writes carry their events' resourceVersions (the replay keeps a world)
+	maxPlan     int64 // an exchange larger is streamed from the file, not planned
+	eventChunks bool  // Options.EventChunks
+	annotate    bool  // writes carry their events' resourceVersions (the replay keeps a world)
 }
 
 // maxSynthBytes bounds a LIST body (all pages, decoded) that is held in
@@ -81,7 +82,7 @@ type synthFromWatch struct {
 func (r *recording) openSource(x *tape.Exchange) (tape.Source, error) {
 	if x.Info.BodyBytes <= r.maxPlan {
 		v, err := r.cache.Get("plan:"+strconv.FormatInt(x.ID, 10), func() (any, int64, error) {
-			p, err := tape.BuildPlan(r.file, x, r.eventChunks, r.annotate())
+			p, err := tape.BuildPlan(r.file, x, r.eventChunks, r.annotate)
 			if err != nil {
 				return nil, 0, err
 			}
@@ -92,7 +93,7 @@ func (r *recording) openSource(x *tape.Exchange) (tape.Source, error) {
 		}
 		return &tape.PlanSource{Plan: v.(*tape.Plan)}, nil
 	}
-	return tape.NewProducer(r.file, x, r.eventChunks, r.annotate()), nil
+	return tape.NewProducer(r.file, x, r.eventChunks, r.annotate), nil
 }
 
 // readBody returns the whole stored body of opaque exchange x, decoded if it
@@ -283,16 +284,16 @@ func (r *recording) listFromWatch(x *tape.Exchange) (*synthFromWatch, error) {
 
 // headOf returns the head of watch exchange x with the given status
 // (cached).
-func (r *recording) headOf(x *tape.Exchange, status int) *head {
+func (r *recording) headOf(x *tape.Exchange, status int) *stream.Head {
 	v, _ := r.cache.Get("head:"+strconv.FormatInt(x.ID, 10)+":"+strconv.Itoa(status), func() (any, int64, error) {
 		h := responseHeader(x.Info.Response.Header, false)
 		if h.Get("Content-Type") == "" {
 			h.Set("Content-Type", watchContentType(x.Format)) // the head was not captured
 		}
-		hd := newHead(status, h)
-		return hd, int64(len(hd.raw))*2 + 64, nil
+		hd := stream.NewHead(status, h)
+		return hd, hd.Size(), nil
 	})
-	return v.(*head)
+	return v.(*stream.Head)
 }
 
 // bodyRV is the resourceVersion of recorded opaque body x (a list's, or

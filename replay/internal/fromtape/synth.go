@@ -1,4 +1,4 @@
-package replay
+package fromtape
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wtrace/wtrace/frame"
+	"github.com/wtrace/wtrace/replay/internal/stream"
 	"github.com/wtrace/wtrace/replay/internal/tape"
 )
 
@@ -16,38 +17,39 @@ import (
 // ADDED events, the initial-events-end bookmark, then the watch's events on
 // its own timeline. Without such a watch the stream stays open after the
 // bookmark.
-func (s *Server) serveSynthWatchList(st *streamer, r *http.Request, q tape.Query, lst *tape.Exchange) (watch *tape.Exchange, err error) {
-	sl, err := s.rec.synthList(lst)
+func (a *Answerer) serveSynthWatchList(st *stream.Stream, r *http.Request, q tape.Query, lst *tape.Exchange) (watch *tape.Exchange, err error) {
+	sl, err := a.rec.synthList(lst)
 	if err != nil {
 		return nil, err
 	}
-	if ws := tape.Filter(s.m.ByKey[q.Key], func(c *tape.Exchange) bool {
+	if ws := tape.Filter(a.m.ByKey[q.Key], func(c *tape.Exchange) bool {
 		return c.Q.RV == sl.rv && sl.rv != "" && c.Format == sl.format
 	}); len(ws) > 0 {
 		watch = tape.PreferAccepted(ws, q.Accept)[0]
 	}
-	var hd *head
+	var hd *stream.Head
 	if watch != nil {
-		hd = s.rec.headOf(watch, http.StatusOK)
+		hd = a.rec.headOf(watch, http.StatusOK)
 	} else {
-		hd = newHead(http.StatusOK, http.Header{"Content-Type": {watchContentType(sl.format)}})
+		hd = stream.NewHead(http.StatusOK, http.Header{"Content-Type": {watchContentType(sl.format)}})
 	}
-	if !st.begin(hd) {
+	if !st.Begin(hd) {
 		return watch, nil
 	}
-	if !st.run(&tape.PlanSource{Plan: &tape.Plan{Writes: sl.writes}}, 0, 0) {
+	if !st.Play(&tapeFeed{rd: a.reader(st, &tape.PlanSource{Plan: &tape.Plan{Writes: sl.writes}}, 0)}, 0) {
 		return watch, nil
+	}
+	if watch == nil {
+		st.RunRest(st.Hold)
+		return nil, nil
 	}
 	// With a world, the rest is a flow (the LIST's encoding was one the
 	// client accepts: see synthWatchListFits).
-	if st.flow, err = s.newFlow(r, q, sl.format, watch, sl.rv); err != nil {
-		st.flow = nil
+	fl, err := a.newFlow(r, q, sl.format, watch, sl.rv)
+	if err != nil {
+		fl = nil
 	}
-	if watch == nil {
-		st.runRest(st.hold)
-		return nil, nil
-	}
-	s.continueWatch(st, watch, 0, watch.RespTime())
+	a.continueWatch(st, watch, fl, 0, watch.RespTime())
 	return watch, nil
 }
 
@@ -64,18 +66,20 @@ func watchContentType(f frame.Format) string {
 // continueWatch sends a watch exchange's body after the head was sent (by
 // a synthesized prefix), from body offset skip on the timeline of base,
 // resumably (see runRest): the caller returns at once after it.
-func (s *Server) continueWatch(st *streamer, x *tape.Exchange, skip, base int64) {
-	c := &watchCont{st: st, x: x, skip: skip, base: base}
-	st.runRest(c.step)
+func (a *Answerer) continueWatch(st *stream.Stream, x *tape.Exchange, fl *flow, skip, base int64) {
+	c := &watchCont{a: a, st: st, x: x, fl: fl, skip: skip, base: base}
+	st.RunRest(c.step)
 }
 
 // watchCont is where the body of a watch stream is (see continueWatch):
 // a pass over the recorded exchange (several with Loop), then its end.
 type watchCont struct {
-	st         *streamer
+	a          *Answerer
+	st         *stream.Stream
 	x          *tape.Exchange
+	fl         *flow // served with the world (nil: as recorded)
 	skip, base int64
-	rd         *writeReader
+	f          stream.Feed
 	phase      int
 }
 
@@ -90,53 +94,54 @@ const (
 // is done. On the scheduler (inSched) it goes no further than sending
 // from memory: past that it yields to a goroutine.
 func (c *watchCont) step() {
-	st, s, x := c.st, c.st.s, c.x
+	st, a, x := c.st, c.a, c.x
 	for {
-		if st.inSched && c.phase != wcRun {
+		if st.InSched() && c.phase != wcRun {
 			if c.phase != wcDone {
-				st.yield()
+				st.Yield()
 			}
 			return
 		}
 		switch c.phase {
 		case wcOpen:
 			var src tape.Source
-			if st.flow != nil && st.flow.w != nil {
-				src = tape.NewEventSource(s.file, x, c.skip) // transcoded: event by event
+			if c.fl != nil && c.fl.w != nil {
+				src = tape.NewEventSource(a.file, x, c.skip) // transcoded: event by event
 			} else {
 				var err error
-				if src, err = s.rec.openSource(x); err != nil {
-					st.stopped = "reading session: " + err.Error()
+				if src, err = a.rec.openSource(x); err != nil {
+					st.Stop("reading session: " + err.Error())
 					c.phase = wcDone
 					return
 				}
 			}
-			c.rd, c.phase = st.reader(src, c.skip), wcRun
-		case wcRun:
-			ok := false
-			if st.flow != nil {
-				ok = st.runFlow(&c.rd, c.base)
+			rd := a.reader(st, src, c.skip)
+			if c.fl != nil {
+				c.f = &flowFeed{st: st, fl: c.fl, rd: rd}
 			} else {
-				ok = st.runFrom(c.rd, c.base)
+				c.f = &tapeFeed{rd: rd}
 			}
-			if st.parked {
+			c.phase = wcRun
+		case wcRun:
+			ok := st.Play(c.f, c.base)
+			if st.Parked() {
 				return
 			}
 			switch {
 			case !ok:
 				c.phase = wcDone
-			case !s.opts.Loop:
+			case !a.opts.Loop:
 				c.phase = wcFinish
 			default:
-				st.shift += s.scale(x.EndTime() - c.base)
-				if s.speed != 0 && x.EndTime() <= x.RespTime() {
-					st.shift += time.Millisecond
+				st.Shift(a.hub.Scale(x.EndTime() - c.base))
+				if a.speed != 0 && x.EndTime() <= x.RespTime() {
+					st.Shift(time.Millisecond)
 				}
 				c.base, c.skip, c.phase = x.RespTime(), 0, wcOpen
 			}
 		case wcFinish:
-			st.finish(endOf(x), x.EndTime(), c.base)
-			if !st.parked {
+			st.Finish(endOf(x), x.EndTime(), c.base)
+			if !st.Parked() {
 				c.phase = wcDone
 			}
 			return
@@ -148,16 +153,16 @@ func (c *watchCont) step() {
 
 // serveListFromWatch answers a LIST the session did not record from the
 // initial events of a recorded streaming list.
-func (s *Server) serveListFromWatch(st *streamer, x *tape.Exchange) error {
-	l, err := s.rec.listFromWatch(x)
+func (a *Answerer) serveListFromWatch(st *stream.Stream, x *tape.Exchange) error {
+	l, err := a.rec.listFromWatch(x)
 	if err != nil {
 		return err
 	}
-	h := st.w.Header()
+	h := st.Header()
 	h.Set("Content-Type", l.contentType)
 	h.Set("Content-Length", strconv.Itoa(len(l.body)))
-	st.w.WriteHeader(http.StatusOK)
-	st.send(l.body)
+	st.WriteHeader(http.StatusOK)
+	st.Send(l.body)
 	return nil
 }
 
@@ -166,27 +171,27 @@ func (s *Server) serveListFromWatch(st *streamer, x *tape.Exchange) error {
 // stream with one ERROR event carrying a 410 Expired Status (always JSON,
 // which every client decodes from the Content-Type), then a clean end. The
 // client relists.
-func (s *Server) serveExpired(st *streamer, rv string) {
+func (a *Answerer) serveExpired(st *stream.Stream, rv string) {
 	msg := "too old resource version: " + rv + " (not in the replayed session)"
 	var b bytes.Buffer
 	b.WriteString(`{"type":"ERROR","object":`)
-	b.Write(statusJSON(http.StatusGone, "Expired", msg))
+	b.Write(stream.StatusJSON(http.StatusGone, "Expired", msg))
 	b.WriteString("}\n")
-	st.w.Header().Set("Content-Type", "application/json")
-	st.w.WriteHeader(http.StatusOK)
-	st.send(b.Bytes())
+	st.Header().Set("Content-Type", "application/json")
+	st.WriteHeader(http.StatusOK)
+	st.Send(b.Bytes())
 }
 
 // serveEmptyWatch answers a watch that is past the session's last event
 // with an open stream that sends nothing, as a quiet apiserver does, until
 // the client's timeoutSeconds (then a clean end), the client leaves, or
 // Close. Headers come from x when there is one.
-func (s *Server) serveEmptyWatch(st *streamer, x *tape.Exchange) {
-	hd := newHead(http.StatusOK, http.Header{"Content-Type": {"application/json"}})
+func (a *Answerer) serveEmptyWatch(st *stream.Stream, x *tape.Exchange, fl *flow) {
+	hd := stream.NewHead(http.StatusOK, http.Header{"Content-Type": {"application/json"}})
 	if x != nil {
-		hd = s.watchHead(x, st.flow)
+		hd = a.watchHead(x, fl)
 	}
-	if st.begin(hd) {
-		st.runRest(st.hold)
+	if st.Begin(hd) {
+		st.RunRest(st.Hold)
 	}
 }

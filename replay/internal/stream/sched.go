@@ -1,9 +1,8 @@
-package replay
+package stream
 
 import (
 	"net"
 	"net/http"
-	"runtime"
 	"runtime/debug"
 	"syscall"
 	"time"
@@ -15,43 +14,23 @@ import (
 // it — HTTP/1.1 over plain TCP, taken over (ownConn), on the real clock,
 // without Follow or Out, on Linux (see ownConn.park) — that has to wait
 // for its next write parks in its shard's pace.Scheduler instead (see
-// streamer.waitUntil): its goroutine returns, and the scheduler's
+// Stream.waitUntil): its goroutine returns, and the scheduler's
 // goroutine, when the stream is due, runs the rest of its body (st.rest)
 // itself: the writes due now, from the exchange's plan in memory, each
-// batch in one non-blocking writev (streamer.tryWrite), until the stream
+// batch in one non-blocking writev (Stream.tryWrite), until the stream
 // must wait again. What could block it goes to a new goroutine
-// (streamer.resume, through Server.drive), which carries the stream on
+// (Stream.resume, through Stream.drive), which carries the stream on
 // with the blocking path and parks it again or ends it: a write the
 // client does not take at once (the rest of it is written with the write
 // timeout, so a slow client never delays the others), reading the session
 // file, the end of the stream. A stream gets a shard, round robin, when it
-// takes its connection over. The streamer is the scheduler's
+// takes its connection over. The Stream is the scheduler's
 // pace.Stream.
 
-// newShards returns a server's schedulers, one per GOMAXPROCS.
-func newShards() []*pace.Scheduler {
-	scs := make([]*pace.Scheduler, max(1, runtime.GOMAXPROCS(0)))
-	for i := range scs {
-		scs[i] = pace.New()
-	}
-	return scs
-}
-
-// schedStats returns how many streams are parked, and the sums of
-// stepped and handed, over the server's shards (for tests).
-func (s *Server) schedStats() (parked int, stepped, handed int64) {
-	for _, sc := range s.scs {
-		parked += sc.Len()
-		stepped += sc.Stepped.Load()
-		handed += sc.Handed.Load()
-	}
-	return parked, stepped, handed
-}
-
-// park hands stream st, which parked (see streamer.waitUntil), to its
+// park hands stream st, which parked (see Stream.waitUntil), to its
 // scheduler, from the stream's goroutine. It returns false, and st stays
 // the caller's, once the server is closing.
-func (st *streamer) park() bool {
+func (st *Stream) park() bool {
 	oc := st.own
 	// A deadline left from the blocking path would fail the scheduler's
 	// non-blocking writes and peeks once it passed.
@@ -71,14 +50,14 @@ func (st *streamer) park() bool {
 
 // Slot, Due and Conn are st's place in the scheduler, when it is due
 // (parkAt) and its connection (pace.Stream).
-func (st *streamer) Slot() *pace.Slot      { return &st.slot }
-func (st *streamer) Due() time.Time        { return st.parkAt }
-func (st *streamer) Conn() syscall.RawConn { return st.own.raw }
+func (st *Stream) Slot() *pace.Slot      { return &st.slot }
+func (st *Stream) Due() time.Time        { return st.parkAt }
+func (st *Stream) Conn() syscall.RawConn { return st.own.raw }
 
 // Fire carries on due stream st (pace.Stream): on the scheduler when it
 // only has to write, else on a goroutine. It returns true when st parked
 // again.
-func (st *streamer) Fire() bool {
+func (st *Stream) Fire() bool {
 	if st.ctx.Err() != nil {
 		st.endParked("cancelled")
 		return false
@@ -96,20 +75,20 @@ func (st *streamer) Fire() bool {
 		st.parked = false
 	}
 	st.sc.Handed.Add(1)
-	go st.s.drive(st, st.resume)
+	go st.drive(st.resume)
 	return false
 }
 
 // step runs st.rest on the scheduler (inSched). A panic there ends the
-// stream as on its own goroutine (see Server.drive): step then returns
+// stream as on its own goroutine (see Stream.drive): step then returns
 // false.
-func (st *streamer) step() (ok bool) {
+func (st *Stream) step() (ok bool) {
 	st.inSched = true
 	defer func() {
 		st.inSched = false
 		if v := recover(); v != nil {
-			st.s.log.Error("replay: panic serving a stream", "target", truncate(st.target), "panic", v, "stack", string(debug.Stack()))
-			go st.s.drive(st, func() { panic(http.ErrAbortHandler) })
+			st.hub.log.Error("replay: panic serving a stream", "target", Truncate(st.target), "panic", v, "stack", string(debug.Stack()))
+			go st.drive(func() { panic(http.ErrAbortHandler) })
 		}
 	}()
 	st.rest()
@@ -118,7 +97,7 @@ func (st *streamer) step() (ok bool) {
 
 // End ends parked stream st (pace.Stream): its client left, or the
 // server closes.
-func (st *streamer) End(left bool) {
+func (st *Stream) End(left bool) {
 	if left {
 		st.cancel()
 	}
@@ -126,18 +105,18 @@ func (st *streamer) End(left bool) {
 }
 
 // end ends parked stream st (stopped says why) on a goroutine.
-func (st *streamer) endParked(stopped string) {
+func (st *Stream) endParked(stopped string) {
 	st.parked, st.needGo = false, false
 	if st.stopped == "" {
 		st.stopped = stopped
 	}
-	go st.s.drive(st, func() {})
+	go st.drive(func() {})
 }
 
 // resume carries on parked stream st on a goroutine of its own (see
-// Server.drive): the rest of a write the client did not take at once,
+// Stream.drive): the rest of a write the client did not take at once,
 // then st.rest.
-func (st *streamer) resume() {
+func (st *Stream) resume() {
 	oc := st.own
 	if len(oc.pend) > 0 {
 		p := oc.pend
@@ -154,7 +133,7 @@ func (st *streamer) resume() {
 // scheduler's path (mayPark) the stream parks where it would wait, and f
 // is called again when it is due, until it returns without parking. f
 // must carry on from where the last call left (and see st.inSched).
-func (st *streamer) runRest(f func()) {
+func (st *Stream) RunRest(f func()) {
 	if st.own != nil && st.own.park {
 		st.rest = f
 	}
@@ -162,10 +141,10 @@ func (st *streamer) runRest(f func()) {
 }
 
 // mayPark reports whether st parks where it would wait (see sched.go).
-func (st *streamer) mayPark() bool { return st.rest != nil }
+func (st *Stream) mayPark() bool { return st.rest != nil }
 
 // yield parks st for a goroutine to carry it on at once (on the
 // scheduler, where it would block).
-func (st *streamer) yield() {
+func (st *Stream) Yield() {
 	st.parked, st.parkAt, st.needGo = true, time.Time{}, true
 }
