@@ -164,7 +164,7 @@ func seed(t *testing.T, c *k8stest.Cluster, rs []Resource, exceptions map[string
 			t.Errorf("seed %s: %d %s", path, resp.StatusCode, b)
 		}
 	}
-	for _, ns := range []string{namespace, namespace + "-limitranges", namespace + "-resourcequotas", ReviewNamespace} {
+	for _, ns := range []string{namespace, namespace + "-limitranges", namespace + "-resourcequotas", ReviewNamespace, EvictionNamespace} {
 		post("/api/v1/namespaces", `{"metadata":{"name":"`+ns+`"}}`)
 		post("/api/v1/namespaces/"+ns+"/serviceaccounts", `{"metadata":{"name":"default"}}`)
 	}
@@ -178,7 +178,8 @@ func seed(t *testing.T, c *k8stest.Cluster, rs []Resource, exceptions map[string
 	}
 }
 
-// lists reads every resource's collection, as the session's LISTs.
+// lists reads every resource's collection of every namespace, as the
+// session's LISTs.
 func lists(t *testing.T, c *k8stest.Cluster, rs []Resource) []List {
 	t.Helper()
 	var out []List
@@ -186,7 +187,7 @@ func lists(t *testing.T, c *k8stest.Cluster, rs []Resource) []List {
 		if r.Subresource != "" || !r.Has("list") {
 			continue
 		}
-		p := r.Collection(namespaceOf(r, namespace))
+		p := r.Collection("") // every namespace's
 		resp, b := c.Do("GET", p, http.Header{"Accept": {mediaJSON}}, nil)
 		if resp.StatusCode != http.StatusOK {
 			t.Errorf("LIST %s: %d %s", p, resp.StatusCode, b)

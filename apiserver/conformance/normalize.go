@@ -28,6 +28,7 @@ type view struct {
 	marks     map[string]string // list mark → its resourceVersion
 	cont      string            // the last list's continue token
 	token     string            // the last token a TokenRequest got
+	counts    map[string]int    // names given per object (nameMeta)
 }
 
 func newView() *view {
@@ -161,6 +162,9 @@ func (v *view) normalize(b []byte) (any, error) {
 func (v *view) walk(x any, key string) any {
 	switch y := x.(type) {
 	case map[string]any:
+		if key == "metadata" {
+			v.nameMeta(y)
+		}
 		keys := make([]string, 0, len(y))
 		for k := range y {
 			keys = append(keys, k)
@@ -236,6 +240,42 @@ func (v *view) text(x, key string) any {
 		return "<time>"
 	}
 	return x
+}
+
+// nameMeta names an object's uid and resourceVersion after the object:
+// its k-th uid and k-th resourceVersion. A difference between the two
+// servers (a write one refused) then shifts the names of that object's
+// later versions only, not every later one's.
+func (v *view) nameMeta(md map[string]any) {
+	name, _ := md["name"].(string)
+	if name == "" {
+		return
+	}
+	if generated.MatchString(name) {
+		name = "wcf-g-*"
+	}
+	if ns, _ := md["namespace"].(string); ns != "" {
+		name = ns + "/" + name
+	}
+	if uid, _ := md["uid"].(string); uid != "" {
+		if _, ok := v.uids[uid]; !ok {
+			v.uids[uid] = fmt.Sprintf("<uid %s #%d>", name, v.count("uid "+name))
+		}
+	}
+	if rv, _ := md["resourceVersion"].(string); rv != "" && rv != "<list-rv>" {
+		if _, ok := v.rvs[rv]; !ok {
+			v.rvs[rv] = fmt.Sprintf("<rv %s #%d>", name, v.count("rv "+name))
+		}
+	}
+}
+
+// count returns how many names of key v gave before, and counts one more.
+func (v *view) count(key string) int {
+	if v.counts == nil {
+		v.counts = map[string]int{}
+	}
+	v.counts[key]++
+	return v.counts[key]
 }
 
 func rename(m map[string]string, x, prefix string) string {

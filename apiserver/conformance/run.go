@@ -3,9 +3,11 @@ package conformance
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -116,6 +118,11 @@ func compare(c Case, real, mine answer) Result {
 		r.Why = "no periodic BOOKMARK where the apiserver sent one"
 	case !reflect.DeepEqual(withoutPeriodic(real.body), withoutPeriodic(mine.body)):
 		r.Why = "body differs at " + firstDifference(withoutPeriodic(real.body), withoutPeriodic(mine.body), "")
+		if os.Getenv("WTRACE_CONFORMANCE_DEBUG") != "" {
+			a, _ := json.Marshal(real.body)
+			b, _ := json.Marshal(mine.body)
+			r.Why += "\n  normalized apiserver: " + string(a) + "\n  normalized replay: " + string(b)
+		}
 	default:
 		r.Same = true
 	}
@@ -194,7 +201,11 @@ func (v *view) copy() *view {
 			p.dst[k] = x
 		}
 	}
-	c.cont = v.cont
+	c.cont, c.token = v.cont, v.token
+	c.counts = map[string]int{}
+	for k, n := range v.counts {
+		c.counts[k] = n
+	}
 	return c
 }
 

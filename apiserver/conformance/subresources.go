@@ -64,11 +64,17 @@ func (p *plan) scale() {
 }
 
 // pod plans the creation of a Pod of the plan's namespace for a
-// subresource of Pods, with labels.
+// subresource of Pods, with labels (Label left out in a namespace of its
+// own, which lists of every namespace select by it).
 func (p *plan) pod(name string, labels map[string]string) {
 	pods := Resource{Version: "v1", Name: "pods", Kind: "Pod", Namespaced: true}
 	f, _ := fixtureFor(pods)
-	p.add("", "a Pod", "POST", pods.Collection(p.ns), "", f.object(pods, p.ns, name, false, labels), nil)
+	body := f.object(pods, p.ns, name, false, labels)
+	if p.ns != namespaceOf(p.r, "wcf") {
+		body = strings.Replace(body, `"`+Label+`":"1",`, "", 1)
+		body = strings.Replace(body, `"`+Label+`":"1"`, "", 1)
+	}
+	p.add("", "a Pod", "POST", pods.Collection(p.ns), "", body, nil)
 }
 
 func (p *plan) binding(parent *plan) {
@@ -84,7 +90,14 @@ func (p *plan) binding(parent *plan) {
 	p.add("create", "no target", "POST", p.obj(Seed), "", `{"apiVersion":"v1","kind":"Binding","metadata":{"name":"`+Seed+`"}}`, nil)
 }
 
+// EvictionNamespace is where the evictions' Pods and budgets are: a
+// namespace of its own, which the Pods' and the budgets' own cases do not
+// list.
+const EvictionNamespace = "wcf-evictions"
+
 func (p *plan) eviction(parent *plan) {
+	p.ns = EvictionNamespace
+	parent = &plan{r: parent.r, f: parent.f, ns: EvictionNamespace}
 	evict := func(pod string) string {
 		return `{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"` + pod + `","namespace":"` + p.ns + `"}}`
 	}
@@ -93,13 +106,38 @@ func (p *plan) eviction(parent *plan) {
 	p.add("create", "evicted Pod", "GET", parent.obj("wcf-evict"), "", "", nil)
 	p.add("create", "absent Pod", "POST", p.obj("wcf-absent"), "", evict("wcf-absent"), nil)
 	p.add("create", "name mismatch", "POST", p.obj(Seed), "", evict("wcf-other"), nil)
-	// A PodDisruptionBudget no controller has processed yet blocks it.
-	p.pod("wcf-budget", map[string]string{"wcf-pdb": "1"})
-	pdb := `{"apiVersion":"policy/v1","kind":"PodDisruptionBudget","metadata":{"name":"wcf-evict","labels":{"` + Label +
-		`":"1"}},"spec":{"minAvailable":1,"selector":{"matchLabels":{"wcf-pdb":"1"}}}}`
-	p.add("", "a PodDisruptionBudget", "POST", "/apis/policy/v1/namespaces/"+p.ns+"/poddisruptionbudgets", "", pdb, nil)
-	p.add("create", "blocked by a PodDisruptionBudget", "POST", p.obj("wcf-budget"), "", evict("wcf-budget"), nil)
-	p.add("create", "dryRun", "POST", p.obj("wcf-budget"), "dryRun=All", evict("wcf-budget"), nil)
+	// A Running Pod: its PodDisruptionBudget decides. One no controller
+	// has processed yet blocks it; one whose status allows a disruption
+	// lets it go, and counts it.
+	running := func(pod string, ready bool) {
+		p.pod(pod, map[string]string{"wcf-pdb": pod})
+		cond := ""
+		if ready {
+			cond = `,"conditions":[{"type":"Ready","status":"True"}]`
+		}
+		p.add("", "Running", "PATCH", parent.obj(pod)+"/status", "", `{"status":{"phase":"Running"`+cond+`}}`, func(c *Case) { c.ContentType = mergeCT })
+	}
+	pdb := func(name string) string {
+		return `{"apiVersion":"policy/v1","kind":"PodDisruptionBudget","metadata":{"name":"` + name +
+			`"},"spec":{"minAvailable":1,"selector":{"matchLabels":{"wcf-pdb":"` + name + `"}}}}`
+	}
+	pdbs := "/apis/policy/v1/namespaces/" + p.ns + "/poddisruptionbudgets"
+	running("wcf-budget", false)
+	p.add("", "a PodDisruptionBudget", "POST", pdbs, "", pdb("wcf-budget"), nil)
+	p.add("create", "blocked by a budget not processed", "POST", p.obj("wcf-budget"), "", evict("wcf-budget"), nil)
+	running("wcf-allowed", true)
+	p.add("", "a PodDisruptionBudget", "POST", pdbs, "", pdb("wcf-allowed"), nil)
+	p.add("", "its status", "PATCH", pdbs+"/wcf-allowed/status", "",
+		`{"status":{"observedGeneration":1,"disruptionsAllowed":1,"currentHealthy":2,"desiredHealthy":1,"expectedPods":2}}`, func(c *Case) { c.ContentType = mergeCT })
+	p.add("create", "dryRun", "POST", p.obj("wcf-allowed"), "dryRun=All", evict("wcf-allowed"), nil)
+	p.add("create", "allowed by its budget", "POST", p.obj("wcf-allowed"), "", evict("wcf-allowed"), nil)
+	p.add("create", "the budget after", "GET", pdbs+"/wcf-allowed", "", "", nil)
+	p.add("create", "the Pod after", "GET", parent.obj("wcf-allowed"), "", "", nil)
+	running("wcf-denied", true)
+	p.add("", "a PodDisruptionBudget", "POST", pdbs, "", pdb("wcf-denied"), nil)
+	p.add("", "its status", "PATCH", pdbs+"/wcf-denied/status", "",
+		`{"status":{"observedGeneration":1,"disruptionsAllowed":0,"currentHealthy":1,"desiredHealthy":1,"expectedPods":1}}`, func(c *Case) { c.ContentType = mergeCT })
+	p.add("create", "denied by its budget", "POST", p.obj("wcf-denied"), "", evict("wcf-denied"), nil)
 }
 
 func (p *plan) token() {

@@ -65,7 +65,10 @@
 // last finalizer removed deletes it), delete-collection, the status and
 // scale subresources, a Pod's binding (pods/NAME/binding and the
 // deprecated bindings resource: spec.nodeName, the PodScheduled
-// condition; 409 for a Pod already bound), a ServiceAccount's tokens
+// condition; 409 for a Pod already bound), a Pod's eviction (at once for
+// a Pod that disrupts nothing, else as its PodDisruptionBudget allows:
+// 429, or its budget's status counting the disruption; the
+// DisruptionTarget condition, then the deletion), a ServiceAccount's tokens
 // (TokenRequest: a JWT with the apiserver's claims, signed by the world),
 // the reviews (access and rules reviews answered by an authorizer that
 // allows system:masters, and a replay's own client, everything, and
@@ -156,7 +159,7 @@
 // resource itself (objectREST: its collection and its objects) and one
 // small type per subresource beside it (statusREST, scaleREST in
 // scale.go, finalizeREST, bindingREST in binding.go, tokenREST in
-// token.go), and the resources answered without storage (reviewREST in
+// token.go, evictionREST in eviction.go), and the resources answered without storage (reviewREST in
 // reviews.go, the legacy bindings), each implementing the verbs it
 // serves. The verbs' shared steps are by verb: create.go,
 // update.go (PUT), patch.go, delete.go, read.go; write.go holds what every

@@ -61,6 +61,7 @@ var subresources = map[string]endpoint{
 	"finalize": finalizeREST{},
 	"binding":  bindingREST{},
 	"token":    tokenREST{},
+	"eviction": evictionREST{},
 }
 
 // resources are the resources whose own path is answered by an endpoint
