@@ -28,6 +28,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.ops.ServeHTTP(w, r) // the Server's own endpoints (health.go)
 		return
 	}
+	if s.serveControl(w, r) { // the control endpoint (control.go)
+		return
+	}
 	if !s.enter() {
 		stream.WriteStatus(w, http.StatusServiceUnavailable, "ServiceUnavailable", errClosed.Error())
 		return
