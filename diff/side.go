@@ -3,7 +3,6 @@ package diff
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -397,13 +396,8 @@ func (c *comparer) readBodies(s *side, byID map[int64]*exch, ids []int64, namesO
 			delete(open, id)
 		}
 	}
-	for rec, err := range s.f.ExchangeRecords(ids...).All() {
+	for rec, err := range s.f.ExchangeRecords(ids...).Intact(func(de *formats.DamageError) { c.warn("%s: %v", s.name, de) }) {
 		if err != nil {
-			var de *formats.DamageError
-			if errors.As(err, &de) {
-				c.warn("%s: %v", s.name, err)
-				continue
-			}
 			return fmt.Errorf("diff: reading %s: %w", s.name, err)
 		}
 		switch r := rec.(type) {
@@ -602,12 +596,8 @@ func createName(doc []byte) string {
 // unified diff), up to MaxBodySize.
 func (c *comparer) readBody(s *side, id int64, dir formats.Direction) ([]byte, error) {
 	var buf []byte
-	for rec, err := range s.f.ExchangeRecords(id).All() {
+	for rec, err := range s.f.ExchangeRecords(id).Intact(nil) {
 		if err != nil {
-			var de *formats.DamageError
-			if errors.As(err, &de) {
-				continue
-			}
 			return nil, err
 		}
 		if b, ok := rec.(*formats.Body); ok && b.Dir == dir {

@@ -187,14 +187,9 @@ func (c *comparer) events(s *side, ch *chain) *eventSource {
 
 func (es *eventSource) next() (*event, bool, error) {
 	for {
-		rec, err := es.sc.Next()
+		rec, err := es.sc.NextIntact(func(de *formats.DamageError) { es.c.warn("%s: %v", es.s.name, de) })
 		if err == io.EOF {
 			return nil, false, nil
-		}
-		var de *formats.DamageError
-		if errors.As(err, &de) {
-			es.c.warn("%s: %v", es.s.name, err)
-			continue
 		}
 		if err != nil {
 			return nil, false, fmt.Errorf("diff: reading %s: %w", es.s.name, err)

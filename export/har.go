@@ -121,7 +121,7 @@ const (
 // watch ran. Each body is read twice (once to learn whether it is text
 // and its decoded size). Damage is skipped and listed in the Result.
 func HAR(w io.Writer, f *formats.File, opts HAROptions) (Result, error) {
-	h := &harWriter{f: f, w: bufio.NewWriterSize(w, 64<<10), seen: map[int64]bool{}}
+	h := &harWriter{f: f, w: bufio.NewWriterSize(w, 64<<10)}
 	version := opts.Version
 	if version == "" {
 		version = "devel"
@@ -156,7 +156,8 @@ func HAR(w io.Writer, f *formats.File, opts HAROptions) (Result, error) {
 		}
 	}
 	h.w.WriteString("\n]}}\n")
-	h.res.Damage = allDamage(f, h.res.Damage)
+	h.dmg.AddFound(f)
+	h.res.Damage = h.dmg.Errors()
 	return h.res, h.w.Flush()
 }
 
@@ -174,11 +175,11 @@ func KeepsSecrets(f *formats.File) bool {
 }
 
 type harWriter struct {
-	f    *formats.File
-	w    *bufio.Writer
-	res  Result
-	seen map[int64]bool
-	err  error // of reading the file (not damage)
+	f   *formats.File
+	w   *bufio.Writer
+	res Result
+	dmg formats.Damages
+	err error // of reading the file (not damage)
 }
 
 func (h *harWriter) damage(err error) {
@@ -189,10 +190,7 @@ func (h *harWriter) damage(err error) {
 		}
 		return
 	}
-	if !h.seen[de.Offset] {
-		h.seen[de.Offset] = true
-		h.res.Damage = append(h.res.Damage, err)
-	}
+	h.dmg.Add(de)
 }
 
 func ms(ns int64) float64 { return float64(max(ns, 0)) / 1e6 }

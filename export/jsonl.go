@@ -1,12 +1,9 @@
 package export
 
 import (
-	"cmp"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"io"
-	"slices"
 
 	"github.com/wtrace/wtrace/formats"
 )
@@ -87,7 +84,9 @@ type (
 // documents every member.
 //
 // It reads the file once, in order: memory is the index and one block.
-// Damage is skipped (and listed in the Result); other errors end it.
+// Damage is skipped: a "damage" line where the read met it, and every
+// damaged region once in the Result (those opening found too, as every
+// export lists them); other errors end it.
 func JSONL(w io.Writer, f *formats.File, opts JSONLOptions) (Result, error) {
 	var res Result
 	idx := f.Index()
@@ -129,8 +128,11 @@ func JSONL(w io.Writer, f *formats.File, opts JSONLOptions) (Result, error) {
 		return enc.Encode(exchangeLine{Record: "exchange", Exchange: NewExchange(x, names)})
 	}
 	var derr error // of writing a damage line
+	var ds formats.Damages
 	damage := func(de *formats.DamageError) {
-		res.Damage = append(res.Damage, de)
+		if !ds.Add(de) {
+			return
+		}
 		if derr == nil {
 			derr = enc.Encode(damageLine{Record: "damage", Offset: de.Offset, Block: de.Block, Message: de.Error()})
 		}
@@ -181,46 +183,12 @@ func JSONL(w io.Writer, f *formats.File, opts JSONLOptions) (Result, error) {
 	if derr != nil {
 		return res, derr
 	}
+	ds.AddFound(f)
+	res.Damage = ds.Errors()
 	if idx.Summary != nil {
 		if err := enc.Encode(summaryLine{Record: "summary", Summary: NewSummary(idx.Summary)}); err != nil {
 			return res, err
 		}
 	}
 	return res, nil
-}
-
-// allDamage returns damage (found reading f's exchanges) with the damage
-// opening f found that those reads did not meet — a block no exchange is
-// known to lie in, every block when none is intact — in file order, once
-// per region: an export says what it lost whatever it read.
-func allDamage(f *formats.File, damage []error) []error {
-	seen := map[int64]bool{}
-	var out []error
-	add := func(err error) {
-		var de *formats.DamageError
-		if errors.As(err, &de) {
-			if seen[de.Offset] {
-				return
-			}
-			seen[de.Offset] = true
-		}
-		out = append(out, err)
-	}
-	for _, d := range damage {
-		add(d)
-	}
-	for _, p := range f.Problems() {
-		var de *formats.DamageError
-		if errors.As(p, &de) {
-			add(de)
-		}
-	}
-	slices.SortStableFunc(out, func(a, b error) int {
-		var da, db *formats.DamageError
-		if errors.As(a, &da) && errors.As(b, &db) {
-			return cmp.Compare(da.Offset, db.Offset)
-		}
-		return 0
-	})
-	return out
 }

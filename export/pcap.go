@@ -79,11 +79,13 @@ func Pcap(w io.Writer, f *formats.File, opts PcapOptions) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	p := &pcapExport{f: f, pw: pw, seg: seg, seenDamage: map[int64]bool{}}
-	if err := p.run(); err != nil {
+	p := &pcapExport{f: f, pw: pw, seg: seg}
+	err = p.run()
+	p.dmg.AddFound(f)
+	p.res.Damage = append(p.dmg.Errors(), p.res.Damage...) // the regions, then a read's error
+	if err != nil {
 		return p.res, err
 	}
-	p.res.Damage = allDamage(f, p.res.Damage)
 	return p.res, bw.Flush()
 }
 
@@ -93,13 +95,14 @@ type pcapExport struct {
 	seg int
 	res Result
 
-	events     eventHeap
-	order      int64
-	now        int64
-	buf        []byte // a packet
-	runBuf     []byte // a run of pieces sent together
-	err        error
-	seenDamage map[int64]bool
+	events  eventHeap
+	order   int64
+	now     int64
+	buf     []byte // a packet
+	runBuf  []byte // a run of pieces sent together
+	err     error
+	dmg     formats.Damages
+	readErr bool // a read's error (not damage) is in res.Damage
 }
 
 // Scheduled work, in time order.
@@ -229,17 +232,15 @@ func (p *pcapExport) run() error {
 func (p *pcapExport) note(s string) { p.res.Notes = append(p.res.Notes, s) }
 
 func (p *pcapExport) damage(err error) {
-	var key int64 = -1
 	if de, ok := err.(*formats.DamageError); ok {
-		key = de.Offset
-	}
-	if key >= 0 && p.seenDamage[key] {
+		p.dmg.Add(de)
 		return
 	}
-	p.seenDamage[key] = true
-	p.res.Damage = append(p.res.Damage, err)
+	if !p.readErr {
+		p.readErr = true
+		p.res.Damage = append(p.res.Damage, err)
+	}
 }
-
 func startTime(x *formats.ExchangeInfo) int64 {
 	if !x.Request.Missing && x.Request.Time != 0 {
 		return x.Request.Time

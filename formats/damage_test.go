@@ -521,3 +521,18 @@ func TestScannerAll(t *testing.T) {
 		}
 	}
 }
+
+// TestDamages: a region is noted once, whatever reads meet it, and the
+// list comes in file order.
+func TestDamages(t *testing.T) {
+	var ds Damages
+	a := &DamageError{Block: 2, Offset: 9000, Err: io.ErrUnexpectedEOF}
+	b := &DamageError{Block: 0, Offset: 100, Err: io.ErrUnexpectedEOF}
+	for _, d := range []*DamageError{a, b, a, {Block: 2, Offset: 9000, Err: io.ErrUnexpectedEOF}} {
+		ds.Add(d)
+	}
+	got := ds.Errors()
+	if len(got) != 2 || got[0] != b || got[1] != a {
+		t.Errorf("Damages.Errors() = %v; want [%v %v]", got, b, a)
+	}
+}

@@ -1,9 +1,11 @@
 package formats
 
 import (
+	"cmp"
 	"errors"
 	"io"
 	"iter"
+	"slices"
 )
 
 // Intact returns an iterator over the rest of the records that reads past
@@ -84,4 +86,48 @@ func (f *File) Verify() (Verification, error) {
 	}
 	v.Clean = f.clean && len(v.Damage) == 0
 	return v, nil
+}
+
+// Damages gathers the damaged regions a reader of f met, once per region
+// (a DamageError's Offset): a reader that meets a region more than once
+// (an exchange's records read again, the regions opening found) lists it
+// once. The zero value is ready to use. Not safe for concurrent use.
+type Damages struct {
+	seen map[int64]bool
+	list []*DamageError
+}
+
+// Add notes region d; false when it was noted before.
+func (ds *Damages) Add(d *DamageError) bool {
+	if ds.seen[d.Offset] {
+		return false
+	}
+	if ds.seen == nil {
+		ds.seen = map[int64]bool{}
+	}
+	ds.seen[d.Offset] = true
+	ds.list = append(ds.list, d)
+	return true
+}
+
+// AddFound notes the damage opening f found (its Problems) that the reads
+// did not meet: a block no record is known to lie in, every block when
+// none is intact.
+func (ds *Damages) AddFound(f *File) {
+	for _, p := range f.Problems() {
+		var d *DamageError
+		if errors.As(p, &d) {
+			ds.Add(d)
+		}
+	}
+}
+
+// Errors returns the regions noted, in file order, as errors.
+func (ds *Damages) Errors() []error {
+	slices.SortStableFunc(ds.list, func(a, b *DamageError) int { return cmp.Compare(a.Offset, b.Offset) })
+	out := make([]error, len(ds.list))
+	for i, d := range ds.list {
+		out[i] = d
+	}
+	return out
 }

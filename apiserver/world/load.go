@@ -388,7 +388,6 @@ func (l *loader) readWatches() error {
 		defer close(jobs)
 		sc := l.f.ExchangeRecords(l.watchIDs...).WithCache(l.cache)
 		b := &peekBatch{done: make(chan struct{})}
-		var last error
 		send := func(b *peekBatch) bool {
 			select {
 			case ordered <- b:
@@ -399,11 +398,8 @@ func (l *loader) readWatches() error {
 			return true
 		}
 		for {
-			rec, err := sc.Next()
+			rec, err := sc.NextIntact(nil)
 			if err != nil {
-				if pastDamage(err, &last) {
-					continue
-				}
 				break // io.EOF, or what cannot be read
 			}
 			if fr, ok := rec.(*formats.Frame); ok {

@@ -1,8 +1,6 @@
 package world
 
 import (
-	"errors"
-	"io"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -61,16 +59,9 @@ func midstreamTargets(f *formats.File, xs []*formats.ExchangeInfo) map[int64]str
 		return out
 	}
 	sc := f.ExchangeRecords(ids...).WithCache(nil) // one pass: nothing to keep
-	var last error
 	for {
-		rec, err := sc.Next()
-		if err == io.EOF {
-			break
-		}
+		rec, err := sc.NextIntact(nil) // past damage: what was read shows it, or nothing does
 		if err != nil {
-			if pastDamage(err, &last) {
-				continue // what was read shows it, or nothing does
-			}
 			break
 		}
 		if fr, ok := rec.(*formats.Frame); ok {
@@ -139,17 +130,4 @@ func (g *midstreamGuess) target() (string, bool) {
 	}
 	b.WriteString("/" + res.Resource + "?watch=true")
 	return b.String(), true
-}
-
-// pastDamage reports whether a scanner that returned err reads on: err is
-// a damaged block it has passed over, and not the one it returned last
-// (a File that stops at damage returns it again and again). last holds
-// the error returned before.
-func pastDamage(err error, last *error) bool {
-	var de *formats.DamageError
-	if !errors.As(err, &de) || err == *last {
-		return false
-	}
-	*last = err
-	return true
 }

@@ -145,15 +145,10 @@ func exchangeLosses(f *formats.File, x *Exchange) ([]*Loss, error) {
 		}
 	}
 	for {
-		rec, err := sc.Next()
+		rec, err := sc.NextIntact(lt.damage)
 		if err == io.EOF {
 			add(lt.finish(0))
 			return out, nil
-		}
-		var de *formats.DamageError
-		if errors.As(err, &de) {
-			lt.damage(de)
-			continue
 		}
 		if err != nil {
 			return out, err

@@ -2,7 +2,6 @@ package tape
 
 import (
 	"container/list"
-	"errors"
 	"io"
 	"sync"
 
@@ -104,18 +103,13 @@ func (e *eventSource) Next() (Write, bool, error) {
 		if e.done {
 			return Write{}, false, nil
 		}
-		rec, err := e.sc.Next()
+		rec, err := e.sc.NextIntact(e.lt.damage)
 		if err == io.EOF {
 			e.lost(e.lt.finish(0))
 			e.done = true
 			continue
 		}
 		if err != nil {
-			var de *formats.DamageError
-			if errors.As(err, &de) {
-				e.lt.damage(de)
-				continue
-			}
 			return Write{}, false, err
 		}
 		switch r := rec.(type) {
@@ -185,21 +179,18 @@ func (p *producer) Next() (Write, bool, error) {
 		if p.ended {
 			return Write{}, false, nil
 		}
-		rec, err := p.sc.Next()
+		rec, err := p.sc.NextIntact(func(de *formats.DamageError) {
+			// Records were lost: what follows cannot be matched with
+			// chunk boundaries any more.
+			p.lt.damage(de)
+			p.segmentMode()
+		})
 		if err == io.EOF {
 			p.lost(p.lt.finish(0))
 			p.finish()
 			continue
 		}
 		if err != nil {
-			var de *formats.DamageError
-			if errors.As(err, &de) {
-				// Records were lost: what follows cannot be matched with
-				// chunk boundaries any more.
-				p.lt.damage(de)
-				p.segmentMode()
-				continue
-			}
 			return Write{}, false, err
 		}
 		switch r := rec.(type) {
@@ -385,15 +376,11 @@ func ReadMarks(f *formats.File, x *Exchange) ([]Mark, error) {
 	sc := f.ExchangeRecords(x.ID)
 	var ms []Mark
 	for {
-		rec, err := sc.Next()
+		rec, err := sc.NextIntact(nil)
 		if err == io.EOF {
 			return ms, nil
 		}
 		if err != nil {
-			var de *formats.DamageError
-			if errors.As(err, &de) {
-				continue
-			}
 			return ms, err
 		}
 		if fr, ok := rec.(*formats.Frame); ok {

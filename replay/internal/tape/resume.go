@@ -1,7 +1,6 @@
 package tape
 
 import (
-	"errors"
 	"io"
 	"strconv"
 
@@ -31,15 +30,11 @@ func EachMark(f *formats.File, c *Cache, x *Exchange, fn func(i int, m Mark) boo
 		sc := f.ExchangeRecords(x.ID)
 		i := 0
 		for {
-			rec, err := sc.Next()
+			rec, err := sc.NextIntact(nil)
 			if err == io.EOF {
 				return nil
 			}
 			if err != nil {
-				var de *formats.DamageError
-				if errors.As(err, &de) {
-					continue
-				}
 				return err
 			}
 			if fr, ok := rec.(*formats.Frame); ok {
