@@ -86,12 +86,13 @@ func Merge(ctx context.Context, inputs []string, opts MergeOptions) (MergeResult
 	for _, in := range inputs {
 		f, err := formats.Open(in, formats.ReaderOptions{})
 		if err != nil {
-			return res, fmt.Errorf("edit: %s: %w", in, err)
+			closeParts(files)
+			return res, fmt.Errorf("edit: %w", err) // a *formats.OpenError: it names in
 		}
 		idx := f.Index()
-		files = append(files, &part{name: in, meta: idx.Meta, summary: idx.Summary})
-		f.Close()
+		files = append(files, &part{name: in, file: f, meta: idx.Meta, summary: idx.Summary})
 	}
+	defer closeParts(files)
 	chains, err := chainParts(files, &res)
 	if err != nil {
 		return res, err
@@ -191,6 +192,7 @@ func closeSink(sink *formats.FileSink, end formats.Ending, werr error) ([]string
 // part is one input file.
 type part struct {
 	name    string
+	file    *formats.File    // open from the first look at its index to the end of its records
 	meta    *formats.Meta    // nil if the file lost it
 	summary *formats.Summary // nil if the file was not closed cleanly
 	number  int              // its "part" label, 0 if none
@@ -355,24 +357,28 @@ func (s *stream) openNext() bool {
 		return false
 	}
 	s.pi++
-	name := s.parts[s.pi].name
-	f, err := formats.Open(name, formats.ReaderOptions{})
-	if err == nil {
-		s.rd = f.Records()
-	}
-	if err != nil {
-		s.err = fmt.Errorf("edit: %s: %w", name, err)
-		return false
-	}
-	s.file = f
+	s.file = s.parts[s.pi].file
+	s.rd = s.file.Records()
 	s.prefix = s.pi > 0
 	return true
 }
 
+// close closes the stream's part once read (its cache with it).
 func (s *stream) close() {
 	if s.file != nil {
 		s.file.Close()
+		s.parts[s.pi].file = nil
 		s.file, s.rd = nil, nil
+	}
+}
+
+// closeParts closes the files of parts.
+func closeParts(parts []*part) {
+	for _, p := range parts {
+		if p.file != nil {
+			p.file.Close()
+			p.file = nil
+		}
 	}
 }
 

@@ -49,6 +49,18 @@ var seekWriter = formats.WriterOptions{BlockSize: 4 << 20, BlockInterval: -1, Di
 // released at Close, or when the process ends): memory stays what
 // Slice's is, however long the session.
 func Seek(ctx context.Context, in, dir string, opts SliceOptions) (*Seeked, error) {
+	f, err := formats.Open(in, formats.ReaderOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("edit: %w", err) // a *formats.OpenError: it names in
+	}
+	defer f.Close()
+	return SeekFile(ctx, f, in, dir, opts)
+}
+
+// SeekFile is Seek of the open session f, named in: a caller that opened
+// the file already does not open it again. The caller keeps f (the
+// Seeked holds the slice, not f).
+func SeekFile(ctx context.Context, in *formats.File, name, dir string, opts SliceOptions) (*Seeked, error) {
 	tmp, err := os.CreateTemp(dir, "wtrace-seek-*.wt")
 	if err != nil {
 		return nil, fmt.Errorf("edit: seek: %w", err)
@@ -69,7 +81,7 @@ func Seek(ctx context.Context, in, dir string, opts SliceOptions) (*Seeked, erro
 		w = seekWriter
 	}
 	opts.Output = formats.FileSinkOptions{Out: tmp, Writer: w}
-	res, err := Slice(ctx, in, opts)
+	res, err := SliceFile(ctx, in, name, opts)
 	if err != nil {
 		return fail(err)
 	}

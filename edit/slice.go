@@ -109,15 +109,22 @@ type SliceResult struct {
 // (only when a watch is cut; bounded by StateBytes), and one LIST body at
 // a time when items are filtered.
 func Slice(ctx context.Context, in string, opts SliceOptions) (SliceResult, error) {
+	f, err := formats.Open(in, formats.ReaderOptions{})
+	if err != nil {
+		return SliceResult{}, fmt.Errorf("edit: %w", err) // a *formats.OpenError: it names in
+	}
+	defer f.Close()
+	return SliceFile(ctx, f, in, opts)
+}
+
+// SliceFile is Slice of the open session f, named in (for its Meta's
+// labels and errors): a caller that opened the file already (to read the
+// window from its index) does not open it again. The caller keeps f.
+func SliceFile(ctx context.Context, f *formats.File, in string, opts SliceOptions) (SliceResult, error) {
 	var res SliceResult
 	if opts.To != 0 && opts.From != 0 && opts.To < opts.From {
 		return res, errors.New("edit: the window ends before it starts")
 	}
-	f, err := formats.Open(in, formats.ReaderOptions{})
-	if err != nil {
-		return res, fmt.Errorf("edit: %s: %w", in, err)
-	}
-	defer f.Close()
 	s := &slicer{opts: opts, in: in, f: f, res: &res, plans: map[int64]*exPlan{}, conns: map[uint64]*connPlan{},
 		ids: &numbering{conns: map[connKey]uint64{}, exchanges: map[exKey]int64{}}}
 	s.plan()

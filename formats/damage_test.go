@@ -5,6 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"reflect"
 	"runtime"
 	"strconv"
@@ -534,5 +537,32 @@ func TestDamages(t *testing.T) {
 	got := ds.Errors()
 	if len(got) != 2 || got[0] != b || got[1] != a {
 		t.Errorf("Damages.Errors() = %v; want [%v %v]", got, b, a)
+	}
+}
+
+// TestOpenError: what keeps Open from opening a file is an *OpenError
+// naming it, with the hint the commands print, and the cause underneath.
+func TestOpenError(t *testing.T) {
+	dir := t.TempDir()
+	junk := filepath.Join(dir, "junk.wt")
+	if err := os.WriteFile(junk, bytes.Repeat([]byte("x"), 4096), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		path, msg, hint string
+		is              error
+	}{
+		{junk, junk + " is not a wtrace session file", "make one with: wtrace record --pcap capture.pcap -o " + junk, ErrNotSession},
+		{filepath.Join(dir, "none.wt"), "no such file", "check the path, or run: wtrace verify " + filepath.Join(dir, "none.wt"), fs.ErrNotExist},
+	} {
+		_, err := Open(c.path, ReaderOptions{})
+		var oe *OpenError
+		if !errors.As(err, &oe) {
+			t.Errorf("Open(%q) = %v; want an OpenError", c.path, err)
+			continue
+		}
+		if oe.Path != c.path || !strings.Contains(err.Error(), c.msg) || oe.Hint() != c.hint || !errors.Is(err, c.is) {
+			t.Errorf("Open(%q) = %v (hint %q); want %q with hint %q, wrapping %v", c.path, err, oe.Hint(), c.msg, c.hint, c.is)
+		}
 	}
 }

@@ -62,3 +62,31 @@ func (e *DamageError) Error() string {
 }
 
 func (e *DamageError) Unwrap() error { return e.Err }
+
+// OpenError is why Open could not open the session file at Path: it does
+// not exist or cannot be read, is no session file (ErrNotSession), of a
+// newer version (ErrVersion), or too short for its header (a
+// *DamageError), which Err says. Hint says what to try next, as the
+// wtrace commands print it.
+type OpenError struct {
+	Path string
+	Err  error
+}
+
+func (e *OpenError) Error() string {
+	if errors.Is(e.Err, ErrNotSession) {
+		return e.Path + " is not a wtrace session file"
+	}
+	return e.Err.Error()
+}
+
+func (e *OpenError) Unwrap() error { return e.Err }
+
+// Hint is what to try next: record a session, or check the path and the
+// file.
+func (e *OpenError) Hint() string {
+	if errors.Is(e.Err, ErrNotSession) {
+		return "make one with: wtrace record --pcap capture.pcap -o " + e.Path
+	}
+	return "check the path, or run: wtrace verify " + e.Path
+}

@@ -34,20 +34,22 @@ type File struct {
 
 // Open opens a session file: header, then footer and index; if the footer or
 // index is missing or damaged it rebuilds the index by scanning forward.
+// What keeps it from opening the file is an *OpenError (see
+// OpenReaderAt for what the file itself may be).
 func Open(name string, opts ReaderOptions) (*File, error) {
 	f, err := os.Open(name)
 	if err != nil {
-		return nil, err
+		return nil, &OpenError{Path: name, Err: err}
 	}
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, err
+		return nil, &OpenError{Path: name, Err: err}
 	}
 	file, err := OpenReaderAt(f, st.Size(), opts)
 	if err != nil {
 		f.Close()
-		return nil, err
+		return nil, &OpenError{Path: name, Err: err}
 	}
 	file.closer = f
 	return file, nil

@@ -118,17 +118,10 @@ func createOutput(s streams, path, flag string) (w io.Writer, commit func() erro
 	return f, f.Commit, f.Abort, nil
 }
 
-// openSession opens a session file with a helpful error.
+// openSession opens a session file; its error (a *formats.OpenError)
+// carries the hint run prints.
 func openSession(path string) (*formats.File, error) {
-	f, err := formats.Open(path, formats.ReaderOptions{})
-	if err != nil {
-		if errors.Is(err, formats.ErrNotSession) {
-			return nil, withHint(fmt.Errorf("%s is not a wtrace session file", path),
-				"make one with: wtrace record --pcap capture.pcap -o %s", path)
-		}
-		return nil, withHint(err, "check the path, or run: wtrace verify %s", path)
-	}
-	return f, nil
+	return formats.Open(path, formats.ReaderOptions{})
 }
 
 // reportDamage prints what a damaged or unclosed file lost, after the data

@@ -142,13 +142,6 @@ func runDiff(o *diffOptions) error {
 			return err
 		}
 	}
-	for _, p := range []string{a, b} {
-		f, err := openSession(p) // the helpful errors of a path that is no session
-		if err != nil {
-			return &exitError{code: 2, err: err}
-		}
-		f.Close()
-	}
 	rep, err := diff.Sessions(a, b, opts)
 	if err != nil {
 		code := 2

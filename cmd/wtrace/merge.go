@@ -61,13 +61,6 @@ func runMerge(o *mergeOptions) error {
 	if err := noOverwrite([]string{o.out}, o.inputs...); err != nil {
 		return err
 	}
-	for _, in := range o.inputs {
-		f, err := openSession(in)
-		if err != nil {
-			return err
-		}
-		f.Close()
-	}
 	var res edit.MergeResult
 	err := interruptible(sayLine(o.s, func() {}, "Stopping: the merged file is not written (Ctrl-C again to exit at once)"), sayLine(o.s, func() {}, "Aborted."),
 		func(ctx context.Context) (err error) {

@@ -394,7 +394,7 @@ func serveReplay(stopping context.Context, o *replayOptions, log *slog.Logger, t
 		if err != nil {
 			return err
 		}
-		sk, err := edit.Seek(stopping, sessionPath, "", edit.SliceOptions{From: from, To: to, Tool: "wtrace " + toolVersion()})
+		sk, err := edit.SeekFile(stopping, f, sessionPath, "", edit.SliceOptions{From: from, To: to, Tool: "wtrace " + toolVersion()})
 		if err != nil {
 			return withHint(fmt.Errorf("--from/--to: %w", err), "wtrace verify %s; or set TMPDIR to a directory with room for the slice", sessionPath)
 		}

@@ -133,8 +133,12 @@ func run(args []string, in io.Reader, out, errw io.Writer) int {
 	}
 	fmt.Fprintf(errw, "Error: %v\n", err)
 	var he *hintError
-	if errors.As(err, &he) && he.hint != "" {
+	var lh interface{ Hint() string } // a library's error that says what to try (formats.OpenError)
+	switch {
+	case errors.As(err, &he) && he.hint != "":
 		fmt.Fprintf(errw, "Try: %s\n", he.hint)
+	case errors.As(err, &lh) && lh.Hint() != "":
+		fmt.Fprintf(errw, "Try: %s\n", lh.Hint())
 	}
 	var xe *exitError
 	if errors.As(err, &xe) {

@@ -103,15 +103,15 @@ func runSlice(o *sliceOptions) error {
 	if err != nil {
 		return err
 	}
+	defer f.Close()
 	from, to, err := sliceWindow(f.Index(), o.from, o.to)
-	f.Close()
 	if err != nil {
 		return err
 	}
 	var res edit.SliceResult
 	err = interruptible(sayLine(o.s, func() {}, "Stopping: the slice is not written (Ctrl-C again to exit at once)"), sayLine(o.s, func() {}, "Aborted."),
 		func(ctx context.Context) (err error) {
-			res, err = edit.Slice(ctx, o.in, edit.SliceOptions{Output: sessionOutput(o.s, o.out, formats.WriterOptions{}), From: from, To: to,
+			res, err = edit.SliceFile(ctx, f, o.in, edit.SliceOptions{Output: sessionOutput(o.s, o.out, formats.WriterOptions{}), From: from, To: to,
 				Namespaces: o.namespaces, Resources: o.resources, Exchanges: o.exchanges, Tool: "wtrace " + toolVersion()})
 			return err
 		})
