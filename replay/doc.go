@@ -360,6 +360,16 @@
 // first Options.MaxRequests requests (100,000 by default), with the
 // bodies of writes and of their answers (3 MiB each at most).
 //
+// # The control endpoint
+//
+// With Options.Control, a Server also answers /wtrace/v1/ (control.go;
+// the contract, version 1, is docs/CONTROL.md): status, settle (Settle
+// over HTTP), environment (Environment and EnvironmentDone), requests
+// (Requests, Writes) and stop (Control.Stop) — what a test drives a
+// replay with from another process, in any language (the Go module
+// wtracetest is its client; wtrace replay --control). Its requests are
+// not the clients': not logged, not recorded, not activity.
+//
 // # Concurrency
 //
 // A Server is safe for concurrent use. It starts goroutines (the listener,

@@ -113,6 +113,11 @@ type Options struct {
 	// registry share them) and serves at /metrics. nil (the zero value)
 	// means no metrics, and /metrics is a path like any other.
 	Metrics *prometheus.Registry
+	// Control, if set, serves the control endpoint at /wtrace/v1/ (see
+	// Control and docs/CONTROL.md): what a test in another process, in
+	// any language, drives the replay with. nil (the zero value) serves
+	// none: /wtrace/ paths are then a client's like any other.
+	Control *Control
 	// ShutdownDelay is how long Shutdown goes on serving, with /readyz
 	// failing, before it closes the listener and ends the streams — as
 	// kube-apiserver's --shutdown-delay-duration: the time a load

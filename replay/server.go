@@ -36,6 +36,7 @@ type Server struct {
 	URL string
 
 	opts         Options
+	ctl          *control // the control endpoint (control.go); nil without Options.Control
 	file         *formats.File
 	ownFile      bool
 	log          *slog.Logger
@@ -90,6 +91,9 @@ func New(f *formats.File, opts Options) (*Server, error) {
 	s := &Server{opts: opts, file: f, speed: opts.Speed, writes: writes}
 	if s.filter, err = newGuard(opts.AcceptHosts, opts.RejectPaths); err != nil {
 		return nil, fmt.Errorf("replay: %w", err)
+	}
+	if opts.Control != nil {
+		s.ctl = &control{s: s, c: *opts.Control}
 	}
 	maxRequests := opts.MaxRequests
 	if maxRequests == 0 {

@@ -1,26 +1,22 @@
 package proxy
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/rest"
 
 	"github.com/wtrace/wtrace/frame"
+	"github.com/wtrace/wtrace/testkit/wttest"
 )
 
 // stagedUpstream is an apiserver whose watch writes what the test hands
@@ -82,37 +78,6 @@ func startProxy(t *testing.T, url string, tlsOn bool) *Proxy {
 	}
 	t.Cleanup(func() { p.Close() })
 	return p
-}
-
-// rawChunked is a watch read over HTTP/1.1 on a connection of its own,
-// its chunked framing checked by net/http's own decoder: the body ends
-// with io.EOF only after the terminating chunk.
-type rawChunked struct {
-	resp *http.Response
-	body io.Reader
-}
-
-func openRaw(t *testing.T, base, target string) *rawChunked {
-	t.Helper()
-	addr := strings.TrimPrefix(base, "http://")
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	c.SetDeadline(time.Now().Add(2 * time.Minute))
-	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, addr)
-	br := bufio.NewReader(c)
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatalf("watch: %v", err)
-	}
-	if len(resp.TransferEncoding) == 0 || resp.TransferEncoding[0] != "chunked" {
-		t.Fatalf("watch answered %s %v; want a chunked stream", resp.Status, resp.TransferEncoding)
-	}
-	// ReadResponse undoes the chunking; read the raw bytes instead, so
-	// that the terminating chunk is seen, not inferred.
-	return &rawChunked{resp: resp, body: httputil.NewChunkedReader(br)}
 }
 
 // splitAll splits what a client received into whole events; it fails if
@@ -183,18 +148,18 @@ func TestShutdownEndsWatchesBetweenEvents(t *testing.T) {
 						}
 						body = resp.Body
 					} else {
-						body = openRaw(t, p.URL, "/api/v1/configmaps?watch=true").body
+						_, body = wttest.RawWatch(t, p.URL, "/api/v1/configmaps?watch=true")
 					}
-					rd := readAllAsync(body)
+					rd := wttest.ReadAsync(body)
 					u.send(t, tc.event)
-					rd.wait(t, len(tc.event))
+					rd.Wait(t, len(tc.event))
 					half := len(tc.event) / 2
 					if cut == "inside" {
 						u.send(t, tc.event[:half])
-						rd.wait(t, len(tc.event)+half)
+						rd.Wait(t, len(tc.event)+half)
 					} else {
 						u.send(t, tc.event)
-						rd.wait(t, 2*len(tc.event))
+						rd.Wait(t, 2*len(tc.event))
 					}
 					shut := make(chan error, 1)
 					go func() {
@@ -211,7 +176,7 @@ func TestShutdownEndsWatchesBetweenEvents(t *testing.T) {
 					if err := <-shut; err != nil {
 						t.Errorf("Shutdown: %v; want every watch ended before the deadline", err)
 					}
-					b, err := rd.result()
+					b, err := rd.Result()
 					if err != nil {
 						t.Fatalf("the watch ended with %v after %d bytes; want a clean end", err, len(b))
 					}
@@ -288,76 +253,15 @@ func waitDraining(t *testing.T, p *Proxy) {
 func TestShutdownCutsUnknownFraming(t *testing.T) {
 	u := newStagedUpstream(t, "application/json", true)
 	p := startProxy(t, u.URL, false)
-	rd := readAllAsync(openRaw(t, p.URL, "/api/v1/configmaps?watch=true").body)
+	_, body := wttest.RawWatch(t, p.URL, "/api/v1/configmaps?watch=true")
+	rd := wttest.ReadAsync(body)
 	junk := []byte("not json at all\n")
 	u.send(t, junk)
-	rd.wait(t, len(junk))
+	rd.Wait(t, len(junk))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p.Shutdown(ctx)
-	if _, err := rd.result(); err == nil {
+	if _, err := rd.Result(); err == nil {
 		t.Errorf("a stream of unknown framing ended with %v; want it cut", err)
 	}
-}
-
-// asyncRead reads a body to its end in a goroutine of its own; wait
-// waits until it has read n bytes.
-type asyncRead struct {
-	mu   sync.Mutex
-	b    []byte
-	err  error
-	done chan struct{}
-}
-
-func readAllAsync(r io.Reader) *asyncRead {
-	a := &asyncRead{done: make(chan struct{})}
-	go func() {
-		defer close(a.done)
-		buf := make([]byte, 4096)
-		for {
-			n, err := r.Read(buf)
-			a.mu.Lock()
-			a.b = append(a.b, buf[:n]...)
-			a.mu.Unlock()
-			if err != nil {
-				if err != io.EOF {
-					a.err = err
-				}
-				return
-			}
-		}
-	}()
-	return a
-}
-
-func (a *asyncRead) wait(t *testing.T, n int) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		a.mu.Lock()
-		got := len(a.b)
-		a.mu.Unlock()
-		if got >= n {
-			return
-		}
-		select {
-		case <-a.done:
-			t.Fatalf("the watch ended after %d bytes (%v); want %d", got, a.err, n)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the client read %d bytes in a minute; want %d", got, n)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
-// result waits for the end of the body.
-func (a *asyncRead) result() ([]byte, error) {
-	select {
-	case <-a.done:
-	case <-time.After(time.Minute):
-		return nil, errors.New("the body did not end within a minute")
-	}
-	return a.b, a.err
 }

@@ -80,6 +80,7 @@ var layerOf = map[string]struct {
 	"tools/mkimage":             {6, true, []string{modGGCR}},
 	"tools/scaleout":            {6, true, []string{modPromModel, modPromCommon, modKustomizeAPI, modKyaml}},
 	"deploy":                    {6, true, nil},
+	"testkit/moduletest":        {0, true, nil},
 }
 
 // The modules outside the standard library that packages import.

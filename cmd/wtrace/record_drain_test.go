@@ -1,15 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httputil"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,50 +17,27 @@ import (
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
 	"github.com/wtrace/wtrace/testkit/k8stest"
+	"github.com/wtrace/wtrace/testkit/wttest"
 )
 
 // drainWatch is one client watch through the proxy: what it received,
 // and how its stream ended.
 type drainWatch struct {
 	format frame.Format
-	mu     sync.Mutex
-	b      []byte
-	err    error // nil: a clean end (the terminating chunk; END_STREAM)
-	done   chan struct{}
-}
-
-func (w *drainWatch) read(body io.Reader) {
-	defer close(w.done)
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := body.Read(buf)
-		w.mu.Lock()
-		w.b = append(w.b, buf[:n]...)
-		w.mu.Unlock()
-		if err != nil {
-			if err != io.EOF {
-				w.err = err
-			}
-			return
-		}
-	}
-}
-
-func (w *drainWatch) received() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.b)
+	*wttest.AsyncRead
 }
 
 // events splits what the watch received into whole events; tail is
 // what is left after the last whole one, err says whether it is part of
-// an event (frame.ErrTruncated) rather than whitespace.
-func (w *drainWatch) events() (n int, tail int, err error) {
+// an event (frame.ErrTruncated) rather than whitespace, end how the
+// stream ended (nil: cleanly).
+func (w *drainWatch) events() (n, tail int, err, end error) {
+	b, end := w.Result()
 	sp := frame.NewSplitter(w.format, frame.Options{})
-	for p := w.b; len(p) > 0; {
+	for p := b; len(p) > 0; {
 		m, _, ok, err := sp.Next(p)
 		if err != nil {
-			return n, 0, err
+			return n, 0, err, end
 		}
 		if ok {
 			n++
@@ -71,7 +45,7 @@ func (w *drainWatch) events() (n int, tail int, err error) {
 		p = p[m:]
 	}
 	t, err := sp.End()
-	return n, len(t), err
+	return n, len(t), err, end
 }
 
 // TestRecordProxySIGTERMWatches: SIGTERM to `wtrace record --proxy` in
@@ -124,11 +98,11 @@ func TestRecordProxySIGTERMWatches(t *testing.T) {
 			}
 			target := "/api/v1/namespaces/" + ns + "/configmaps?watch=true&timeoutSeconds=600"
 			for i := range 2 * perFormat {
-				w := &drainWatch{format: frame.JSON, done: make(chan struct{})}
-				accept := "application/json"
+				format, accept := frame.JSON, "application/json"
 				if i%2 == 1 {
-					w.format, accept = frame.Protobuf, "application/vnd.kubernetes.protobuf;stream=watch"
+					format, accept = frame.Protobuf, "application/vnd.kubernetes.protobuf;stream=watch"
 				}
+				var body io.Reader
 				if h2 {
 					req, _ := http.NewRequest("GET", base+target, nil)
 					req.Header.Set("Accept", accept)
@@ -140,19 +114,19 @@ func TestRecordProxySIGTERMWatches(t *testing.T) {
 						t.Fatalf("watch: %s over %s; want 200 over HTTP/2", resp.Status, resp.Proto)
 					}
 					defer resp.Body.Close()
-					go w.read(resp.Body)
+					body = resp.Body
 				} else {
-					go w.read(rawChunkedWatch(t, base, target, accept))
+					_, body = wttest.RawWatch(t, base, target, "Accept: "+accept)
 				}
-				watches = append(watches, w)
+				watches = append(watches, &drainWatch{format: format, AsyncRead: wttest.ReadAsync(body)})
 			}
 			// Every watch under way (its first events in), then SIGTERM
 			// while the workload goes on.
 			deadline := time.Now().Add(2 * time.Minute)
 			for _, w := range watches {
-				for w.received() < 100_000 {
+				for w.Len() < 100_000 {
 					if time.Now().After(deadline) {
-						t.Fatalf("a watch received %d bytes in 2 minutes", w.received())
+						t.Fatalf("a watch received %d bytes in 2 minutes", w.Len())
 					}
 					time.Sleep(10 * time.Millisecond)
 				}
@@ -184,14 +158,9 @@ func TestRecordProxySIGTERMWatches(t *testing.T) {
 			}
 			total := 0
 			for i, w := range watches {
-				select {
-				case <-w.done:
-				case <-time.After(time.Minute):
-					t.Fatalf("watch %d did not end within a minute of the exit", i)
-				}
-				n, tail, err := w.events()
-				if w.err != nil || err != nil { // a tail of whitespace (JSON's newline) is no event
-					t.Errorf("watch %d (%v): %d events, then %v (%d bytes of an event; split: %v); want whole events, then a clean end", i, w.format, n, w.err, tail, err)
+				n, tail, err, end := w.events()
+				if end != nil || err != nil { // a tail of whitespace (JSON's newline) is no event
+					t.Errorf("watch %d (%v): %d events, then %v (%d bytes of an event; split: %v); want whole events, then a clean end", i, w.format, n, end, tail, err)
 				}
 				total += n
 			}
@@ -205,28 +174,4 @@ func TestRecordProxySIGTERMWatches(t *testing.T) {
 			t.Logf("%d watches: %d whole events, then a clean end", len(watches), total)
 		})
 	}
-}
-
-// rawChunkedWatch opens a watch over HTTP/1.1 on a connection of its own
-// and returns its body as the chunks on the wire decode (net/http's
-// chunked reader): io.EOF only after the terminating chunk.
-func rawChunkedWatch(t *testing.T, base, target, accept string) io.Reader {
-	t.Helper()
-	addr := strings.TrimPrefix(base, "http://")
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	c.SetDeadline(time.Now().Add(5 * time.Minute))
-	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nAccept: %s\r\n\r\n", target, addr, accept)
-	br := bufio.NewReader(c)
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatalf("watch: %v", err)
-	}
-	if resp.StatusCode != 200 || len(resp.TransferEncoding) == 0 {
-		t.Fatalf("watch: %s %v; want a chunked 200", resp.Status, resp.TransferEncoding)
-	}
-	return httputil.NewChunkedReader(br)
 }

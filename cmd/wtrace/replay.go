@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math"
 	"net"
+	"os"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
@@ -54,6 +56,8 @@ type replayOptions struct {
 	acceptHosts   string
 	rejectPaths   string
 	plainHTTP     bool
+	control       bool
+	servingFile   string
 }
 
 func newReplayCmd(s streams, runF func(*replayOptions) error) *cobra.Command {
@@ -131,6 +135,15 @@ and every answer, with both times, as a session file (source "replay") that
 inspect, events and diff read. Secret values are redacted unless
 --keep-secrets.
 
+--control serves, on the replay's port, the control endpoint that a test in
+another process — in any language — drives the run with (docs/CONTROL.md;
+the Go module github.com/wtrace/wtrace/wtracetest is its client): GET
+/wtrace/v1/settle waits until the environment was played and the clients
+are quiet, /wtrace/v1/environment and /wtrace/v1/requests say what the
+replay did and what the clients asked, POST /wtrace/v1/stop stops the
+replay as SIGTERM does. --serving-file FILE writes, once the replay serves,
+where it does: its URL, certificate, kubeconfig, control endpoint, run.
+
 By default the server listens on 127.0.0.1:8080 over plain HTTP, and serves,
 like kubectl proxy, only requests to localhost, 127.0.0.1 and [::1]
 (--accept-hosts: a web page whose name resolves to 127.0.0.1 cannot read the
@@ -187,6 +200,10 @@ what is left is cut. A second signal exits at once (status 1).`,
 
   # a session pushed to a registry (wtrace push), fetched at start
   wtrace replay oci://ghcr.io/me/sessions/controller:v1 --writes reject
+
+  # driven by a test in another process (a Python or Java operator's test)
+  wtrace replay session.wt --pace quiet --listen 127.0.0.1:0 --control \
+    --serving-file serving.json --kubeconfig-out kc --out run.wt
 
   # the recording as a tape, read-only, for many informers
   wtrace replay session.wt --writes reject --speed 10`,
@@ -264,12 +281,14 @@ what is left is cut. A second signal exits at once (status 1).`,
 	f.DurationVar(&o.quietWindow, "quiet-window", replay.DefaultQuietWindow, "with --pace quiet (and --exit-when-done): how long the clients must be quiet, a `duration`")
 	f.StringArrayVar(&o.clients, "client", nil, "the client under test in the recording: `selector` user-agent=REGEXP, addr=IP[:PORT], both (comma), all or none; repeatable (default: every client of a proxy recording, none of a capture)")
 	f.BoolVar(&o.exitWhenDone, "exit-when-done", false, "exit (0) once the environment was played and the clients were then quiet for --quiet-window")
+	f.BoolVar(&o.control, "control", false, "serve the control endpoint at /wtrace/v1/ (settle, environment, requests, stop: docs/CONTROL.md) for a test in another process")
+	f.StringVar(&o.servingFile, "serving-file", "", "once serving, write to `file` a JSON object saying where: url, caPEM, kubeconfig, control, run (docs/CONTROL.md)")
 	f.BoolVar(&o.plainHTTP, "plain-http", false, "oci:// sessions: speak plain HTTP to the registry (loopback and private addresses do anyway)")
 	return c
 }
 
 func runReplay(o *replayOptions) error {
-	if err := noOverwrite([]string{o.out, o.kubeconfigOut}, o.path, o.cert, o.key); err != nil {
+	if err := noOverwrite([]string{o.out, o.kubeconfigOut, o.servingFile}, o.path, o.cert, o.key); err != nil {
 		return err
 	}
 	s := o.s
@@ -296,6 +315,10 @@ func runReplay(o *replayOptions) error {
 // within --shutdown-grace.
 func serveReplay(stopping context.Context, o *replayOptions, log *slog.Logger, tell func(text, msg string, args ...any)) (err error) {
 	s, sessionPath := o.s, o.path
+	// A stop asked through the control endpoint ends the replay as the
+	// first signal does.
+	serving, stopServing := context.WithCancel(stopping)
+	defer stopServing()
 	opts := replay.Options{
 		Speed:        o.speed,
 		Loop:         o.loop,
@@ -313,6 +336,13 @@ func serveReplay(stopping context.Context, o *replayOptions, log *slog.Logger, t
 		RejectPaths:  hostfilter.Split(o.rejectPaths),
 
 		ShutdownDelay: o.shutdownDelay,
+	}
+	if o.control {
+		opts.MaxRequests = 0 // the default: the control endpoint lists them
+		opts.Control = &replay.Control{Session: o.path, Run: o.out, Stop: func() {
+			tell("\nStopping (asked through the control endpoint): ending open watches cleanly", "replay: stopping: asked through the control endpoint")
+			stopServing()
+		}}
 	}
 	if opts.Clients, opts.NoClients, err = world.ParseClients(o.clients); err != nil {
 		return &usageError{err}
@@ -445,10 +475,15 @@ func serveReplay(stopping context.Context, o *replayOptions, log *slog.Logger, t
 		}
 	}()
 
-	if o.exitWhenDone && srv.Settle(stopping.Done(), o.quietWindow) {
+	if o.servingFile != "" {
+		if err := writeServingFile(o, srv); err != nil {
+			return withHint(fmt.Errorf("writing --serving-file: %w", err), "check that the directory exists and is writable")
+		}
+	}
+	if o.exitWhenDone && srv.Settle(serving.Done(), o.quietWindow) {
 		tell("The environment was played and the clients are quiet: stopping.", "replay: the environment was played and the clients are quiet: stopping")
 	} else {
-		<-stopping.Done()
+		<-serving.Done()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.shutdownDelay+o.shutdownGrace)
 	defer cancel()
@@ -472,4 +507,46 @@ func runLabels(sessionPath string, o *replayOptions) map[string]string {
 		}
 	}
 	return l
+}
+
+// serving is what --serving-file holds (docs/CONTROL.md): where a test
+// in another process finds the replay it started.
+type serving struct {
+	APIVersion string `json:"apiVersion"` // wtrace/v1
+	Kind       string `json:"kind"`       // Serving
+	// URL is the replay's base URL, CAPEM the certificate to trust over
+	// HTTPS ("" over HTTP).
+	URL   string `json:"url"`
+	CAPEM string `json:"caPEM,omitempty"`
+	// Kubeconfig is the --kubeconfig-out file, Control the control
+	// endpoint (--control), Run the --out file: absolute paths and URLs,
+	// "" when not asked for.
+	Kubeconfig string `json:"kubeconfig,omitempty"`
+	Control    string `json:"control,omitempty"`
+	Run        string `json:"run,omitempty"`
+	PID        int    `json:"pid"`
+}
+
+func writeServingFile(o *replayOptions, srv *replay.Server) error {
+	abs := func(p string) string {
+		if p == "" || p == "-" {
+			return ""
+		}
+		if a, err := filepath.Abs(p); err == nil {
+			return a
+		}
+		return p
+	}
+	sv := serving{APIVersion: replay.ControlAPIVersion, Kind: "Serving", URL: srv.URL, Kubeconfig: abs(o.kubeconfigOut), Run: abs(o.out), PID: os.Getpid()}
+	if o.useTLS {
+		sv.CAPEM = string(srv.CertPEM())
+	}
+	if o.control {
+		sv.Control = srv.URL + replay.ControlPrefix
+	}
+	b, err := json.MarshalIndent(sv, "", "  ")
+	if err != nil {
+		return err
+	}
+	return outfile.WriteFile(o.servingFile, append(b, '\n'), 0o600)
 }
