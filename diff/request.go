@@ -3,7 +3,6 @@ package diff
 import (
 	"fmt"
 	"mime"
-	"net/url"
 	"strconv"
 	"strings"
 
@@ -101,26 +100,19 @@ func parseRequest(r *formats.Request) request {
 			q.cenc = strings.ToLower(strings.TrimSpace(h.Value))
 		}
 	}
-	if len(r.Target) > apipath.MaxTargetLen {
+	req, err := apipath.Parse(q.method, r.Target)
+	switch {
+	case err != nil && len(r.Target) > apipath.MaxTargetLen:
 		q.key = q.method + " (target of " + strconv.Itoa(len(r.Target)) + " bytes)"
 		return q
-	}
-	u, err := url.ParseRequestURI(r.Target)
-	if err != nil {
+	case err != nil:
 		q.path, q.key = r.Target, q.method+" "+r.Target
 		return q
 	}
-	vals, err := url.ParseQuery(u.RawQuery)
-	if err != nil {
-		vals = url.Values{}
-	}
-	q.path, q.watch = apipath.StripWatchSegment(u.Path)
-	if b, err := strconv.ParseBool(vals.Get("watch")); err == nil && b {
-		q.watch = true
-	}
-	q.label, q.field = vals.Get("labelSelector"), vals.Get("fieldSelector")
-	q.obj, q.version, q.resource = parseResource(q.path)
-	q.key = apipath.Key(q.method, q.path, q.watch, vals)
+	q.path, q.watch = req.Path, req.Watch
+	q.label, q.field = req.LabelSelector, req.FieldSelector
+	q.obj, q.version, q.resource = objectOf(req)
+	q.key = req.Key
 	if q.as != "" {
 		q.key += " (as " + q.as + ")"
 	}
@@ -139,14 +131,14 @@ func classify(q request, x *formats.ExchangeInfo) class {
 	return classOther
 }
 
-// parseResource reads a resource path as the apiserver does
-// (apipath.ParseResource): the object it names, and the API version.
-func parseResource(path string) (Object, string, bool) {
-	r, ok := apipath.ParseResource(path)
-	if !ok {
+// objectOf is the object request r names, and its API version, as the
+// apiserver reads its path (apipath.Request); false for a path that is
+// no resource.
+func objectOf(r apipath.Request) (Object, string, bool) {
+	if !r.IsResource {
 		return Object{}, "", false
 	}
-	return Object{Group: r.Group, Resource: r.Resource, Namespace: r.Namespace, Name: r.Name, Subresource: r.Subresource}, r.Version, true
+	return Object{Group: r.Group, Resource: r.Resource.Resource, Namespace: r.Namespace, Name: r.Name, Subresource: r.Subresource}, r.Version, true
 }
 
 // acceptAs returns the transformation an Accept header asks for first

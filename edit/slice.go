@@ -23,6 +23,7 @@ import (
 	"github.com/wtrace/wtrace/apiserver/world"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
+	"github.com/wtrace/wtrace/internal/apipath"
 )
 
 // SliceOptions configure Slice. The zero value of a filter keeps
@@ -259,18 +260,18 @@ func (s *slicer) planExchange(x *formats.ExchangeInfo) *exPlan {
 		}
 		return p
 	}
-	u, err := url.ParseRequestURI(x.Request.Target)
+	req, err := apipath.Parse(x.Request.Method, x.Request.Target)
 	if err != nil {
 		return nil
 	}
-	t, ok := world.ParsePath(u.Path)
+	t, ok := world.TargetOf(req)
 	if !ok {
 		if p.cut {
 			return nil
 		}
 		return p // discovery, /version: no objects
 	}
-	p.target, p.query = t, u.Query()
+	p.target, p.query = t, req.Query
 	if len(o.Resources) > 0 && !s.resourceKept(t.Resource) {
 		return nil
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/internal/apipath"
 )
 
 // Overview is what a session holds at a glance, from its index alone: what
@@ -47,11 +48,11 @@ func NewOverview(idx *formats.Index) Overview {
 // exampleTarget keeps the path and the parameters that select what is
 // served (selectors, watch) of a recorded target.
 func exampleTarget(target string, watch bool) string {
-	u, err := url.ParseRequestURI(target)
+	r, err := apipath.Parse("GET", target)
 	if err != nil {
 		return target
 	}
-	q := u.Query()
+	q := r.Query
 	keep := url.Values{}
 	for _, k := range []string{"labelSelector", "fieldSelector"} {
 		if v := q.Get(k); v != "" {
@@ -62,9 +63,9 @@ func exampleTarget(target string, watch bool) string {
 		keep.Set("watch", "true")
 	}
 	if len(keep) == 0 {
-		return u.Path
+		return r.Path
 	}
-	return u.Path + "?" + keep.Encode()
+	return r.Path + "?" + keep.Encode()
 }
 
 // KubectlWatch turns a watch path (Overview.Watch) into kubectl's

@@ -38,12 +38,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.active.Add(1)
 	arrival := s.clock.Now()
 	target := r.URL.RequestURI()
-	q, err := tape.ParseTarget(r.Method, target)
-	watch := err == nil && q.Watch
+	req, err := apipath.Parse(r.Method, target) // the one reading of the request
+	q := tape.QueryOf(req)
 	if end := s.world.Begin(q, err != nil, arrival); end != nil {
 		defer end()
 	}
-	s.met.Opened(r.Method, target)
+	s.met.Opened(req)
 
 	var body []byte
 	var a *stream.Answer
@@ -69,8 +69,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.logAnswer(r, q, target, a)
 	}
 	s.hub.Serve(&tapWriter{ResponseWriter: w, t: tp, method: r.Method}, r, a,
-		stream.Request{Arrival: arrival, Timeout: q.Timeout, Watch: watch, Target: target, Tap: tp},
-		func(st *stream.Stream) { s.answered(st, a, tp, target) }, s.exit)
+		stream.Request{Arrival: arrival, Timeout: q.Timeout, Watch: q.Watch, Target: target, Tap: tp},
+		func(st *stream.Stream) { s.answered(st, a, tp, req, target) }, s.exit)
 }
 
 // logAnswer logs how request r (read as q) is answered.
@@ -93,9 +93,9 @@ func (s *Server) logAnswer(r *http.Request, q tape.Query, target string, a *stre
 
 // answered notes the end of answer a of stream st: in the request log
 // (through its tap) and the metrics, and in the log at Debug.
-func (s *Server) answered(st *stream.Stream, a *stream.Answer, tp *tap, target string) {
+func (s *Server) answered(st *stream.Stream, a *stream.Answer, tp *tap, req apipath.Request, target string) {
 	tp.finish(a, st, st.EndsClean())
-	s.met.Answered(st.Method(), target, tp.req.Status, a.How, tp.req.Transcoded)
+	s.met.Answered(req, tp.req.Status, a.How, tp.req.Transcoded)
 	if s.log.Enabled(context.Background(), slog.LevelDebug) {
 		attrs := []any{"method", st.Method(), "target", stream.Truncate(target), "bytes", st.Bytes(),
 			"writes", st.Writes(), "duration", s.clock.Now().Sub(st.Arrival()), "stopped", st.Stopped()}

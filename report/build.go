@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/url"
 	"slices"
 	"sort"
 	"strconv"
@@ -227,14 +226,13 @@ func isWatch(x *formats.ExchangeInfo) bool {
 // resourceOf names the group of a request target: its resource (with its
 // API group) and namespace, and the object it names.
 func resourceOf(target string) (res, ns, name string, params string) {
-	u, err := url.ParseRequestURI(target)
+	req, err := apipath.Parse("GET", target)
 	if err != nil {
 		return "", "", "", ""
 	}
-	p, _ := apipath.StripWatchSegment(u.Path)
-	r, ok := apipath.ParseResource(p)
+	r, ok := req.Resource, req.IsResource
 	var ps []string
-	for _, sp := range apipath.StableParams(u.Query()) {
+	for _, sp := range apipath.StableParams(req.Query) {
 		ps = append(ps, sp.Name+"="+sp.Value)
 	}
 	params = strings.Join(ps, "&")

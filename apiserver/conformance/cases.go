@@ -239,6 +239,9 @@ func (p *plan) creates() {
 		other := strings.Replace(p.body("wcf-ns", false, nil, ""), `"metadata":{`, `"metadata":{"namespace":"wcf-elsewhere",`, 1)
 		p.add("create", "namespace mismatch", "POST", coll, "", other, nil)
 	}
+	if p.r.Name == "services" && p.r.Group == "" {
+		p.serviceTypes()
+	}
 	for _, n := range []string{"wcf-dc1", "wcf-dc2"} {
 		p.add("", "for deletecollection", "POST", coll, "", p.body(n, false, map[string]string{"wcf-dc": "1"}, ""), nil)
 	}
@@ -400,4 +403,23 @@ func (p *plan) accessReviews() {
 // review is the JSON of a review of the plan's resource with spec.
 func (p *plan) review(spec string) string {
 	return fmt.Sprintf(`{"apiVersion":%q,"kind":%q,"metadata":{},%s}`, p.r.GroupVersion(), p.r.Kind, spec)
+}
+
+// serviceTypes plans the creation of each type of Service: what the
+// registry allocates differs (cluster IPs, node ports, IP families).
+func (p *plan) serviceTypes() {
+	for _, tc := range []struct{ name, spec string }{
+		{"NodePort", `"spec":{"type":"NodePort","ports":[{"name":"a","port":80},{"name":"b","port":81,"protocol":"UDP"}]}`},
+		{"two ports without names", `"spec":{"ports":[{"port":80},{"port":81}]}`},
+		{"LoadBalancer, local traffic", `"spec":{"type":"LoadBalancer","externalTrafficPolicy":"Local","ports":[{"port":80}]}`},
+		{"headless", `"spec":{"clusterIP":"None","selector":{"app":"wcf"},"ports":[{"port":80}]}`},
+		{"headless without a selector", `"spec":{"clusterIP":"None","ports":[{"port":80}]}`},
+		{"ExternalName", `"spec":{"type":"ExternalName","externalName":"example.com"}`},
+		{"ClientIP affinity", `"spec":{"sessionAffinity":"ClientIP","ports":[{"port":80,"targetPort":"http"}]}`},
+		{"a cluster IP out of range", `"spec":{"clusterIP":"192.0.2.1","ports":[{"port":80}]}`},
+	} {
+		name := "wcf-" + strings.ToLower(strings.NewReplacer(" ", "-", ",", "").Replace(tc.name))
+		body := fmt.Sprintf(`{"apiVersion":"v1","kind":"Service","metadata":{"name":%q},%s}`, name, tc.spec)
+		p.add("create", tc.name, "POST", p.coll(), "", body, nil)
+	}
 }

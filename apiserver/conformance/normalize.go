@@ -123,12 +123,13 @@ func toJSON(ct string, b []byte) ([]byte, error) {
 }
 
 var (
-	uuidOnly  = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
-	uuidText  = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
-	pointers  = regexp.MustCompile(`\(0x[0-9a-f]+\)`)
-	numbers   = regexp.MustCompile(`\b\d+\b`)
-	generated = regexp.MustCompile(`^wcf-g-[a-z0-9]{5}$`)
-	ageCell   = regexp.MustCompile(`^(\d+[smhdy])+$|^<unknown>$`)
+	uuidOnly      = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+	uuidText      = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+	tableNodePort = regexp.MustCompile(`:3[0-2]\d{3}/`)
+	pointers      = regexp.MustCompile(`\(0x[0-9a-f]+\)`)
+	numbers       = regexp.MustCompile(`\b\d+\b`)
+	generated     = regexp.MustCompile(`^wcf-g-[a-z0-9]{5}$`)
+	ageCell       = regexp.MustCompile(`^(\d+[smhdy])+$|^<unknown>$`)
 )
 
 // normalize decodes a JSON answer into plain values with uids and
@@ -189,7 +190,7 @@ func (v *view) walk(x any, key string) any {
 		}
 		return y
 	case float64:
-		if key == "nodePort" && y >= 30000 && y <= 32767 {
+		if (key == "nodePort" || key == "healthCheckNodePort") && y >= 30000 && y <= 32767 {
 			return "<node-port>"
 		}
 		return y
@@ -215,10 +216,12 @@ func (v *view) text(x, key string) any {
 		return "<token>"
 	case "serverAddress":
 		return "<server-address>"
-	case "clusterIP", "clusterIPs":
+	case "clusterIP", "clusterIPs", "cells":
+		// (A Table's CLUSTER-IP and PORT(S) columns too.)
 		if net.ParseIP(x) != nil {
 			return "<cluster-ip>"
 		}
+		x = tableNodePort.ReplaceAllString(x, ":<node-port>/")
 	case "message", "reason":
 		x = uuidText.ReplaceAllString(x, "<uuid>")
 		x = pointers.ReplaceAllString(x, "<pointer>")

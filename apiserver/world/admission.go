@@ -419,6 +419,8 @@ func defaultObject(obj runtime.Object) {
 		if o.Spec.Template != nil {
 			defaultPodSpec(&o.Spec.Template.Spec)
 		}
+	case *corev1.Service:
+		defaultService(o)
 	}
 }
 

@@ -85,13 +85,36 @@ func (s *Store) createLocked(c *call, h *history, obj runtime.Object, p writePar
 	// After the field manager, which does not count these fields as the
 	// client's.
 	prepareNamespace(obj)
+	ips, err := s.allocate(obj)
+	if err != nil {
+		return s.fail(c, err)
+	}
 	fixManagedTimes(live, obj, now)
 	obj.GetObjectKind().SetGroupVersionKind(info.GVK())
 	resp := s.commit(c, h, key, obj, Added, http.StatusCreated, p.dryRun)
 	if resp.Changed {
-		s.pairCreated(info.Resource, obj)
+		s.created(info.Resource, obj, ips)
 	}
 	return resp
+}
+
+// allocate makes what the registry allocates to a new object (the lock
+// is held): a Service's cluster IP and node ports. It returns the IPs
+// taken, for created.
+func (s *Store) allocate(obj runtime.Object) ([]string, error) {
+	if svc, ok := obj.(*corev1.Service); ok {
+		return s.allocateService(svc)
+	}
+	return nil, nil
+}
+
+// created follows a new object stored (the lock is held): the objects of
+// the IPs it took, its pairing with the recording's.
+func (s *Store) created(r Resource, obj runtime.Object, ips []string) {
+	if svc, ok := obj.(*corev1.Service); ok && len(ips) > 0 {
+		s.recordIPs(svc, ips)
+	}
+	s.pairCreated(r, obj)
 }
 
 // prepareCreate does what the registry's strategies do to every new

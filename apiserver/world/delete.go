@@ -228,6 +228,9 @@ func (s *Store) deleteLocked(info Info, h *history, key Key, cur *entry, opts *m
 	if err != nil {
 		return nil, 0, err
 	}
+	if svc, ok := old.(*corev1.Service); ok {
+		s.releaseIPs(svc)
+	}
 	gone, err := codec.Decode(o)
 	if err != nil {
 		return nil, 0, err

@@ -88,12 +88,14 @@
 // admission plugins NamespaceLifecycle (no new content in a terminating
 // namespace, 404 for a namespace the world knows is missing, the immortal
 // namespaces), ServiceAccount (the account, its token volume), Priority and
-// DefaultTolerationSeconds; field validation (fieldValidation Strict, Warn,
+// DefaultTolerationSeconds; a Service's defaults and allocations (its
+// cluster IP from the world's service range, with its IPAddress object,
+// node ports, IP families; service.go); field validation (fieldValidation Strict, Warn,
 // Ignore: unknown and duplicate fields of built-in kinds); the registries'
 // status strategies (the object as sent but its spec) and a Namespace's
 // life (the first DELETE starts its termination, the finalize subresource
 // ends it). Not modelled: other admission (quotas, webhooks, policies),
-// defaulting and validation of other kinds (a Service gets no cluster IP),
+// defaulting and validation of other kinds,
 // controllers (nothing is garbage-collected, no Pod is scheduled), custom
 // resources' schemas (they are taken to have a status subresource and no
 // unconditional updates, as structural CRDs commonly are).

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/url"
 	"regexp"
 	"slices"
 	"sort"
@@ -357,15 +356,12 @@ func (b *envBuilder) observe(l *loader, x *formats.ExchangeInfo) {
 	if d := x.Response.Time - x.Request.Time; d > 0 {
 		b.latency = append(b.latency, d)
 	}
-	u, err := url.ParseRequestURI(x.Request.Target)
+	req, err := apipath.Parse(method, x.Request.Target)
 	if err != nil {
 		return
 	}
-	t, ok := ParsePath(u.Path)
-	if !ok {
-		return
-	}
-	if dry := u.Query()["dryRun"]; len(dry) > 0 {
+	t, ok := TargetOf(req)
+	if !ok || req.DryRun {
 		return
 	}
 	b.writes++

@@ -18,6 +18,7 @@ import (
 	"github.com/wtrace/wtrace/apiserver/codec"
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
+	"github.com/wtrace/wtrace/internal/apipath"
 )
 
 // maxBody bounds one opaque body (a LIST, a GET) read to learn the
@@ -180,15 +181,15 @@ func (l *loader) exchange(x *formats.ExchangeInfo) error {
 	} else if x.Response.Status < 200 || x.Response.Status > 299 {
 		return nil
 	}
-	u, err := url.ParseRequestURI(target)
+	req, err := apipath.Parse(method, target)
 	if err != nil {
 		return err
 	}
-	t, ok := ParsePath(u.Path)
+	t, ok := TargetOf(req)
 	if !ok {
 		return nil
 	}
-	q := u.Query()
+	q := req.Query
 	if n, ok := parseRV(q.Get("resourceVersion")); ok && n > 0 {
 		l.rvs = append(l.rvs, n)
 		if method == http.MethodGet && t.Collection() {

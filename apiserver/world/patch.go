@@ -296,9 +296,13 @@ func (s *Store) applyCreate(c *call, h *history, p writeParams) *Response {
 		return s.fail(c, err)
 	}
 	prepareNamespace(obj)
+	ips, err := s.allocate(obj)
+	if err != nil {
+		return s.fail(c, err)
+	}
 	resp := s.commit(c, h, c.key(), obj, Added, http.StatusCreated, p.dryRun)
 	if resp.Changed {
-		s.pairCreated(info.Resource, obj)
+		s.created(info.Resource, obj, ips)
 	}
 	return resp
 }

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
-	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/wtrace/wtrace/apiserver/codec"
 	"github.com/wtrace/wtrace/frame"
+	"github.com/wtrace/wtrace/internal/apipath"
 )
 
 // MaxBodyBytes bounds a request body (an object to create or update, a
@@ -85,7 +85,7 @@ func (s *Store) Handles(path string) bool {
 // (see Watch), and verbs on subresources it does not model.
 func (s *Store) Serve(r *Request) (resp *Response, ok bool) {
 	t, ok := ParsePath(r.Path)
-	if !ok || t.Watch || isWatch(r.Query) {
+	if !ok || t.Watch || t.Collection() && apipath.WatchParam(r.Query) {
 		return nil, false
 	}
 	info, ok := s.Info(t.Resource)
@@ -141,11 +141,6 @@ func (s *Store) Serve(r *Request) (resp *Response, ok bool) {
 // the requested resource", encoded as the client's Accept allows.
 func (s *Store) Unserved(r *Request) *Response {
 	return s.errorResponse(r, notFoundPath(), HowError)
-}
-
-func isWatch(q url.Values) bool {
-	v := q.Get("watch")
-	return v == "1" || strings.EqualFold(v, "true")
 }
 
 func notFoundPath() error {

@@ -35,10 +35,22 @@ func (t Target) Collection() bool { return t.Name == "" }
 // non-resource paths, empty segments, subresources of subresources).
 func ParsePath(path string) (t Target, ok bool) {
 	p, watch := apipath.StripWatchSegment(path)
+	r, ok := apipath.ParseResource(p)
+	return target(p, r, ok, watch)
+}
+
+// TargetOf is what request r names, read as ParsePath reads its path
+// (from what apipath.Parse read of it, without reading it again).
+func TargetOf(r apipath.Request) (t Target, ok bool) {
+	return target(r.Path, r.Resource, r.IsResource, r.LegacyWatch)
+}
+
+// target is the Target of resource r (ok: the path p names one), read
+// from p, which had the legacy watch segment if watch.
+func target(p string, r apipath.Resource, ok, watch bool) (t Target, _ bool) {
 	if strings.Contains(strings.Trim(p, "/"), "//") {
 		return t, false
 	}
-	r, ok := apipath.ParseResource(p)
 	if !ok || r.Version == "" || strings.Contains(r.Subresource, "/") {
 		return t, false
 	}

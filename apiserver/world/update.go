@@ -142,6 +142,11 @@ func prepareUpdate(obj, old runtime.Object, pol policy, subresource string) (run
 			return nil, err
 		}
 	}
+	if svc, ok := obj.(*corev1.Service); ok {
+		if osvc, ok := old.(*corev1.Service); ok {
+			keepAllocated(svc, osvc)
+		}
+	}
 	m, _ := meta.Accessor(obj)
 	om, _ := meta.Accessor(old)
 	if m.GetUID() == "" {

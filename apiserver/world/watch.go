@@ -4,14 +4,15 @@ import (
 	"fmt"
 	"net/url"
 	"sort"
-	"strconv"
 	"sync/atomic"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/wtrace/wtrace/apiserver/codec"
 	"github.com/wtrace/wtrace/frame"
+	"github.com/wtrace/wtrace/internal/apipath"
 )
 
 // Watch is a watch the store serves from its history: one whose
@@ -70,7 +71,7 @@ type WatchEvent struct {
 // nil, nil when the store does not serve the path.
 func (s *Store) Watch(r *Request) (*Watch, *Response) {
 	t, ok := ParsePath(r.Path)
-	if !ok || !t.Collection() || t.Subresource != "" {
+	if !ok || t.Subresource != "" || !t.Collection() && !t.Watch {
 		return nil, nil
 	}
 	info, ok := s.Info(t.Resource)
@@ -81,12 +82,21 @@ func (s *Store) Watch(r *Request) (*Watch, *Response) {
 	if err != nil {
 		return nil, s.errorResponse(r, err, HowWatch)
 	}
-	sel, err := newSelector(r.Query.Get("labelSelector"), r.Query.Get("fieldSelector"), info)
+	fs := r.Query.Get("fieldSelector")
+	if !t.Collection() {
+		// The legacy path's watch of one object: its collection's,
+		// through metadata.name (kube-apiserver's ListResource).
+		if fs, err = nameSelector(fs, t.Name); err != nil {
+			return nil, s.errorResponse(r, err, HowWatch)
+		}
+		t.Name = ""
+	}
+	sel, err := newSelector(r.Query.Get("labelSelector"), fs, info)
 	if err != nil {
 		return nil, s.errorResponse(r, err, HowWatch)
 	}
-	sie, _ := strconv.ParseBool(r.Query.Get("sendInitialEvents"))
-	bookmarks, _ := strconv.ParseBool(r.Query.Get("allowWatchBookmarks"))
+	sie := apipath.BoolParam(r.Query, "sendInitialEvents")
+	bookmarks := apipath.BoolParam(r.Query, "allowWatchBookmarks")
 	rv := r.Query.Get("resourceVersion")
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -502,4 +512,21 @@ func (wt *Watch) bookmark(rv string, end bool) ([]byte, error) {
 			listBlueprintAnnotation: bp})
 	}
 	return wt.w.RuntimeEvent("BOOKMARK", obj)
+}
+
+// nameSelector is field selector fs of a request for the object named
+// name, as kube-apiserver's ListResource reads it: metadata.name=name
+// when fs is empty; fs when it selects exactly that name; else 400.
+func nameSelector(fs, name string) (string, error) {
+	if fs == "" {
+		return "metadata.name=" + name, nil
+	}
+	sel, err := fields.ParseSelector(fs)
+	if err != nil {
+		return "", apierrors.NewBadRequest(err.Error())
+	}
+	if n, ok := sel.RequiresExactMatch("metadata.name"); !ok || n != name {
+		return "", apierrors.NewBadRequest("fieldSelector metadata.name doesn't match requested name")
+	}
+	return fs, nil
 }

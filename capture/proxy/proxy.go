@@ -26,6 +26,7 @@ import (
 	"github.com/wtrace/wtrace/capture"
 	"github.com/wtrace/wtrace/capture/redact"
 	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/internal/apipath"
 	"github.com/wtrace/wtrace/internal/hostfilter"
 	"github.com/wtrace/wtrace/internal/selfsigned"
 )
@@ -424,15 +425,10 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	return p.Close()
 }
 
-// isWatch reports whether a request asks for a watch (the watch query
-// parameter, or the legacy /watch/ path).
-func isWatch(r *http.Request) bool {
-	switch strings.ToLower(r.URL.Query().Get("watch")) {
-	case "true", "1":
-		return true
-	}
-	return strings.HasPrefix(r.URL.Path, "/api/v1/watch/") || strings.HasPrefix(r.URL.Path, "/apis/") && strings.Contains(r.URL.Path, "/watch/")
-}
+// isWatch reports whether kube-apiserver serves r as a watch stream
+// (apipath.Request.Watch): the proxy counts the requests in flight that
+// are not.
+func isWatch(r *http.Request) bool { return apipath.IsWatch(r.Method, r.RequestURI) }
 
 // Close closes the listener and every connection, and returns once every
 // handler has returned.

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/wtrace/wtrace/frame"
+	"github.com/wtrace/wtrace/testkit/k8stest"
 )
 
 // TestRealAPIServerWatchOrNot sends requests that are, or look like but
@@ -17,28 +19,17 @@ import (
 // not as the apiserver does — internal/apipath.IsWatch now).
 func TestRealAPIServerWatchOrNot(t *testing.T) {
 	kc, api := startCluster(t)
-	const ns = "default"
-	if code, b := api.do("POST", "/api/v1/namespaces/"+ns+"/configmaps", map[string]any{"metadata": map[string]any{"name": "cm-watched"}}); code != 201 {
+	const ns = k8stest.ReadingNamespace
+	if code, b := api.do("POST", "/api/v1/namespaces/"+ns+"/configmaps", map[string]any{"metadata": map[string]any{"name": k8stest.ReadingConfigMap}}); code != 201 {
 		t.Fatalf("create configmap: %d %s", code, b)
 	}
 	r := startRecording(t, kc, false, 100*time.Millisecond)
 	pc := r.client()
 	defer pc.CloseIdleConnections()
-	base := "/api/v1/namespaces/" + ns + "/configmaps"
-	targets := []string{
-		base + "?watch=true&timeoutSeconds=1",
-		base + "?watch=yes&timeoutSeconds=1",             // any value but false and 0
-		base + "?watch&timeoutSeconds=1",                 // the empty value
-		base + "?watch=FALSE&timeoutSeconds=1",           // a LIST
-		base + "?watch=0",                                // a LIST
-		base + "/cm-watched?watch=true&timeoutSeconds=1", // a GET of one object
-		"/api/v1/watch/namespaces/" + ns + "/configmaps?timeoutSeconds=1",
-		"/api/v1/%77atch/namespaces/" + ns + "/configmaps?timeoutSeconds=1",                 // the apiserver routes the decoded path
-		"/api/v1/namespaces/" + ns + "/configmaps?xwatch=true&timeoutSeconds=1&watch=true%", // a pair that does not decode is left out
-	}
 	streamed := map[string]bool{}
-	for _, target := range targets {
-		req, _ := http.NewRequest("GET", r.proxy.URL+target, nil)
+	for _, tc := range k8stest.ReadingTargets {
+		target := tc.Target
+		req, _ := http.NewRequest(tc.Method, r.proxy.URL+target, nil)
 		resp, err := pc.Do(req)
 		if err != nil {
 			t.Fatalf("GET %s: %v", target, err)
@@ -50,7 +41,10 @@ func TestRealAPIServerWatchOrNot(t *testing.T) {
 		}
 		// A watch answers events, the first one the configmap's ADDED.
 		streamed[target] = resp.StatusCode == 200 && bytes.HasPrefix(body, []byte(`{"type":`))
-		t.Logf("GET %s: %d, watch %v", target, resp.StatusCode, streamed[target])
+		t.Logf("%s %s: %d, watch %v", tc.Method, target, resp.StatusCode, streamed[target])
+		if got := isWatch(httptest.NewRequest(tc.Method, target, nil)); got != streamed[target] {
+			t.Errorf("%s %s: the proxy counts it as a watch %v; the apiserver streamed a watch %v", tc.Method, target, got, streamed[target])
+		}
 	}
 	pc.CloseIdleConnections()
 	r.stop(t)
@@ -72,7 +66,7 @@ func TestRealAPIServerWatchOrNot(t *testing.T) {
 			t.Errorf("GET %s: recorded as a watch %v (%d events); the apiserver answered a watch %v", req.Target, got, len(v.frames[x.Request.Exchange]), want)
 		}
 	}
-	if seen != len(targets) {
-		t.Errorf("%d of the %d requests found in the session", seen, len(targets))
+	if seen != len(k8stest.ReadingTargets) {
+		t.Errorf("%d of the %d requests found in the session", seen, len(k8stest.ReadingTargets))
 	}
 }

@@ -1,9 +1,16 @@
-// Package apipath reads Kubernetes API request paths the way the
-// apiserver's RequestInfoFactory (k8s.io/apiserver pkg/endpoints/request)
-// does, for the packages that pair requests: replay (which recorded
-// exchange answers a request) and diff (which requests of two sessions
-// are the same, which object a write changes). It holds no state and
-// allocates only its results.
+// Package apipath reads Kubernetes API requests the way kube-apiserver
+// does — its RequestInfoFactory (k8s.io/apiserver pkg/endpoints/request)
+// and its handlers' decision to serve a watch — once, for every package
+// that reads a request: Parse turns a method and a request-target into
+// a Request (the path's group, version, resource, namespace, name and
+// subresource, whether it is a watch, the verb, resourceVersion and its
+// match, continue, selectors, timeout, dry run, and the Key that says
+// which request it is). Record (the proxy's watches in flight, capture's
+// exchanges), replay (which recorded exchange answers a request, the
+// world's answers, the metrics), the world's load, diff (which requests
+// of two sessions are the same), slice, export and report read through
+// it, so that what one calls a watch the others do too. It holds no
+// state and allocates only its results.
 package apipath
 
 import (

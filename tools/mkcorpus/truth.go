@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/wtrace/wtrace/frame"
+	"github.com/wtrace/wtrace/internal/apipath"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/cbor"
@@ -95,8 +96,7 @@ func (r *recorder) newReq(client string, req *http.Request) *reqLog {
 	defer r.mu.Unlock()
 	rl := &reqLog{ID: len(r.reqs), Client: client, Method: req.Method, Request: req.URL.RequestURI(),
 		Start: time.Now().UnixNano(), ReqHeaders: map[string]string{}}
-	q := req.URL.Query()
-	rl.Watch = q.Get("watch") == "true" || q.Get("watch") == "1"
+	rl.Watch = apipath.IsWatch(req.Method, req.URL.RequestURI())
 	for k, v := range req.Header {
 		if strings.EqualFold(k, "Authorization") {
 			v = []string{"Bearer <redacted>"}

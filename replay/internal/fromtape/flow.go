@@ -135,7 +135,7 @@ func (a *Answerer) newFlow(r *http.Request, q tape.Query, f frame.Format, x *tap
 		return nil, err
 	}
 	if transcode {
-		topts, err := codec.ParseTableOptions(r.URL.Query().Get("includeObject"))
+		topts, err := codec.ParseTableOptions(q.Query.Get("includeObject"))
 		if err != nil {
 			return nil, err
 		}
@@ -260,7 +260,7 @@ func (a *Answerer) recordedRoute(r *http.Request, q tape.Query, x *tape.Exchange
 		rt.Transcoded = transcodeName(f, m)
 	}
 	rt.Serve = func(st *stream.Stream, r *http.Request) {
-		if err := a.serveRewritten(st, r, x, f, target, m, transcode); err != nil {
+		if err := a.serveRewritten(st, r, q, x, f, target, m, transcode); err != nil {
 			a.log.Warn("replay: cannot rewrite a recorded body", "exchange", x.ID, "err", err)
 			st.Status(http.StatusInternalServerError, "InternalError", err.Error())
 		}
@@ -284,7 +284,7 @@ func bodyFormatOf(x *tape.Exchange) frame.Format {
 
 // serveRewritten sends recorded body x with its served resourceVersions,
 // transcoded into m if transcode.
-func (a *Answerer) serveRewritten(st *stream.Stream, r *http.Request, x *tape.Exchange, f frame.Format, t codec.Target, m codec.Media, transcode bool) error {
+func (a *Answerer) serveRewritten(st *stream.Stream, r *http.Request, q tape.Query, x *tape.Exchange, f frame.Format, t codec.Target, m codec.Media, transcode bool) error {
 	b, err := a.rec.readBody(x)
 	if err != nil {
 		return err
@@ -299,7 +299,7 @@ func (a *Answerer) serveRewritten(st *stream.Stream, r *http.Request, x *tape.Ex
 	}
 	ct := ""
 	if transcode {
-		topts, err := codec.ParseTableOptions(r.URL.Query().Get("includeObject"))
+		topts, err := codec.ParseTableOptions(q.Query.Get("includeObject"))
 		if err != nil {
 			return err
 		}

@@ -26,7 +26,7 @@ import (
 // served), whatever answers the watch otherwise (the world or the
 // recording).
 func (a *Answerer) invalidRVWatch(q tape.Query) (rt *stream.Answer, ok bool) {
-	rv := q.RawRV
+	rv := q.ResourceVersion
 	if !q.Watch || rv == "" || rv == "0" {
 		return nil, false
 	}
@@ -35,7 +35,7 @@ func (a *Answerer) invalidRVWatch(q tape.Query) (rt *stream.Answer, ok bool) {
 		return nil, false
 	}
 	for _, x := range a.m.ByKey[q.Key] {
-		if x.Q.RawRV == rv {
+		if x.Q.ResourceVersion == rv {
 			return nil, false
 		}
 	}

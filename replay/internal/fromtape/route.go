@@ -71,7 +71,7 @@ func (a *Answerer) errorRoute(err error) *stream.Answer {
 func (a *Answerer) emptyWatch(r *http.Request, q tape.Query, x *tape.Exchange) *stream.Answer {
 	var fl *flow
 	if x != nil {
-		fl, _ = a.newFlow(r, q, x.Format, x, q.RawRV)
+		fl, _ = a.newFlow(r, q, x.Format, x, q.ResourceVersion)
 	}
 	rt := &stream.Answer{How: HowAfterLast, Status: http.StatusOK, Serve: func(st *stream.Stream, r *http.Request) {
 		a.serveEmptyWatch(st, x, fl)
@@ -102,8 +102,8 @@ func (a *Answerer) routeWatch(r *http.Request, q tape.Query) *stream.Answer {
 			}
 		}
 	}
-	if q.SendInitial {
-		if sie := tape.Filter(cands, func(x *tape.Exchange) bool { return x.Q.SendInitial }); len(sie) > 0 {
+	if q.SendInitialEvents {
+		if sie := tape.Filter(cands, func(x *tape.Exchange) bool { return x.Q.SendInitialEvents }); len(sie) > 0 {
 			sie = tape.PreferAccepted(tape.Prefer(sie, func(x *tape.Exchange) bool { return x.Q.RV == rv }), q.Accept)
 			x := a.pick(sie, cursor(q.Key, "sie", rv, sie[0].Media))
 			return a.recordedWatch(r, q, x, 0, 0, HowRecorded, "")
@@ -130,7 +130,7 @@ func (a *Answerer) routeWatch(r *http.Request, q tape.Query) *stream.Answer {
 		return stream.NotFound(q.Method, q.Path)
 	}
 	if rv == "" {
-		xs := tape.Prefer(cands, func(x *tape.Exchange) bool { return x.Q.SendInitial == q.SendInitial })
+		xs := tape.Prefer(cands, func(x *tape.Exchange) bool { return x.Q.SendInitialEvents == q.SendInitialEvents })
 		xs = tape.PreferAccepted(tape.Prefer(xs, func(x *tape.Exchange) bool { return x.Q.RV == "" }), q.Accept)
 		x := a.pick(xs, cursor(q.Key, "watch", "", xs[0].Media))
 		return a.recordedWatch(r, q, x, 0, 0, HowRecorded, "")
@@ -138,7 +138,7 @@ func (a *Answerer) routeWatch(r *http.Request, q tape.Query) *stream.Answer {
 	if exact := tape.Filter(cands, func(x *tape.Exchange) bool { return x.Q.RV == rv }); len(exact) > 0 {
 		exact = tape.PreferAccepted(exact, q.Accept)
 		x := a.pick(exact, cursor(q.Key, "watch", rv, exact[0].Media))
-		return a.recordedWatch(r, q, x, 0, 0, HowRecorded, q.RawRV)
+		return a.recordedWatch(r, q, x, 0, 0, HowRecorded, q.ResourceVersion)
 	}
 	rp, found, err := tape.FindResume(a.file, a.cache, tape.OrderAccepted(cands, q.Accept), rv)
 	if err != nil {
@@ -148,7 +148,7 @@ func (a *Answerer) routeWatch(r *http.Request, q tape.Query) *stream.Answer {
 		if rp.Remain == 0 && !a.opts.Loop {
 			return a.emptyWatch(r, q, rp.X)
 		}
-		return a.recordedWatch(r, q, rp.X, rp.Off, rp.Time, HowResumed, q.RawRV)
+		return a.recordedWatch(r, q, rp.X, rp.Off, rp.Time, HowResumed, q.ResourceVersion)
 	}
 	if n, ok := tape.RVNumber(rv); ok {
 		if newest, ok := tape.NewestRV(a.file, a.cache, cands); ok && n >= newest {
@@ -160,7 +160,7 @@ func (a *Answerer) routeWatch(r *http.Request, q tape.Query) *stream.Answer {
 		}
 	}
 	return &stream.Answer{How: HowExpired, Status: http.StatusOK, Serve: func(st *stream.Stream, r *http.Request) {
-		a.serveExpired(st, q.RawRV)
+		a.serveExpired(st, q.ResourceVersion)
 	}}
 }
 
@@ -196,7 +196,7 @@ func (a *Answerer) routeOther(r *http.Request, q tape.Query) *stream.Answer {
 		}}
 	}
 	if q.Method == http.MethodGet && discovery.IsCollection(q.Path) {
-		ws := tape.Filter(a.m.ByKey[q.WatchKey()], func(x *tape.Exchange) bool { return x.Q.SendInitial && x.Format != 0 })
+		ws := tape.Filter(a.m.ByKey[q.WatchKey()], func(x *tape.Exchange) bool { return x.Q.SendInitialEvents && x.Format != 0 })
 		if len(ws) > 0 && (a.store == nil || a.listFromWatchFits(q, ws[0])) {
 			x := a.pick(ws, cursor(q.Key, "synth-list"))
 			return &stream.Answer{How: HowList, Recorded: true, Exchange: x.ID, Status: http.StatusOK, Serve: func(st *stream.Stream, r *http.Request) {

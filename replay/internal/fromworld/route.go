@@ -55,7 +55,7 @@ func (a *Answerer) Unserved(r *http.Request, q tape.Query, body []byte) (*stream
 
 // stateRequest is the store's view of a request.
 func stateRequest(r *http.Request, q tape.Query, body []byte) *world.Request {
-	return &world.Request{Method: q.Method, Path: r.URL.Path, Query: r.URL.Query(), Header: r.Header, Body: body}
+	return &world.Request{Method: q.Method, Path: r.URL.Path, Query: q.Query, Header: r.Header, Body: body}
 }
 
 // Respond answers with a response of the store.

@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -87,29 +86,29 @@ func (m *Metrics) Loaded(writes string, speed float64) {
 	m.info.WithLabelValues(writes, strconv.FormatFloat(speed, 'g', -1, 64)).Set(1)
 }
 
-// Opened notes a request arriving (target as requested).
-func (m *Metrics) Opened(method, target string) {
+// Opened notes request r arriving.
+func (m *Metrics) Opened(r apipath.Request) {
 	if m == nil {
 		return
 	}
-	if watchRequest(method, target) {
+	if r.Verb == "watch" {
 		m.watchers.Inc()
 	}
 }
 
 // Answered notes the end of a request's answer: its status, how it was
 // answered and why its bytes are not the recorded ones.
-func (m *Metrics) Answered(method, target string, status int, how, transcoded string) {
+func (m *Metrics) Answered(r apipath.Request, status int, how, transcoded string) {
 	if m == nil {
 		return
 	}
-	ri := parseRequestInfo(method, target)
+	ri := requestInfoOf(r)
 	if ri.verb == "watch" {
 		m.watchers.Dec()
 	}
 	resource := m.resourceLabel(ri)
 	m.requests.WithLabelValues(ri.verb, ri.group, resource, ri.subresource, strconv.Itoa(status), how, transcoded).Inc()
-	if apipath.IsWrite(method) && status >= 200 && status < 300 && !ri.dryRun {
+	if apipath.IsWrite(r.Method) && status >= 200 && status < 300 && !ri.dryRun {
 		m.writes.WithLabelValues(ri.verb, ri.group, resource).Inc()
 	}
 }
@@ -197,59 +196,14 @@ type requestInfo struct {
 	dryRun                       bool
 }
 
-// watchRequest reports whether parseRequestInfo(method, target).verb is
-// "watch", without parsing what it need not.
-func watchRequest(method, target string) bool {
-	if method != http.MethodGet && method != http.MethodHead {
-		return false
-	}
-	path, query, _ := strings.Cut(target, "?")
-	if _, watch := apipath.StripWatchSegment(path); watch {
-		return parseRequestInfo(method, target).verb == "watch"
-	}
-	return strings.Contains(query, "watch") && parseRequestInfo(method, target).verb == "watch"
-}
-
-// parseRequestInfo reads the Kubernetes verb, group, resource and
-// subresource of a request (resource "" for paths that are not
-// resources: discovery, /version, …, whose verb is the method in lower
-// case).
-func parseRequestInfo(method, target string) requestInfo {
-	ri := requestInfo{verb: strings.ToLower(method)}
-	path, rawQuery, _ := strings.Cut(target, "?")
-	path, watch := apipath.StripWatchSegment(path)
-	r, ok := apipath.ParseResource(path)
-	if !ok {
-		return ri
-	}
-	q, _ := url.ParseQuery(rawQuery)
-	for _, v := range q["dryRun"] {
-		ri.dryRun = ri.dryRun || v != ""
-	}
-	ri.group, ri.resource = r.Group, r.Resource
-	ri.subresource, _, _ = strings.Cut(r.Subresource, "/")
-	named := r.Name != ""
-	switch method {
-	case http.MethodGet, http.MethodHead:
-		switch {
-		case watch || q.Get("watch") == "true" || q.Get("watch") == "1":
-			ri.verb = "watch"
-		case named:
-			ri.verb = "get"
-		default:
-			ri.verb = "list"
-		}
-	case http.MethodPost:
-		ri.verb = "create"
-	case http.MethodPut:
-		ri.verb = "update"
-	case http.MethodPatch:
-		ri.verb = "patch"
-	case http.MethodDelete:
-		ri.verb = "delete"
-		if !named {
-			ri.verb = "deletecollection"
-		}
+// requestInfoOf is what the metrics label of request r: RequestInfo's
+// verb, group, resource and subresource (its first segment), and whether
+// it is a dry run.
+func requestInfoOf(r apipath.Request) requestInfo {
+	ri := requestInfo{verb: r.Verb, dryRun: r.DryRun}
+	if r.IsResource {
+		ri.group, ri.resource = r.Group, r.Resource.Resource
+		ri.subresource, _, _ = strings.Cut(r.Subresource, "/")
 	}
 	return ri
 }

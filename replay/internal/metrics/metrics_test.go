@@ -1,10 +1,14 @@
 package metrics
 
-import "testing"
+import (
+	"testing"
 
-// TestParseRequestInfo: verbs and resources as kube-apiserver's
+	"github.com/wtrace/wtrace/internal/apipath"
+)
+
+// TestRequestInfo: verbs and resources as kube-apiserver's
 // RequestInfoFactory reads them.
-func TestParseRequestInfo(t *testing.T) {
+func TestRequestInfo(t *testing.T) {
 	for _, c := range []struct {
 		method, target string
 		want           requestInfo
@@ -24,11 +28,12 @@ func TestParseRequestInfo(t *testing.T) {
 		{"GET", "/version", requestInfo{verb: "get"}},
 		{"GET", "/", requestInfo{verb: "get"}},
 	} {
-		if got := parseRequestInfo(c.method, c.target); got != c.want {
-			t.Errorf("parseRequestInfo(%s, %q) = %+v; want %+v", c.method, c.target, got, c.want)
+		r, err := apipath.Parse(c.method, c.target)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if got := watchRequest(c.method, c.target); got != (c.want.verb == "watch") {
-			t.Errorf("watchRequest(%s, %q) = %v", c.method, c.target, got)
+		if got := requestInfoOf(r); got != c.want {
+			t.Errorf("requestInfoOf(Parse(%s, %q)) = %+v; want %+v", c.method, c.target, got, c.want)
 		}
 	}
 }

@@ -1,76 +1,41 @@
 package tape
 
 import (
-	"errors"
 	"fmt"
-	"net/url"
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
 	"github.com/wtrace/wtrace/internal/apipath"
 )
 
-// maxTimeoutSeconds bounds the timeoutSeconds a client may ask for (a year):
-// larger values are treated as no timeout.
-const maxTimeoutSeconds = 365 * 24 * 3600
-
-// query is a request reduced to what matching needs.
+// Query is a request reduced to what matching needs: the request as
+// kube-apiserver reads it (apipath.Request: its path, watch, key, …), its
+// resourceVersion with "0" normalised to "", and the Accept header.
 type Query struct {
-	Method      string
-	Path        string // decoded path, legacy /watch/ segment removed
-	Watch       bool
-	RV          string // resourceVersion, "0" normalised to "" (both mean "no RV known")
-	RawRV       string // resourceVersion as sent
-	Continue    string // continue token
-	SendInitial bool   // sendInitialEvents=true
-	Timeout     time.Duration
-	Key         string // method, path, watch and every non-varying parameter, order-insensitive
-	Accept      string // the request's Accept header (incoming requests only)
+	apipath.Request
+	RV     string // resourceVersion, "0" normalised to "" (both mean "no RV known")
+	Accept string // the request's Accept header (incoming requests only)
 }
 
-var errTarget = errors.New("replay: malformed request-target")
-
-// parseTarget reduces a request-target ("/api/v1/pods?watch=1") to a query.
+// ParseTarget reduces a request-target ("/api/v1/pods?watch=1") to a
+// query (apipath.Parse).
 func ParseTarget(method, target string) (Query, error) {
-	if len(target) > apipath.MaxTargetLen {
-		return Query{}, fmt.Errorf("%w: %d bytes (limit %d)", errTarget, len(target), apipath.MaxTargetLen)
-	}
-	u, err := url.ParseRequestURI(target)
+	r, err := apipath.Parse(method, target)
 	if err != nil {
-		return Query{}, fmt.Errorf("%w: %v", errTarget, err)
+		return Query{}, fmt.Errorf("replay: %w", err)
 	}
-	vals, err := url.ParseQuery(u.RawQuery)
-	if err != nil {
-		return Query{}, fmt.Errorf("%w: %v", errTarget, err)
-	}
-	return newQuery(method, u.Path, vals), nil
+	return QueryOf(r), nil
 }
 
-func newQuery(method, path string, vals url.Values) Query {
-	q := Query{Method: strings.ToUpper(method)}
-	q.Path, q.Watch = apipath.StripWatchSegment(path)
-	if v := vals.Get("watch"); v != "" {
-		if b, err := strconv.ParseBool(v); err == nil && b {
-			q.Watch = true
-		}
-	}
-	q.RawRV = vals.Get("resourceVersion")
-	q.RV = q.RawRV
+// QueryOf is the query of request r.
+func QueryOf(r apipath.Request) Query {
+	q := Query{Request: r, RV: r.ResourceVersion}
 	if q.RV == "0" {
 		q.RV = ""
 	}
-	q.Continue = vals.Get("continue")
-	if b, err := strconv.ParseBool(vals.Get("sendInitialEvents")); err == nil && b {
-		q.SendInitial = true
-	}
-	if n, err := strconv.ParseInt(vals.Get("timeoutSeconds"), 10, 64); err == nil && n > 0 && n <= maxTimeoutSeconds {
-		q.Timeout = time.Duration(n) * time.Second
-	}
-	q.Key = apipath.Key(q.Method, q.Path, q.Watch, vals)
 	return q
 }
 
@@ -143,7 +108,7 @@ func (x *Exchange) ListFormat() frame.Format {
 // its middle counts as started from a resourceVersion: its request is
 // unknown, and what was captured of it is history.
 func (x *Exchange) Resumable() bool {
-	return x.Format != frame.Unknown && (x.Q.RV != "" || x.Q.SendInitial || x.midstream)
+	return x.Format != frame.Unknown && (x.Q.RV != "" || x.Q.SendInitialEvents || x.midstream)
 }
 
 // matcher holds the recorded exchanges by key and the per-key cursors.

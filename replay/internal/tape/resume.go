@@ -84,7 +84,7 @@ func FindResume(f *formats.File, c *Cache, cands []*Exchange, rv string) (rp Res
 		// The last event carrying rv: a watch from rv wants what is newer,
 		// and a bookmark often repeats the resourceVersion of the event
 		// before it.
-		live := !x.Q.SendInitial
+		live := !x.Q.SendInitialEvents
 		last, n := -1, 0
 		var lm Mark
 		err := EachMark(f, c, x, func(i int, m Mark) bool {
