@@ -50,7 +50,15 @@ func TestControl(t *testing.T) {
 		resp.Body.Close()
 	}
 
+	// The request log takes an answer once it ended, which its client
+	// may see first.
 	var st replay.ControlStatus
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+		call("GET", "/wtrace/v1/status", &st)
+		if st.Requests > 0 || time.Now().After(deadline) {
+			break
+		}
+	}
 	if code, _ := call("GET", "/wtrace/v1/status", &st); code != 200 || st.APIVersion != "wtrace/v1" || st.Kind != "Status" ||
 		st.Session != "basic.wt" || st.Writes != "answer" || st.Pace != "recorded" || st.Requests != 1 {
 		t.Errorf("status: %d %+v", code, st)

@@ -372,8 +372,11 @@ func yamlTag(h []byte) bool {
 // protoBody is the protobuf path of a Body. The envelope's kind comes
 // first: kinds that hold credentials or objects (see special) are held
 // whole and walked at the end; other kinds are typed messages that can
-// hold a Secret only inside a nested envelope, so they stream until a
-// nested envelope's magic appears, and the rest is held and walked.
+// hold a Secret only inside a nested envelope or quoted in a string, so
+// each top-level field of their raw message is held until whole, walked
+// (proto_fields.go) and released; where the fields do not parse the rest
+// streams until a nested envelope's magic appears, and that is held and
+// walked.
 type protoBody struct {
 	s       *Secrets
 	rep     *Report
@@ -388,6 +391,13 @@ type protoBody struct {
 	// and the value's length once they are known (-1 before).
 	annHdr  []byte
 	annNeed int
+	// pFields (proto_fields.go): raw's bytes still to come, the field
+	// being read (its tag and length; its value in held, fneed bytes of
+	// it, -1 while the head is read) and where it began.
+	rawLeft int64
+	fhdr    []byte
+	fneed   int
+	fieldAt int64
 }
 
 type pstate uint8
@@ -399,6 +409,7 @@ const (
 	pHoldRest               // from a nested envelope on: held
 	pReplace                // failed closed: every byte replaced
 	pAnnot                  // a last-applied-configuration annotation's value: held until whole, judged, then pPass again
+	pFields                 // a typed message's raw: each top-level field held until whole, walked, released
 )
 
 func (p *protoBody) write(b []byte, emit func([]byte)) {
@@ -411,11 +422,9 @@ func (p *protoBody) write(b []byte, emit func([]byte)) {
 		case ok && !special(kind):
 			h := p.held
 			p.held = nil
-			p.st = pPass
-			p.tail = append(p.tail[:0], h[:len(protoMagic)]...) // the root's own magic is not a nested one
-			emit(p.tail)
-			p.tail = p.tail[:0]
-			p.pass(h[len(protoMagic):], p.heldOff+int64(len(protoMagic)), emit)
+			_, rs, n, _ := envelopeRaw(h)
+			emit(h[:rs]) // the magic, typeMeta, raw's tag and length
+			p.startFields(h[rs:], p.heldOff+int64(rs), n, emit)
 		case ok, len(p.held) > maxEnvelopeHeader:
 			p.st = pHoldAll
 		}
@@ -435,6 +444,8 @@ func (p *protoBody) write(b []byte, emit func([]byte)) {
 		p.replace(b, emit)
 	case pAnnot:
 		p.annot(b, emit)
+	case pFields:
+		p.fields(b, p.pos-int64(len(b)), emit)
 	}
 }
 
@@ -602,6 +613,11 @@ func (p *protoBody) gap(emit func([]byte)) {
 		}
 	case pAnnot:
 		p.annotCut(emit, "bytes were lost in an annotation")
+	case pFields:
+		// The fields' framing is lost: what follows streams (nested
+		// envelopes and annotations are still found).
+		p.fieldsCut(emit, "bytes were lost in a protobuf field")
+		p.st = pPass
 	}
 }
 
@@ -637,5 +653,7 @@ func (p *protoBody) close(emit func([]byte)) {
 		}
 	case pAnnot:
 		p.annotCut(emit, "the body ended inside an annotation")
+	case pFields:
+		p.fieldsCut(emit, "the body ended inside a protobuf field")
 	}
 }

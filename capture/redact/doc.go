@@ -137,8 +137,12 @@
 // its last kind decides), at most MaxHold (16 MiB; past it those values
 // are replaced). Protobuf objects of the kinds above are held whole, at
 // most MaxHoldWhole (64 MiB; past it replaced), as are YAML, CBOR and
-// form bodies; other protobuf kinds stream, holding only the value of a
-// last-applied-configuration annotation until it is whole. A CBOR item
+// form bodies; other protobuf kinds stream a top-level field of their
+// raw message at a time (a list's item, at most MaxHoldWhole), each held
+// until whole and walked (nested envelopes, annotations, quoted Secrets);
+// where those fields do not parse the rest streams, holding only the
+// value of a last-applied-configuration annotation until it is whole. A
+// CBOR item
 // that names none of Secret, TokenRequest or TokenReview and has no
 // indefinite-length string (which could split such a word into chunks)
 // is returned untouched without being walked. Nesting is bounded by

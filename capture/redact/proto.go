@@ -116,24 +116,37 @@ type jsonPatch struct {
 // says raw extends past b (rawEnd is then len(b)); ok is false when b
 // does not hold a whole header.
 func envelopeHeader(b []byte) (kind string, rawStart, rawEnd int, truncated, ok bool) {
-	if !bytes.HasPrefix(b, protoMagic) {
+	kind, rawStart, l, ok := envelopeRaw(b)
+	switch {
+	case !ok:
 		return "", 0, 0, false, false
+	case l > uint64(len(b)-rawStart):
+		return kind, rawStart, len(b), true, true
+	}
+	return kind, rawStart, rawStart + int(l), false, true
+}
+
+// envelopeRaw parses the envelope header at b[0:] as envelopeHeader does
+// and returns raw's declared length.
+func envelopeRaw(b []byte) (kind string, rawStart int, rawLen uint64, ok bool) {
+	if !bytes.HasPrefix(b, protoMagic) {
+		return "", 0, 0, false
 	}
 	i := len(protoMagic)
 	for i < len(b) {
 		num, typ, n := protowire.ConsumeTag(b[i:])
 		if n < 0 || typ != protowire.BytesType {
-			return "", 0, 0, false, false
+			return "", 0, 0, false
 		}
 		l, m := protowire.ConsumeVarint(b[i+n:])
 		if m < 0 {
-			return "", 0, 0, false, false
+			return "", 0, 0, false
 		}
 		vs := i + n + m
 		switch num {
 		case fUnknownTypeMeta:
 			if l > uint64(len(b)-vs) {
-				return "", 0, 0, false, false
+				return "", 0, 0, false
 			}
 			forFields(b[:vs+int(l)], vs, func(f protowire.Number, s, e int) {
 				if f == fTypeMetaKind {
@@ -142,15 +155,12 @@ func envelopeHeader(b []byte) (kind string, rawStart, rawEnd int, truncated, ok 
 			})
 			i = vs + int(l)
 		case fUnknownRaw:
-			if l > uint64(len(b)-vs) {
-				return kind, vs, len(b), true, true
-			}
-			return kind, vs, vs + int(l), false, true
+			return kind, vs, l, true
 		default:
-			return "", 0, 0, false, false
+			return "", 0, 0, false
 		}
 	}
-	return "", 0, 0, false, false
+	return "", 0, 0, false
 }
 
 // envelope walks the envelope at b[0:] (absolute offset off). It reports
