@@ -129,6 +129,7 @@ var (
 	pointers      = regexp.MustCompile(`\(0x[0-9a-f]+\)`)
 	numbers       = regexp.MustCompile(`\b\d+\b`)
 	generated     = regexp.MustCompile(`^wcf-g-[a-z0-9]{5}$`)
+	tokenVolume   = regexp.MustCompile(`^kube-api-access-[a-z0-9]{5}$`) // the ServiceAccount admission's
 	ageCell       = regexp.MustCompile(`^(\d+[smhdy])+$|^<unknown>$`)
 )
 
@@ -235,6 +236,9 @@ func (v *view) text(x, key string) any {
 	}
 	if generated.MatchString(x) {
 		return "wcf-g-*"
+	}
+	if tokenVolume.MatchString(x) {
+		return "kube-api-access-*"
 	}
 	if ageCell.MatchString(x) {
 		return "<age>"
