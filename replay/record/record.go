@@ -107,7 +107,8 @@ func (r *Recorder) BindServer(s *replay.Server) {
 // the Summary and closes the file: whichever of a Server and its Recorder
 // is closed first, the run is the same. The Summary's note says what the
 // one Server recording into r did with the recording's environment
-// (EnvironmentReport.String), if it answered writes. It returns what was
+// (EnvironmentReport.String), if it answered writes, then lists the
+// perturbations of a perturbed run (perturb.Applied, a line each). It returns what was
 // recorded: Files, Size, and the Tee's Stats. Later calls return the same.
 func (r *Recorder) Close() (capture.Result, error) { return r.CloseNote("") }
 
@@ -123,6 +124,16 @@ func (r *Recorder) CloseNote(note string) (capture.Result, error) {
 			s.Close()
 			if env := s.Environment(); env != nil && note == "" && len(servers) == 1 {
 				note = env.String()
+			}
+		}
+		for _, s := range servers {
+			// A perturbed run's perturbations, a line each
+			// (perturb.ParseApplied reads them back).
+			for _, a := range s.Perturbations() {
+				if note != "" {
+					note += "\n"
+				}
+				note += a.String()
 			}
 		}
 		r.res, r.err = r.tee.Close(note)
