@@ -71,6 +71,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a = s.route(r, q, body)
 		s.logAnswer(r, q, target, a)
 	}
+	tp.answer(a)
 	s.hub.Serve(&tapWriter{ResponseWriter: w, t: tp, method: r.Method}, r, a,
 		stream.Request{Arrival: arrival, Timeout: q.Timeout, Watch: q.Watch, Target: target, Tap: tp},
 		func(st *stream.Stream) { s.answered(st, a, tp, req, target) }, s.exit)

@@ -1,7 +1,9 @@
 // Package record records a replay's run into a session file: every
 // request the replay's clients made, with its body, and every answer they
-// got, with the times of both (wtrace replay --out). The file is a normal
-// session (source "replay"): inspect, events, diff and replay read it.
+// got, with the times of both (wtrace replay --out), and how the replay
+// answered each (the note of the response's End: formats.ReplayAnswer).
+// The file is a normal session (source "replay"): inspect, events, diff,
+// report and replay read it.
 //
 //	rec, _ := record.New(record.Options{Output: formats.FileSinkOptions{Path: "run.wt"}})
 //	srv, _ := replay.Open("session.wt", replay.Options{Out: rec})
