@@ -356,5 +356,5 @@ func encodeJSON(obj runtime.Object) ([]byte, error) {
 	if err := schemeSerializers().json.Encode(obj, &b); err != nil {
 		return nil, err
 	}
-	return nullTimestamps(obj, b.Bytes()), nil
+	return newerFields(obj, nullTimestamps(obj, b.Bytes())), nil
 }

@@ -122,7 +122,7 @@ func (w *Writer) transform(obj runtime.Object, list bool, lm ListMeta) (runtime.
 		if err != nil {
 			return nil, err
 		}
-		p := meta.AsPartialObjectMetadata(m)
+		p := partialOf(obj, m)
 		p.GetObjectKind().SetGroupVersionKind(gv.WithKind(AsPartial))
 		if gv.Version == "v1beta1" {
 			pb := (*metav1beta1.PartialObjectMetadata)(p)
@@ -137,7 +137,7 @@ func (w *Writer) transform(obj runtime.Object, list bool, lm ListMeta) (runtime.
 			if err != nil {
 				return err
 			}
-			p := meta.AsPartialObjectMetadata(m)
+			p := partialOf(o, m)
 			p.GetObjectKind().SetGroupVersionKind(gv.WithKind(AsPartial))
 			items = append(items, *p)
 			return nil
@@ -201,7 +201,7 @@ func (w *Writer) table(obj runtime.Object, list bool, lm ListMeta, gv schema.Gro
 			if err != nil {
 				return nil, err
 			}
-			p := meta.AsPartialObjectMetadata(m)
+			p := partialOf(o, m)
 			p.GetObjectKind().SetGroupVersionKind(gv.WithKind(AsPartial))
 			inner = p
 		}

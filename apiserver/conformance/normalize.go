@@ -128,7 +128,7 @@ var (
 	tableNodePort = regexp.MustCompile(`:3[0-2]\d{3}/`)
 	pointers      = regexp.MustCompile(`\(0x[0-9a-f]+\)`)
 	numbers       = regexp.MustCompile(`\b\d+\b`)
-	generated     = regexp.MustCompile(`^wcf-g-[a-z0-9]{5}$`)
+	generated     = regexp.MustCompile(`^(v1-|ev-)?wcf-g-[a-z0-9]{5}$`) // (the fixtures' prefixes: fixture.name)
 	tokenVolume   = regexp.MustCompile(`^kube-api-access-[a-z0-9]{5}$`) // the ServiceAccount admission's
 	ageCell       = regexp.MustCompile(`^(\d+[smhdy])+$|^<unknown>$`)
 )
@@ -235,7 +235,7 @@ func (v *view) text(x, key string) any {
 		return "JTI=<jti>"
 	}
 	if generated.MatchString(x) {
-		return "wcf-g-*"
+		return generated.ReplaceAllString(x, "${1}wcf-g-*")
 	}
 	if tokenVolume.MatchString(x) {
 		return "kube-api-access-*"
@@ -259,7 +259,7 @@ func (v *view) nameMeta(md map[string]any) {
 		return
 	}
 	if generated.MatchString(name) {
-		name = "wcf-g-*"
+		name = generated.ReplaceAllString(name, "${1}wcf-g-*")
 	}
 	if ns, _ := md["namespace"].(string); ns != "" {
 		name = ns + "/" + name

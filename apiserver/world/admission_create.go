@@ -6,6 +6,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -46,6 +47,11 @@ func (s *Store) admitKind(obj runtime.Object) {
 		}
 	case *batchv1.Job:
 		generateJobSelector(o)
+	case *corev1.ReplicationController:
+		trackTemplateTimestamp(o)
+	case *storagev1.CSIDriver:
+		// Its strategy sets no generation on create (only bumps it).
+		o.Generation = 0
 	case *appsv1.DaemonSet:
 		// The strategy's template generation, which v1 shows as an
 		// annotation.

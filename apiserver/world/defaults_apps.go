@@ -32,6 +32,15 @@ func defaultDaemonSet(ds *appsv1.DaemonSet) {
 	if ds.Spec.RevisionHistoryLimit == nil {
 		ds.Spec.RevisionHistoryLimit = ptr.To[int32](10)
 	}
+	// The conversion to v1 writes the template generation (0 until the
+	// strategy sets it: admitKind, prepareKindUpdate) as an annotation,
+	// which the field manager sees.
+	if _, ok := ds.Annotations[appsv1.DeprecatedTemplateGeneration]; !ok {
+		if ds.Annotations == nil {
+			ds.Annotations = map[string]string{}
+		}
+		ds.Annotations[appsv1.DeprecatedTemplateGeneration] = "0"
+	}
 	defaultPodSpec(&ds.Spec.Template.Spec)
 }
 

@@ -160,6 +160,9 @@ func prepareUpdate(obj, old runtime.Object, pol policy, subresource string) (run
 		m.SetDeletionGracePeriodSeconds(om.GetDeletionGracePeriodSeconds())
 	}
 	m.SetGeneration(om.GetGeneration())
+	if subresource == "" {
+		prepareKindUpdate(obj, old)
+	}
 	if pol.generation && subresource == "" {
 		changed, err := specChanged(obj, old)
 		if err != nil {
@@ -245,6 +248,9 @@ func copyStatus(dst, src runtime.Object) error {
 
 // specChanged reports whether anything but metadata and status differs.
 func specChanged(obj, old runtime.Object) (bool, error) {
+	if changed, ok := generationChanged(obj, old); ok {
+		return changed, nil
+	}
 	a, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {
 		return false, err

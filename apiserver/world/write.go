@@ -139,6 +139,7 @@ func checkNamespace(m metav1.Object, t Target, info Info) error {
 // with it as stored; with dryRun it stores nothing and answers obj as it
 // is.
 func (s *Store) commit(c *call, h *history, key Key, obj runtime.Object, ev EventType, code int, dryRun bool) *Response {
+	obj = throughStorage(obj)
 	if dryRun {
 		o, err := codec.Encode(obj, frame.JSON)
 		if err != nil {
