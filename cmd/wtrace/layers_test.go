@@ -50,6 +50,7 @@ var layerOf = map[string]struct {
 	"replay/internal/metrics":   {3, false, []string{modPrometheus}},
 	"replay/internal/discovery": {4, false, []string{modK8sAPI, modK8sAPIMachinery}},
 	"replay/internal/stream":    {4, false, nil},
+	"replay/perturb":            {4, false, nil},
 	"replay/internal/fromworld": {5, false, []string{modK8sAPIMachinery}},
 	"replay/internal/fromtape":  {6, false, []string{modZstd, modGoautoneg, modK8sAPIMachinery}},
 	"capture":                   {4, false, []string{modXxhash, modZstd, modXnet}},
@@ -79,6 +80,7 @@ var layerOf = map[string]struct {
 	"tools/mkcorpus":            {6, true, []string{modGopacket, modK8sAPIMachinery, modK8sClientGo}},
 	"tools/mkimage":             {6, true, []string{modGGCR}},
 	"tools/scaleout":            {6, true, []string{modPromModel, modPromCommon, modKustomizeAPI, modKyaml}},
+	"tools/funclen":             {6, true, nil},
 	"deploy":                    {6, true, nil},
 	"testkit/moduletest":        {0, true, nil},
 }
