@@ -54,7 +54,7 @@ var layerOf = map[string]struct {
 	"replay/internal/fromworld": {5, false, []string{modK8sAPIMachinery}},
 	"replay/internal/fromtape":  {6, false, []string{modZstd, modGoautoneg, modK8sAPIMachinery}},
 	"capture":                   {4, false, []string{modXxhash, modZstd, modXnet}},
-	"replay":                    {7, false, []string{modPrometheus}},
+	"replay":                    {7, false, []string{modPrometheus, modK8sAPIMachinery}},
 	"export":                    {4, false, []string{modZstd, modXnet}},
 	"edit":                      {4, false, []string{modZstd, modK8sAPIMachinery}},
 	"capture/live":              {5, false, []string{modXnet, modXsys}},
