@@ -82,6 +82,7 @@ type exchangeAux struct {
 	pending       []formats.Record // chunk records held until the response head is written
 	sniff         []byte           // the start of a body whose kind is not decided yet
 	req, resp     redact.Report    // what redaction replaced in each direction
+	answer        string           // how the response was answered (TeeConn.Note), for its End's note
 }
 
 // more returns x's auxiliary state, allocating it at the first need.
@@ -619,6 +620,9 @@ func (x *exchange) end(st formats.EndStatus, t int64, trailer []formats.Header, 
 		note = joinNote(note, "stored re-encoded after redaction")
 	}
 	x.ended = true
+	if x.aux != nil {
+		note = joinNote(note, x.aux.answer)
+	}
 	if len(tail) > 0 && x.s.secrets != nil {
 		var rep redact.Report
 		tail = x.s.secrets.Tail(x.format, tail, &rep)

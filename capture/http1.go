@@ -43,6 +43,23 @@ type h1Switch struct {
 	note string // what the switch was
 }
 
+// answerNoter is a protoHandler that takes a note about how its newest
+// request is answered (TeeConn.Note).
+type answerNoter interface{ noteAnswer(msg string) }
+
+// noteAnswer adds msg to the End note of the response in progress, or of
+// the newest request waiting for its response.
+func (c *h1Conn) noteAnswer(msg string) {
+	x := c.d[formats.ServerToClient].x
+	if n := len(c.queue); x == nil && n > 0 {
+		x = c.queue[n-1].exchange()
+	}
+	if x != nil && !x.ended {
+		a := x.more()
+		a.answer = joinNote(a.answer, msg)
+	}
+}
+
 // popQueue takes the oldest request waiting for its response.
 func (c *h1Conn) popQueue() *exchange {
 	x := c.queue[0].exchange()

@@ -98,6 +98,7 @@ const (
 	teeOpen teeOp = iota
 	teeData
 	teeClose
+	teeNote
 )
 
 type teeItem struct {
@@ -108,6 +109,7 @@ type teeItem struct {
 	t      int64
 	data   []byte
 	buf    *[]byte // data's pooled buffer, returned once data is recorded
+	note   string  // teeNote's
 }
 
 // Pieces are copied into pooled buffers of two sizes: the parsers and
@@ -309,6 +311,10 @@ func (t *Tee) handle(it teeItem) {
 		if c.h != nil {
 			c.h.data(it.dir, it.data, it.t)
 		}
+	case teeNote:
+		if n, ok := c.h.(answerNoter); ok && !c.ended {
+			n.noteAnswer(it.note)
+		}
 	case teeClose:
 		if c.ended {
 			return
@@ -363,6 +369,17 @@ func (c *TeeConn) Data(dir formats.Direction, p []byte) {
 			return
 		}
 		p = p[n:]
+	}
+}
+
+// Note adds msg to the note of the response being answered on the
+// connection (the newest request's, once its bytes were handed to Data):
+// the note of that response's End record, which says how it was answered
+// (the replay's run file: "replay answer: recorded exchange 12"). It has
+// no effect on a connection that is not HTTP/1.1 or has no request yet.
+func (c *TeeConn) Note(msg string) {
+	if msg != "" {
+		c.t.send(teeItem{c: c, op: teeNote, note: msg, t: c.t.clock().UnixNano()})
 	}
 }
 

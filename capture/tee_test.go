@@ -258,6 +258,59 @@ func TestTeeTimes(t *testing.T) {
 	}
 }
 
+// TestTeeNote: a note given after the request's bytes ends up in the note
+// of its response's End, joined to what the recorder noted itself (a
+// stream cut); before any request it is dropped.
+func TestTeeNote(t *testing.T) {
+	tests := []struct {
+		name string
+		play func(c *capture.TeeConn)
+		want string
+	}{
+		{"answered whole", func(c *capture.TeeConn) {
+			c.Data(formats.ClientToServer, []byte(watchRequest))
+			c.Note("replay answer: recorded exchange 3")
+			c.Data(formats.ServerToClient, []byte(watchHead+chunk(watchEvents(1)[0]+"\n")+"0\r\n\r\n"))
+		}, "replay answer: recorded exchange 3"},
+		{"two notes, the head already sent", func(c *capture.TeeConn) {
+			c.Data(formats.ClientToServer, []byte(watchRequest))
+			c.Data(formats.ServerToClient, []byte(watchHead))
+			c.Note("a")
+			c.Note("b")
+			c.Data(formats.ServerToClient, []byte("0\r\n\r\n"))
+		}, "a; b"},
+		{"before the request", func(c *capture.TeeConn) {
+			c.Note("lost")
+			c.Data(formats.ClientToServer, []byte(watchRequest))
+			c.Data(formats.ServerToClient, []byte(watchHead+"0\r\n\r\n"))
+		}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sink := &recSink{}
+			tee := capture.NewTee(sink, capture.TeeOptions{})
+			c := tee.Conn("127.0.0.1:40000", "127.0.0.1:8001", "http/1.1")
+			tt.play(c)
+			c.Close(formats.ConnClosed)
+			if err := tee.Close(); err != nil {
+				t.Fatal(err)
+			}
+			ends := 0
+			for _, r := range sink.records() {
+				if e, ok := r.(*formats.End); ok && e.Dir == formats.ServerToClient {
+					ends++
+					if e.Note != tt.want {
+						t.Errorf("End note %q; want %q", e.Note, tt.want)
+					}
+				}
+			}
+			if ends != 1 {
+				t.Errorf("%d response Ends; want 1", ends)
+			}
+		})
+	}
+}
+
 // TestTeeCloseOpen: connections still open when the Tee closes end as
 // truncated by the end of the recording; later bytes are ignored.
 func TestTeeCloseOpen(t *testing.T) {

@@ -296,6 +296,11 @@ type End struct {
 	LastExt string
 }
 
+// ReplayAnswer starts the item of a response End's Note that says how a
+// replay answered the request, in a replay's run file (SourceReplay):
+// "replay answer: recorded exchange 12 transcoded rv" (see FORMAT.md §9).
+const ReplayAnswer = "replay answer: "
+
 // RedactReason says why bytes were replaced before they were stored.
 // Values are part of the file format and never change meaning.
 type RedactReason uint8

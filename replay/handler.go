@@ -31,6 +31,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.serveControl(w, r) { // the control endpoint (control.go)
 		return
 	}
+	if s.pert != nil && s.pert.down() {
+		panic(http.ErrAbortHandler) // restarting (perturbation restart): the connection is cut
+	}
 	if !s.enter() {
 		stream.WriteStatus(w, http.StatusServiceUnavailable, "ServiceUnavailable", errClosed.Error())
 		return
@@ -68,6 +71,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a = s.route(r, q, body)
 		s.logAnswer(r, q, target, a)
 	}
+	tp.answer(a)
 	s.hub.Serve(&tapWriter{ResponseWriter: w, t: tp, method: r.Method}, r, a,
 		stream.Request{Arrival: arrival, Timeout: q.Timeout, Watch: q.Watch, Target: target, Tap: tp},
 		func(st *stream.Stream) { s.answered(st, a, tp, req, target) }, s.exit)
@@ -118,6 +122,14 @@ func (s *Server) exit() {
 // request of a resource it knows, the tape the rest; a replay that plays
 // the tape asks it first (it asks the world for what it lacks).
 func (s *Server) route(r *http.Request, q tape.Query, body []byte) *stream.Answer {
+	if s.pert != nil {
+		return s.pert.route(r, q, body, s.routeNext)
+	}
+	return s.routeNext(r, q, body)
+}
+
+// routeNext is route past a perturbed run's engine.
+func (s *Server) routeNext(r *http.Request, q tape.Query, body []byte) *stream.Answer {
 	if a, ok := s.tape.InvalidRV(q); ok {
 		return a
 	}

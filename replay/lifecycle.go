@@ -99,6 +99,9 @@ func (s *Server) start(useTLS bool) error {
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		ConnState: func(c net.Conn, st http.ConnState) {
 			s.met.ConnState(st)
+			if s.pert != nil {
+				s.pert.connState(c, st)
+			}
 			switch st {
 			case http.StateNew:
 				s.conns.Add(1)
@@ -179,6 +182,7 @@ func (s *Server) Close() {
 	s.handlers.Wait()
 	s.hub.Wait()
 	s.world.Wait()
+	s.pert.wait()
 	if s.ownFile {
 		s.file.Close()
 	}

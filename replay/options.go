@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"context"
 	"crypto/tls"
 	"log/slog"
 	"net"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/wtrace/wtrace/apiserver/world"
+	"github.com/wtrace/wtrace/replay/perturb"
 )
 
 // DefaultListen is the address Start and StartTLS listen on when
@@ -152,4 +154,16 @@ type Options struct {
 	// they met when recorded. 0 means the median of the recorded writes
 	// of the clients under test (a few milliseconds); negative, none.
 	WriteLatency time.Duration
+	// Perturb makes the run a perturbed one (package replay/perturb):
+	// each spec's fault applied at its point, logged, and listed by
+	// Perturbations (and in the Summary note of a record.Recorder's
+	// file). Only a replay that answers writes (WritesAnswer,
+	// WritesApply) takes perturbations.
+	Perturb []perturb.Spec
+	// ClientRestart restarts the controller under test for a
+	// client-restart perturbation, after the replay closed its
+	// connections (on a goroutine of its own; ctx ends with the Server).
+	// nil runs the spec's exec= command or sends its signal=
+	// (perturb.RestartClient).
+	ClientRestart func(ctx context.Context, sp perturb.Spec) error
 }

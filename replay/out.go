@@ -31,6 +31,11 @@ type Out interface {
 }
 
 // OutConn is one exchange of an Out (see Out). *capture.TeeConn is one.
+// An OutConn that also has a method Note(string) is told how the request
+// is answered (formats.ReplayAnswer: "replay answer: recorded exchange
+// 12"), after the request's bytes and before the answer's: the run file
+// keeps it as the note of the response's End.
+
 type OutConn interface {
 	Data(dir formats.Direction, p []byte)
 	Close(reason formats.ConnEndReason)

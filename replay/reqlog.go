@@ -114,6 +114,23 @@ func (l *requestLog) tap(r *http.Request, body []byte, arrival time.Time) *tap {
 	return t
 }
 
+// answer notes how a is answered in the Out, before its bytes go out:
+// the note of the response's End in the run file (formats.ReplayAnswer).
+func (t *tap) answer(a *stream.Answer) {
+	n, ok := t.out.(interface{ Note(string) })
+	if !ok || a.How == "" {
+		return
+	}
+	note := formats.ReplayAnswer + a.How
+	if a.Recorded {
+		note += " exchange " + strconv.FormatInt(a.Exchange, 10)
+	}
+	if a.Transcoded != "" {
+		note += " transcoded " + a.Transcoded
+	}
+	n.Note(note)
+}
+
 // appendHeader appends header fields as HTTP/1.1 lines, sorted, without
 // those skip names.
 func appendHeader(b []byte, h http.Header, skip func(string) bool) []byte {

@@ -52,6 +52,7 @@ type Server struct {
 	reqs         *requestLog         // the requests answered (see Requests, out.go)
 	met          *metrics.Metrics    // nil: no metrics (see replay/internal/metrics)
 	ops          *healthz.Endpoints  // the Server's own endpoints (see health.go)
+	pert         *perturbation       // a perturbed run (perturbed.go); nil: none
 
 	active atomic.Int64 // requests being served
 
@@ -142,9 +143,15 @@ func New(f *formats.File, opts Options) (*Server, error) {
 		EventChunks: opts.EventChunks, CacheBytes: budget, Logger: s.log}); err != nil {
 		return nil, err
 	}
+	if err := newPerturbation(s); err != nil {
+		return nil, err
+	}
 	s.reqs = &requestLog{max: maxRequests, out: opts.Out, clock: s.clock, met: s.met}
 	s.met.Loaded(string(s.writes), s.speed)
 	s.ops = newEndpoints(s.hub.Draining, opts.Metrics, s.log)
+	if s.pert != nil {
+		s.ops.Readyz = append(s.ops.Readyz, healthz.Check{Name: "perturb", Func: s.pert.readyCheck})
+	}
 	bindOut(s)
 	return s, nil
 }

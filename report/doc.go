@@ -32,10 +32,10 @@
 // or body also as the JSON the apiserver would send, which
 // apiserver/codec writes), on a request its headers and bodies and how it
 // ended, on a lane's label the watch's exchange as inspect --json says
-// it. A session file does not say how a replay answered each request
-// (replay.Request.How is the Server's, not recorded by replay --out): the
-// page of a replay run says its answers were the replay's, no more. Below: connections, exchanges by
-// verb and status, events per resource and type, the busiest seconds,
+// it; in a replay's run file (replay --out), how the replay answered each
+// request (its log's "how", the recorded exchange it served, why the bytes
+// are not the recorded ones: the response End's note, formats.ReplayAnswer).
+// Below: connections, exchanges by verb and status, events per resource and type, the busiest seconds,
 // every anomaly.
 //
 // For a diff (Diff, DiffFiles): both sessions on one time axis, each from

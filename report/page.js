@@ -397,12 +397,15 @@
     const d = await json(it);
     const e = d.exchange, r = e.request, p = e.response;
     let h = `<h3>exchange ${e.exchange}${d.conn ? ' on ' + esc(d.conn.conn) : ''}</h3>`;
+    // A run file's response note says how the replay answered (formats.ReplayAnswer).
+    const notes = e.end && e.end.note ? e.end.note.split('; ') : [], how = notes.find((n) => n.startsWith('replay answer: '));
+    const endNote = notes.filter((n) => n !== how).join('; ');
     h += dl([['request', r.missing ? '<i>not captured</i>' : esc(r.method + ' ' + r.target + ' ' + (r.proto || ''))], ['at', r.time ? esc(r.time) : ''],
       ['response', p ? esc((p.status || '?') + ' ' + (p.reason || '') + ' ' + (p.proto || '')) : '<i>none captured</i>'], ['framing', p ? esc(p.framing + (p.encoding ? ', ' + p.encoding : '') + (p.eventFormat ? ', events ' + p.eventFormat : '')) : ''],
-      ['ended', e.end ? esc(e.end.status + ' at ' + e.end.time + (e.end.note ? ' (' + e.end.note + ')' : '')) : '<i>the file ended first</i>'],
+      ['ended', e.end ? esc(e.end.status + ' at ' + e.end.time + (endNote ? ' (' + endNote + ')' : '')) : '<i>the file ended first</i>'],
       ['events', e.events ? esc(e.events + ' ' + JSON.stringify(e.eventTypes || {})) : ''], ['body', esc(e.bodyBytes + ' bytes, ' + e.chunks + ' chunks')],
       ['longest silence', e.longestSilence ? esc(e.longestSilence.seconds.toFixed(3) + ' s, until ' + e.longestSilence.until) : ''],
-      ['answered', x.s.meta && x.s.meta.source === 'replay' ? 'by the replay (a session of replay --out)' : (x.s.meta ? 'as recorded (' + esc(x.s.meta.source || '?') + ')' : '')]]);
+      ['answered', x.s.meta && x.s.meta.source === 'replay' ? (how ? esc(how.slice('replay answer: '.length)) + ' <small>(by the replay: a session of replay --out)</small>' : 'by the replay (a session of replay --out)') : (x.s.meta ? 'as recorded (' + esc(x.s.meta.source || '?') + ')' : '')]]);
     for (const end of [e.requestEnd, e.end]) if (end && end.redactions) h += '<p>redacted: ' + end.redactions.map((rd) => esc(`${rd.count} ${rd.reason} of ${rd.object || '?'} (${rd.fields || ''}), ${rd.bytes} bytes`)).join('; ') + '</p>';
     if (e.errors) h += '<p>ERROR events: ' + e.errors.map((er) => esc(`#${er.seq} ${er.code} ${er.reason}`)).join(', ') + '</p>';
     h += '<h3>request headers</h3>' + headers(r.headers);

@@ -2,6 +2,7 @@ package report_test
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +16,8 @@ import (
 	"github.com/wtrace/wtrace/formats"
 	"github.com/wtrace/wtrace/frame"
 	"github.com/wtrace/wtrace/internal/apipath"
+	"github.com/wtrace/wtrace/replay"
+	"github.com/wtrace/wtrace/replay/record"
 	"github.com/wtrace/wtrace/report"
 	"github.com/wtrace/wtrace/testkit/wttest"
 )
@@ -319,6 +322,58 @@ func TestDamagedInBrowser(t *testing.T) {
 	}
 	if txt := eval[string](t, b, `document.getElementById('summary').textContent`); !strings.Contains(txt, "problems") {
 		t.Errorf("the summary does not say what opening the cut file found: %.300q", txt)
+	}
+	b.noErrors(t)
+}
+
+// TestRunInBrowser: the report of a replay's run file (replay --out) says
+// for each exchange how the replay answered it (the response End's
+// formats.ReplayAnswer note), in the details a click on its lane shows.
+func TestRunInBrowser(t *testing.T) {
+	session := wttest.RecordCorpus(t, "basic-json", false)
+	run := filepath.Join(t.TempDir(), "run.wt")
+	rec, err := record.New(record.Options{Output: formats.FileSinkOptions{Path: run}, Description: "replay of basic-json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := replay.Open(session, replay.Options{Out: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []string{"/api/v1/namespaces/corpus-basic/configmaps", "/api/v1/namespaces/corpus-basic/configmaps?watch=true&resourceVersion=205&timeoutSeconds=1"} {
+		resp, err := srv.Client().Get(srv.URL + target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	srv.Close()
+	if _, err := rec.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f := wttest.OpenSession(t, run)
+	w := watches(f)
+	if len(w) != 1 {
+		t.Fatalf("the run has watches %v; want one", w)
+	}
+	x := f.Exchange(w[0])
+	if x.End == nil || !strings.HasPrefix(x.End.Note, formats.ReplayAnswer) {
+		t.Fatalf("the run's watch ends %+v; want a note saying how the replay answered it", x.End)
+	}
+	how := strings.TrimPrefix(x.End.Note, formats.ReplayAnswer)
+
+	page := writeSession(t, run, t.TempDir(), report.Options{})
+	b := newBrowser(t, 1400, 1200, 30*time.Second)
+	b.open(t, page)
+	sel := `#labels .row.lane[data-kind="watch"]`
+	b.do(t, "clicking the watch's lane", chromedp.Click(chromedp.CSS(sel)), chromedp.WaitVisible(chromedp.CSS(`#detail h3`)))
+	txt := eval[string](t, b, `document.getElementById('detail').textContent`)
+	if !strings.Contains(txt, "answered"+how) {
+		t.Errorf("the watch's details %.400q; want them to say it was answered %q", txt, how)
 	}
 	b.noErrors(t)
 }

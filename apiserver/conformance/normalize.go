@@ -131,8 +131,9 @@ var (
 	// A name generated from the harness's generateName (a fixture may
 	// put a prefix before it: events.k8s.io's "ev-"), anywhere in a
 	// text: its 5 random characters differ between the two servers.
-	generated = regexp.MustCompile(`\bwcf-g-[a-z0-9]{5}\b`)
-	ageCell   = regexp.MustCompile(`^(\d+[smhdy])+$|^<unknown>$`)
+	generated   = regexp.MustCompile(`\bwcf-g-[a-z0-9]{5}\b`)
+	tokenVolume = regexp.MustCompile(`^kube-api-access-[a-z0-9]{5}$`) // the ServiceAccount admission's
+	ageCell     = regexp.MustCompile(`^(\d+[smhdy])+$|^<unknown>$`)
 )
 
 // normalize decodes a JSON answer into plain values with uids and
@@ -236,6 +237,9 @@ func (v *view) text(x, key string) any {
 	}
 	if strings.HasPrefix(x, "JTI=") {
 		return "JTI=<jti>"
+	}
+	if tokenVolume.MatchString(x) {
+		return "kube-api-access-*"
 	}
 	if ageCell.MatchString(x) {
 		return "<age>"

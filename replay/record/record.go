@@ -1,7 +1,9 @@
 // Package record records a replay's run into a session file: every
 // request the replay's clients made, with its body, and every answer they
-// got, with the times of both (wtrace replay --out). The file is a normal
-// session (source "replay"): inspect, events, diff and replay read it.
+// got, with the times of both (wtrace replay --out), and how the replay
+// answered each (the note of the response's End: formats.ReplayAnswer).
+// The file is a normal session (source "replay"): inspect, events, diff,
+// report and replay read it.
 //
 //	rec, _ := record.New(record.Options{Output: formats.FileSinkOptions{Path: "run.wt"}})
 //	srv, _ := replay.Open("session.wt", replay.Options{Out: rec})
@@ -107,7 +109,8 @@ func (r *Recorder) BindServer(s *replay.Server) {
 // the Summary and closes the file: whichever of a Server and its Recorder
 // is closed first, the run is the same. The Summary's note says what the
 // one Server recording into r did with the recording's environment
-// (EnvironmentReport.String), if it answered writes. It returns what was
+// (EnvironmentReport.String), if it answered writes, then lists the
+// perturbations of a perturbed run (perturb.Applied, a line each). It returns what was
 // recorded: Files, Size, and the Tee's Stats. Later calls return the same.
 func (r *Recorder) Close() (capture.Result, error) { return r.CloseNote("") }
 
@@ -123,6 +126,16 @@ func (r *Recorder) CloseNote(note string) (capture.Result, error) {
 			s.Close()
 			if env := s.Environment(); env != nil && note == "" && len(servers) == 1 {
 				note = env.String()
+			}
+		}
+		for _, s := range servers {
+			// A perturbed run's perturbations, a line each
+			// (perturb.ParseApplied reads them back).
+			for _, a := range s.Perturbations() {
+				if note != "" {
+					note += "\n"
+				}
+				note += a.String()
 			}
 		}
 		r.res, r.err = r.tee.Close(note)

@@ -112,9 +112,12 @@ func TestRecordRun(t *testing.T) {
 	want := []struct {
 		method, target string
 		status         int
+		answer         string // the response End's note: how the replay answered
 	}{
-		{"GET", cms, 200}, {"GET", cms + "?watch=true&resourceVersion=205&timeoutSeconds=30", 200},
-		{"POST", cms, 201}, {"PATCH", cms + "/run-cm", 200}, {"POST", "/api/v1/namespaces/corpus-basic/secrets", 201},
+		{"GET", cms, 200, "replay answer: synth-list"},
+		{"GET", cms + "?watch=true&resourceVersion=205&timeoutSeconds=30", 200, "replay answer: synth-watch"},
+		{"POST", cms, 201, "replay answer: synth-create"}, {"PATCH", cms + "/run-cm", 200, "replay answer: synth-patch"},
+		{"POST", "/api/v1/namespaces/corpus-basic/secrets", 201, "replay answer: synth-create"},
 	}
 	if len(idx.Exchanges) != len(want) {
 		t.Fatalf("%d exchanges; want %d", len(idx.Exchanges), len(want))
@@ -124,6 +127,9 @@ func TestRecordRun(t *testing.T) {
 		if x.Request.Method != w.method || x.Request.Target != w.target || x.Response == nil || x.Response.Status != w.status ||
 			x.End == nil || x.End.Status != formats.EndComplete || x.Response.Time < x.Request.Time {
 			t.Errorf("exchange %d = %s %s → %+v, end %+v; want %s %s → %d, complete", i, x.Request.Method, x.Request.Target, x.Response, x.End, w.method, w.target, w.status)
+		}
+		if x.End != nil && x.End.Note != w.answer {
+			t.Errorf("exchange %d (%s %s): End note %q; want %q", i, w.method, w.target, x.End.Note, w.answer)
 		}
 	}
 	// The bodies: the LIST as the client got it, the create's request.

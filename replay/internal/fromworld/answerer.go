@@ -53,6 +53,10 @@ type Answerer struct {
 	deliv *deliveries // the world's watches, for a write's answer to wait for its events
 	waker *stream.Waker
 	wg    sync.WaitGroup
+	// A perturbed run's hooks (nil: none) and the world's watches open
+	// (perturb.go).
+	hooks *Hooks
+	open  openWatches
 }
 
 // New returns the Answerer of store (nil: a replay without a world, which

@@ -2,6 +2,7 @@ package fromworld
 
 import (
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/wtrace/wtrace/apiserver/world"
@@ -35,8 +36,13 @@ func (a *Answerer) storeWatchRoute(r *http.Request, q tape.Query) *stream.Answer
 	if wt == nil {
 		return stream.NotFound(q.Method, q.Path)
 	}
+	if skipWanted(r.Context()) {
+		if _, err := wt.Compact(); err != nil {
+			a.log.Warn("replay: cannot skip a watch's intermediate versions", "err", err)
+		}
+	}
 	return &stream.Answer{How: world.HowWatch, Status: http.StatusOK, Serve: func(st *stream.Stream, r *http.Request) {
-		a.serveStoreWatch(st, wt)
+		a.serveStoreWatch(st, wt, resourceOf(q.Path))
 	}}
 }
 
@@ -45,7 +51,7 @@ func (a *Answerer) storeWatchRoute(r *http.Request, q tape.Query) *stream.Answer
 // (scaled by Speed) and each client's write as it lands, in served
 // resourceVersion order, until the client's timeoutSeconds, the client
 // leaves, or Close.
-func (a *Answerer) serveStoreWatch(st *stream.Stream, wt *world.Watch) {
+func (a *Answerer) serveStoreWatch(st *stream.Stream, wt *world.Watch, resource string) {
 	h := http.Header{"Content-Type": {wt.ContentType()}}
 	for _, w := range wt.Warnings() {
 		h.Add("Warning", world.WarningHeader(w))
@@ -53,12 +59,13 @@ func (a *Answerer) serveStoreWatch(st *stream.Stream, wt *world.Watch) {
 	if !st.Begin(stream.NewHead(http.StatusOK, h)) {
 		return
 	}
-	f := &worldFeed{a: a, st: st, wt: wt, init: wt.Initial()}
+	f := &worldFeed{a: a, st: st, wt: wt, init: wt.Initial(), resource: resource}
 	if wt.Expired() {
 		st.Play(f, wt.Origin()) // its ERROR event, and the end
 		return
 	}
 	a.deliv.add(wt)
+	a.open.add(f)
 	f.startBookmarks()
 	if st.Parks() {
 		// On the scheduler's path (see worldwatch.go).
@@ -66,11 +73,13 @@ func (a *Answerer) serveStoreWatch(st *stream.Stream, wt *world.Watch) {
 		st.OnRelease(func() {
 			a.waker.Remove(st)
 			a.deliv.remove(wt)
+			a.open.remove(f)
 		})
 		st.RunRest(func() { st.Play(f, wt.Origin()) })
 		return
 	}
 	defer a.deliv.remove(wt)
+	defer a.open.remove(f)
 	st.Play(f, wt.Origin())
 }
 
@@ -91,9 +100,17 @@ type worldFeed struct {
 	// bookmarkAt is when a watch that allows bookmarks sends its next
 	// periodic one (bookmarks.go); zero: never.
 	bookmarkAt time.Time
+	// resource is what the watch watches; end says how a perturbation
+	// ends it (perturb.go), expiredSent that its ERROR event went out.
+	resource    string
+	end         atomic.Int32
+	expiredSent bool
 }
 
 func (f *worldFeed) Peek() (int64, bool) {
+	if how := f.end.Load(); how != endNone {
+		return 0, f.ending(how)
+	}
 	switch {
 	case len(f.init) > 0, f.bookmarkDue():
 		return 0, true
@@ -115,9 +132,14 @@ func (f *worldFeed) Peek() (int64, bool) {
 }
 
 func (f *worldFeed) Take() (stream.Write, bool) {
+	if f.end.Load() == endExpire && !f.expiredSent {
+		f.expiredSent = true
+		return stream.Write{Data: f.wt.ExpiredFrame(), Events: 1, Last: true}, true
+	}
 	if len(f.init) > 0 {
 		b := f.init[0]
 		f.init = f.init[1:]
+		f.perturbEvent()
 		return stream.Write{Data: b, Events: 1, Last: len(f.init) == 0 && f.wt.Expired()}, true
 	}
 	if f.bookmarkDue() {
@@ -130,11 +152,12 @@ func (f *worldFeed) Take() (stream.Write, bool) {
 		f.a.log.Warn("replay: cannot encode a watch event", "err", err)
 		return stream.Write{}, false
 	}
+	f.perturbEvent()
 	return stream.Write{Data: b, Events: 1, At: ev.Time, Last: ev.Expired}, true
 }
 
 func (f *worldFeed) Changed() <-chan struct{} {
-	if f.wt.Expired() {
+	if f.wt.Expired() || f.end.Load() != endNone {
 		return nil
 	}
 	if f.ch == nil {
