@@ -2,17 +2,24 @@ package world
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"reflect"
 	"strconv"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // The registry strategies of kube-apiserver v1.33 that differ from the
@@ -97,4 +104,71 @@ func dig(m map[string]any, path ...string) (map[string]any, bool) {
 		m = next
 	}
 	return m, true
+}
+
+// validateUpdate is the part of a kind's ValidateUpdate the world models:
+// a Job's selector is required and immutable, its template immutable
+// (ValidateJobUpdate): a PUT that leaves out the generated selector and
+// template labels is refused, as the apiserver refuses it.
+func validateUpdate(obj, old runtime.Object) error {
+	j, ok := obj.(*batchv1.Job)
+	if !ok {
+		return nil
+	}
+	oj := old.(*batchv1.Job)
+	spec := field.NewPath("spec")
+	// The job's spec is validated twice (ValidateJob, then the update's
+	// own): the causes list these errors twice, the message once.
+	var errs field.ErrorList
+	mismatch := field.Invalid(spec.Child("template", "metadata", "labels"), goValue{j.Spec.Template.Labels},
+		"`selector` does not match template `labels`")
+	if j.Spec.Selector == nil {
+		errs = append(errs, field.Required(spec.Child("selector"), ""), mismatch)
+	} else if sel, err := metav1.LabelSelectorAsSelector(j.Spec.Selector); err == nil && !sel.Matches(labels.Set(j.Spec.Template.Labels)) {
+		errs = append(errs, mismatch)
+	}
+	errs = append(errs, errs...)
+	if !apiequality.Semantic.DeepEqual(j.Spec.Selector, oj.Spec.Selector) {
+		errs = append(errs, field.Invalid(spec.Child("selector"), selectorText(j.Spec.Selector), "field is immutable"))
+	}
+	if !apiequality.Semantic.DeepEqual(j.Spec.Template, oj.Spec.Template) {
+		errs = append(errs, field.Invalid(spec.Child("template"), goValue{j.Spec.Template}, "field is immutable"))
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return apierrors.NewInvalid(schema.GroupKind{Group: batchv1.GroupName, Kind: "Job"}, j.Name, errs)
+}
+
+// selectorText is a selector as a field error shows it (its JSON).
+func selectorText(s *metav1.LabelSelector) string {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// goValue prints a field error's value as kube-apiserver shows one of its
+// internal types (which refuse to encode as JSON): Go syntax.
+type goValue struct{ v any }
+
+func (goValue) MarshalJSON() ([]byte, error) { return nil, errors.New("printed with String") }
+func (g goValue) String() string             { return fmt.Sprintf("%#v", g.v) }
+
+// asInternalZero sets in an empty object what kube-apiserver's conversion
+// of its empty internal object writes in v1, as a streaming list's last
+// bookmark shows it: a replica count of 0 where v1 has a pointer and the
+// internal type a number; a DaemonSet's template generation 0.
+func asInternalZero(obj runtime.Object) {
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		o.Spec.Replicas = new(int32)
+	case *appsv1.ReplicaSet:
+		o.Spec.Replicas = new(int32)
+	case *appsv1.StatefulSet:
+		o.Spec.Replicas = new(int32)
+	case *appsv1.DaemonSet:
+		o.Annotations = map[string]string{appsv1.DeprecatedTemplateGeneration: "0"}
+	}
 }

@@ -279,6 +279,11 @@ func specChanged(obj, old runtime.Object) (bool, error) {
 // resourceVersion, no event), a deletion (the last finalizer of an object
 // being deleted went away) or a new version.
 func (s *Store) commitUpdate(c *call, o held, old, obj runtime.Object, p writeParams) *Response {
+	if c.t.Subresource == "" {
+		if err := validateUpdate(obj, old); err != nil {
+			return s.fail(c, err)
+		}
+	}
 	obj.GetObjectKind().SetGroupVersionKind(c.info.GVK())
 	m, _ := meta.Accessor(obj)
 	om, _ := meta.Accessor(old)

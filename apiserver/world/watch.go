@@ -508,8 +508,12 @@ func (wt *Watch) bookmark(rv string, end bool) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		om.SetAnnotations(map[string]string{metav1.InitialEventsAnnotationKey: "true",
-			listBlueprintAnnotation: bp})
+		asInternalZero(obj)
+		a := map[string]string{metav1.InitialEventsAnnotationKey: "true", listBlueprintAnnotation: bp}
+		for k, v := range om.GetAnnotations() {
+			a[k] = v
+		}
+		om.SetAnnotations(a)
 	}
 	return wt.w.RuntimeEvent("BOOKMARK", obj)
 }
