@@ -109,3 +109,21 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestAppliedLines(t *testing.T) {
+	tm := time.Date(2026, 12, 2, 8, 0, 0, 123456789, time.UTC)
+	in := []Applied{
+		{At: 1234 * time.Millisecond, Time: tm, Spec: "watch-close:resource=pods", Detail: "closed 2 watches (pods ×2)"},
+		{At: 2 * time.Second, Time: tm.Add(time.Second), Spec: "throttle:share=0.2", Detail: "GET /api/v1/pods refused again: 429", Finding: "GET /api/v1/pods retried after 3ms, Retry-After 1s"},
+	}
+	note := "environment: 3 changes applied\n" + in[0].String() + "\n" + in[1].String()
+	got := ParseApplied(note)
+	if len(got) != 2 {
+		t.Fatalf("ParseApplied: %d lines, want 2: %+v", len(got), got)
+	}
+	for i := range in {
+		if !got[i].Time.Equal(in[i].Time) || got[i].At != in[i].At || got[i].Spec != in[i].Spec || got[i].Detail != in[i].Detail || got[i].Finding != in[i].Finding {
+			t.Errorf("line %d: %+v, want %+v", i, got[i], in[i])
+		}
+	}
+}
