@@ -139,6 +139,7 @@ func (c *comparer) excusePerturbed() {
 		}
 	}
 	excused := map[string]string{}
+	var gone map[string]bool // objects whose last watch event is DELETED in both sessions
 	for gi := range c.rep.Groups {
 		g := &c.rep.Groups[gi]
 		if g.Object == nil {
@@ -149,6 +150,17 @@ func (c *comparer) excusePerturbed() {
 			why := ""
 			if d.Category == CategoryState {
 				why = c.excuse(g.Object, d, lost)
+				if why == "" && d.Kind == KindChanged && g.Object.Event == "" {
+					if gone == nil {
+						gone = c.goneInBoth()
+					}
+					switch {
+					case gone[objectKey(g.Object.Group, g.Object.Resource, g.Object.Namespace, g.Object.Name)]:
+						why = "deleted in both worlds: what the client wrote last before the deletion is an intermediate state"
+					case wordingOnly(d.Diff):
+						why = "only the reason and message of a condition differ: the path the controller took, not where it ended"
+					}
+				}
 			}
 			if why == "" {
 				kept = append(kept, d)
@@ -197,3 +209,74 @@ func (c *comparer) excuse(o *Object, d Difference, lost map[string]int) string {
 }
 
 func collectionKey(group, resource, ns string) string { return group + "/" + resource + "/" + ns }
+
+func objectKey(group, resource, ns, name string) string {
+	return group + "/" + resource + "/" + ns + "/" + name
+}
+
+// goneInBoth returns the objects (objectKey) whose last watch event, in
+// each session, is a DELETED: both worlds end without them, whoever
+// deleted them.
+func (c *comparer) goneInBoth() map[string]bool {
+	a, b := c.lastEvents(c.a), c.lastEvents(c.b)
+	out := map[string]bool{}
+	for k, t := range a {
+		if t == "DELETED" && b[k] == "DELETED" {
+			out[k] = true
+		}
+	}
+	return out
+}
+
+// lastEvents returns the type of the last event (by time) of each object
+// the watches of s show.
+func (c *comparer) lastEvents(s *side) map[string]string {
+	type last struct {
+		time int64
+		typ  string
+	}
+	seen := map[string]last{}
+	for _, k := range s.sOrder {
+		for _, ch := range s.streams[k] {
+			o := ch.req.obj
+			es := c.events(s, ch)
+			for {
+				e, ok, err := es.next()
+				if err != nil || !ok {
+					break
+				}
+				m := e.peek()
+				if m.Type != "ADDED" && m.Type != "MODIFIED" && m.Type != "DELETED" {
+					continue
+				}
+				key := objectKey(o.Group, o.Resource, m.Namespace, m.Name)
+				if l, ok := seen[key]; !ok || e.time >= l.time {
+					seen[key] = last{e.time, m.Type}
+				}
+			}
+		}
+	}
+	out := make(map[string]string, len(seen))
+	for k, l := range seen {
+		out[k] = l.typ
+	}
+	return out
+}
+
+// wordingOnly reports whether unified diff u changes only "reason" and
+// "message" fields (of status conditions: how a controller worded the
+// path it took to the same condition type and status).
+func wordingOnly(u string) bool {
+	changed := 0
+	for _, line := range strings.Split(u, "\n") {
+		if strings.HasPrefix(line, "---") || strings.HasPrefix(line, "+++") || line == "" || line[0] != '-' && line[0] != '+' {
+			continue
+		}
+		f := strings.TrimSpace(line[1:])
+		if !strings.HasPrefix(f, `"reason":`) && !strings.HasPrefix(f, `"message":`) {
+			return false
+		}
+		changed++
+	}
+	return changed > 0
+}

@@ -56,7 +56,8 @@ type Decision struct {
 	StaleChanges int
 	StaleAge     time.Duration
 	// Skip asks a watch from a resourceVersion to resume past the
-	// intermediate versions (one event per object changed since).
+	// intermediate versions (one event per object changed since), once
+	// Delay passed.
 	Skip bool
 	// Spec is the perturbation that decided, for the log.
 	Spec string
@@ -451,7 +452,7 @@ func (e *Engine) Request(r Request) Decision {
 				d.Delay += a.For
 			}
 		case Stale:
-			if r.Verb == "list" && !r.Watch && a.used < a.Count && r.Continue == "" && (r.ResourceVersion == "" || r.ResourceVersion == "0") {
+			if r.Verb == "list" && !r.Watch && a.used < a.Count && r.Continue == "" && r.ResourceVersion == "0" {
 				a.used++
 				d.StaleChanges, d.StaleAge, d.Spec = a.Changes, a.Age, a.text
 				what := fmt.Sprintf("%d changes", a.Changes)
@@ -464,6 +465,7 @@ func (e *Engine) Request(r Request) Decision {
 			if r.Watch && a.skips[r.Resource] > 0 && r.ResourceVersion != "" && r.ResourceVersion != "0" {
 				a.skips[r.Resource]--
 				d.Skip, d.Spec = true, a.text
+				d.Delay += a.For
 				e.note(a, "re-watch "+r.Target+" resumed past the intermediate versions", "")
 			}
 		case Conflict:

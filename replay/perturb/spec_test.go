@@ -17,7 +17,8 @@ func TestParse(t *testing.T) {
 		{"gone:at=write:2", Spec{Kind: Gone, At: Point{Kind: AtWrite, N: 2}}},
 		{"stale:changes=3", Spec{Kind: Stale, Changes: 3, Count: 1}},
 		{"stale:age=2s,resource=deployments.apps,count=2", Spec{Kind: Stale, Age: 2 * time.Second, Resource: "deployments.apps", Count: 2}},
-		{"skip", Spec{Kind: Skip}},
+		{"skip", Spec{Kind: Skip, For: 2 * time.Second}},
+		{"skip:for=5s", Spec{Kind: Skip, For: 5 * time.Second}},
 		{"restart:for=2s", Spec{Kind: Restart, For: 2 * time.Second}},
 		{"restart:at=1500ms", Spec{Kind: Restart, For: 2 * time.Second, At: Point{Kind: AtTime, Time: 1500 * time.Millisecond}}},
 		{"throttle:share=0.2,retry-after=1,seed=7", Spec{Kind: Throttle, Share: 0.2, RetryAfter: 1, Seed: 7, On: "all"}},
@@ -30,7 +31,7 @@ func TestParse(t *testing.T) {
 		{"client-restart:signal=sigterm,pid=42", Spec{Kind: ClientRestart, Signal: "TERM", PID: 42}},
 		{"client-restart:at=write:1,exec=kill -HUP $(cat pid), echo a,b", Spec{Kind: ClientRestart, Exec: "kill -HUP $(cat pid), echo a,b", At: Point{Kind: AtWrite, N: 1}}},
 		{"gone:after=write:deployments/demo/web", Spec{Kind: Gone, At: Point{Kind: AtWrite, N: 1, After: true, Resource: "deployments", Namespace: "demo", Name: "web"}}},
-		{"skip:after=write:nodes/n1", Spec{Kind: Skip, At: Point{Kind: AtWrite, N: 1, After: true, Resource: "nodes", Name: "n1"}}},
+		{"skip:after=write:nodes/n1", Spec{Kind: Skip, For: 2 * time.Second, At: Point{Kind: AtWrite, N: 1, After: true, Resource: "nodes", Name: "n1"}}},
 		{"watch-close:at=event:10:replicasets", Spec{Kind: WatchClose, Mode: "clean", At: Point{Kind: AtEvent, N: 10, Resource: "replicasets"}}},
 		{"  delay  ", Spec{Kind: Delay, For: 200 * time.Millisecond, On: "answers"}},
 	} {
