@@ -128,8 +128,12 @@ var (
 	tableNodePort = regexp.MustCompile(`:3[0-2]\d{3}/`)
 	pointers      = regexp.MustCompile(`\(0x[0-9a-f]+\)`)
 	numbers       = regexp.MustCompile(`\b\d+\b`)
-	generated     = regexp.MustCompile(`^wcf-g-[a-z0-9]{5}$`)
-	ageCell       = regexp.MustCompile(`^(\d+[smhdy])+$|^<unknown>$`)
+	// A name generated from the harness's generateName (a fixture may
+	// put a prefix before it: events.k8s.io's "ev-"), anywhere in a
+	// text: its 5 random characters differ between the two servers.
+	generated   = regexp.MustCompile(`\bwcf-g-[a-z0-9]{5}\b`)
+	tokenVolume = regexp.MustCompile(`^kube-api-access-[a-z0-9]{5}$`) // the ServiceAccount admission's
+	ageCell     = regexp.MustCompile(`^(\d+[smhdy])+$|^<unknown>$`)
 )
 
 // normalize decodes a JSON answer into plain values with uids and
@@ -202,6 +206,7 @@ func (v *view) walk(x any, key string) any {
 
 // text normalizes one string value under key.
 func (v *view) text(x, key string) any {
+	x = generated.ReplaceAllString(x, "wcf-g-*")
 	switch key {
 	case "uid":
 		return rename(v.uids, x, "uid")
@@ -233,8 +238,8 @@ func (v *view) text(x, key string) any {
 	if strings.HasPrefix(x, "JTI=") {
 		return "JTI=<jti>"
 	}
-	if generated.MatchString(x) {
-		return "wcf-g-*"
+	if tokenVolume.MatchString(x) {
+		return "kube-api-access-*"
 	}
 	if ageCell.MatchString(x) {
 		return "<age>"
@@ -254,9 +259,7 @@ func (v *view) nameMeta(md map[string]any) {
 	if name == "" {
 		return
 	}
-	if generated.MatchString(name) {
-		name = "wcf-g-*"
-	}
+	name = generated.ReplaceAllString(name, "wcf-g-*")
 	if ns, _ := md["namespace"].(string); ns != "" {
 		name = ns + "/" + name
 	}

@@ -74,11 +74,14 @@ func defaultPodSpec(s *corev1.PodSpec) {
 	for _, cs := range [][]corev1.Container{s.InitContainers, s.Containers} {
 		for i := range cs {
 			defaultContainer(&cs[i])
+			defaultContainerMore(&cs[i])
 		}
 	}
 	for i := range s.Volumes {
+		defaultVolumeMore(&s.Volumes[i])
 		defaultVolume(&s.Volumes[i].VolumeSource)
 	}
+	defaultEphemeralContainers(s)
 }
 
 // defaultVolume sets the default file modes of the volume sources that
@@ -400,27 +403,16 @@ func defaultObject(obj runtime.Object) {
 	switch o := obj.(type) {
 	case *corev1.Pod:
 		defaultPod(o)
-	case *corev1.Namespace:
-		if o.Labels == nil {
-			o.Labels = map[string]string{}
-		}
-		o.Labels[corev1.LabelMetadataName] = o.Name
 	case *appsv1.Deployment:
 		defaultDeployment(o)
 	case *appsv1.ReplicaSet:
 		defaultReplicaSet(o)
-	case *appsv1.StatefulSet:
-		defaultPodSpec(&o.Spec.Template.Spec)
-	case *appsv1.DaemonSet:
-		defaultPodSpec(&o.Spec.Template.Spec)
 	case *corev1.PodTemplate:
 		defaultPodSpec(&o.Template.Spec)
-	case *corev1.ReplicationController:
-		if o.Spec.Template != nil {
-			defaultPodSpec(&o.Spec.Template.Spec)
-		}
 	case *corev1.Service:
 		defaultService(o)
+	default:
+		defaultKind(obj)
 	}
 }
 
@@ -430,6 +422,7 @@ func (s *Store) admit(obj runtime.Object) error {
 	if p, ok := obj.(*corev1.Pod); ok {
 		return s.admitPod(p)
 	}
+	s.admitKind(obj)
 	return nil
 }
 

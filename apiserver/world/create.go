@@ -41,6 +41,9 @@ func (s *Store) createLocked(c *call, h *history, obj runtime.Object, p writePar
 	if err := s.admitNamespace(info, m.GetNamespace(), named); err != nil {
 		return s.fail(c, err)
 	}
+	// The decoder's defaults come before the name is generated (a
+	// Namespace's name label is not a default then).
+	defaultObject(obj)
 	if m.GetName() == "" && m.GetGenerateName() != "" {
 		base := m.GetGenerateName()
 		if len(base) > 58 {
@@ -71,7 +74,6 @@ func (s *Store) createLocked(c *call, h *history, obj runtime.Object, p writePar
 	if pol.generation {
 		m.SetGeneration(1)
 	}
-	defaultObject(obj)
 	prepareCreate(obj, info, pol)
 	mgr, err := fieldManager(info.GVK(), "")
 	if err != nil {

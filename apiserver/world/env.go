@@ -558,7 +558,9 @@ func (b *envBuilder) split(s *Store, start uint64, firstWatch map[Resource]int64
 	// The world as the session first shows it: every version at or
 	// below the start, and every version no watch showed changing that
 	// the session showed before the resource's first watch (what the
-	// clients' first LISTs held, whatever its resourceVersion).
+	// clients' first LISTs held, whatever its resourceVersion) or as one
+	// of that watch's initial events (a streaming list's, until its
+	// initial-events-end bookmark).
 	initial := func(r Resource, e *entry) bool {
 		if behaviour[e] || byRV[r][e.key][e.rv] {
 			return false // the clients made it: never the world's to begin with
@@ -568,6 +570,9 @@ func (b *envBuilder) split(s *Store, start uint64, firstWatch map[Resource]int64
 		}
 		if e.watched {
 			return false
+		}
+		if e.first {
+			return true // the initial events of its first watch, however late
 		}
 		fw, ok := firstWatch[r]
 		return !ok || e.time <= fw+initialBurst

@@ -51,6 +51,9 @@ type loader struct {
 	// change (not one of a watch's initial events): the entries it makes
 	// or meets were seen changing (entry.watched).
 	watched bool
+	// first is set while the loader reads one of the initial events of a
+	// resource's first watch (entry.first).
+	first bool
 	// firstWatch is, per resource, the request time of its first watch.
 	firstWatch map[Resource]int64
 	// watches are the watches whose events the loader reads, in one
@@ -467,7 +470,7 @@ const readBatch = 256
 
 // watchEvent adds what one event of watch w shows.
 func (l *loader) watchEvent(w *watchRead, fr *formats.Frame, m frame.Meta, raw []byte, err error) error {
-	defer func() { l.watched = false }()
+	defer func() { l.watched, l.first = false, false }()
 	if u := l.s.opts.Until; u != 0 && fr.Time >= u {
 		w.done = true
 		return nil
@@ -490,6 +493,11 @@ func (l *loader) watchEvent(w *watchRead, fr *formats.Frame, m frame.Meta, raw [
 		}
 		if w.initial == initialUntilBookmark && bytes.Contains(fr.Data, []byte("k8s.io/initial-events-end")) {
 			w.initial = noInitial
+			if n, ok := parseRV(m.ResourceVersion); ok {
+				// The state the streaming list sent: the session's view
+				// of the world when the watch began, as a LIST's.
+				l.starts = append(l.starts, startRV{w.x.Response.Time, n})
+			}
 		}
 		return nil
 	default:
@@ -503,6 +511,7 @@ func (l *loader) watchEvent(w *watchRead, fr *formats.Frame, m frame.Meta, raw [
 		w.initial = noInitial
 	}
 	l.watched = w.initial == noInitial
+	l.first = !l.watched && w.x.Request.Time <= l.firstWatch[w.t.Resource]+initialBurst
 	return l.objectMeta(w.t.Resource, o, typ, fr.Time, m.Namespace, m.Name, m.ResourceVersion, w.scoped)
 }
 
@@ -582,6 +591,7 @@ func (l *loader) objectMeta(r Resource, o codec.Object, typ EventType, t int64, 
 	}
 	if e := byRV[rv]; e != nil {
 		e.watched = e.watched || l.watched
+		e.first = e.first || l.first
 		switch {
 		case typ == Deleted && scoped && e.typ != Deleted:
 			// A selector's watch saw it leave its scope; another view
@@ -616,7 +626,7 @@ func (l *loader) objectMeta(r Resource, o codec.Object, typ EventType, t int64, 
 		return l.checkSize()
 	}
 	e := &entry{rv: rv, time: t, typ: typ, key: k, obj: o, size: int64(len(o.Raw)) + 128, inScope: typ == Deleted && scoped,
-		watched: l.watched}
+		watched: l.watched, first: l.first}
 	byRV[rv] = e
 	h.rec = append(h.rec, e)
 	h.objs[k] = append(h.objs[k], e)

@@ -112,6 +112,11 @@ type entry struct {
 	// watched: a watch event showed this version as a change (not only a
 	// LIST, a GET, or a watch's initial events).
 	watched bool
+	// first: one of the initial events of a resource's first watch (a
+	// streaming list, or a watch from "" or "0", started with it): the
+	// world as the session first shows it, however long its events took
+	// to come.
+	first bool
 	// src is the recorded version a Live store's entry was stored from
 	// as it is (nil when the environment's change was rebased, or for a
 	// client's write).
