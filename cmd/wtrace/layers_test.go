@@ -35,7 +35,7 @@ var layerOf = map[string]struct {
 	"internal/progress":         {0, false, nil},
 	"internal/ident":            {0, false, nil},
 	"chunked":                   {1, false, nil},
-	"frame":                     {1, false, []string{modJsonIter, modProtobuf}},
+	"frame":                     {1, false, []string{modProtobuf}},
 	"formats":                   {2, false, []string{modZstd, modXsys}},
 	"apiserver/openapi":         {2, false, []string{modZstd}},
 	"apiserver/codec":           {2, false, []string{modGoautoneg, modK8sAPI, modK8sAPIMachinery, modSigsYAML}},
@@ -92,7 +92,6 @@ const (
 	modGoautoneg         = "github.com/munnerz/goautoneg"
 	modGopacket          = "github.com/google/gopacket"
 	modGGCR              = "github.com/google/go-containerregistry"
-	modJsonIter          = "github.com/json-iterator/go"
 	modJsonPatch         = "gopkg.in/evanphx/json-patch.v4"
 	modK8sAPI            = "k8s.io/api"
 	modK8sAPIMachinery   = "k8s.io/apimachinery"
