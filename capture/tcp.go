@@ -10,11 +10,13 @@ import (
 	"github.com/wtrace/wtrace/formats"
 )
 
-// TCP reassembly, driven by capture time. gopacket decodes the packets
-// (decode.go); the streams are put together here, because every byte must
-// keep the capture time of the packet that completed it (gopacket's
-// reassembly keeps one time per packet, and none for data released after a
-// gap), and because the table of connections must stay bounded by what is
+// TCP reassembly, driven by capture time. The packets are decoded by
+// capture's own decoder (decode.go: the IPv4, IPv6 and TCP headers, as
+// gopacket's layers read them, without their cost; gopacket is used by
+// tests only); the streams are put together here, not with gopacket's
+// reassembly, because every byte must keep the capture time of the packet
+// that completed it (gopacket's reassembly keeps one time per packet, and
+// none for data released after a gap), and because the table of connections must stay bounded by what is
 // open: a connection that ended frees its slot at once, flows that never
 // carried data make room for new ones, and nothing is visited again as
 // capture time passes unless it holds out-of-order data.

@@ -124,10 +124,25 @@ func Merge(ctx context.Context, inputs []string, opts MergeOptions) (MergeResult
 		return res, err
 	}
 	res.Renumbered = len(chains) > 1
+	werr := interleave(ctx, chains, sink, &res)
+	end := formats.Ending{Note: mergedNote(chains)}
+	if len(chains) == 1 {
+		if s := chains[0][len(chains[0])-1].summary; s != nil {
+			end.CaptureSHA256, end.CaptureXXH64 = s.CaptureSHA256, s.CaptureXXH64
+		}
+	}
+	res.Files, err = closeSink(sink, end, werr)
+	return res, err
+}
+
+// interleave writes the records of the recordings (chains) to sink by
+// capture time, each recording's in its order, renumbered when there are
+// several; it returns the error that ended it.
+func interleave(ctx context.Context, chains [][]*part, sink *formats.FileSink, res *MergeResult) error {
 	h := &streamHeap{}
 	var streams []*stream
 	for i, c := range chains {
-		s := &stream{order: i, parts: c, pi: -1, renumber: res.Renumbered, res: &res}
+		s := &stream{order: i, parts: c, pi: -1, renumber: res.Renumbered, res: res}
 		streams = append(streams, s)
 		if s.advance() {
 			heap.Push(h, s)
@@ -166,14 +181,7 @@ func Merge(ctx context.Context, inputs []string, opts MergeOptions) (MergeResult
 			werr = s.err
 		}
 	}
-	end := formats.Ending{Note: mergedNote(chains)}
-	if len(chains) == 1 {
-		if s := chains[0][len(chains[0])-1].summary; s != nil {
-			end.CaptureSHA256, end.CaptureXXH64 = s.CaptureSHA256, s.CaptureXXH64
-		}
-	}
-	res.Files, err = closeSink(sink, end, werr)
-	return res, err
+	return werr
 }
 
 // closeSink closes sink with end and returns the names of the files it

@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/wtrace/wtrace/diff"
+	"github.com/wtrace/wtrace/export"
 	"github.com/wtrace/wtrace/replay"
 )
 
@@ -34,7 +35,7 @@ var flagValues = []struct {
 }{
 	{"replay", "writes", []string{string(replay.WritesAnswer), string(replay.WritesReject), string(replay.WritesRecorded), string(replay.WritesApply)}},
 	{"replay", "pace", []string{string(replay.PaceRecorded), string(replay.PaceQuiet)}},
-	{"export", "format", []string{"jsonl", "har", "pcap"}},
+	{"export", "format", export.FormatNames()},
 	{"diff", "only", categories()},
 	{"diff", "verdict", categories()},
 	{"diff", "ignore-verb", []string{"POST", "PUT", "PATCH", "DELETE"}},

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
@@ -21,25 +20,12 @@ type exportOptions struct {
 func newExportCmd(s streams, runF func(*exportOptions) error) *cobra.Command {
 	o := &exportOptions{s: s}
 	c := &cobra.Command{
-		Use:   "export --format jsonl|har|pcap SESSION.wt [-o FILE]",
+		Use:   "export --format " + strings.Join(export.FormatNames(), "|") + " SESSION.wt [-o FILE]",
 		Short: "Write a session as JSON lines, a HAR log or a pcap file",
 		Long: `Export writes a session in a format other tools read, streaming (memory does
 not grow with the session):
 
-  jsonl  one JSON object per line, in session order: the session's meta,
-         each connection and exchange where it begins (with everything the
-         session says of it), each watch event (the line of 'wtrace events',
-         with "record":"event"), each anomaly, the summary last. --data adds
-         the events' bytes and the pieces of other bodies. The schema is
-         documented in docs/SCHEMA.md and stable.
-  har    a HAR 1.2 log: one entry per exchange with its headers, body (a
-         watch body as recorded) and timings, for browsers' and proxies' tools.
-  pcap   synthesized Ethernet/IP/TCP packets per connection at the recorded
-         times, for Wireshark and tshark; HTTP/2 is written as h2c (cleartext)
-         and TLS as the plaintext the session holds. Wireshark dissects ports
-         other than 80/8080 as HTTP after "Decode As" (tshark -d
-         tcp.port==6443,http, or http2).
-
+` + formatHelp() + `
 Secrets stay as the session holds them: redacted headers are empty, redacted
 values are the placeholders the session stores; a session recorded with
 --keep-secrets holds Secret values, and so does its export (a warning says
@@ -52,15 +38,14 @@ is not a terminal).`,
 		Args: exactArgs(1, "one session file"),
 		RunE: func(c *cobra.Command, args []string) error {
 			o.path, o.format = args[0], strings.ToLower(o.format)
-			switch o.format {
-			case "jsonl", "har", "pcap":
-			case "":
-				return &usageError{errors.New("--format is required: jsonl, har or pcap\nSee 'wtrace export --help'.")}
-			default:
-				return &usageError{fmt.Errorf("unknown --format %q: use jsonl, har or pcap\nSee 'wtrace export --help'.", o.format)}
-			}
-			if o.data && o.format != "jsonl" {
-				return &usageError{errors.New("--data applies to --format jsonl only")}
+			ef, ok := export.FormatNamed(o.format)
+			switch {
+			case o.format == "":
+				return &usageError{fmt.Errorf("--format is required: %s\nSee 'wtrace export --help'.", formatList())}
+			case !ok:
+				return &usageError{fmt.Errorf("unknown --format %q: use %s\nSee 'wtrace export --help'.", o.format, formatList())}
+			case o.data && !ef.Data:
+				return &usageError{fmt.Errorf("--data applies to --format %s only", dataFormats())}
 			}
 			if runF != nil {
 				return runF(o)
@@ -69,15 +54,19 @@ is not a terminal).`,
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&o.format, "format", "", "output `format`: jsonl, har or pcap (required)")
+	f.StringVar(&o.format, "format", "", "output `format`: "+formatList()+" (required)")
 	f.StringVarP(&o.out, "out", "o", "-", "output `file`; - for stdout")
 	f.BoolVar(&o.data, "data", false, "jsonl: include the events' bytes and the pieces of other bodies")
 	return c
 }
 
 func runExport(o *exportOptions) error {
-	if o.format == "pcap" && o.out == "-" && isTerminal(o.s.out) {
-		return withHint(errors.New("a pcap file is binary: not written to a terminal"), "wtrace export --format pcap %s -o session.pcap", o.path)
+	ef, ok := export.FormatNamed(o.format)
+	if !ok {
+		return &usageError{fmt.Errorf("unknown --format %q: use %s", o.format, formatList())}
+	}
+	if ef.Binary && o.out == "-" && isTerminal(o.s.out) {
+		return withHint(fmt.Errorf("a %s file is binary: not written to a terminal", ef.Name), "wtrace export --format %s %s -o session.%s", ef.Name, o.path, ef.Name)
 	}
 	if err := noOverwrite([]string{o.out}, o.path); err != nil {
 		return err
@@ -95,15 +84,7 @@ func runExport(o *exportOptions) error {
 		return err
 	}
 	defer abort()
-	var res export.Result
-	switch o.format {
-	case "jsonl":
-		res, err = export.JSONL(w, f, export.JSONLOptions{Data: o.data})
-	case "har":
-		res, err = export.HAR(w, f, export.HAROptions{Version: toolVersion()})
-	case "pcap":
-		res, err = export.Pcap(w, f, export.PcapOptions{})
-	}
+	res, err := ef.Write(w, f, export.Options{Data: o.data, Version: toolVersion()})
 	if err == nil {
 		err = commit()
 	}
@@ -112,4 +93,42 @@ func runExport(o *exportOptions) error {
 	}
 	notes(o.s, res.Notes)
 	return reportDamage(o.s, o.path, f, res.Damage)
+}
+
+// formatHelp describes export.Formats for the command's help, a format
+// a paragraph.
+func formatHelp() string {
+	var b strings.Builder
+	for _, f := range export.Formats {
+		for i, line := range strings.Split(f.Help, "\n") {
+			if i == 0 {
+				fmt.Fprintf(&b, "  %-6s %s\n", f.Name, line)
+			} else {
+				fmt.Fprintf(&b, "         %s\n", line)
+			}
+		}
+	}
+	return b.String()
+}
+
+// formatList names export.Formats in a phrase: "jsonl, har or pcap".
+func formatList() string { return orList(export.FormatNames()) }
+
+// dataFormats names the formats that take --data.
+func dataFormats() string {
+	var names []string
+	for _, f := range export.Formats {
+		if f.Data {
+			names = append(names, f.Name)
+		}
+	}
+	return orList(names)
+}
+
+// orList joins words as "a, b or c".
+func orList(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
 }

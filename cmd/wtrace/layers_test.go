@@ -35,7 +35,7 @@ var layerOf = map[string]struct {
 	"internal/progress":         {0, false, nil},
 	"internal/ident":            {0, false, nil},
 	"chunked":                   {1, false, nil},
-	"frame":                     {1, false, []string{modJsonIter, modProtobuf}},
+	"frame":                     {1, false, []string{modProtobuf}},
 	"formats":                   {2, false, []string{modZstd, modXsys}},
 	"apiserver/openapi":         {2, false, []string{modZstd}},
 	"apiserver/codec":           {2, false, []string{modGoautoneg, modK8sAPI, modK8sAPIMachinery, modSigsYAML}},
@@ -50,10 +50,11 @@ var layerOf = map[string]struct {
 	"replay/internal/metrics":   {3, false, []string{modPrometheus}},
 	"replay/internal/discovery": {4, false, []string{modK8sAPI, modK8sAPIMachinery}},
 	"replay/internal/stream":    {4, false, nil},
+	"replay/perturb":            {2, false, nil},
 	"replay/internal/fromworld": {5, false, []string{modK8sAPIMachinery}},
 	"replay/internal/fromtape":  {6, false, []string{modZstd, modGoautoneg, modK8sAPIMachinery}},
 	"capture":                   {4, false, []string{modXxhash, modZstd, modXnet}},
-	"replay":                    {7, false, []string{modPrometheus}},
+	"replay":                    {7, false, []string{modPrometheus, modK8sAPIMachinery}},
 	"export":                    {4, false, []string{modZstd, modXnet}},
 	"edit":                      {4, false, []string{modZstd, modK8sAPIMachinery}},
 	"capture/live":              {5, false, []string{modXnet, modXsys}},
@@ -65,6 +66,7 @@ var layerOf = map[string]struct {
 	"testkit/k8stest":           {0, true, nil},
 	"apiserver/conformance":     {3, true, []string{modK8sAPI, modK8sAPIMachinery, modSigsYAML}},
 	"testkit/ctrltest":          {0, true, []string{modK8sAPI, modK8sAPIMachinery, modK8sClientGo, modK8sUtils}},
+	"testkit/bugctl":            {0, true, []string{modK8sAPI, modK8sAPIMachinery, modK8sClientGo}},
 	"testkit/kubelettest":       {1, true, []string{modK8sAPI, modK8sAPIMachinery, modK8sClientGo}},
 	"diff/difftest":             {6, true, nil},
 	"testkit/wttest":            {5, true, []string{modZstd}},
@@ -79,6 +81,7 @@ var layerOf = map[string]struct {
 	"tools/mkcorpus":            {6, true, []string{modGopacket, modK8sAPIMachinery, modK8sClientGo}},
 	"tools/mkimage":             {6, true, []string{modGGCR}},
 	"tools/scaleout":            {6, true, []string{modPromModel, modPromCommon, modKustomizeAPI, modKyaml}},
+	"tools/funclen":             {6, true, nil},
 	"deploy":                    {6, true, nil},
 	"testkit/moduletest":        {0, true, nil},
 }
@@ -90,7 +93,6 @@ const (
 	modGoautoneg         = "github.com/munnerz/goautoneg"
 	modGopacket          = "github.com/google/gopacket"
 	modGGCR              = "github.com/google/go-containerregistry"
-	modJsonIter          = "github.com/json-iterator/go"
 	modJsonPatch         = "gopkg.in/evanphx/json-patch.v4"
 	modK8sAPI            = "k8s.io/api"
 	modK8sAPIMachinery   = "k8s.io/apimachinery"
