@@ -170,13 +170,16 @@ func Files(a *formats.File, nameA string, b *formats.File, nameB string, opts Op
 			return nil, err
 		}
 	}
+	c.readPerturbations(a, b)
 	c.rep.Verdict = c.verdict()
+	c.excusePerturbed()
 	c.rep.Same = true
 	for _, cat := range c.rep.Verdict {
 		if c.rep.Summary.of(cat).Differences() > 0 {
 			c.rep.Same = false
 		}
 	}
+	c.judgePerturbed()
 	return c.rep, nil
 }
 
@@ -188,6 +191,9 @@ func (c *comparer) verdict() []Category {
 		v = AllCategories
 		if c.a.nWrites+c.b.nWrites > 0 {
 			v = DefaultVerdict
+		}
+		if len(c.rep.Perturbations) > 0 {
+			v = PerturbedVerdict
 		}
 	}
 	var out []Category

@@ -39,6 +39,15 @@ type Report struct {
 	// Omitted counts the differences counted in Summary but not listed in
 	// Groups (beyond Options.MaxDifferences).
 	Omitted int `json:"omitted"`
+	// Perturbations are those a perturbed run applied (its Summary note:
+	// package replay/perturb), in time order; Preceding, when the
+	// sessions differ, the last one applied before the first difference
+	// (or the first with a finding); Findings the misbehaviours of the
+	// client they revealed (a retry before Retry-After), each of which
+	// makes the sessions differ.
+	Perturbations []Perturbation `json:"perturbations,omitempty"`
+	Preceding     *Perturbation  `json:"preceding,omitempty"`
+	Findings      []string       `json:"findings,omitempty"`
 	// Warnings say what could not be compared: damaged regions of a
 	// file, bodies too large to normalize, objects that did not decode.
 	Warnings []string `json:"warnings,omitempty"`
@@ -82,6 +91,11 @@ type Counts struct {
 	// 2xx (409, 429, 5xx, a 403 of a terminating namespace, …)
 	// (writes only): not a difference by themselves.
 	Attempts int `json:"attempts"`
+	// Excused counts the end-state differences of a comparison with a
+	// perturbed run that the perturbations explain (an Event reporting a
+	// write they failed, an object whose create had its answer lost):
+	// not a difference (state only; see PerturbedVerdict).
+	Excused int `json:"excused,omitempty"`
 }
 
 // PerSide is a number in each session.
@@ -230,6 +244,15 @@ func (r *Report) WriteText(w io.Writer, opts TextOptions) error {
 		}
 		p.printf("  %-10s %s\n", c.name, line)
 	}
+	if len(r.Perturbations) > 0 {
+		p.printf("  %-10s %d applied\n", "perturbed", len(r.Perturbations))
+	}
+	for _, f := range r.Findings {
+		p.printf("  finding: %s\n", f)
+	}
+	if pr := r.Preceding; pr != nil {
+		p.printf("  the first difference follows the perturbation %s (+%s: %s)\n", pr.Spec, pr.At, pr.Detail)
+	}
 	if r.Omitted > 0 {
 		p.printf("  (%d more differences counted above are not listed)\n", r.Omitted)
 	}
@@ -350,6 +373,9 @@ func countLine(c Counts) string {
 	}
 	if c.Attempts > 0 {
 		s += fmt.Sprintf(" (%s left out)", plural(c.Attempts, "failed attempt"))
+	}
+	if c.Excused > 0 {
+		s += fmt.Sprintf(" (%s the perturbation explains)", plural(c.Excused, "difference"))
 	}
 	return s
 }

@@ -34,6 +34,9 @@ type ObjectState struct {
 	A       *EndState `json:"a,omitempty"` // nil: not written in A (successfully)
 	B       *EndState `json:"b,omitempty"`
 	Same    bool      `json:"same"`
+	// Excused says why a difference of a comparison with a perturbed run
+	// is the perturbation's (Same is then true).
+	Excused string `json:"excused,omitempty"`
 }
 
 // EndState is an object's end state in one session.

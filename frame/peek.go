@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 
-	jsoniter "github.com/json-iterator/go"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/wtrace/wtrace/internal/jsonscan"
@@ -39,7 +38,8 @@ const annInitialEventsEnd = "k8s.io/initial-events-end"
 func Peek(f Format, data []byte) (Meta, error) {
 	switch f {
 	case JSON:
-		return peekJSON(data)
+		m, _, err := peekJSON(data)
+		return m, err
 	case Protobuf:
 		return peekProto(data)
 	case CBOR:
@@ -50,9 +50,8 @@ func Peek(f Format, data []byte) (Meta, error) {
 
 // PeekEvent reads an event's Meta as Peek does and its object's exact
 // bytes as EventObject does, in one walk over a JSON event: for readers
-// that keep the objects of many events (the replay's world). A Table
-// event's Meta is its own (no row is read). Errors wrap ErrInvalid, as an
-// event without an object does; PeekEvent never panics.
+// that keep the objects of many events (the replay's world). Errors wrap
+// ErrInvalid, as an event without an object does; PeekEvent never panics.
 func PeekEvent(f Format, data []byte) (Meta, []byte, error) {
 	if f != JSON {
 		m, err := Peek(f, data)
@@ -62,9 +61,24 @@ func PeekEvent(f Format, data []byte) (Meta, []byte, error) {
 		_, _, obj, err := EventObject(f, data)
 		return m, obj, err
 	}
-	// One walk: the object's members are read where the event's walk
-	// meets them (the last "object" wins, whole, as EventObject's).
+	m, object, err := peekJSON(data)
+	if err != nil {
+		return Meta{}, nil, err
+	}
+	if len(object) == 0 {
+		return Meta{}, nil, fmt.Errorf("%w: json event without an object", ErrInvalid)
+	}
+	return m, object, nil
+}
+
+// peekJSON reads a JSON event's Meta (see Peek) and its object's exact
+// bytes (nil when "object" is not an object) in one walk with jsonscan:
+// the one reader of a JSON event's metadata. The object's members are
+// read where the event's walk meets them (the last "object" wins, whole,
+// as EventObject's).
+func peekJSON(data []byte) (Meta, []byte, error) {
 	var m Meta
+	var rows rowMeta
 	var object []byte
 	werr := jsonscan.WalkMembers(data, func(key []byte, vs int) (int, error) {
 		switch {
@@ -76,14 +90,11 @@ func PeekEvent(f Format, data []byte) (Meta, []byte, error) {
 			m.Type, err = jsonString(data[vs:ve], vs)
 			return ve, err
 		case keyIs(key, "object"):
-			typ := m.Type
-			m = Meta{Type: typ}
+			m, rows, object = Meta{Type: m.Type}, rowMeta{}, nil
 			if data[vs] != '{' {
-				ve, err := jsonscan.SkipValue(data, vs)
-				object = nil
-				return ve, err
+				return jsonscan.SkipValue(data, vs)
 			}
-			ve, err := walkObjectAt(data, vs, objectMember(data, &m, true))
+			ve, err := walkObjectAt(data, vs, objectMember(data, &m, &rows))
 			if err != nil {
 				return 0, err
 			}
@@ -95,12 +106,10 @@ func PeekEvent(f Format, data []byte) (Meta, []byte, error) {
 	if werr != nil {
 		return Meta{}, nil, invalid(werr)
 	}
-	if len(object) == 0 {
-		return Meta{}, nil, fmt.Errorf("%w: json event without an object", ErrInvalid)
-	}
 	if m.Type != "ERROR" {
 		m.Code, m.Reason, m.Message = 0, "", ""
 	}
+	rows.apply(&m)
 	return m, object, nil
 }
 
@@ -118,17 +127,16 @@ func PeekObject(f Format, apiVersion, kind string, object []byte) (Meta, error) 
 		return m, err
 	}
 	m := Meta{APIVersion: apiVersion, Kind: kind}
-	if err := peekJSONObject(object, &m, false); err != nil {
+	if err := peekJSONObject(object, &m); err != nil {
 		return Meta{}, err
 	}
 	return m, nil
 }
 
 // peekJSONObject reads a JSON object's kind, apiVersion and metadata
-// into m, and with status a Status's code, reason and message too, in one
-// walk.
-func peekJSONObject(object []byte, m *Meta, status bool) error {
-	return invalid(jsonscan.WalkMembers(object, objectMember(object, m, status)))
+// into m, in one walk.
+func peekJSONObject(object []byte, m *Meta) error {
+	return invalid(jsonscan.WalkMembers(object, objectMember(object, m, nil)))
 }
 
 // walkObjectAt walks the JSON object that starts at b[i] with fn (see
@@ -138,9 +146,10 @@ func walkObjectAt(b []byte, i int, fn func(key []byte, valAt int) (int, error)) 
 	return end, invalid(err)
 }
 
-// objectMember reads one member of an object in b into m (see
-// peekJSONObject): its metadata in the same pass as the object's.
-func objectMember(b []byte, m *Meta, status bool) func(key []byte, vs int) (int, error) {
+// objectMember reads one member of an object in b into m: its metadata in
+// the same pass as the object's. With rows (an event's object) also a
+// Status's code, reason and message, and a Table's rows (rowMeta).
+func objectMember(b []byte, m *Meta, rows *rowMeta) func(key []byte, vs int) (int, error) {
 	return func(key []byte, vs int) (int, error) {
 		var dst *string
 		switch {
@@ -150,7 +159,9 @@ func objectMember(b []byte, m *Meta, status bool) func(key []byte, vs int) (int,
 			dst = &m.Kind
 		case keyIs(key, "apiVersion"):
 			dst = &m.APIVersion
-		case !status:
+		case rows == nil:
+		case keyIs(key, "rows") && b[vs] == '[':
+			return tableRows(b, vs, rows)
 		case keyIs(key, "code"):
 			ve, err := jsonscan.SkipValue(b, vs)
 			if err == nil {
@@ -206,140 +217,33 @@ func readString(b []byte, vs int, dst *string) (int, error) {
 	return ve, err
 }
 
-func peekJSON(data []byte) (Meta, error) {
-	var m Meta
-	var code int32
-	var reason, message string
-	var rows rowMeta
-	cfg := jsoniter.ConfigFastest
-	it := cfg.BorrowIterator(data)
-	defer cfg.ReturnIterator(it)
-	if it.WhatIsNext() != jsoniter.ObjectValue {
-		return m, fmt.Errorf("%w: json: event is not an object", ErrInvalid)
+// tableRows reads a Table's "rows" at b[vs] into rows: their number,
+// and the metadata of the first row's "object". It returns the rows' end.
+func tableRows(b []byte, vs int, rows *rowMeta) (int, error) {
+	ve, err := jsonscan.SkipValue(b, vs)
+	if err != nil {
+		return 0, err
 	}
-	it.ReadObjectCB(func(it *jsoniter.Iterator, k string) bool {
-		switch k {
-		case "type":
-			m.Type = it.ReadString()
-		case "object":
-			if it.WhatIsNext() != jsoniter.ObjectValue {
-				it.Skip()
-				return true
-			}
-			it.ReadObjectCB(func(it *jsoniter.Iterator, k string) bool {
-				switch k {
-				case "kind":
-					m.Kind = it.ReadString()
-				case "apiVersion":
-					m.APIVersion = it.ReadString()
-				case "metadata":
-					peekJSONMetadata(it, &m)
-				case "code":
-					if it.WhatIsNext() == jsoniter.NumberValue {
-						code = it.ReadInt32()
-					} else {
-						it.Skip()
-					}
-				case "reason":
-					reason = readJSONString(it)
-				case "message":
-					message = readJSONString(it)
-				case "rows":
-					peekJSONRows(it, &rows)
-				default:
-					it.Skip()
-				}
-				return it.Error == nil
-			})
-		default:
-			it.Skip()
+	err = jsonscan.EachElement(b[vs:ve], func(row []byte, _ int) error {
+		if rows.n++; rows.n > 1 || row[0] != '{' {
+			return nil
 		}
-		return it.Error == nil
-	})
-	if it.Error != nil {
-		return Meta{}, fmt.Errorf("%w: json: %v", ErrInvalid, it.Error)
-	}
-	if m.Type == "ERROR" {
-		m.Code, m.Reason, m.Message = code, reason, message
-	}
-	rows.apply(&m)
-	return m, nil
-}
-
-// peekJSONRows reads a Table's "rows": their number, and the metadata of
-// the first row's "object".
-func peekJSONRows(it *jsoniter.Iterator, rows *rowMeta) {
-	if it.WhatIsNext() != jsoniter.ArrayValue {
-		it.Skip()
-		return
-	}
-	it.ReadArrayCB(func(it *jsoniter.Iterator) bool {
-		rows.n++
-		if rows.n > 1 || it.WhatIsNext() != jsoniter.ObjectValue {
-			it.Skip()
-			return it.Error == nil
-		}
-		it.ReadObjectCB(func(it *jsoniter.Iterator, k string) bool {
-			if k != "object" || it.WhatIsNext() != jsoniter.ObjectValue {
-				it.Skip()
-				return it.Error == nil
+		var om Meta
+		err := jsonscan.WalkMembers(row, func(key []byte, at int) (int, error) {
+			if !keyIs(key, "object") || row[at] != '{' {
+				return jsonscan.SkipValue(row, at)
 			}
-			var om Meta
-			it.ReadObjectCB(func(it *jsoniter.Iterator, k string) bool {
-				if k == "metadata" {
-					peekJSONMetadata(it, &om)
-				} else {
-					it.Skip()
+			return walkObjectAt(row, at, func(key []byte, at int) (int, error) {
+				if !keyIs(key, "metadata") || row[at] != '{' {
+					return jsonscan.SkipValue(row, at)
 				}
-				return it.Error == nil
+				return walkObjectAt(row, at, metaMember(row, &om))
 			})
-			rows.namespace, rows.name, rows.resourceVersion = om.Namespace, om.Name, om.ResourceVersion
-			return it.Error == nil
 		})
-		return it.Error == nil
+		rows.namespace, rows.name, rows.resourceVersion = om.Namespace, om.Name, om.ResourceVersion
+		return err
 	})
-}
-
-// readJSONString reads a string value, or skips a value of another type.
-func readJSONString(it *jsoniter.Iterator) string {
-	if it.WhatIsNext() != jsoniter.StringValue {
-		it.Skip()
-		return ""
-	}
-	return it.ReadString()
-}
-
-func peekJSONMetadata(it *jsoniter.Iterator, m *Meta) {
-	if it.WhatIsNext() != jsoniter.ObjectValue {
-		it.Skip()
-		return
-	}
-	it.ReadObjectCB(func(it *jsoniter.Iterator, k string) bool {
-		switch k {
-		case "name":
-			m.Name = it.ReadString()
-		case "namespace":
-			m.Namespace = it.ReadString()
-		case "resourceVersion":
-			m.ResourceVersion = it.ReadString()
-		case "annotations":
-			if it.WhatIsNext() != jsoniter.ObjectValue {
-				it.Skip()
-				return it.Error == nil
-			}
-			it.ReadObjectCB(func(it *jsoniter.Iterator, k string) bool {
-				if k == annInitialEventsEnd {
-					m.InitialEventsEnd = readJSONString(it) == "true"
-				} else {
-					it.Skip()
-				}
-				return it.Error == nil
-			})
-		default:
-			it.Skip()
-		}
-		return it.Error == nil
-	})
+	return ve, err
 }
 
 func peekProto(data []byte) (Meta, error) {

@@ -28,7 +28,7 @@ func (b *builder) frame(fr *formats.Frame) {
 		format = x.Response.Events
 	}
 	e := ev{lane: int32(li), t: fr.Time, seq: fr.Seq, typ: typeOther}
-	m, err := peek(format, fr.Data)
+	m, err := frame.Peek(format, fr.Data)
 	if err == nil {
 		if c, ok := typeCodes[m.Type]; ok {
 			e.typ = c
@@ -64,20 +64,6 @@ func (b *builder) frame(fr *formats.Frame) {
 	}
 	b.events = append(b.events, e)
 	b.perSec[(fr.Time-b.start)/1e9]++
-}
-
-// peek reads an event's metadata as frame.Peek does, through
-// frame.PeekEvent's one walk for JSON (a third of Peek's time on a long
-// session): a Table's, whose row PeekEvent does not read, through Peek.
-func peek(format frame.Format, data []byte) (frame.Meta, error) {
-	if format != frame.JSON {
-		return frame.Peek(format, data)
-	}
-	m, _, err := frame.PeekEvent(format, data)
-	if err != nil || m.Kind == "Table" {
-		return frame.Peek(format, data)
-	}
-	return m, nil
 }
 
 // budget says whether n more bytes of exchange ex are embedded: while what

@@ -111,6 +111,10 @@
 // in the writes the recording shows before the next change, Awaits
 // whether the next change waits for an object they have not created yet
 // (follow.go): what a replay paced by quiet waits for.
+// A DELETED seen only through a selector's watch is applied as the
+// object's deletion unless the session shows the same object (its uid)
+// again later: then it only left the selector's scope (kube-apiserver
+// sends both as a DELETED of the object as it last was in scope).
 //
 // # Compaction
 //

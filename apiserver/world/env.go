@@ -586,36 +586,7 @@ func (b *envBuilder) split(s *Store, start uint64, firstWatch map[Resource]int64
 		}
 	}
 	for r, h := range s.res {
-		for k, es := range h.objs {
-			var keep []*entry
-			var prev *entry
-			for _, e := range es {
-				switch {
-				case initial(r, e):
-					keep = append(keep, e)
-				case behaviour[e] || byRV[r][k][e.rv]:
-					env.Behaviour++
-				case e.typ == Deleted && e.inScope:
-					// It may only have left a selector's scope.
-				default:
-					env.Changes = append(env.Changes, Change{Time: e.time, Resource: r, Key: k, Type: e.typ,
-						RV: formatRV(e.rv), e: e, prev: prev})
-				}
-				prev = e
-			}
-			if len(keep) == 0 {
-				delete(h.objs, k)
-			} else {
-				h.objs[k] = keep
-			}
-		}
-		rec := h.rec[:0]
-		for _, e := range h.rec {
-			if initial(r, e) {
-				rec = append(rec, e)
-			}
-		}
-		h.rec = rec
+		s.divide(env, r, h, initial, func(e *entry) bool { return behaviour[e] || byRV[r][e.key][e.rv] })
 	}
 	sort.SliceStable(env.Changes, func(i, j int) bool { return env.Changes[i].e.rv < env.Changes[j].e.rv })
 	// Times only grow along the timeline: a change the recording showed
@@ -628,4 +599,76 @@ func (b *envBuilder) split(s *Store, start uint64, firstWatch map[Resource]int64
 	}
 	writesBefore(env.Changes, b.recWrites)
 	return env, top
+}
+
+// divide keeps in history h of r the versions of the world as the session
+// first shows it (initial) and moves the others out: the clients' own
+// (theirs) counted as behaviour, the rest appended to env's changes.
+func (s *Store) divide(env *Environment, r Resource, h *history, initial func(Resource, *entry) bool, theirs func(*entry) bool) {
+	for k, es := range h.objs {
+		var keep []*entry
+		var prev *entry
+		for i, e := range es {
+			switch {
+			case initial(r, e):
+				keep = append(keep, e)
+			case theirs(e):
+				env.Behaviour++
+			case e.typ == Deleted && e.inScope && s.leftScope(es, i):
+				// It only left a selector's scope: the session shows
+				// it again later.
+			default:
+				env.Changes = append(env.Changes, Change{Time: e.time, Resource: r, Key: k, Type: e.typ,
+					RV: formatRV(e.rv), e: e, prev: prev})
+			}
+			prev = e
+		}
+		if len(keep) == 0 {
+			delete(h.objs, k)
+		} else {
+			h.objs[k] = keep
+		}
+	}
+	rec := h.rec[:0]
+	for _, e := range h.rec {
+		if initial(r, e) {
+			rec = append(rec, e)
+		}
+	}
+	h.rec = rec
+}
+
+// leftScope reports whether deletion es[i], seen only through a label or
+// field selector's watch (or a selector's LIST leaving the object out),
+// was the object leaving that scope rather than its deletion.
+// kube-apiserver sends both as a DELETED with the object as it last was
+// in scope (at the event's resourceVersion), so the event cannot tell;
+// the rest of the session can: a later version of the same object (its
+// uid) shows it still there. One never shown again, or shown again with
+// another uid (recreated), was deleted.
+func (s *Store) leftScope(es []*entry, i int) bool {
+	uid := s.entryUID(es[i])
+	for _, e := range es[i+1:] {
+		if e.typ == Deleted && e.inScope {
+			continue
+		}
+		if u := s.entryUID(e); uid == "" || u == "" || u == uid {
+			return true
+		}
+		return false // recreated: the one before was deleted
+	}
+	return false
+}
+
+// entryUID is the uid of an entry's object ("" when it cannot be read).
+func (s *Store) entryUID(e *entry) string {
+	obj, err := codec.Decode(e.obj)
+	if err != nil {
+		return ""
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return ""
+	}
+	return string(m.GetUID())
 }

@@ -282,3 +282,65 @@ func TestPodEnvFieldRefDefault(t *testing.T) {
 		t.Errorf("create = %d %s; want the fieldRef's apiVersion v1", r.Code, clip(r.Body))
 	}
 }
+
+// cmJSON is a ConfigMap of namespace ns labelled app=app.
+func cmJSON(name, uid string, rv int, app string) string {
+	return fmt.Sprintf(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":%q,"namespace":"ns","uid":%q,"resourceVersion":"%d","labels":{"app":%q}}}`,
+		name, uid, rv, app)
+}
+
+// TestLabelSelectedDeletion: a client that lists and watches ConfigMaps
+// by label (app=x) sees a DELETED for each one that goes, and for each
+// one that leaves its selector; kube-apiserver's watch sends both with
+// the object as it was last in scope, so the event cannot tell. The
+// rest of the session does: an object it shows again with the same uid
+// only left the selector's scope (cm-b: back with app=x later); one it
+// never shows again, or shows recreated with another uid (cm-c), was
+// deleted. The deletions are the environment's changes: the run's world
+// loses the object.
+func TestLabelSelectedDeletion(t *testing.T) {
+	at := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC).UnixNano()
+	const coll = "/api/v1/namespaces/ns/configmaps?labelSelector=app%3Dx"
+	path := writeExchanges(t,
+		sessionExchange{Method: "GET", Target: coll + "&limit=500&resourceVersion=0", Time: at, Body: []byte(
+			`{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"11"},"items":[` +
+				cmJSON("cm-a", "uid-a", 10, "x") + "," + cmJSON("cm-b", "uid-b", 11, "x") + "," + cmJSON("cm-c", "uid-c", 8, "x") + `]}`)},
+		sessionExchange{Method: "GET", Target: coll + "&allowWatchBookmarks=true&resourceVersion=11&watch=true", Time: at + 2e6, Frames: []timedFrame{
+			{at + 10e6, watchEvent("DELETED", cmJSON("cm-a", "uid-a", 12, "x"))},
+			{at + 20e6, watchEvent("DELETED", cmJSON("cm-b", "uid-b", 13, "x"))},
+			{at + 30e6, watchEvent("DELETED", cmJSON("cm-c", "uid-c", 14, "x"))},
+			{at + 40e6, watchEvent("ADDED", cmJSON("cm-b", "uid-b", 15, "x"))},
+			{at + 50e6, watchEvent("ADDED", cmJSON("cm-c", "uid-c2", 16, "x"))},
+		}},
+	)
+	st, err := world.Load(wttest.OpenSession(t, path), world.Options{Live: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range st.Environment().Changes {
+		got = append(got, fmt.Sprintf("%s %s@%s", c.Type, c.Key.Name, c.RV))
+	}
+	if want := "DELETED cm-a@12 DELETED cm-c@14 ADDED cm-b@15 ADDED cm-c@16"; strings.Join(got, " ") != want {
+		t.Errorf("environment changes %q, want %q", strings.Join(got, " "), want)
+	}
+	for {
+		a, ok := st.ApplyNext()
+		if !ok {
+			break
+		}
+		if a.Outcome == world.AppliedDropped {
+			t.Errorf("environment change dropped: %s %s: %s", a.Type, a.Key, a.Reason)
+		}
+	}
+	st.ObserveN(1 << 62)
+	for name, want := range map[string]string{"cm-a": "", "cm-b": "uid-b", "cm-c": "uid-c2"} {
+		r := do(t, st, "GET", "/api/v1/namespaces/ns/configmaps/"+name, "", nil, "")
+		switch {
+		case want == "" && r.Code != http.StatusNotFound:
+			t.Errorf("GET %s after the environment = %d %s; want 404 (deleted)", name, r.Code, clip(r.Body))
+		case want != "" && (r.Code != http.StatusOK || !strings.Contains(string(r.Body), want)):
+			t.Errorf("GET %s after the environment = %d %s; want it, uid %s", name, r.Code, clip(r.Body), want)
+		}
+	}
+}

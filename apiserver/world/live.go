@@ -164,7 +164,8 @@ func (s *Store) applyLocked(c Change) Applied {
 			a.Outcome = AppliedRecorded // a deletion is a deletion
 		}
 		return a
-	case cur == nil && c.prev != nil:
+	case cur == nil && c.prev != nil && !(c.Type == Added && c.prev.typ == Deleted):
+		// (An ADDED after a deletion is the object created again.)
 		return drop("deleted in the run")
 	case cur == nil:
 		src, translated, reason := s.translateOwners(c.e)

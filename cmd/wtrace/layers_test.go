@@ -35,7 +35,7 @@ var layerOf = map[string]struct {
 	"internal/progress":         {0, false, nil},
 	"internal/ident":            {0, false, nil},
 	"chunked":                   {1, false, nil},
-	"frame":                     {1, false, []string{modJsonIter, modProtobuf}},
+	"frame":                     {1, false, []string{modProtobuf}},
 	"formats":                   {2, false, []string{modZstd, modXsys}},
 	"apiserver/openapi":         {2, false, []string{modZstd}},
 	"apiserver/codec":           {2, false, []string{modGoautoneg, modK8sAPI, modK8sAPIMachinery, modSigsYAML}},
@@ -50,7 +50,7 @@ var layerOf = map[string]struct {
 	"replay/internal/metrics":   {3, false, []string{modPrometheus}},
 	"replay/internal/discovery": {4, false, []string{modK8sAPI, modK8sAPIMachinery}},
 	"replay/internal/stream":    {4, false, nil},
-	"replay/perturb":            {4, false, nil},
+	"replay/perturb":            {2, false, nil},
 	"replay/internal/fromworld": {5, false, []string{modK8sAPIMachinery}},
 	"replay/internal/fromtape":  {6, false, []string{modZstd, modGoautoneg, modK8sAPIMachinery}},
 	"capture":                   {4, false, []string{modXxhash, modZstd, modXnet}},
@@ -66,6 +66,7 @@ var layerOf = map[string]struct {
 	"testkit/k8stest":           {0, true, nil},
 	"apiserver/conformance":     {3, true, []string{modK8sAPI, modK8sAPIMachinery, modSigsYAML}},
 	"testkit/ctrltest":          {0, true, []string{modK8sAPI, modK8sAPIMachinery, modK8sClientGo, modK8sUtils}},
+	"testkit/bugctl":            {0, true, []string{modK8sAPI, modK8sAPIMachinery, modK8sClientGo}},
 	"testkit/kubelettest":       {1, true, []string{modK8sAPI, modK8sAPIMachinery, modK8sClientGo}},
 	"diff/difftest":             {6, true, nil},
 	"testkit/wttest":            {5, true, []string{modZstd}},
@@ -92,7 +93,6 @@ const (
 	modGoautoneg         = "github.com/munnerz/goautoneg"
 	modGopacket          = "github.com/google/gopacket"
 	modGGCR              = "github.com/google/go-containerregistry"
-	modJsonIter          = "github.com/json-iterator/go"
 	modJsonPatch         = "gopkg.in/evanphx/json-patch.v4"
 	modK8sAPI            = "k8s.io/api"
 	modK8sAPIMachinery   = "k8s.io/apimachinery"

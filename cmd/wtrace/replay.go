@@ -24,6 +24,7 @@ import (
 	"github.com/wtrace/wtrace/internal/outfile"
 	"github.com/wtrace/wtrace/internal/units"
 	"github.com/wtrace/wtrace/replay"
+	"github.com/wtrace/wtrace/replay/perturb"
 	"github.com/wtrace/wtrace/replay/record"
 )
 
@@ -58,6 +59,8 @@ type replayOptions struct {
 	plainHTTP     bool
 	control       bool
 	servingFile   string
+	perturb       []string
+	perturbSpecs  []perturb.Spec
 }
 
 func newReplayCmd(s streams, runF func(*replayOptions) error) *cobra.Command {
@@ -229,6 +232,14 @@ what is left is cut. A second signal exits at once (status 1).`,
 			if _, _, err := world.ParseClients(o.clients); err != nil {
 				return usage("--client: %v", err)
 			}
+			specs, err := perturb.ParseAll(o.perturb)
+			if err != nil {
+				return usage("--perturb: %v", err)
+			}
+			if len(specs) > 0 && !replay.Writes(o.writes).AnswersWrites() {
+				return usage("--perturb needs a replay that answers writes from its world (--writes answer or apply)")
+			}
+			o.perturbSpecs = specs
 			if o.exitWhenDone && !replay.Writes(o.writes).AnswersWrites() {
 				return usage("--exit-when-done needs a replay that answers writes (--writes answer)")
 			}
@@ -282,6 +293,7 @@ what is left is cut. A second signal exits at once (status 1).`,
 	f.StringArrayVar(&o.clients, "client", nil, "the client under test in the recording: `selector` user-agent=REGEXP, addr=IP[:PORT], both (comma), all or none; repeatable (default: every client of a proxy recording, none of a capture)")
 	f.BoolVar(&o.exitWhenDone, "exit-when-done", false, "exit (0) once the environment was played and the clients were then quiet for --quiet-window")
 	f.BoolVar(&o.control, "control", false, "serve the control endpoint at /wtrace/v1/ (settle, environment, requests, stop: docs/CONTROL.md) for a test in another process")
+	f.StringArrayVar(&o.perturb, "perturb", nil, "a perturbation of the run: `spec` KIND[:KEY=VALUE,...] (watch-close, gone, stale, skip, restart, throttle, error, conflict, delay, client-restart; go doc replay/perturb); repeatable")
 	f.StringVar(&o.servingFile, "serving-file", "", "once serving, write to `file` a JSON object saying where: url, caPEM, kubeconfig, control, run (docs/CONTROL.md)")
 	f.BoolVar(&o.plainHTTP, "plain-http", false, "oci:// sessions: speak plain HTTP to the registry (loopback and private addresses do anyway)")
 	return c
@@ -336,6 +348,7 @@ func serveReplay(stopping context.Context, o *replayOptions, log *slog.Logger, t
 		RejectPaths:  hostfilter.Split(o.rejectPaths),
 
 		ShutdownDelay: o.shutdownDelay,
+		Perturb:       o.perturbSpecs,
 	}
 	if o.control {
 		opts.MaxRequests = 0 // the default: the control endpoint lists them
@@ -504,6 +517,13 @@ func runLabels(sessionPath string, o *replayOptions) map[string]string {
 		l["pace"] = o.pace
 		if len(o.clients) > 0 {
 			l["client"] = strings.Join(o.clients, " | ")
+		}
+		if len(o.perturbSpecs) > 0 {
+			specs := make([]string, len(o.perturbSpecs))
+			for i, sp := range o.perturbSpecs {
+				specs[i] = sp.String()
+			}
+			l["perturb"] = strings.Join(specs, " | ")
 		}
 	}
 	return l

@@ -17,10 +17,11 @@
 //
 //	watch-close  end the open watch streams (resource=R: of one resource) cleanly, or mode=reset by a connection reset
 //	gone         the open watches (of resource=R) end with an ERROR event, 410 Expired: the client relists
-//	stale        the next LIST (count=N of them) is answered from the world as it was changes=N changes (default 1)
-//	             or age=D earlier, with that moment's resourceVersion, as from a lagging watch cache
-//	skip         the open watches end, and each re-watch resumes past the intermediate versions: it gets one event
-//	             per object that changed meanwhile, its latest state (the unobserved states)
+//	stale        the next LIST from the watch cache (resourceVersion=0; count=N of them) is answered from the world
+//	             as it was changes=N changes (default 1) or age=D earlier, with that moment's resourceVersion, as
+//	             from a lagging watch cache
+//	skip         the open watches end; each re-watch is held for=D (default 2s), then resumes past the intermediate
+//	             versions: one event per object that changed meanwhile, its latest state (the unobserved states)
 //	restart      the apiserver restarts: every connection closed, /readyz failing and new connections refused for
 //	             for=D (default 2s), then served from the same world
 //	throttle     429 with Retry-After (retry-after=S, default 1) on share=F (default 0.1) of the requests (on=all,

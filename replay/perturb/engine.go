@@ -56,7 +56,8 @@ type Decision struct {
 	StaleChanges int
 	StaleAge     time.Duration
 	// Skip asks a watch from a resourceVersion to resume past the
-	// intermediate versions (one event per object changed since).
+	// intermediate versions (one event per object changed since), once
+	// Delay passed.
 	Skip bool
 	// Spec is the perturbation that decided, for the log.
 	Spec string
@@ -81,8 +82,10 @@ type Actions interface {
 
 // Applied is one perturbation applied during a run.
 type Applied struct {
-	// At is when, since the replay's start.
-	At time.Duration
+	// At is when, since the replay's start; Time when, on the replay's
+	// clock.
+	At   time.Duration
+	Time time.Time
 	// Spec is the perturbation, as String writes it.
 	Spec string
 	// Detail says what it did ("closed 3 watches: pods ×3").
@@ -96,14 +99,32 @@ type Applied struct {
 // appliedPrefix starts an Applied line of a run's Summary note.
 const appliedPrefix = "perturbation "
 
+// TimeFormat is the format of an Applied line's time (RFC 3339, UTC,
+// nanoseconds).
+const TimeFormat = "2006-01-02T15:04:05.000000000Z07:00"
+
 // String is the line an Applied takes in a run's Summary note:
-// "perturbation +1.234s SPEC: DETAIL" (and " | finding: …").
+// "perturbation +1.234s @TIME SPEC: DETAIL" (and " | finding: …").
 func (a Applied) String() string {
-	s := fmt.Sprintf("%s+%s %s: %s", appliedPrefix, a.At.Round(time.Millisecond), a.Spec, a.Detail)
+	s := fmt.Sprintf("%s+%s @%s %s: %s", appliedPrefix, a.At.Round(time.Millisecond), a.Time.UTC().Format(TimeFormat), a.Spec, a.Detail)
 	if a.Finding != "" {
 		s += " | finding: " + a.Finding
 	}
 	return s
+}
+
+// lostDetail is how an Applied's Detail says a write's answer was lost.
+const lostDetail = " applied, its answer lost: "
+
+// LostWrite reads the method and request-target of a write whose answer
+// a perturbation lost (error:when=after) from an Applied's Detail.
+func LostWrite(detail string) (method, target string, ok bool) {
+	req, _, found := strings.Cut(detail, lostDetail)
+	if !found {
+		return "", "", false
+	}
+	method, target, ok = strings.Cut(req, " ")
+	return method, target, ok
 }
 
 // ParseApplied reads the Applied lines of a run's Summary note (others are
@@ -120,9 +141,14 @@ func ParseApplied(note string) []Applied {
 		if !ok || err != nil {
 			continue
 		}
-		spec, detail, _ := strings.Cut(rest, ": ")
-		a := Applied{At: d, Spec: spec, Detail: detail}
-		if det, f, ok := strings.Cut(detail, " | finding: "); ok {
+		a := Applied{At: d}
+		if ts, r, ok := strings.Cut(rest, " "); ok && strings.HasPrefix(ts, "@") {
+			if tm, err := time.Parse(TimeFormat, ts[1:]); err == nil {
+				a.Time, rest = tm, r
+			}
+		}
+		a.Spec, a.Detail, _ = strings.Cut(rest, ": ")
+		if det, f, ok := strings.Cut(a.Detail, " | finding: "); ok {
 			a.Detail, a.Finding = det, f
 		}
 		out = append(out, a)
@@ -243,7 +269,8 @@ func (e *Engine) Specs() []Spec {
 
 // note records an Applied (the lock is held).
 func (e *Engine) note(a *armed, detail, finding string) {
-	ap := Applied{At: e.clock().Sub(e.start), Spec: a.text, Detail: detail, Finding: finding}
+	now := e.clock()
+	ap := Applied{At: now.Sub(e.start), Time: now, Spec: a.text, Detail: detail, Finding: finding}
 	e.applied = append(e.applied, ap)
 	if e.log != nil {
 		e.log(ap)
@@ -425,7 +452,7 @@ func (e *Engine) Request(r Request) Decision {
 				d.Delay += a.For
 			}
 		case Stale:
-			if r.Verb == "list" && !r.Watch && a.used < a.Count && r.Continue == "" && (r.ResourceVersion == "" || r.ResourceVersion == "0") {
+			if r.Verb == "list" && !r.Watch && a.used < a.Count && r.Continue == "" && r.ResourceVersion == "0" {
 				a.used++
 				d.StaleChanges, d.StaleAge, d.Spec = a.Changes, a.Age, a.text
 				what := fmt.Sprintf("%d changes", a.Changes)
@@ -438,6 +465,7 @@ func (e *Engine) Request(r Request) Decision {
 			if r.Watch && a.skips[r.Resource] > 0 && r.ResourceVersion != "" && r.ResourceVersion != "0" {
 				a.skips[r.Resource]--
 				d.Skip, d.Spec = true, a.text
+				d.Delay += a.For
 				e.note(a, "re-watch "+r.Target+" resumed past the intermediate versions", "")
 			}
 		case Conflict:
@@ -473,7 +501,7 @@ func (e *Engine) decideError(a *armed, r Request, d *Decision) {
 	ref := &Refusal{Code: a.Code, Reason: reasons[a.Code], Message: messages[a.Code]}
 	if a.Mode == "after" {
 		d.Lose = ref
-		e.note(a, fmt.Sprintf("%s %s applied, its answer lost: %d", r.Method, r.Target, a.Code), "")
+		e.note(a, fmt.Sprintf("%s %s%s%d", r.Method, r.Target, lostDetail, a.Code), "")
 	} else {
 		d.Refuse = ref
 		e.note(a, fmt.Sprintf("%s %s refused: %d", r.Method, r.Target, a.Code), "")

@@ -99,7 +99,8 @@ type Spec struct {
 	// its answer lost).
 	Mode string
 	// For: restart's downtime (default 2s), delay's latency (default
-	// 200ms), throttle's window (0: the rest of the run).
+	// 200ms), skip's hold of the re-watch (default 2s), throttle's window
+	// (0: the rest of the run).
 	For time.Duration
 	// Changes and Age: how far behind a stale read is (changes, default
 	// 1, or age).
@@ -146,7 +147,7 @@ var keys = map[Kind][]string{
 	WatchClose:    {"resource", "mode"},
 	Gone:          {"resource"},
 	Stale:         {"resource", "changes", "age", "count"},
-	Skip:          {"resource"},
+	Skip:          {"resource", "for"},
 	Restart:       {"for"},
 	Throttle:      {"resource", "share", "retry-after", "seed", "for", "on", "count"},
 	Error:         {"resource", "code", "when", "count"},
@@ -319,7 +320,7 @@ func (sp *Spec) defaults() error {
 		if sp.Count == 0 {
 			sp.Count = 1
 		}
-	case Restart:
+	case Restart, Skip:
 		if sp.For == 0 {
 			sp.For = 2 * time.Second
 		}
@@ -450,7 +451,7 @@ func (sp Spec) String() string {
 		} else if sp.Changes != 1 {
 			add("changes", strconv.Itoa(sp.Changes))
 		}
-	case Restart:
+	case Restart, Skip:
 		if sp.For != 2*time.Second {
 			add("for", sp.For.String())
 		}

@@ -17,7 +17,8 @@ func TestParse(t *testing.T) {
 		{"gone:at=write:2", Spec{Kind: Gone, At: Point{Kind: AtWrite, N: 2}}},
 		{"stale:changes=3", Spec{Kind: Stale, Changes: 3, Count: 1}},
 		{"stale:age=2s,resource=deployments.apps,count=2", Spec{Kind: Stale, Age: 2 * time.Second, Resource: "deployments.apps", Count: 2}},
-		{"skip", Spec{Kind: Skip}},
+		{"skip", Spec{Kind: Skip, For: 2 * time.Second}},
+		{"skip:for=5s", Spec{Kind: Skip, For: 5 * time.Second}},
 		{"restart:for=2s", Spec{Kind: Restart, For: 2 * time.Second}},
 		{"restart:at=1500ms", Spec{Kind: Restart, For: 2 * time.Second, At: Point{Kind: AtTime, Time: 1500 * time.Millisecond}}},
 		{"throttle:share=0.2,retry-after=1,seed=7", Spec{Kind: Throttle, Share: 0.2, RetryAfter: 1, Seed: 7, On: "all"}},
@@ -30,7 +31,7 @@ func TestParse(t *testing.T) {
 		{"client-restart:signal=sigterm,pid=42", Spec{Kind: ClientRestart, Signal: "TERM", PID: 42}},
 		{"client-restart:at=write:1,exec=kill -HUP $(cat pid), echo a,b", Spec{Kind: ClientRestart, Exec: "kill -HUP $(cat pid), echo a,b", At: Point{Kind: AtWrite, N: 1}}},
 		{"gone:after=write:deployments/demo/web", Spec{Kind: Gone, At: Point{Kind: AtWrite, N: 1, After: true, Resource: "deployments", Namespace: "demo", Name: "web"}}},
-		{"skip:after=write:nodes/n1", Spec{Kind: Skip, At: Point{Kind: AtWrite, N: 1, After: true, Resource: "nodes", Name: "n1"}}},
+		{"skip:after=write:nodes/n1", Spec{Kind: Skip, For: 2 * time.Second, At: Point{Kind: AtWrite, N: 1, After: true, Resource: "nodes", Name: "n1"}}},
 		{"watch-close:at=event:10:replicasets", Spec{Kind: WatchClose, Mode: "clean", At: Point{Kind: AtEvent, N: 10, Resource: "replicasets"}}},
 		{"  delay  ", Spec{Kind: Delay, For: 200 * time.Millisecond, On: "answers"}},
 	} {
@@ -108,4 +109,22 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Parse(%q) = %+v; its String %q parses to %+v", s, sp, sp.String(), again)
 		}
 	})
+}
+
+func TestAppliedLines(t *testing.T) {
+	tm := time.Date(2026, 12, 2, 8, 0, 0, 123456789, time.UTC)
+	in := []Applied{
+		{At: 1234 * time.Millisecond, Time: tm, Spec: "watch-close:resource=pods", Detail: "closed 2 watches (pods ×2)"},
+		{At: 2 * time.Second, Time: tm.Add(time.Second), Spec: "throttle:share=0.2", Detail: "GET /api/v1/pods refused again: 429", Finding: "GET /api/v1/pods retried after 3ms, Retry-After 1s"},
+	}
+	note := "environment: 3 changes applied\n" + in[0].String() + "\n" + in[1].String()
+	got := ParseApplied(note)
+	if len(got) != 2 {
+		t.Fatalf("ParseApplied: %d lines, want 2: %+v", len(got), got)
+	}
+	for i := range in {
+		if !got[i].Time.Equal(in[i].Time) || got[i].At != in[i].At || got[i].Spec != in[i].Spec || got[i].Detail != in[i].Detail || got[i].Finding != in[i].Finding {
+			t.Errorf("line %d: %+v, want %+v", i, got[i], in[i])
+		}
+	}
 }

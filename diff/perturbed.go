@@ -1,0 +1,282 @@
+package diff
+
+import (
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/wtrace/wtrace/formats"
+	"github.com/wtrace/wtrace/internal/apipath"
+	"github.com/wtrace/wtrace/replay/perturb"
+)
+
+// Perturbation is a perturbation applied during a perturbed run (package
+// replay/perturb), as the run's Summary note lists it.
+type Perturbation struct {
+	// Session is "a" or "b": the session that lists it.
+	Session string `json:"session"`
+	// Time is when it was applied (RFC 3339), At since the run's start.
+	Time    string `json:"time"`
+	At      string `json:"at"`
+	Spec    string `json:"spec"`
+	Detail  string `json:"detail"`
+	Finding string `json:"finding,omitempty"`
+
+	t time.Time
+}
+
+// PerturbedVerdict is the verdict of a comparison with a perturbed run
+// (one whose Summary note lists perturbations), unless Options.Verdict
+// says otherwise: where the run ends, its end state — the retries and
+// extra writes a perturbation causes are not differences.
+var PerturbedVerdict = []Category{CategoryState}
+
+// readPerturbations lists the perturbations the sessions' Summary notes
+// name (a perturbed run's), in time order, and their findings (a client
+// that retried before its Retry-After).
+func (c *comparer) readPerturbations(a, b *formats.File) {
+	for _, f := range []struct {
+		f    *formats.File
+		side string
+	}{{a, "a"}, {b, "b"}} {
+		s := f.f.Index().Summary
+		if s == nil {
+			continue
+		}
+		for _, ap := range perturb.ParseApplied(s.Note) {
+			c.rep.Perturbations = append(c.rep.Perturbations, Perturbation{Session: f.side, Time: ap.Time.UTC().Format(formats.TimeFormat),
+				At: ap.At.String(), Spec: ap.Spec, Detail: ap.Detail, Finding: ap.Finding, t: ap.Time})
+			if ap.Finding != "" {
+				c.rep.Findings = append(c.rep.Findings, ap.Spec+": "+ap.Finding)
+			}
+		}
+	}
+	sort.SliceStable(c.rep.Perturbations, func(i, j int) bool { return c.rep.Perturbations[i].t.Before(c.rep.Perturbations[j].t) })
+}
+
+// judgePerturbed makes the sessions differ when a perturbation revealed a
+// finding, and names the perturbation that preceded the first
+// difference.
+func (c *comparer) judgePerturbed() {
+	if len(c.rep.Findings) > 0 {
+		c.rep.Same = false
+	}
+	if len(c.rep.Perturbations) == 0 || c.rep.Same {
+		return
+	}
+	side := c.rep.Perturbations[0].Session
+	first, ok := c.firstDifference(side)
+	var pre *Perturbation
+	for i := range c.rep.Perturbations {
+		p := &c.rep.Perturbations[i]
+		if p.Session != side || ok && p.t.After(first) {
+			continue
+		}
+		if p.Finding != "" && pre != nil && pre.Finding == "" && pre.t.Equal(p.t) {
+			continue
+		}
+		pre = p
+	}
+	if len(c.rep.Findings) > 0 {
+		for i := range c.rep.Perturbations {
+			if p := &c.rep.Perturbations[i]; p.Finding != "" && (!ok || !p.t.After(first)) {
+				pre = p
+				break
+			}
+		}
+	}
+	c.rep.Preceding = pre
+}
+
+// firstDifference is the time of the earliest difference of the
+// verdict's categories placed in the perturbed session (side); false
+// when none is (every one is missing from it).
+func (c *comparer) firstDifference(side string) (time.Time, bool) {
+	var first time.Time
+	found := false
+	for _, g := range c.rep.Groups {
+		for _, d := range g.Differences {
+			if !slices.Contains(c.rep.Verdict, d.Category) {
+				continue
+			}
+			pl := d.B
+			if side == "a" {
+				pl = d.A
+			}
+			if pl == nil {
+				continue
+			}
+			t, err := time.Parse(formats.TimeFormat, pl.Time)
+			if err != nil {
+				continue
+			}
+			if !found || t.Before(first) {
+				first, found = t, true
+			}
+		}
+	}
+	return first, found
+}
+
+// excusePerturbed leaves out of the end state of a comparison with a
+// perturbed run the differences the perturbations themselves explain,
+// counting them as Excused: the Events (core/v1 and events.k8s.io) —
+// reports, which say a write failed where the perturbation failed it
+// (FailedCreate for SuccessfulCreate) — and an object created in the
+// other session with a generated name whose create in the perturbed run
+// was applied and had its answer lost (error:when=after), one for one.
+func (c *comparer) excusePerturbed() {
+	if len(c.rep.Perturbations) == 0 {
+		return
+	}
+	lost := map[string]int{}
+	for _, p := range c.rep.Perturbations {
+		if m, target, ok := perturb.LostWrite(p.Detail); ok && m == "POST" {
+			if r, err := apipath.Parse(m, target); err == nil {
+				lost[collectionKey(r.Group, r.Resource.Resource, r.Namespace)]++
+			}
+		}
+	}
+	excused := map[string]string{}
+	var gone map[string]bool // objects whose last watch event is DELETED in both sessions
+	for gi := range c.rep.Groups {
+		g := &c.rep.Groups[gi]
+		if g.Object == nil {
+			continue
+		}
+		kept := g.Differences[:0]
+		for _, d := range g.Differences {
+			why := ""
+			if d.Category == CategoryState {
+				why = c.excuse(g.Object, d, lost)
+				if why == "" && d.Kind == KindChanged && g.Object.Event == "" {
+					if gone == nil {
+						gone = c.goneInBoth()
+					}
+					switch {
+					case gone[objectKey(g.Object.Group, g.Object.Resource, g.Object.Namespace, g.Object.Name)]:
+						why = "deleted in both worlds: what the client wrote last before the deletion is an intermediate state"
+					case wordingOnly(d.Diff):
+						why = "only the reason and message of a condition differ: the path the controller took, not where it ended"
+					}
+				}
+			}
+			if why == "" {
+				kept = append(kept, d)
+				continue
+			}
+			excused[g.Subject] = why
+			st := &c.rep.Summary.State
+			st.Excused++
+			switch d.Kind {
+			case KindMissing:
+				st.Missing--
+			case KindExtra:
+				st.Extra--
+			case KindChanged:
+				st.Changed--
+			}
+		}
+		g.Differences = kept
+	}
+	groups := c.rep.Groups[:0]
+	for _, g := range c.rep.Groups {
+		if len(g.Differences) > 0 {
+			groups = append(groups, g)
+		}
+	}
+	c.rep.Groups = groups
+	for i := range c.rep.States {
+		if why, ok := excused[c.rep.States[i].Subject]; ok {
+			c.rep.States[i].Same, c.rep.States[i].Excused = true, why
+		}
+	}
+}
+
+// excuse says why end-state difference d of object o is the
+// perturbation's, or "".
+func (c *comparer) excuse(o *Object, d Difference, lost map[string]int) string {
+	if o.Resource == "events" && (o.Group == "" || o.Group == "events.k8s.io") {
+		return "an Event: a report of what the perturbation failed"
+	}
+	k := collectionKey(o.Group, o.Resource, o.Namespace)
+	if d.Kind == KindMissing && strings.Contains(o.Name, "-#") && lost[k] > 0 && o.Subresource == "" {
+		lost[k]--
+		return "created in the perturbed run by a create whose answer the perturbation lost"
+	}
+	return ""
+}
+
+func collectionKey(group, resource, ns string) string { return group + "/" + resource + "/" + ns }
+
+func objectKey(group, resource, ns, name string) string {
+	return group + "/" + resource + "/" + ns + "/" + name
+}
+
+// goneInBoth returns the objects (objectKey) whose last watch event, in
+// each session, is a DELETED: both worlds end without them, whoever
+// deleted them.
+func (c *comparer) goneInBoth() map[string]bool {
+	a, b := c.lastEvents(c.a), c.lastEvents(c.b)
+	out := map[string]bool{}
+	for k, t := range a {
+		if t == "DELETED" && b[k] == "DELETED" {
+			out[k] = true
+		}
+	}
+	return out
+}
+
+// lastEvents returns the type of the last event (by time) of each object
+// the watches of s show.
+func (c *comparer) lastEvents(s *side) map[string]string {
+	type last struct {
+		time int64
+		typ  string
+	}
+	seen := map[string]last{}
+	for _, k := range s.sOrder {
+		for _, ch := range s.streams[k] {
+			o := ch.req.obj
+			es := c.events(s, ch)
+			for {
+				e, ok, err := es.next()
+				if err != nil || !ok {
+					break
+				}
+				m := e.peek()
+				if m.Type != "ADDED" && m.Type != "MODIFIED" && m.Type != "DELETED" {
+					continue
+				}
+				key := objectKey(o.Group, o.Resource, m.Namespace, m.Name)
+				if l, ok := seen[key]; !ok || e.time >= l.time {
+					seen[key] = last{e.time, m.Type}
+				}
+			}
+		}
+	}
+	out := make(map[string]string, len(seen))
+	for k, l := range seen {
+		out[k] = l.typ
+	}
+	return out
+}
+
+// wordingOnly reports whether unified diff u changes only "reason" and
+// "message" fields (of status conditions: how a controller worded the
+// path it took to the same condition type and status).
+func wordingOnly(u string) bool {
+	changed := 0
+	for _, line := range strings.Split(u, "\n") {
+		if strings.HasPrefix(line, "---") || strings.HasPrefix(line, "+++") || line == "" || line[0] != '-' && line[0] != '+' {
+			continue
+		}
+		f := strings.TrimSpace(line[1:])
+		if !strings.HasPrefix(f, `"reason":`) && !strings.HasPrefix(f, `"message":`) {
+			return false
+		}
+		changed++
+	}
+	return changed > 0
+}
