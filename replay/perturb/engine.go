@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/http"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -186,9 +187,12 @@ type armed struct {
 	used    int // requests perturbed
 	// seen: conflict's objects already refused once.
 	seen map[string]bool
-	// throttle's requests seen, and when each refused one may be retried.
+	// throttle's requests seen, and its refusals not waited out yet by
+	// request (throttleKey), with the requests reported as retried early.
 	eligible uint64
-	notUntil map[string]time.Time
+	refused  map[string][]refusedAt
+	early    map[string]bool
+	targets  map[string]string // "METHOD target" by request
 	// skip: re-watches to resume past the intermediate versions, by
 	// resource.
 	skips map[string]int
@@ -205,7 +209,7 @@ func NewEngine(specs []Spec, act Actions, clock func() time.Time, log func(Appli
 	}
 	e := &Engine{act: act, clock: clock, log: log}
 	for _, sp := range specs {
-		a := &armed{Spec: sp, text: sp.String(), seen: map[string]bool{}, notUntil: map[string]time.Time{}, skips: map[string]int{}}
+		a := &armed{Spec: sp, text: sp.String(), seen: map[string]bool{}, refused: map[string][]refusedAt{}, early: map[string]bool{}, targets: map[string]string{}, skips: map[string]int{}}
 		if sp.At.Kind == AtEvent {
 			e.counts = true
 		}
@@ -255,6 +259,7 @@ func (e *Engine) Stop() {
 func (e *Engine) Applied() []Applied {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.throttleFindings(e.clock())
 	return append([]Applied(nil), e.applied...)
 }
 
@@ -438,6 +443,7 @@ func (e *Engine) Request(r Request) Decision {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	now := e.clock()
+	e.throttleFindings(now)
 	for _, a := range e.specs {
 		if a.Kind == Error {
 			e.decideError(a, r, &d)
@@ -543,9 +549,36 @@ func (e *Engine) decideConflict(a *armed, r Request, d *Decision) {
 // come before it counts as ignoring it (clock granularity, scheduling).
 const retryTolerance = 100 * time.Millisecond
 
+// retryGrace is how long past its Retry-After a refusal is given to be
+// waited out (a client retrying on time) before a request refused again
+// early, and never retried on time, is reported.
+const retryGrace = 2 * time.Second
+
+// refusedAt is one 429 a throttle answered: when it may be retried, and
+// whether the request came before an earlier 429 of the same request
+// could be retried.
+type refusedAt struct {
+	until time.Time
+	early bool
+	wait  time.Duration // how soon after that earlier 429 it came
+}
+
 // decideThrottle answers a share of the requests 429, and a request
-// retried before its Retry-After passed 429 again, noting the finding
-// (the lock is held).
+// that comes again before a 429 of it may be retried 429 again (the
+// lock is held).
+//
+// A request identical to one refused (same client, target and body)
+// that comes before the Retry-After passed is not proof the client
+// ignored it: a controller sends identical requests side by side (a
+// ReplicaSet's Pods, created from one template with generateName).
+// What tells them apart is what follows: a client that honours
+// Retry-After retries each refused request once it passed; one that
+// ignores it retries at once, again and again, and never waits. So each
+// refusal is booked, a request coming after the oldest refusal's
+// Retry-After waits that one out, one coming before it is refused again
+// as early (and booked), and a request refused early whose
+// refusal is not waited out by retryGrace after its Retry-After is
+// reported (throttleFindings), once per request.
 func (e *Engine) decideThrottle(a *armed, r Request, now time.Time, d *Decision) {
 	if a.On == "reads" && r.IsWrite() || a.On == "writes" && !r.IsWrite() {
 		return
@@ -554,17 +587,23 @@ func (e *Engine) decideThrottle(a *armed, r Request, now time.Time, d *Decision)
 		return
 	}
 	key := throttleKey(r)
+	retry := time.Duration(a.RetryAfter) * time.Second
 	ref := &Refusal{Code: http.StatusTooManyRequests, Reason: "TooManyRequests",
 		Message: "Too many requests, please try again later.", RetryAfter: a.RetryAfter}
-	if until, ok := a.notUntil[key]; ok {
-		delete(a.notUntil, key)
-		if early := until.Sub(now); early > retryTolerance {
-			wait := time.Duration(a.RetryAfter)*time.Second - early
-			e.note(a, fmt.Sprintf("%s %s refused again: 429", r.Method, r.Target),
-				fmt.Sprintf("%s %s retried after %s, Retry-After %ds", r.Method, r.Target, wait.Round(time.Millisecond), a.RetryAfter))
-			a.notUntil[key] = now.Add(time.Duration(a.RetryAfter) * time.Second)
+	if book := a.refused[key]; len(book) > 0 {
+		// Early: no refusal of it may be retried yet.
+		if early := book[0].until.Sub(now); early > retryTolerance {
+			a.refused[key] = append(book, refusedAt{until: now.Add(retry), early: true, wait: retry - early})
+			e.note(a, fmt.Sprintf("%s %s refused again: 429 (came %s after a 429 with Retry-After %ds)",
+				r.Method, r.Target, (retry-early).Round(time.Millisecond), a.RetryAfter), "")
 			d.Refuse, d.Spec = ref, a.text
 			return
+		}
+		// Waited out: the oldest refusal (booked in time order).
+		if len(book) == 1 {
+			delete(a.refused, key)
+		} else {
+			a.refused[key] = book[1:]
 		}
 	}
 	if a.Count > 0 && a.used >= a.Count {
@@ -575,9 +614,51 @@ func (e *Engine) decideThrottle(a *armed, r Request, now time.Time, d *Decision)
 		return
 	}
 	a.used++
-	a.notUntil[key] = now.Add(time.Duration(a.RetryAfter) * time.Second)
+	a.refused[key] = append(a.refused[key], refusedAt{until: now.Add(retry)})
+	a.targets[key] = r.Method + " " + r.Target
 	d.Refuse, d.Spec = ref, a.text
 	e.note(a, fmt.Sprintf("%s %s refused: 429, Retry-After %ds", r.Method, r.Target, a.RetryAfter), "")
+}
+
+// throttleFindings notes, once per request, each request refused early
+// whose refusal was not waited out by retryGrace past its Retry-After
+// (the lock is held; see decideThrottle).
+func (e *Engine) throttleFindings(now time.Time) {
+	for _, a := range e.specs {
+		if a.Kind != Throttle {
+			continue
+		}
+		var keys []string
+		for key, book := range a.refused {
+			if a.early[key] {
+				continue
+			}
+			for _, b := range book {
+				if b.early && now.Sub(b.until) > retryGrace {
+					keys = append(keys, key)
+					break
+				}
+			}
+		}
+		sort.Slice(keys, func(i, j int) bool { return a.refused[keys[i]][0].until.Before(a.refused[keys[j]][0].until) })
+		for _, key := range keys {
+			a.early[key] = true
+			book := a.refused[key]
+			n, first := 0, time.Duration(-1)
+			for _, b := range book {
+				if b.early {
+					n++
+					if first < 0 {
+						first = b.wait
+					}
+				}
+			}
+			what := a.targets[key]
+			e.note(a, fmt.Sprintf("%s: %d 429s not waited out", what, len(book)),
+				fmt.Sprintf("%s retried after %s, Retry-After %ds (%d times before it passed; never retried after it)",
+					what, first.Round(time.Millisecond), a.RetryAfter, n))
+		}
+	}
 }
 
 // throttleKey names a request as its client would retry it.
