@@ -165,7 +165,9 @@
 // resource itself (objectREST: its collection and its objects) and one
 // small type per subresource beside it (statusREST, scaleREST in
 // scale.go, finalizeREST, bindingREST in binding.go, tokenREST in
-// token.go, evictionREST in eviction.go), and the resources answered without storage (reviewREST in
+// token.go, evictionREST in eviction.go; ephemeralContainersREST, resizeREST
+// and approvalREST in podsub.go, which change one part of a Pod or a
+// CertificateSigningRequest and keep the rest), and the resources answered without storage (reviewREST in
 // reviews.go, the legacy bindings), each implementing the verbs it
 // serves. The verbs' shared steps are by verb: create.go,
 // update.go (PUT), patch.go, delete.go, read.go; write.go holds what every

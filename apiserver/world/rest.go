@@ -62,6 +62,10 @@ var subresources = map[string]endpoint{
 	"binding":  bindingREST{},
 	"token":    tokenREST{},
 	"eviction": evictionREST{},
+
+	"ephemeralcontainers": ephemeralContainersREST{},
+	"resize":              resizeREST{},
+	"approval":            approvalREST{},
 }
 
 // resources are the resources whose own path is answered by an endpoint

@@ -107,10 +107,15 @@ func dig(m map[string]any, path ...string) (map[string]any, bool) {
 }
 
 // validateUpdate is the part of a kind's ValidateUpdate the world models:
+// a Pod's spec immutable but for what ValidatePodUpdate lets change
+// (validatePodUpdate);
 // a Job's selector is required and immutable, its template immutable
 // (ValidateJobUpdate): a PUT that leaves out the generated selector and
 // template labels is refused, as the apiserver refuses it.
 func validateUpdate(obj, old runtime.Object) error {
+	if p, op, typed := pods(obj, old); typed {
+		return validatePodUpdate(p, op)
+	}
 	j, ok := obj.(*batchv1.Job)
 	if !ok {
 		return nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	"net/http"
 	"reflect"
 
@@ -120,7 +121,9 @@ func (zeroRV) String() string               { return "0x0" }
 // kinds that track it); the status of the object for a PUT or PATCH of
 // the object itself, everything but the status for one of its status.
 func prepareUpdate(obj, old runtime.Object, pol policy, subresource string) (runtime.Object, error) {
-	if _, typed := obj.(*unstructured.Unstructured); subresource == "status" && !typed && hasSpec(obj) {
+	if partialUpdate(obj, old, subresource) {
+		// A subresource that changes one part (podsub.go).
+	} else if _, typed := obj.(*unstructured.Unstructured); subresource == "status" && !typed && hasSpec(obj) {
 		// The built-in kinds' status strategies: the object as sent, but
 		// for its spec (and what each kind's strategy keeps besides).
 		if err := statusUpdate(obj, old, pol.resource); err != nil {
@@ -163,7 +166,7 @@ func prepareUpdate(obj, old runtime.Object, pol policy, subresource string) (run
 	if subresource == "" {
 		prepareKindUpdate(obj, old)
 	}
-	if pol.generation && subresource == "" {
+	if pol.generation && (subresource == "" || partialGeneration(subresource)) {
 		changed, err := specChanged(obj, old)
 		if err != nil {
 			return nil, err
@@ -283,11 +286,16 @@ func (s *Store) commitUpdate(c *call, o held, old, obj runtime.Object, p writePa
 		if err := validateUpdate(obj, old); err != nil {
 			return s.fail(c, err)
 		}
+	} else if err := validatePartialUpdate(c.t.Subresource, obj, old); err != nil {
+		return s.fail(c, err)
 	}
 	obj.GetObjectKind().SetGroupVersionKind(c.info.GVK())
 	m, _ := meta.Accessor(obj)
 	om, _ := meta.Accessor(old)
 	now := s.timeNow()
+	if csr, ok := obj.(*certificatesv1.CertificateSigningRequest); ok && c.t.Subresource == "approval" {
+		conditionTimes(csr, old.(*certificatesv1.CertificateSigningRequest), now.Time)
+	}
 	fixManagedTimes(old, obj, now)
 	m.SetResourceVersion(om.GetResourceVersion())
 	if sameObject(obj, old) {
