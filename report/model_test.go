@@ -145,3 +145,25 @@ func TestBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestSelfContained: a report is one file that opens offline: no script,
+// style sheet, image, font or frame it loads from elsewhere, nothing it
+// fetches (the SVG namespace URI is a name, not a load).
+func TestSelfContained(t *testing.T) {
+	var page bytes.Buffer
+	if err := report.Session(&page, wttest.OpenSession(t, wttest.RecordCorpus(t, "multi-watch", false)), "mw", report.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, re := range []*regexp.Regexp{
+		regexp.MustCompile(`(?i)<(script|img|iframe|source|video|audio|embed)\b[^>]*\bsrc\s*=`),
+		regexp.MustCompile(`(?i)<link\b[^>]*\bhref\s*=`),
+		regexp.MustCompile(`(?i)@import\b`),
+		regexp.MustCompile(`(?i)url\(\s*['"]?\s*(https?:|//)`),
+		regexp.MustCompile(`\b(fetch|importScripts)\s*\(|XMLHttpRequest|new\s+(WebSocket|EventSource|Worker)\b`),
+	} {
+		if loc := re.FindIndex(page.Bytes()); loc != nil {
+			from := max(0, loc[0]-40)
+			t.Errorf("the page loads from elsewhere (%s): …%s…", re, page.Bytes()[from:min(len(page.Bytes()), loc[1]+40)])
+		}
+	}
+}
