@@ -34,11 +34,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.pert != nil && s.pert.down() {
 		panic(http.ErrAbortHandler) // restarting (perturbation restart): the connection is cut
 	}
-	if !s.enter() {
+	if !s.handlers.enter() {
 		stream.WriteStatus(w, http.StatusServiceUnavailable, "ServiceUnavailable", errClosed.Error())
 		return
 	}
-	s.active.Add(1)
 	arrival := s.clock.Now()
 	target := r.URL.RequestURI()
 	req, err := apipath.Parse(r.Method, target) // the one reading of the request
@@ -74,7 +73,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	tp.answer(a)
 	s.hub.Serve(&tapWriter{ResponseWriter: w, t: tp, method: r.Method}, r, a,
 		stream.Request{Arrival: arrival, Timeout: q.Timeout, Watch: q.Watch, Target: target, Tap: tp},
-		func(st *stream.Stream) { s.answered(st, a, tp, req, target) }, s.exit)
+		func(st *stream.Stream) { s.answered(st, a, tp, req, target) }, s.handlers.exit)
 }
 
 // logAnswer logs how request r (read as q) is answered.
@@ -108,12 +107,6 @@ func (s *Server) answered(st *stream.Stream, a *stream.Answer, tp *tap, req apip
 		}
 		s.log.Debug("replay: done", attrs...)
 	}
-}
-
-// exit releases a request's place among the handlers (see enter).
-func (s *Server) exit() {
-	s.active.Add(-1)
-	s.handlers.Done()
 }
 
 // route asks the answerers for the answer to request r (read as q, with
@@ -158,15 +151,4 @@ func (s *Server) guard(h http.Handler) http.Handler {
 		}
 		filtered.ServeHTTP(w, r)
 	})
-}
-
-// enter registers a handler; false once the server is closed.
-func (s *Server) enter() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return false
-	}
-	s.handlers.Add(1)
-	return true
 }

@@ -55,14 +55,14 @@ func TestWatchHandOff(t *testing.T) {
 	defer staying.conn.Close()
 	// Both streams are held open after their events, served without a
 	// ServeHTTP call in progress.
-	wttest.WaitFor(t, time.Minute, func() bool { return srv.active.Load() == 2 && inServeHTTP.Load() == 0 },
+	wttest.WaitFor(t, time.Minute, func() bool { return srv.handlers.active() == 2 && inServeHTTP.Load() == 0 },
 		"two streams served after their ServeHTTP calls returned")
 	if n := len(srv.Requests()); n != 0 {
 		t.Fatalf("%d requests in the log while both streams are open; want 0", n)
 	}
 	// The client that leaves is noticed by the read its stream waits in.
 	leaving.conn.Close()
-	wttest.WaitFor(t, time.Minute, func() bool { return srv.active.Load() == 1 },
+	wttest.WaitFor(t, time.Minute, func() bool { return srv.handlers.active() == 1 },
 		"the stream of the client that left to end")
 	rs := srv.Requests()
 	if len(rs) != 1 || rs[0].Status != http.StatusOK || rs[0].How != howRecorded {
@@ -70,7 +70,7 @@ func TestWatchHandOff(t *testing.T) {
 	}
 	// Close interrupts the other one's read, and cuts its stream.
 	srv.Close()
-	if n := srv.active.Load(); n != 0 {
+	if n := srv.handlers.active(); n != 0 {
 		t.Fatalf("%d streams still served after Close", n)
 	}
 	if _, err := staying.chunks(); err == io.EOF {

@@ -45,7 +45,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.hub.Stop()
 	done := make(chan struct{})
 	go func() {
-		s.handlers.Wait()
+		s.handlers.wait()
 		s.hub.Wait()
 		s.world.Wait()
 		close(done)
@@ -170,6 +170,7 @@ func (s *Server) Close() {
 	s.closed = true
 	srv := s.srv
 	s.mu.Unlock()
+	s.handlers.close()
 	if srv != nil {
 		_ = srv.Close() // first, so that cancelled streams cannot end cleanly
 	}
@@ -179,7 +180,7 @@ func (s *Server) Close() {
 		<-s.serveDone
 		s.conns.Wait()
 	}
-	s.handlers.Wait()
+	s.handlers.wait()
 	s.hub.Wait()
 	s.world.Wait()
 	s.pert.wait()

@@ -110,10 +110,10 @@ func TestManyClients(t *testing.T) {
 	t.Logf("%d clients × %d bytes in %v", clients, len(body), time.Since(start))
 	// The readers are gone; only the stuck client's handler is left,
 	// blocked in a write. Close cuts it.
-	wttest.WaitFor(t, time.Minute, func() bool { return srv.active.Load() <= 1 },
+	wttest.WaitFor(t, time.Minute, func() bool { return srv.handlers.active() <= 1 },
 		"the readers' handlers to return (all but the stuck one)")
 	srv.Close()
-	if n := srv.active.Load(); n != 0 {
+	if n := srv.handlers.active(); n != 0 {
 		t.Fatalf("%d handlers still running after Close", n)
 	}
 }
@@ -131,8 +131,8 @@ func TestWriteTimeout(t *testing.T) {
 	defer stuck.Close()
 	stuck.(*net.TCPConn).SetReadBuffer(4096)
 	fmt.Fprintf(stuck, "GET /api/v1/namespaces/corpus-basic/configmaps?watch=true&resourceVersion=205 HTTP/1.1\r\nHost: %s\r\n\r\n", addr)
-	wttest.WaitFor(t, time.Minute, func() bool { return srv.active.Load() > 0 }, "the stuck client's request to arrive")
+	wttest.WaitFor(t, time.Minute, func() bool { return srv.handlers.active() > 0 }, "the stuck client's request to arrive")
 	// The write to the stuck client blocks; WriteTimeout (50 ms) drops it.
-	wttest.WaitFor(t, time.Minute, func() bool { return srv.active.Load() == 0 },
+	wttest.WaitFor(t, time.Minute, func() bool { return srv.handlers.active() == 0 },
 		"the stuck client to be dropped after the 50ms WriteTimeout")
 }

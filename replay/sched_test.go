@@ -81,7 +81,7 @@ func TestParkedWatchersHoldNoGoroutines(t *testing.T) {
 	const slack = 50
 	wttest.WaitFor(t, time.Minute, func() bool { return runtime.NumGoroutine() <= g0+slack },
 		"the goroutines to settle with %d parked watches (%d before them, slack %d)", n, g0, slack)
-	if got := srv.active.Load(); got != n+1 {
+	if got := srv.handlers.active(); got != n+1 {
 		t.Fatalf("%d requests active; want %d", got, n+1)
 	}
 
@@ -90,7 +90,7 @@ func TestParkedWatchersHoldNoGoroutines(t *testing.T) {
 	for _, r := range ws[:n/2] {
 		r.conn.Close()
 	}
-	wttest.WaitFor(t, time.Minute, func() bool { return srv.active.Load() == n/2+1 },
+	wttest.WaitFor(t, time.Minute, func() bool { return srv.handlers.active() == n/2+1 },
 		"the streams of the %d clients that left to end (within %v each)", n/2, 2*pace.SweepEvery)
 	// The clients' descriptors are this process's too: those left open
 	// are the other half's, on both sides.
@@ -99,7 +99,7 @@ func TestParkedWatchersHoldNoGoroutines(t *testing.T) {
 
 	// Close ends the parked rest, at once and without the terminating chunk.
 	srv.Close()
-	if got := srv.active.Load(); got != 0 {
+	if got := srv.handlers.active(); got != 0 {
 		t.Fatalf("%d requests active after Close", got)
 	}
 	for i, r := range append(ws[n/2:], first) {
@@ -124,11 +124,11 @@ func TestParkedDeparture(t *testing.T) {
 	fd0 := openFDs(t)
 	w := rawGet(t, srv.URL, quietTarget)
 	wttest.WaitFor(t, time.Minute, func() bool { return parkedOf(srv) == 1 }, "the watch to park")
-	if srv.active.Load() != 1 {
-		t.Fatalf("%d requests active; want 1", srv.active.Load())
+	if srv.handlers.active() != 1 {
+		t.Fatalf("%d requests active; want 1", srv.handlers.active())
 	}
 	w.conn.Close()
-	wttest.WaitFor(t, time.Minute, func() bool { return srv.active.Load() == 0 },
+	wttest.WaitFor(t, time.Minute, func() bool { return srv.handlers.active() == 0 },
 		"the stream of the client that left to end (bound %v)", 2*pace.SweepEvery)
 	if n := parkedOf(srv); n != 0 {
 		t.Fatalf("%d streams still parked", n)
@@ -217,7 +217,7 @@ func TestParkedSlowClient(t *testing.T) {
 	}
 	t.Logf("scheduler: %d streams carried on itself, %d handed to goroutines", steppedOf(srv), handedOf(srv))
 	srv.Close()
-	if n := srv.active.Load(); n != 0 {
+	if n := srv.handlers.active(); n != 0 {
 		t.Fatalf("%d requests active after Close", n)
 	}
 }
@@ -356,7 +356,7 @@ func TestParkedWorldWatches(t *testing.T) {
 	// Close ends the parked world watches and the goroutine that wakes
 	// them.
 	srv.Close()
-	if got := srv.active.Load(); got != 0 {
+	if got := srv.handlers.active(); got != 0 {
 		t.Fatalf("%d requests active after Close", got)
 	}
 	http.DefaultClient.CloseIdleConnections()

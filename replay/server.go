@@ -10,7 +10,6 @@ import (
 	"math"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/wtrace/wtrace/apiserver/world"
@@ -54,7 +53,7 @@ type Server struct {
 	ops          *healthz.Endpoints  // the Server's own endpoints (see health.go)
 	pert         *perturbation       // a perturbed run (perturbed.go); nil: none
 
-	active atomic.Int64 // requests being served
+	handlers gate // the handlers serving requests (gate.go)
 
 	filter *hostfilter.Filter // the hosts and paths Handler serves (guard.go)
 	hub    *stream.Hub        // what the streams share (package replay/internal/stream)
@@ -62,7 +61,6 @@ type Server struct {
 	mu        sync.Mutex // guards the fields below
 	closed    bool
 	started   bool
-	handlers  sync.WaitGroup
 	conns     sync.WaitGroup
 	srv       *http.Server
 	serveDone chan struct{}
