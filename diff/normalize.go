@@ -474,6 +474,10 @@ func scanString(b []byte, i int) (int, bool, error) {
 	return 0, false, &hashError{i, "unterminated string"}
 }
 
+// object hashes the object at b[i]: its members' hashes, by name (see
+// membersHash), each member as the rules say (dropped, a stamp, or its
+// value's hash); act are the ignore paths' cursors, inMeta whether it is
+// an object's metadata, root whether it is the document.
 func (h *hasher) object(b []byte, i int, act []cursor, depth int, inMeta, root bool) (uint64, int, error) {
 	if depth >= maxDepth {
 		return 0, i, &hashError{i, fmt.Sprintf("nested deeper than %d", maxDepth)}
@@ -487,48 +491,11 @@ func (h *hasher) object(b []byte, i int, act []cursor, depth int, inMeta, root b
 		return h.scalar('{', nil), i + 1, nil
 	}
 	for {
-		if i >= len(b) || b[i] != '"' {
-			return 0, i, &hashError{i, "member name expected"}
-		}
-		end, esc, err := scanString(b, i)
+		key, vs, err := memberName(b, i)
 		if err != nil {
 			return 0, i, err
 		}
-		key := b[i+1 : end-1]
-		if esc {
-			var dec string
-			if err := json.Unmarshal(b[i:end], &dec); err != nil {
-				return 0, i, &hashError{i, "bad member name"}
-			}
-			key = []byte(dec)
-		}
-		i = skipSpace(b, end)
-		if i >= len(b) || b[i] != ':' {
-			return 0, i, &hashError{i, "':' expected"}
-		}
-		vs := skipSpace(b, i+1)
-		// The built-in rules look at scalars only: peek at one.
-		var scalar []byte
-		if vs < len(b) && b[vs] != '{' && b[vs] != '[' {
-			if b[vs] == '"' {
-				if e, esc, err := scanString(b, vs); err == nil {
-					scalar = b[vs:e]
-					if esc { // the rules look at the decoded text, as the tree's do
-						var dec string
-						if json.Unmarshal(scalar, &dec) == nil {
-							scalar = []byte(strconv.Quote(dec[:min(len(dec), 32)]))
-						}
-					}
-				}
-			} else {
-				e := vs
-				for e < len(b) && b[e] != ',' && b[e] != '}' && b[e] != ']' && b[e] != ' ' && b[e] != '\n' && b[e] != '\r' && b[e] != '\t' {
-					e++
-				}
-				scalar = b[vs:e]
-			}
-		}
-		a := h.r.member(inMeta, string(key), scalar)
+		a := h.r.member(inMeta, string(key), peekScalar(b, vs))
 		var sub []cursor
 		ignored := false
 		if len(act) > 0 {
@@ -564,31 +531,85 @@ func (h *hasher) object(b []byte, i int, act []cursor, depth int, inMeta, root b
 		}
 		return 0, i, &hashError{i, "',' or '}' expected"}
 	}
-	// Sorted by name; of members with the same name the last one counts,
-	// as when encoding/json decodes the object.
-	slices.SortStableFunc(ms, func(x, y hmember) int { return bytes.Compare(x.key, y.key) })
-	w := 0
-	for k := range ms {
-		if k+1 < len(ms) && bytes.Equal(ms[k].key, ms[k+1].key) || ms[k].dropped {
-			continue
-		}
-		ms[w] = ms[k]
-		w++
+	sum := h.membersHash(ms)
+	h.members[depth] = ms[:0]
+	return sum, i, nil
+}
+
+// memberName reads the name of the member at b[i] (decoded when it holds
+// escapes) and returns it with the index of its value.
+func memberName(b []byte, i int) (key []byte, value int, err error) {
+	if i >= len(b) || b[i] != '"' {
+		return nil, i, &hashError{i, "member name expected"}
 	}
-	ms = ms[:w]
+	end, esc, err := scanString(b, i)
+	if err != nil {
+		return nil, i, err
+	}
+	key = b[i+1 : end-1]
+	if esc {
+		var dec string
+		if err := json.Unmarshal(b[i:end], &dec); err != nil {
+			return nil, i, &hashError{i, "bad member name"}
+		}
+		key = []byte(dec)
+	}
+	i = skipSpace(b, end)
+	if i >= len(b) || b[i] != ':' {
+		return nil, i, &hashError{i, "':' expected"}
+	}
+	return key, skipSpace(b, i+1), nil
+}
+
+// peekScalar returns the scalar value at b[vs] (a string with its quotes,
+// decoded and cut to 32 characters when it holds escapes, as the tree's
+// rules see it), nil for an object, an array or bad input: the built-in
+// rules look at scalars only.
+func peekScalar(b []byte, vs int) []byte {
+	if vs >= len(b) || b[vs] == '{' || b[vs] == '[' {
+		return nil
+	}
+	if b[vs] != '"' {
+		e := vs
+		for e < len(b) && b[e] != ',' && b[e] != '}' && b[e] != ']' && b[e] != ' ' && b[e] != '\n' && b[e] != '\r' && b[e] != '\t' {
+			e++
+		}
+		return b[vs:e]
+	}
+	e, esc, err := scanString(b, vs)
+	if err != nil {
+		return nil
+	}
+	scalar := b[vs:e]
+	if esc {
+		var dec string
+		if json.Unmarshal(scalar, &dec) == nil {
+			scalar = []byte(strconv.Quote(dec[:min(len(dec), 32)]))
+		}
+	}
+	return scalar
+}
+
+// membersHash hashes an object's members sorted by name; of members with
+// the same name the last one counts, as when encoding/json decodes the
+// object; dropped members are left out. It reorders ms.
+func (h *hasher) membersHash(ms []hmember) uint64 {
+	slices.SortStableFunc(ms, func(x, y hmember) int { return bytes.Compare(x.key, y.key) })
 	var m maphash.Hash
 	m.SetSeed(h.seed)
 	m.WriteByte('{')
 	var n [8]byte
-	for _, e := range ms {
+	for k, e := range ms {
+		if k+1 < len(ms) && bytes.Equal(e.key, ms[k+1].key) || e.dropped {
+			continue
+		}
 		binary.LittleEndian.PutUint64(n[:], uint64(len(e.key)))
 		m.Write(n[:])
 		m.Write(e.key)
 		binary.LittleEndian.PutUint64(n[:], e.h)
 		m.Write(n[:])
 	}
-	h.members[depth] = ms[:0]
-	return m.Sum64(), i, nil
+	return m.Sum64()
 }
 
 // array hashes the array at b[i]; listItems: it is a root List's "items",
