@@ -2,6 +2,7 @@ package export
 
 import (
 	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
 
@@ -72,17 +73,16 @@ func exampleTarget(target string, watch bool) string {
 // arguments that watch the same: "get configmaps -n demo -w",
 // "get deployments.apps -w"; "" when the path names no resource list.
 func KubectlWatch(watchPath string) string {
-	p, _, _ := strings.Cut(watchPath, "?")
-	segs := strings.Split(strings.Trim(p, "/"), "/")
-	switch {
-	case len(segs) == 5 && segs[0] == "api" && segs[2] == "namespaces":
-		return fmt.Sprintf("get %s -n %s -w", segs[4], segs[3])
-	case len(segs) == 3 && segs[0] == "api":
-		return fmt.Sprintf("get %s -w", segs[2])
-	case len(segs) == 6 && segs[0] == "apis" && segs[3] == "namespaces":
-		return fmt.Sprintf("get %s.%s -n %s -w", segs[5], segs[1], segs[4])
-	case len(segs) == 4 && segs[0] == "apis":
-		return fmt.Sprintf("get %s.%s -w", segs[3], segs[1])
+	r, err := apipath.Parse(http.MethodGet, watchPath)
+	if err != nil || !r.IsResource || r.Resource.Resource == "" || r.Name != "" || r.Subresource != "" {
+		return ""
 	}
-	return ""
+	res := r.Resource.Resource
+	if r.Group != "" {
+		res += "." + r.Group
+	}
+	if r.Namespace != "" {
+		return fmt.Sprintf("get %s -n %s -w", res, r.Namespace)
+	}
+	return fmt.Sprintf("get %s -w", res)
 }
