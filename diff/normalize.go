@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/wtrace/wtrace/internal/jsonscan"
 	"hash/maphash"
 	"slices"
 	"strconv"
@@ -296,14 +297,6 @@ type hmember struct {
 
 func newHasher(r *rules, seed maphash.Seed) *hasher { return &hasher{r: r, seed: seed} }
 
-// hashError is malformed JSON at a byte offset.
-type hashError struct {
-	off int
-	msg string
-}
-
-func (e *hashError) Error() string { return fmt.Sprintf("json at byte %d: %s", e.off, e.msg) }
-
 // sum returns the canonical hash of the JSON document b (one value,
 // optionally surrounded by whitespace).
 func (h *hasher) sum(b []byte) (uint64, error) {
@@ -311,12 +304,12 @@ func (h *hasher) sum(b []byte) (uint64, error) {
 	if len(h.r.paths) > 0 {
 		act = h.r.roots(h.act(0))
 	}
-	v, end, err := h.value(b, skipSpace(b, 0), act, 0, false, true)
+	v, end, err := h.value(b, jsonscan.SkipSpace(b, 0), act, 0, false, true)
 	if err != nil {
 		return 0, err
 	}
-	if end = skipSpace(b, end); end != len(b) {
-		return 0, &hashError{end, "data after the document"}
+	if end = jsonscan.SkipSpace(b, end); end != len(b) {
+		return 0, &jsonscan.SyntaxError{Offset: end, Msg: "data after the document"}
 	}
 	return v, nil
 }
@@ -326,17 +319,17 @@ func (h *hasher) sum(b []byte) (uint64, error) {
 // document: the rules start there. found is false when b has no such
 // member.
 func (h *hasher) sumMember(b []byte, name string) (sum uint64, found bool, err error) {
-	i := skipSpace(b, 0)
+	i := jsonscan.SkipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
-		return 0, false, &hashError{i, "object expected"}
+		return 0, false, &jsonscan.SyntaxError{Offset: i, Msg: "object expected"}
 	}
-	i = skipSpace(b, i+1)
+	i = jsonscan.SkipSpace(b, i+1)
 	if i < len(b) && b[i] == '}' {
 		return 0, false, nil
 	}
 	for {
 		if i >= len(b) || b[i] != '"' {
-			return 0, false, &hashError{i, "member name expected"}
+			return 0, false, &jsonscan.SyntaxError{Offset: i, Msg: "member name expected"}
 		}
 		end, esc, err := scanString(b, i)
 		if err != nil {
@@ -346,15 +339,15 @@ func (h *hasher) sumMember(b []byte, name string) (sum uint64, found bool, err e
 		if esc {
 			var dec string
 			if json.Unmarshal(b[i:end], &dec) != nil {
-				return 0, false, &hashError{i, "bad member name"}
+				return 0, false, &jsonscan.SyntaxError{Offset: i, Msg: "bad member name"}
 			}
 			key = []byte(dec)
 		}
-		i = skipSpace(b, end)
+		i = jsonscan.SkipSpace(b, end)
 		if i >= len(b) || b[i] != ':' {
-			return 0, false, &hashError{i, "':' expected"}
+			return 0, false, &jsonscan.SyntaxError{Offset: i, Msg: "':' expected"}
 		}
-		vs := skipSpace(b, i+1)
+		vs := jsonscan.SkipSpace(b, i+1)
 		var act []cursor
 		if string(key) == name && len(h.r.paths) > 0 {
 			act = h.r.roots(h.act(1))
@@ -367,18 +360,18 @@ func (h *hasher) sumMember(b []byte, name string) (sum uint64, found bool, err e
 		if string(key) == name {
 			sum, found = v, true
 		}
-		i = skipSpace(b, ve)
+		i = jsonscan.SkipSpace(b, ve)
 		if i < len(b) && b[i] == ',' {
-			i = skipSpace(b, i+1)
+			i = jsonscan.SkipSpace(b, i+1)
 			continue
 		}
 		if i < len(b) && b[i] == '}' {
-			if j := skipSpace(b, i+1); j != len(b) {
-				return 0, false, &hashError{j, "data after the document"}
+			if j := jsonscan.SkipSpace(b, i+1); j != len(b) {
+				return 0, false, &jsonscan.SyntaxError{Offset: j, Msg: "data after the document"}
 			}
 			return sum, found, nil
 		}
-		return 0, false, &hashError{i, "',' or '}' expected"}
+		return 0, false, &jsonscan.SyntaxError{Offset: i, Msg: "',' or '}' expected"}
 	}
 }
 
@@ -389,18 +382,11 @@ func (h *hasher) act(depth int) []cursor {
 	return h.acts[depth][:0]
 }
 
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
-		i++
-	}
-	return i
-}
-
 // value hashes the value at b[i]. inMeta: the value is that of a
 // "metadata" member; root: it is the document itself.
 func (h *hasher) value(b []byte, i int, act []cursor, depth int, inMeta, root bool) (uint64, int, error) {
 	if i >= len(b) {
-		return 0, i, &hashError{i, "value expected"}
+		return 0, i, &jsonscan.SyntaxError{Offset: i, Msg: "value expected"}
 	}
 	switch c := b[i]; {
 	case c == '{':
@@ -416,7 +402,7 @@ func (h *hasher) value(b []byte, i int, act []cursor, depth int, inMeta, root bo
 		if esc {
 			var dec string
 			if err := json.Unmarshal(b[i:end], &dec); err != nil {
-				return 0, i, &hashError{i, "bad string"}
+				return 0, i, &jsonscan.SyntaxError{Offset: i, Msg: "bad string"}
 			}
 			s = []byte(dec)
 		}
@@ -436,7 +422,7 @@ func (h *hasher) value(b []byte, i int, act []cursor, depth int, inMeta, root bo
 				return h.scalar(lit[0], nil), i + len(lit), nil
 			}
 		}
-		return 0, i, &hashError{i, "bad literal"}
+		return 0, i, &jsonscan.SyntaxError{Offset: i, Msg: "bad literal"}
 	case c == '-' || (c >= '0' && c <= '9'):
 		j := i + 1
 		for j < len(b) && (b[j] >= '0' && b[j] <= '9' || b[j] == '.' || b[j] == 'e' || b[j] == 'E' || b[j] == '+' || b[j] == '-') {
@@ -444,7 +430,7 @@ func (h *hasher) value(b []byte, i int, act []cursor, depth int, inMeta, root bo
 		}
 		return h.scalar('n', b[i:j]), j, nil
 	}
-	return 0, i, &hashError{i, fmt.Sprintf("unexpected %q", b[i])}
+	return 0, i, &jsonscan.SyntaxError{Offset: i, Msg: fmt.Sprintf("unexpected %q", b[i])}
 }
 
 func (h *hasher) scalar(tag byte, v []byte) uint64 {
@@ -458,20 +444,11 @@ func (h *hasher) scalar(tag byte, v []byte) uint64 {
 // scanString returns the index just past the string at b[i] and whether
 // it holds escapes.
 func scanString(b []byte, i int) (int, bool, error) {
-	esc := false
-	for j := i + 1; j < len(b); {
-		q := bytes.IndexByte(b[j:], '"')
-		if q < 0 {
-			break
-		}
-		k := bytes.IndexByte(b[j:j+q], '\\')
-		if k < 0 {
-			return j + q + 1, esc, nil
-		}
-		esc = true
-		j += k + 2 // the escaped byte, whatever it is
+	end, err := jsonscan.SkipString(b, i)
+	if err != nil {
+		return 0, false, err
 	}
-	return 0, false, &hashError{i, "unterminated string"}
+	return end, bytes.IndexByte(b[i:end], '\\') >= 0, nil
 }
 
 // object hashes the object at b[i]: its members' hashes, by name (see
@@ -480,20 +457,19 @@ func scanString(b []byte, i int) (int, bool, error) {
 // an object's metadata, root whether it is the document.
 func (h *hasher) object(b []byte, i int, act []cursor, depth int, inMeta, root bool) (uint64, int, error) {
 	if depth >= maxDepth {
-		return 0, i, &hashError{i, fmt.Sprintf("nested deeper than %d", maxDepth)}
+		return 0, i, &jsonscan.SyntaxError{Offset: i, Msg: fmt.Sprintf("nested deeper than %d", maxDepth)}
 	}
 	for len(h.members) <= depth {
 		h.members = append(h.members, nil)
 	}
 	ms := h.members[depth][:0]
-	i = skipSpace(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		return h.scalar('{', nil), i + 1, nil
-	}
-	for {
-		key, vs, err := memberName(b, i)
-		if err != nil {
-			return 0, i, err
+	end, err := jsonscan.WalkObjectAt(b, i, func(key []byte, vs int) (int, error) {
+		if bytes.IndexByte(key, '\\') >= 0 {
+			var dec string
+			if err := json.Unmarshal(quoted(key), &dec); err != nil {
+				return 0, &jsonscan.SyntaxError{Offset: vs, Msg: "bad member name"}
+			}
+			key = []byte(dec)
 		}
 		a := h.r.member(inMeta, string(key), peekScalar(b, vs))
 		var sub []cursor
@@ -504,13 +480,14 @@ func (h *hasher) object(b []byte, i int, act []cursor, depth int, inMeta, root b
 		}
 		var vh uint64
 		var ve int
-		if root && len(h.r.paths) > 0 && string(key) == "items" && vs < len(b) && b[vs] == '[' {
+		var err error
+		if root && len(h.r.paths) > 0 && string(key) == "items" && b[vs] == '[' {
 			vh, ve, err = h.array(b, vs, sub, depth+1, true)
 		} else {
 			vh, ve, err = h.value(b, vs, sub, depth+1, string(key) == "metadata", false)
 		}
 		if err != nil {
-			return 0, i, err
+			return 0, err
 		}
 		switch {
 		case ignored || a == drop:
@@ -520,45 +497,23 @@ func (h *hasher) object(b []byte, i int, act []cursor, depth int, inMeta, root b
 		default:
 			ms = append(ms, hmember{key: key, h: vh})
 		}
-		i = skipSpace(b, ve)
-		if i < len(b) && b[i] == ',' {
-			i = skipSpace(b, i+1)
-			continue
-		}
-		if i < len(b) && b[i] == '}' {
-			i++
-			break
-		}
-		return 0, i, &hashError{i, "',' or '}' expected"}
+		return ve, nil
+	})
+	if err != nil {
+		return 0, i, err
+	}
+	if len(ms) == 0 {
+		return h.scalar('{', nil), end, nil
 	}
 	sum := h.membersHash(ms)
 	h.members[depth] = ms[:0]
-	return sum, i, nil
+	return sum, end, nil
 }
 
-// memberName reads the name of the member at b[i] (decoded when it holds
-// escapes) and returns it with the index of its value.
-func memberName(b []byte, i int) (key []byte, value int, err error) {
-	if i >= len(b) || b[i] != '"' {
-		return nil, i, &hashError{i, "member name expected"}
-	}
-	end, esc, err := scanString(b, i)
-	if err != nil {
-		return nil, i, err
-	}
-	key = b[i+1 : end-1]
-	if esc {
-		var dec string
-		if err := json.Unmarshal(b[i:end], &dec); err != nil {
-			return nil, i, &hashError{i, "bad member name"}
-		}
-		key = []byte(dec)
-	}
-	i = skipSpace(b, end)
-	if i >= len(b) || b[i] != ':' {
-		return nil, i, &hashError{i, "':' expected"}
-	}
-	return key, skipSpace(b, i+1), nil
+// quoted puts a member name read raw back in its quotes.
+func quoted(key []byte) []byte {
+	q := make([]byte, 0, len(key)+2)
+	return append(append(append(q, '"'), key...), '"')
 }
 
 // peekScalar returns the scalar value at b[vs] (a string with its quotes,
@@ -616,12 +571,12 @@ func (h *hasher) membersHash(ms []hmember) uint64 {
 // whose elements are documents the ignore paths start at again.
 func (h *hasher) array(b []byte, i int, act []cursor, depth int, listItems bool) (uint64, int, error) {
 	if depth >= maxDepth {
-		return 0, i, &hashError{i, fmt.Sprintf("nested deeper than %d", maxDepth)}
+		return 0, i, &jsonscan.SyntaxError{Offset: i, Msg: fmt.Sprintf("nested deeper than %d", maxDepth)}
 	}
 	var m maphash.Hash
 	m.SetSeed(h.seed)
 	m.WriteByte('[')
-	i = skipSpace(b, i+1)
+	i = jsonscan.SkipSpace(b, i+1)
 	if i < len(b) && b[i] == ']' {
 		return m.Sum64(), i + 1, nil
 	}
@@ -634,7 +589,7 @@ func (h *hasher) array(b []byte, i int, act []cursor, depth int, listItems bool)
 			sub, ignored = h.r.step(h.act(depth+1), act, string(strconv.AppendInt(idx[:0], int64(k), 10)), listItems)
 			h.acts[depth+1] = sub
 		}
-		vh, ve, err := h.value(b, skipSpace(b, i), sub, depth+1, false, false)
+		vh, ve, err := h.value(b, jsonscan.SkipSpace(b, i), sub, depth+1, false, false)
 		if err != nil {
 			return 0, i, err
 		}
@@ -642,7 +597,7 @@ func (h *hasher) array(b []byte, i int, act []cursor, depth int, listItems bool)
 			binary.LittleEndian.PutUint64(n[:], vh)
 			m.Write(n[:])
 		}
-		i = skipSpace(b, ve)
+		i = jsonscan.SkipSpace(b, ve)
 		if i < len(b) && b[i] == ',' {
 			i++
 			continue
@@ -650,7 +605,7 @@ func (h *hasher) array(b []byte, i int, act []cursor, depth int, listItems bool)
 		if i < len(b) && b[i] == ']' {
 			return m.Sum64(), i + 1, nil
 		}
-		return 0, i, &hashError{i, "',' or ']' expected"}
+		return 0, i, &jsonscan.SyntaxError{Offset: i, Msg: "',' or ']' expected"}
 	}
 }
 

@@ -36,8 +36,13 @@ type perturbation struct {
 	mu        sync.Mutex
 	conns     map[net.Conn]struct{} // the connections open (for restart)
 	downUntil time.Time             // restart: refused and not ready until then
-	samples   []rvSample            // the world's point over time (stale:age)
-	wg        sync.WaitGroup        // ClientRestart's goroutines
+	// The end of the last disruption (a restart's downtime, connections
+	// or watches ended), and whether a request came after it: the run is
+	// not settled until its clients are back (calm).
+	disturbed time.Time
+	back      bool
+	samples   []rvSample     // the world's point over time (stale:age)
+	wg        sync.WaitGroup // ClientRestart's goroutines
 }
 
 // rvSample is the world's point at a time.
@@ -85,6 +90,7 @@ func (s *Server) Perturbations() []perturb.Applied {
 func (p *perturbation) route(r *http.Request, q tape.Query, body []byte, next func(*http.Request, tape.Query, []byte) *stream.Answer) *stream.Answer {
 	p.eng.Start()
 	p.sample()
+	p.arrived()
 	pr := perturb.Request{Method: q.Method, Verb: q.Verb, Group: q.Group, Resource: q.Resource.Resource,
 		Namespace: q.Namespace, Name: q.Name, Subresource: q.Subresource, IsResource: q.IsResource, Watch: q.Watch,
 		ResourceVersion: q.ResourceVersion, Continue: q.Continue, UserAgent: r.UserAgent(), Target: r.URL.RequestURI(), Body: body}
@@ -246,10 +252,12 @@ func (p *perturbation) closeConns() {
 // CloseWatches, ExpireWatches, Restart and ClientRestart are the
 // engine's Actions.
 func (p *perturbation) CloseWatches(resource string, reset bool) []string {
+	p.disturb(0)
 	return p.s.world.EndWatches(resource, reset, false)
 }
 
 func (p *perturbation) ExpireWatches(resource string) []string {
+	p.disturb(0)
 	return p.s.world.EndWatches(resource, false, true)
 }
 
@@ -257,10 +265,12 @@ func (p *perturbation) Restart(d time.Duration) {
 	p.mu.Lock()
 	p.downUntil = p.s.clock.Now().Add(d)
 	p.mu.Unlock()
+	p.disturb(d)
 	p.closeConns()
 }
 
 func (p *perturbation) ClientRestart(sp perturb.Spec) error {
+	p.disturb(0)
 	p.closeConns()
 	restart := p.s.opts.ClientRestart
 	if restart == nil {
@@ -277,6 +287,35 @@ func (p *perturbation) ClientRestart(sp perturb.Spec) error {
 		}
 	}()
 	return nil
+}
+
+// disturb notes a disruption that ends d from now: the clients are not
+// back until a request comes after it.
+func (p *perturbation) disturb(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.disturbed = p.s.clock.Now().Add(d)
+	p.back = false
+}
+
+// arrived notes a request: after the last disruption, the clients are
+// back.
+func (p *perturbation) arrived() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.back && !p.s.clock.Now().Before(p.disturbed) {
+		p.back = true
+	}
+}
+
+// calm reports whether the run may settle as far as the perturbations
+// go: no disruption within window, and the clients back after the last
+// one (a client whose connections a restart refused waits out its
+// backoff in silence, which is no settling).
+func (p *perturbation) calm(window time.Duration) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.disturbed.IsZero() || p.back && !p.s.clock.Now().Before(p.disturbed.Add(window))
 }
 
 // wait waits for the restarts handed to the harness.

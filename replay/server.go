@@ -203,9 +203,26 @@ func (s *Server) EnvironmentDone() <-chan struct{} { return s.world.EnvironmentD
 // Settle waits until the environment was played (a replay that answers
 // writes) and the clients have then been quiet for window: no request but
 // watches in flight, and none begun or ended (the run is over). It
-// returns false when done is closed first or the server closes.
+// returns false when done is closed first or the server closes. A
+// perturbed run settles no sooner than window after its last disruption
+// (a restart's downtime, watches or connections ended), and only once
+// a request came after it: its clients are back.
 func (s *Server) Settle(done <-chan struct{}, window time.Duration) bool {
-	return s.world.Settle(done, window)
+	for {
+		if !s.world.Settle(done, window) {
+			return false
+		}
+		if s.pert == nil || s.pert.calm(window) {
+			return true
+		}
+		t := time.NewTimer(max(window/8, 5*time.Millisecond))
+		select {
+		case <-t.C:
+		case <-done:
+			t.Stop()
+			return false
+		}
+	}
 }
 
 // Environment says what the replay did with the recording's environment
