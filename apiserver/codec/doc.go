@@ -40,15 +40,18 @@
 // Writer encodes what a handler answers — one object, a list, a watch
 // event, a Status — in a Media. When no transformation is asked for and the
 // object is already in the wanted format, its bytes go out unchanged
-// (Transcoded says whether they did not). Tables use the apiserver's
-// printer columns for ConfigMap, Secret, Namespace, Service, Event,
-// PodTemplate, Deployment, ReplicaSet, StatefulSet, DaemonSet, Lease and
-// Pod, and the default Name /
-// Created At columns for every other kind, as for resources without
-// printers. Age cells are computed against the Writer's Now. A watch of
-// Tables carries the column definitions in its first event only, as the
-// apiserver's does. EndBookmark is a streaming list's last bookmark, with
-// the list blueprint annotation v1.33 adds.
+// (Transcoded says whether they did not). Tables use the columns and
+// cells of kube-apiserver v1.33's printers (pkg/printers/internalversion,
+// ported over the v1 types in table*.go, one file per API group; the
+// aggregator's for APIService), with their descriptions as v1.33 words
+// them, for the kinds whose storage prints with them; other kinds (custom
+// resources, Roles, LimitRanges, CSIStorageCapacities) get the default
+// Name / Created At columns, as for resources without printers. A list
+// printer's order is kept (FlowSchemas by matching precedence). Age cells
+// are computed against the Writer's Now. A watch of Tables carries the
+// column definitions in its first event only, as the apiserver's does.
+// EndBookmark is a streaming list's last bookmark, with the list blueprint
+// annotation v1.33 adds.
 //
 // # Concurrency
 //

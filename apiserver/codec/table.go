@@ -43,6 +43,14 @@ type printer struct {
 	columns    []metav1.TableColumnDefinition
 	cells      func(obj runtime.Object, now time.Time) []any
 	conditions func(obj runtime.Object) []metav1.TableRowCondition // nil: none
+	// order, when set, sorts a list's objects in place before their rows
+	// are printed, as the kind's list printer does (FlowSchemas by
+	// precedence); nil keeps the list's order.
+	order func(objs []runtime.Object)
+	// unstructured says cells takes *unstructured.Unstructured: the kind is
+	// not in the Scheme (APIService). Otherwise an unstructured object of
+	// the kind gets the default columns' cells.
+	unstructured bool
 }
 
 var (
@@ -52,6 +60,68 @@ var (
 	colContainers = metav1.TableColumnDefinition{Name: "Containers", Type: "string", Priority: 1, Description: "Names of each container in the template."}
 	colImages     = metav1.TableColumnDefinition{Name: "Images", Type: "string", Priority: 1, Description: "Images referenced by each container in the template."}
 )
+
+// doc133 holds the swagger docs of k8s.io/api v0.33 (what kube-apiserver
+// v1.33 writes as column descriptions) where the k8s.io/api this module
+// builds with words them differently or no longer has the type
+// (autoscaling/v2beta1), keyed "Type.field".
+var doc133 = map[string]string{
+	"CSIDriverSpec.attachRequired":                  "attachRequired indicates this CSI volume driver requires an attach operation (because it implements the CSI ControllerPublishVolume() method), and that the Kubernetes attach detach controller should call the attach volume interface which checks the volumeattachment status and waits until the volume is attached before proceeding to mounting. The CSI external-attacher coordinates with CSI volume driver and updates the volumeattachment status when the attach operation is complete. If the CSIDriverRegistry feature gate is enabled and the value is specified to false, the attach operation will be skipped. Otherwise the attach operation will be called.\n\nThis field is immutable.",
+	"RoleBinding.roleRef":                           "RoleRef can reference a Role in the current namespace or a ClusterRole in the global namespace. If the RoleRef cannot be resolved, the Authorizer must return an error.",
+	"ClusterRoleBinding.roleRef":                    "RoleRef can only reference a ClusterRole in the global namespace. If the RoleRef cannot be resolved, the Authorizer must return an error.",
+	"IPAddressSpec.parentRef":                       "ParentRef references the resource that an IPAddress is attached to. An IPAddress must reference a parent object.",
+	"ServiceCIDRSpec.cidrs":                         "CIDRs defines the IP blocks in CIDR notation (e.g. \"192.168.0.0/24\" or \"2001:db8::/64\") from which to assign service cluster IPs. Max of two CIDRs is allowed, one of each IP family. This field is immutable.",
+	"HorizontalPodAutoscalerSpec.scaleTargetRef":    "scaleTargetRef points to the target resource to scale, and is used to the pods for which metrics should be collected, as well as to actually change the replica count.",
+	"HorizontalPodAutoscalerSpec.metrics":           "metrics contains the specifications for which to use to calculate the desired replica count (the maximum replica count across all metrics will be used).  The desired replica count is calculated multiplying the ratio between the target value and the current value by the current number of pods.  Ergo, metrics used must decrease as the pod count is increased, and vice-versa.  See the individual metric source types for more information about how each type of metric must respond.",
+	"HorizontalPodAutoscalerSpec.minReplicas":       "minReplicas is the lower limit for the number of replicas to which the autoscaler can scale down.  It defaults to 1 pod.  minReplicas is allowed to be 0 if the alpha feature gate HPAScaleToZero is enabled and at least one Object or External metric is configured.  Scaling is active as long as at least one metric value is available.",
+	"HorizontalPodAutoscalerSpec.maxReplicas":       "maxReplicas is the upper limit for the number of replicas to which the autoscaler can scale up. It cannot be less that minReplicas.",
+	"HorizontalPodAutoscalerStatus.currentReplicas": "currentReplicas is current number of replicas of pods managed by this autoscaler, as last seen by the autoscaler.",
+}
+
+// col is a column of type string with no format (most of them).
+func col(name, description string) metav1.TableColumnDefinition {
+	return metav1.TableColumnDefinition{Name: name, Type: "string", Description: description}
+}
+
+// orNone is s, or "<none>" when s is empty.
+func orNone(s string) string {
+	if s == "" {
+		return "<none>"
+	}
+	return s
+}
+
+// boolPtrCell is the apiserver's printBoolPtr.
+func boolPtrCell(b *bool) string {
+	switch {
+	case b == nil:
+		return "<unset>"
+	case *b:
+		return "True"
+	}
+	return "False"
+}
+
+// derefBool is *b, or def when b is nil.
+func derefBool(b *bool, def bool) bool {
+	if b == nil {
+		return def
+	}
+	return *b
+}
+
+// listWithMore joins list, telling how many of count were left out beyond
+// max, "<unset>" for none (the apiserver's listWithMoreString).
+func listWithMore(list []string, more bool, count, max int) string {
+	ret := strings.Join(list, ",")
+	if more {
+		return fmt.Sprintf("%s + %d more...", ret, count-max)
+	}
+	if ret == "" {
+		ret = "<unset>"
+	}
+	return ret
+}
 
 // defaultColumns are the apiserver's columns for kinds without printers
 // (k8s.io/apiserver/pkg/registry/rest.defaultTableConvertor).
@@ -331,13 +401,17 @@ func firstNonEmpty(ss ...string) string {
 }
 
 // tableRows builds the columns and rows of objs (typed for kinds with
-// printers, any object otherwise). Each row's object is set by the caller.
+// printers, any object otherwise). Each row's object is set by the caller;
+// rows follow objs, which a kind's printer may first reorder in place.
 func tableRows(gk schema.GroupKind, objs []runtime.Object, now time.Time) ([]metav1.TableColumnDefinition, []metav1.TableRow, error) {
 	p, ok := printers[gk]
+	if ok && p.order != nil {
+		p.order(objs)
+	}
 	rows := make([]metav1.TableRow, 0, len(objs))
 	for _, o := range objs {
 		if ok {
-			if _, typed := o.(runtime.Unstructured); !typed {
+			if _, u := o.(runtime.Unstructured); u == p.unstructured {
 				row := metav1.TableRow{Cells: p.cells(o, now)}
 				if p.conditions != nil {
 					row.Conditions = p.conditions(o)

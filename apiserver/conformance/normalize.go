@@ -227,6 +227,11 @@ func (v *view) text(x, key string) any {
 			return "<cluster-ip>"
 		}
 		x = tableNodePort.ReplaceAllString(x, ":<node-port>/")
+		if key == "cells" {
+			// A uid inside a cell (a Job's selector: controller-uid=…) is
+			// named as the uids of the objects.
+			x = uuidText.ReplaceAllStringFunc(x, func(u string) string { return rename(v.uids, u, "uid") })
+		}
 	case "message", "reason":
 		x = uuidText.ReplaceAllString(x, "<uuid>")
 		x = pointers.ReplaceAllString(x, "<pointer>")
