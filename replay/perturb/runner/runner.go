@@ -226,20 +226,12 @@ func runOne(ctx context.Context, session string, sp perturb.Spec, base string, s
 	if ctx.Err() != nil {
 		return res, ctx.Err()
 	}
-	defer func() {
-		res.Took = time.Since(began)
-		res.Seconds = res.Took.Round(100 * time.Millisecond).Seconds()
-		res.Verdict = "differs"
-		if res.Same {
-			res.Verdict = "same"
-		}
-	}()
 	if !res.Settled {
 		res.First = fmt.Sprintf("the run did not settle within %v", opts.Timeout)
 		if len(applied) > 0 {
 			res.Preceding = applied[len(applied)-1].Spec
 		}
-		return res, nil
+		return res.finish(began), nil
 	}
 	rep, err := diff.Sessions(session, runPath, diff.Options{Verdict: []diff.Category{diff.CategoryState}})
 	if err != nil {
@@ -252,7 +244,18 @@ func runOne(ctx context.Context, session string, sp perturb.Spec, base string, s
 			res.Preceding = rep.Preceding.Spec
 		}
 	}
-	return res, nil
+	return res.finish(began), nil
+}
+
+// finish sets the verdict and the time taken since began.
+func (r Result) finish(began time.Time) Result {
+	r.Took = time.Since(began)
+	r.Seconds = r.Took.Round(100 * time.Millisecond).Seconds()
+	r.Verdict = "differs"
+	if r.Same {
+		r.Verdict = "same"
+	}
+	return r
 }
 
 // firstDifference says what made rep differ: a finding, else its first
