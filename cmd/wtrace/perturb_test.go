@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/wtrace/wtrace/testkit/k8stest"
 )
 
 // kcmSession is a real recording of kube-controller-manager (see
@@ -51,4 +53,33 @@ func TestPerturbPlan(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPerturbRun: wtrace perturb run prints a table, spec → verdict,
+// time, first difference, and exits 1 when a run differs: a command
+// that runs no controller never gets the run where the recording went.
+// With the real kube-controller-manager (skipped without it), a planned
+// spec's run is the same as the recording: exit 0.
+func TestPerturbRun(t *testing.T) {
+	t.Run("nothing runs", func(t *testing.T) {
+		out, stderr, code := wtrace(t, "perturb", "run", kcmSession, "--exec", "true", "--spec", "gone:at=write:2",
+			"--timeout", "2s", "--quiet-window", "200ms")
+		if code != 1 || !strings.HasPrefix(out, "SPEC") || !strings.Contains(out, "gone:at=write:2  differs") ||
+			!strings.Contains(out, "did not settle within 2s") || !strings.Contains(stderr, "0 of 1 runs ended as the recording did") {
+			t.Errorf("perturb run: exit %d, stdout\n%s\nstderr %q; want exit 1 and the run that differs", code, out, stderr)
+		}
+	})
+	t.Run("kcm", func(t *testing.T) {
+		bin := k8stest.ControllerManagerBinary(t)
+		exec := bin + ` --kubeconfig="$KUBECONFIG" --controllers=deployment,replicaset --leader-elect=false --use-service-account-credentials=false --secure-port=0`
+		out, stderr, code := wtrace(t, "perturb", "run", kcmSession, "--exec", exec, "--plan", "--kind", "watch-close", "--max", "1", "--output", "json")
+		var res []struct {
+			Spec, Verdict string
+			Same          bool
+			Applied       []string
+		}
+		if err := json.Unmarshal([]byte(out), &res); err != nil || code != 0 || len(res) != 1 || !res[0].Same || len(res[0].Applied) != 1 {
+			t.Errorf("perturb run --plan --kind watch-close --max 1: exit %d, %v, stdout\n%s\nstderr %s; want one run, the same", code, err, out, stderr)
+		}
+	})
 }

@@ -18,10 +18,10 @@ import (
 	"github.com/wtrace/wtrace/replay/record"
 )
 
-// DefaultTimeout bounds each run when Options.Timeout is 0: a kcm
-// recording of a minute's scenario settles within 30 s under any single
-// perturbation (TestPerturbKCM's slowest, a restart, took 25 s); twice
-// that and more is a run that will not settle.
+// DefaultTimeout bounds each run when Options.Timeout is 0: a run of
+// rs-1.wt (a kcm recording of a 12 s scenario) settles in 10 s under each
+// of TestRunKCM's specs; a run still busy after eighteen times that is
+// one that will not settle.
 const DefaultTimeout = 3 * time.Minute
 
 // DefaultQuietWindow is how long the clients must be quiet, once the
