@@ -327,6 +327,10 @@ func runPerturbRun(c *cobra.Command, o *perturbRunOptions) error {
 	if werr := writeResults(s.out, o.output, results); werr != nil {
 		return werr
 	}
+	if errors.Is(err, context.Canceled) {
+		fmt.Fprintf(s.err, "Stopped after %d of %d runs.\n", len(results), len(specs))
+		return silentError{}
+	}
 	if err != nil {
 		return withHint(err, "check that --exec runs the controller (try it with -v)")
 	}
@@ -353,7 +357,8 @@ func writeResults(w io.Writer, format string, results []runner.Result) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(results)
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SPEC\tVERDICT\tTOOK\tFIRST DIFFERENCE")
 	for _, r := range results {
 		first := r.First
@@ -362,5 +367,14 @@ func writeResults(w io.Writer, format string, results []runner.Result) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%.1fs\t%s\n", r.Text, r.Verdict, r.Seconds, first)
 	}
-	return tw.Flush()
+	tw.Flush()
+	for _, line := range strings.SplitAfter(b.String(), "\n") {
+		if line == "" {
+			continue
+		}
+		if _, err := io.WriteString(w, strings.TrimRight(line, " \n")+"\n"); err != nil {
+			return err
+		}
+	}
+	return nil
 }
