@@ -129,3 +129,5 @@ func (w *syncWriter) Write(p []byte) (int, error) {
 	defer w.mu.Unlock()
 	return w.b.Write(p)
 }
+
+func sleepABit() { time.Sleep(10 * time.Millisecond) }
