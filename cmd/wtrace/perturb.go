@@ -225,8 +225,9 @@ output too with -v, with the replay's log. --keep DIR keeps each run's
 session file (NN-KIND.wt: 'wtrace diff SESSION DIR/NN-KIND.wt' says more)
 and kubeconfig.
 
-Exit status 1 when any run differs; the first Ctrl-C stops after the run in
-progress is cut short, the second at once.`,
+Exit status 1 when any run differs. The first Ctrl-C cuts the run in
+progress short and stops, with the table of the runs done; the second exits
+at once.`,
 		Example: `  # the plan's 40 points, kube-controller-manager under test
   wtrace perturb run session.wt --plan \
     --exec 'kube-controller-manager --kubeconfig "$KUBECONFIG" --controllers=deployment,replicaset --leader-elect=false'
@@ -235,7 +236,7 @@ progress is cut short, the second at once.`,
   wtrace perturb run session.wt --exec './my-controller' \
     --spec gone:resource=pods,at=write:3 --spec client-restart:at=write:5 --keep runs/
 
-  # the first 10 points of the plan's restarts, for a script
+  # 10 restarts spread over the recording, as JSON for a script
   wtrace perturb run session.wt --plan --kind restart --max 10 --exec ./my-controller --output json | jq '.[] | select(.same | not)'`,
 		Args: exactArgs(1, "one session file"),
 		RunE: func(c *cobra.Command, args []string) error {
