@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/wtrace/wtrace/apiserver/world"
 	"github.com/wtrace/wtrace/replay/perturb"
 	"github.com/wtrace/wtrace/replay/perturb/plan"
@@ -92,9 +94,10 @@ func TestRunKCM(t *testing.T) {
 // TestRunDiffers: a controller that does nothing never gets where the
 // recording did (the replay's environment waits for its writes: the run
 // never settles), and the result says so; without Options.Dir no run
-// file is kept.
+// file is kept; Run leaves no goroutine behind.
 func TestRunDiffers(t *testing.T) {
 	clients, specs := planned(t, perturb.Gone)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	started, stopped := 0, 0
 	start := func(ctx context.Context, url, kubeconfig string) (func(), error) {
 		if _, err := os.Stat(kubeconfig); err != nil || !strings.HasPrefix(url, "http://127.0.0.1:") {
