@@ -319,14 +319,20 @@ func candidates(mine []request, p *Plan) []candidate {
 	if len(listed) > 1 {
 		add("stale:changes=3,count="+strconv.Itoa(len(listed)), 0)
 	}
+	runWide(addTo)
+	return out
+}
+
+// runWide adds the candidates of the run as a whole: throttles by seed,
+// on every request and on writes; delays of answers and of events.
+func runWide(addTo func(group, text string, pos float64)) {
 	for seed := 1; seed <= throttleSeeds; seed++ {
 		pos := float64(seed) / float64(throttleSeeds+1)
 		addTo("all", fmt.Sprintf("throttle:share=0.2,seed=%d", seed), pos)
 		addTo("writes", fmt.Sprintf("throttle:share=0.3,seed=%d,on=writes", seed), pos)
 	}
-	add("delay", 0)
-	add("delay:for=100ms,on=events", 0.5)
-	return out
+	addTo("", "delay", 0)
+	addTo("", "delay:for=100ms,on=events", 0.5)
 }
 
 // dedupe keeps the first candidate of each spec text.
