@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"sort"
 	"strings"
 
@@ -24,7 +25,7 @@ var sessionExts = []string{"wt"}
 
 // sessionArgs are the commands whose positional arguments are session
 // files.
-var sessionArgs = []string{"inspect", "events", "verify", "replay", "diff", "export", "merge", "slice", "report", "push"}
+var sessionArgs = []string{"inspect", "events", "verify", "replay", "diff", "export", "merge", "slice", "report", "push", "perturb plan", "perturb run"}
 
 // flagValues are the flags that take one of a fixed set of words, per
 // command ("" for every command that has the flag). A value list of a
@@ -43,6 +44,10 @@ var flagValues = []struct {
 	{"", "log-format", logFormats},
 	{"record", "compression", compressionNames()},
 	{"version", "output", []string{"json"}},
+	{"perturb plan", "kind", perturbKinds()},
+	{"perturb plan", "output", []string{"text", "json"}},
+	{"perturb run", "kind", perturbKinds()},
+	{"perturb run", "output", []string{"text", "json"}},
 }
 
 func categories() []string {
@@ -62,20 +67,25 @@ func compressionNames() []string {
 	return out
 }
 
-// registerCompletions adds the completions to the commands of root.
+// registerCompletions adds the completions to the commands of root (and
+// their subcommands: "perturb plan" is named by its path below root).
 func registerCompletions(root *cobra.Command) {
+	var cmds []*cobra.Command
 	for _, c := range root.Commands() {
-		for _, name := range sessionArgs {
-			if c.Name() == name {
-				c.ValidArgsFunction = completeSessions
-			}
-		}
+		cmds = append(cmds, c)
+		cmds = append(cmds, c.Commands()...)
+	}
+	for _, c := range cmds {
+		name := strings.TrimPrefix(c.CommandPath(), root.Name()+" ")
 		for _, fv := range flagValues {
-			if (fv.cmd == "" || fv.cmd == c.Name()) && c.Flags().Lookup(fv.flag) != nil {
+			if (fv.cmd == "" || fv.cmd == name) && c.Flags().Lookup(fv.flag) != nil {
 				c.RegisterFlagCompletionFunc(fv.flag, completeWords(fv.values))
 			}
 		}
-		if c.Name() == "record" {
+		if slices.Contains(sessionArgs, name) {
+			c.ValidArgsFunction = completeSessions
+		}
+		if name == "record" {
 			c.RegisterFlagCompletionFunc("context", completeContexts)
 			c.RegisterFlagCompletionFunc("pcap", cobra.FixedCompletions([]string{"pcap", "pcapng", "gz", "zst"}, cobra.ShellCompDirectiveFilterFileExt))
 		}

@@ -40,7 +40,7 @@ func TestCompletion(t *testing.T) {
 			cmds = []string{"record", "replay"}
 		}
 		for _, cmd := range cmds {
-			got, dir := complete(t, cmd, "--"+fv.flag, "")
+			got, dir := complete(t, append(strings.Fields(cmd), "--"+fv.flag, "")...)
 			if !slices.Equal(got, fv.values) || dir != ":4" { // ShellCompDirectiveNoFileComp
 				t.Errorf("%s --%s: %q %s; want %q :4", cmd, fv.flag, got, dir, fv.values)
 			}
@@ -53,7 +53,7 @@ func TestCompletion(t *testing.T) {
 		t.Errorf("diff --only write,e: %q", got)
 	}
 	for _, cmd := range sessionArgs {
-		if got, dir := complete(t, cmd, ""); !slices.Equal(got, []string{"wt"}) || dir != ":8" { // ShellCompDirectiveFilterFileExt
+		if got, dir := complete(t, append(strings.Fields(cmd), "")...); !slices.Equal(got, []string{"wt"}) || dir != ":8" { // ShellCompDirectiveFilterFileExt
 			t.Errorf("%s SESSION: %q %s; want the .wt filter", cmd, got, dir)
 		}
 	}

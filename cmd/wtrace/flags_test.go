@@ -179,6 +179,30 @@ func TestParseOthers(t *testing.T) {
 			{args: []string{"x"}, usage: "no arguments"},
 		})
 	})
+	t.Run("perturb plan", func(t *testing.T) {
+		runParse(t, newPerturbPlanCmd, []checkParse{
+			{args: []string{"s.wt"}, want: map[string]any{"path": "s.wt", "max": 40, "output": "text"}},
+			{args: []string{"s.wt", "--max", "-1", "--kind", "gone,restart", "--client", "^kcm/", "--output", "json"},
+				want: map[string]any{"max": -1, "kinds": []string{"gone", "restart"}, "client": "^kcm/", "output": "json"}},
+			{args: []string{"s.wt", "--max", "0"}, usage: "--max 0"},
+			{args: []string{"s.wt", "--kind", "explode"}, usage: "--kind \"explode\""},
+			{args: []string{"s.wt", "--output", "yaml"}, usage: "--output"},
+			{args: []string{}, usage: "one session file"},
+		})
+	})
+	t.Run("perturb run", func(t *testing.T) {
+		runParse(t, newPerturbRunCmd, []checkParse{
+			{args: []string{"s.wt", "--exec", "ctl", "--spec", "gone:at=write:2", "--spec", "restart"},
+				want: map[string]any{"exec": "ctl", "specs": []string{"gone:at=write:2", "restart"}, "timeout": 3 * time.Minute, "output": "text"}},
+			{args: []string{"s.wt", "--exec", "ctl", "--plan", "--max", "4", "--keep", "runs", "--output", "json", "-v"},
+				want: map[string]any{"usePlan": true, "max": 4, "keep": "runs", "output": "json", "verbose": true}},
+			{args: []string{"s.wt", "--plan"}, usage: "--exec is required"},
+			{args: []string{"s.wt", "--exec", "ctl"}, usage: "--spec SPEC (repeatable) or --plan"},
+			{args: []string{"s.wt", "--exec", "ctl", "--plan", "--spec", "gone"}, usage: "give one"},
+			{args: []string{"s.wt", "--exec", "ctl", "--spec", "explode"}, usage: "unknown kind"},
+			{args: []string{"s.wt", "--exec", "ctl", "--plan", "--timeout", "0s"}, usage: "positive durations"},
+		})
+	})
 	t.Run("diff", func(t *testing.T) {
 		runParse(t, newDiffCmd, []checkParse{
 			{args: []string{"a.wt", "b.wt", "--only", "write", "--max", "0"}, want: map[string]any{"a": "a.wt", "b": "b.wt", "only": []string{"write"}, "max": 0}},
@@ -190,7 +214,7 @@ func TestParseOthers(t *testing.T) {
 // TestEveryCommandParsed: every command of the root has a parse test
 // above (a new command gets one).
 func TestEveryCommandParsed(t *testing.T) {
-	tested := map[string]bool{"record": true, "replay": true, "export": true, "merge": true, "slice": true, "verify": true, "inspect": true, "events": true, "diff": true, "report": true, "version": true, "push": true, "pull": true}
+	tested := map[string]bool{"record": true, "replay": true, "export": true, "merge": true, "slice": true, "verify": true, "inspect": true, "events": true, "diff": true, "report": true, "version": true, "push": true, "pull": true, "perturb": true}
 	for _, c := range newRootCmd(streams{}).Commands() {
 		if !tested[c.Name()] && c.Name() != "help" && c.Name() != "completion" {
 			t.Errorf("command %s has no parse test", c.Name())

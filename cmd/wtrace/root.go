@@ -103,6 +103,7 @@ back to real clients with the original timing.`,
 		newVersionCmd(s, nil),
 		newPushCmd(s, nil),
 		newPullCmd(s, nil),
+		newPerturbCmd(s),
 	)
 	// --version without a short flag: -v is --verbose where a command has
 	// one (replay), one meaning per short flag.

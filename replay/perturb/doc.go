@@ -46,6 +46,12 @@
 // count events and writes, not time, where they can: the same spec
 // perturbs the same step of the run whatever the machine's speed.
 //
+// # Plans and runs
+//
+// Package replay/perturb/plan lists the points of a recording worth
+// perturbing (wtrace perturb plan); package replay/perturb/runner runs a
+// controller under each spec and judges each run (wtrace perturb run).
+//
 // # Judging a run
 //
 // A perturbed run is judged by where it ends (package diff's end state:
