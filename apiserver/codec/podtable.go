@@ -55,42 +55,69 @@ func podCondition(st *corev1.PodStatus, t corev1.PodConditionType) (corev1.Condi
 	return "", false
 }
 
+// podCells is printPod's row of a Pod: name, ready, status, restarts,
+// age, IP, node, nominated node, readiness gates.
 func podCells(pod *corev1.Pod, now time.Time) []any {
-	restarts, initRestarts := 0, 0
-	total := len(pod.Spec.Containers)
-	ready := 0
-	var lastRestart, lastInitRestart metav1.Time
-	reason := string(pod.Status.Phase)
+	ps := podState{total: len(pod.Spec.Containers), reason: string(pod.Status.Phase)}
 	if pod.Status.Reason != "" {
-		reason = pod.Status.Reason
+		ps.reason = pod.Status.Reason
 	}
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Reason == corev1.PodReasonSchedulingGated {
-			reason = corev1.PodReasonSchedulingGated
+			ps.reason = corev1.PodReasonSchedulingGated
 		}
 	}
 	inits := map[string]*corev1.Container{}
 	for i := range pod.Spec.InitContainers {
 		inits[pod.Spec.InitContainers[i].Name] = &pod.Spec.InitContainers[i]
 		if restartable(&pod.Spec.InitContainers[i]) {
-			total++
+			ps.total++
 		}
 	}
-	later := func(cur *metav1.Time, t metav1.Time) {
-		if cur.Before(&t) {
-			*cur = t
-		}
+	initializing := ps.initContainers(pod, inits)
+	if st, _ := podCondition(&pod.Status, corev1.PodInitialized); !initializing || st == corev1.ConditionTrue {
+		ps.containers(pod)
 	}
-	initializing := false
+	if pod.DeletionTimestamp != nil && pod.Status.Reason == "NodeLost" {
+		ps.reason = "Unknown"
+	} else if pod.DeletionTimestamp != nil && pod.Status.Phase != corev1.PodFailed && pod.Status.Phase != corev1.PodSucceeded {
+		ps.reason = "Terminating"
+	}
+	restartsCell := strconv.Itoa(ps.restarts)
+	if ps.restarts != 0 && !ps.lastRestart.IsZero() {
+		restartsCell = fmt.Sprintf("%d (%s ago)", ps.restarts, age(ps.lastRestart, now))
+	}
+	row := []any{pod.Name, fmt.Sprintf("%d/%d", ps.ready, ps.total), ps.reason, restartsCell, age(pod.CreationTimestamp, now)}
+	return append(row, podPlacement(pod)...)
+}
+
+// podState is what printPod sums up of a Pod's containers.
+type podState struct {
+	reason                       string
+	ready, total                 int
+	restarts, initRestarts       int
+	lastRestart, lastInitRestart metav1.Time
+}
+
+// later sets *cur to t when t is later.
+func later(cur *metav1.Time, t metav1.Time) {
+	if cur.Before(&t) {
+		*cur = t
+	}
+}
+
+// initContainers reads the init containers' statuses up to the first
+// that has not finished, and reports whether the Pod is initializing.
+func (ps *podState) initContainers(pod *corev1.Pod, inits map[string]*corev1.Container) bool {
 	for i, c := range pod.Status.InitContainerStatuses {
-		restarts += int(c.RestartCount)
+		ps.restarts += int(c.RestartCount)
 		if c.LastTerminationState.Terminated != nil {
-			later(&lastRestart, c.LastTerminationState.Terminated.FinishedAt)
+			later(&ps.lastRestart, c.LastTerminationState.Terminated.FinishedAt)
 		}
 		if restartable(inits[c.Name]) {
-			initRestarts += int(c.RestartCount)
+			ps.initRestarts += int(c.RestartCount)
 			if c.LastTerminationState.Terminated != nil {
-				later(&lastInitRestart, c.LastTerminationState.Terminated.FinishedAt)
+				later(&ps.lastInitRestart, c.LastTerminationState.Terminated.FinishedAt)
 			}
 		}
 		switch {
@@ -98,68 +125,65 @@ func podCells(pod *corev1.Pod, now time.Time) []any {
 			continue
 		case restartable(inits[c.Name]) && c.Started != nil && *c.Started:
 			if c.Ready {
-				ready++
+				ps.ready++
 			}
 			continue
 		case c.State.Terminated != nil:
 			switch {
 			case c.State.Terminated.Reason != "":
-				reason = "Init:" + c.State.Terminated.Reason
+				ps.reason = "Init:" + c.State.Terminated.Reason
 			case c.State.Terminated.Signal != 0:
-				reason = fmt.Sprintf("Init:Signal:%d", c.State.Terminated.Signal)
+				ps.reason = fmt.Sprintf("Init:Signal:%d", c.State.Terminated.Signal)
 			default:
-				reason = fmt.Sprintf("Init:ExitCode:%d", c.State.Terminated.ExitCode)
+				ps.reason = fmt.Sprintf("Init:ExitCode:%d", c.State.Terminated.ExitCode)
 			}
-			initializing = true
 		case c.State.Waiting != nil && c.State.Waiting.Reason != "" && c.State.Waiting.Reason != "PodInitializing":
-			reason = "Init:" + c.State.Waiting.Reason
-			initializing = true
+			ps.reason = "Init:" + c.State.Waiting.Reason
 		default:
-			reason = fmt.Sprintf("Init:%d/%d", i, len(pod.Spec.InitContainers))
-			initializing = true
+			ps.reason = fmt.Sprintf("Init:%d/%d", i, len(pod.Spec.InitContainers))
 		}
-		break
+		return true
 	}
-	if st, _ := podCondition(&pod.Status, corev1.PodInitialized); !initializing || st == corev1.ConditionTrue {
-		restarts, lastRestart = initRestarts, lastInitRestart
-		running := false
-		for i := len(pod.Status.ContainerStatuses) - 1; i >= 0; i-- {
-			c := pod.Status.ContainerStatuses[i]
-			restarts += int(c.RestartCount)
-			if c.LastTerminationState.Terminated != nil {
-				later(&lastRestart, c.LastTerminationState.Terminated.FinishedAt)
-			}
-			switch {
-			case c.State.Waiting != nil && c.State.Waiting.Reason != "":
-				reason = c.State.Waiting.Reason
-			case c.State.Terminated != nil && c.State.Terminated.Reason != "":
-				reason = c.State.Terminated.Reason
-			case c.State.Terminated != nil && c.State.Terminated.Signal != 0:
-				reason = fmt.Sprintf("Signal:%d", c.State.Terminated.Signal)
-			case c.State.Terminated != nil:
-				reason = fmt.Sprintf("ExitCode:%d", c.State.Terminated.ExitCode)
-			case c.Ready && c.State.Running != nil:
-				running = true
-				ready++
-			}
+	return false
+}
+
+// containers reads the containers' statuses, last first (the first
+// container's reason wins), once the Pod is initialized.
+func (ps *podState) containers(pod *corev1.Pod) {
+	ps.restarts, ps.lastRestart = ps.initRestarts, ps.lastInitRestart
+	running := false
+	for i := len(pod.Status.ContainerStatuses) - 1; i >= 0; i-- {
+		c := pod.Status.ContainerStatuses[i]
+		ps.restarts += int(c.RestartCount)
+		if c.LastTerminationState.Terminated != nil {
+			later(&ps.lastRestart, c.LastTerminationState.Terminated.FinishedAt)
 		}
-		if reason == "Completed" && running {
-			if st, _ := podCondition(&pod.Status, corev1.PodReady); st == corev1.ConditionTrue {
-				reason = "Running"
-			} else {
-				reason = "NotReady"
-			}
+		switch {
+		case c.State.Waiting != nil && c.State.Waiting.Reason != "":
+			ps.reason = c.State.Waiting.Reason
+		case c.State.Terminated != nil && c.State.Terminated.Reason != "":
+			ps.reason = c.State.Terminated.Reason
+		case c.State.Terminated != nil && c.State.Terminated.Signal != 0:
+			ps.reason = fmt.Sprintf("Signal:%d", c.State.Terminated.Signal)
+		case c.State.Terminated != nil:
+			ps.reason = fmt.Sprintf("ExitCode:%d", c.State.Terminated.ExitCode)
+		case c.Ready && c.State.Running != nil:
+			running = true
+			ps.ready++
 		}
 	}
-	if pod.DeletionTimestamp != nil && pod.Status.Reason == "NodeLost" {
-		reason = "Unknown"
-	} else if pod.DeletionTimestamp != nil && pod.Status.Phase != corev1.PodFailed && pod.Status.Phase != corev1.PodSucceeded {
-		reason = "Terminating"
+	if ps.reason == "Completed" && running {
+		if st, _ := podCondition(&pod.Status, corev1.PodReady); st == corev1.ConditionTrue {
+			ps.reason = "Running"
+		} else {
+			ps.reason = "NotReady"
+		}
 	}
-	restartsCell := strconv.Itoa(restarts)
-	if restarts != 0 && !lastRestart.IsZero() {
-		restartsCell = fmt.Sprintf("%d (%s ago)", restarts, age(lastRestart, now))
-	}
+}
+
+// podPlacement is the wide cells of a Pod's row: IP, node, nominated
+// node, readiness gates met.
+func podPlacement(pod *corev1.Pod) []any {
 	node, nominated, ip := pod.Spec.NodeName, pod.Status.NominatedNodeName, ""
 	if len(pod.Status.PodIPs) > 0 {
 		ip = pod.Status.PodIPs[0].IP
@@ -183,6 +207,5 @@ func podCells(pod *corev1.Pod, now time.Time) []any {
 		}
 		gates = fmt.Sprintf("%d/%d", n, len(pod.Spec.ReadinessGates))
 	}
-	return []any{pod.Name, fmt.Sprintf("%d/%d", ready, total), reason, restartsCell, age(pod.CreationTimestamp, now),
-		ip, node, nominated, gates}
+	return []any{ip, node, nominated, gates}
 }
