@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"reflect"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 )
@@ -292,8 +293,27 @@ func TestBlockCutting(t *testing.T) {
 	})
 }
 
+// lockedBuffer is a bytes.Buffer the Writer's background goroutine writes
+// while the test reads its length.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) Len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Len()
+}
+
 func TestWriterSize(t *testing.T) {
-	var buf bytes.Buffer
+	var buf lockedBuffer // the Writer compresses and writes in the background
 	w, err := NewWriter(&buf, WriterOptions{BlockSize: 10000})
 	if err != nil {
 		t.Fatal(err)
