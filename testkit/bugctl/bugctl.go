@@ -10,8 +10,9 @@
 // that is gone. After each reconcile, a sweep deletes the children whose
 // parent does not exist.
 //
-// The correct controller: creates a child only after a consistent LIST
-// (resourceVersion "") of the parent's children finds none, requeueing
+// The correct controller: creates a child only for a parent that a GET
+// finds, and not deleting (else it cleans up), and only after a
+// consistent LIST (resourceVersion "") of the parent's children finds none, requeueing
 // on any error; cleans up on the deleting state and on the delete
 // (tombstones too); sweeps from a LIST of parents served from the watch
 // cache (resourceVersion 0) but confirms each orphan with a GET before
@@ -189,6 +190,22 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	}
 	if key == "" {
 		return nil
+	}
+	// The parent as it is now: a key queued by a child's event, or by a
+	// relist, may name a parent that is deleting or gone since — no child
+	// for it, the cleanup instead (with Intermediate, only for one seen
+	// deleting).
+	p, err := cms.Get(ctx, key, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		if c.bugs.Intermediate {
+			return nil
+		}
+		return c.reconcile(ctx, "delete/"+key)
+	case err != nil:
+		return err
+	case p.Labels[StateLabel] == Deleting:
+		return c.reconcile(ctx, "delete/"+key)
 	}
 	l, err := cms.List(ctx, metav1.ListOptions{LabelSelector: ParentLabel + "=" + key + "," + ChildrenOnly})
 	if err != nil {
