@@ -3,7 +3,6 @@ package replay_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -52,11 +51,6 @@ func bugsOf(name string) bugctl.Bugs {
 // perturbation of its class — the diff report naming it — and not by the
 // others; the correct controller passes every one.
 func TestPerturbPlantedBugs(t *testing.T) {
-	if os.Getenv("WTRACE_PERTURB_BUGS") == "" {
-		// Not passing yet (issue 33, notes): gone, restart and skip flag
-		// the correct controller; the lost-answer duplicate is not caught.
-		t.Skip("set WTRACE_PERTURB_BUGS=1: the planted-bug matrix does not pass yet")
-	}
 	recorded := recordBugctl(t)
 	var table []string
 	check := func(bug string, spec string, wantCaught bool) {

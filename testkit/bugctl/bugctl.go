@@ -10,8 +10,8 @@
 // that is gone. After each reconcile, a sweep deletes the children whose
 // parent does not exist.
 //
-// The correct controller: creates a child only for a parent that a GET
-// finds, and not deleting (else it cleans up), and only after a
+// The correct controller: creates a child only for a parent its informer
+// has, and not deleting (else it cleans up), and only after a
 // consistent LIST (resourceVersion "") of the parent's children finds none, requeueing
 // on any error; cleans up on the deleting state and on the delete
 // (tombstones too); sweeps from a LIST of parents served from the watch
@@ -68,6 +68,7 @@ type Controller struct {
 	bugs   Bugs
 	queue  workqueue.TypedRateLimitingInterface[string]
 	kids   cache.Indexer
+	parent cache.Indexer
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	logf   func(string, ...any)
@@ -96,6 +97,7 @@ func Start(ctx context.Context, cfg *rest.Config, ns string, bugs Bugs, logf fun
 	pinf := parents.Core().V1().ConfigMaps().Informer()
 	kinf := children.Core().V1().ConfigMaps().Informer()
 	c.kids = kinf.GetIndexer()
+	c.parent = pinf.GetIndexer()
 	if _, err := pinf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { c.enqueue(o, false) },
 		UpdateFunc: func(_, o any) { c.enqueue(o, false) },
@@ -191,19 +193,21 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	if key == "" {
 		return nil
 	}
-	// The parent as it is now: a key queued by a child's event, or by a
-	// relist, may name a parent that is deleting or gone since — no child
+	// The parent as the informer has it: a key queued by a child's event,
+	// or by a relist, may name a parent deleting or gone since — no child
 	// for it, the cleanup instead (with Intermediate, only for one seen
 	// deleting).
-	p, err := cms.Get(ctx, key, metav1.GetOptions{})
+	o, exists, err := c.parent.GetByKey(c.ns + "/" + key)
+	if err != nil {
+		return err
+	}
+	p, _ := o.(*corev1.ConfigMap)
 	switch {
-	case apierrors.IsNotFound(err):
+	case !exists || p == nil:
 		if c.bugs.Intermediate {
 			return nil
 		}
 		return c.reconcile(ctx, "delete/"+key)
-	case err != nil:
-		return err
 	case p.Labels[StateLabel] == Deleting:
 		return c.reconcile(ctx, "delete/"+key)
 	}
