@@ -303,6 +303,19 @@ func (p *perturbation) Restart(d time.Duration) {
 	p.mu.Lock()
 	p.downUntil = p.s.clock.Now().Add(d)
 	p.mu.Unlock()
+	p.s.mu.Lock()
+	ln := p.s.listener
+	p.s.mu.Unlock()
+	if ln != nil {
+		// Refused while down, as by an apiserver's closed port (else
+		// accepted and closed at once: connState).
+		ln.Pause()
+		time.AfterFunc(d, func() {
+			if !ln.Resume() {
+				p.s.log.Warn("replay: restart: cannot listen again", "addr", ln.Addr().String())
+			}
+		})
+	}
 	p.closeConns()
 }
 

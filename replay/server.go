@@ -65,6 +65,7 @@ type Server struct {
 	handlers  sync.WaitGroup
 	conns     sync.WaitGroup
 	srv       *http.Server
+	listener  *pausable // the listener the Server opened itself (restart pauses it); nil: Options.Listener
 	serveDone chan struct{}
 	certPEM   []byte
 }
