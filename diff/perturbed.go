@@ -137,7 +137,10 @@ func (c *comparer) firstDifference(side string) (time.Time, bool) {
 // reports, which say a write failed where the perturbation failed it
 // (FailedCreate for SuccessfulCreate) — and an object created in the
 // other session with a generated name whose create in the perturbed run
-// was applied and had its answer lost (error:when=after), one for one.
+// was applied and had its answer lost (error:when=after), one for one;
+// and an object one session created and deleted that the other never
+// made (both worlds end without it). A lost create's object no missing
+// one accounts for is a difference (lostAndKept).
 func (c *comparer) excusePerturbed() {
 	if len(c.rep.Perturbations) == 0 {
 		return
