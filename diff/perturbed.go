@@ -174,6 +174,8 @@ func (c *comparer) excusePerturbed() {
 						why = "deleted in both worlds: what the client wrote last before the deletion is an intermediate state"
 					case wordingOnly(d.Diff):
 						why = "only the reason and message of a condition differ: the path the controller took, not where it ended"
+					case onlyFields(d.Diff, `"observedGeneration":`):
+						why = "only the observed generation differs: how many spec changes the object went through (created at its last spec, or changed to it), not where it ended"
 					}
 				}
 			}
@@ -374,14 +376,18 @@ func (c *comparer) watched(s *side) map[string]seenEvent {
 // wordingOnly reports whether unified diff u changes only "reason" and
 // "message" fields (of status conditions: how a controller worded the
 // path it took to the same condition type and status).
-func wordingOnly(u string) bool {
+func wordingOnly(u string) bool { return onlyFields(u, `"reason":`, `"message":`) }
+
+// onlyFields reports whether unified diff u changes lines of the given
+// fields alone (each a JSON member's opening, `"reason":`), and some.
+func onlyFields(u string, fields ...string) bool {
 	changed := 0
 	for _, line := range strings.Split(u, "\n") {
 		if strings.HasPrefix(line, "---") || strings.HasPrefix(line, "+++") || line == "" || line[0] != '-' && line[0] != '+' {
 			continue
 		}
 		f := strings.TrimSpace(line[1:])
-		if !strings.HasPrefix(f, `"reason":`) && !strings.HasPrefix(f, `"message":`) {
+		if !slices.ContainsFunc(fields, func(p string) bool { return strings.HasPrefix(f, p) }) {
 			return false
 		}
 		changed++

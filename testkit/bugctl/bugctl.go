@@ -11,8 +11,8 @@
 // parent does not exist.
 //
 // The correct controller: creates a child only for a parent its informer
-// has, and not deleting (else it cleans up), and only after a
-// consistent LIST (resourceVersion "") of the parent's children finds none, requeueing
+// has and not deleting (else it cleans up), and only after a consistent
+// LIST (resourceVersion "") of the parent's children finds none, requeueing
 // on any error; cleans up on the deleting state and on the delete
 // (tombstones too); sweeps from a LIST of parents served from the watch
 // cache (resourceVersion 0) but confirms each orphan with a GET before
@@ -20,7 +20,8 @@
 //
 //	StaleDelete      the sweep deletes an orphan of its LIST without the GET (acts on a stale list)
 //	Intermediate     the cleanup happens only on the deleting state, not on the delete (relies on
-//	                 seeing every intermediate version; a relist's tombstone is ignored)
+//	                 seeing every intermediate version; a relist's tombstone, and a parent its
+//	                 informer no longer has, are ignored)
 //	DuplicateCreate  a create that fails is retried at once, without the LIST (not idempotent after
 //	                 a lost answer: a second child)
 //	IgnoreRetryAfter writes go out without client-go's retries, and a 429 is retried at once
