@@ -116,7 +116,11 @@ func (s *Server) Perturbations() []perturb.Applied {
 // decides, else as next (Server.route) does.
 func (p *perturbation) route(r *http.Request, q tape.Query, body []byte, next func(*http.Request, tape.Query, []byte) *stream.Answer) *stream.Answer {
 	p.eng.Start()
-	p.releaseHeld()
+	if !(q.Group == "coordination.k8s.io" && q.Resource.Resource == "leases") {
+		// A client came back; a leader elector's renewal, on its own
+		// timer, says nothing of its informers backing off.
+		p.releaseHeld()
+	}
 	p.sample()
 	pr := perturb.Request{Method: q.Method, Verb: q.Verb, Group: q.Group, Resource: q.Resource.Resource,
 		Namespace: q.Namespace, Name: q.Name, Subresource: q.Subresource, IsResource: q.IsResource, Watch: q.Watch,
