@@ -265,6 +265,10 @@ type comparer struct {
 	groups      map[string]int // subject → index in rep.Groups
 	listed      int
 	warned      map[string]bool
+	// madeAndGone are the objects one session's clients created and
+	// deleted and the other's never wrote: both worlds end without them
+	// (perturbed.go).
+	madeAndGone map[Object]bool
 }
 
 func newComparer(opts Options) (*comparer, error) {

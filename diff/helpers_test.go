@@ -40,7 +40,11 @@ func writeSession(t testing.TB, name string, exs ...sx) string {
 	return path
 }
 
-func writeSessionFile(path string, exs ...sx) error {
+func writeSessionFile(path string, exs ...sx) error { return writeSessionNote(path, "", exs...) }
+
+// writeSessionNote is writeSessionFile with the Summary's note (a
+// perturbed run's lists its perturbations).
+func writeSessionNote(path, note string, exs ...sx) error {
 	file, err := os.Create(path)
 	if err != nil {
 		return err
@@ -125,7 +129,7 @@ func writeSessionFile(path string, exs ...sx) error {
 		}
 		must(&formats.End{Exchange: id, Dir: formats.ServerToClient, Time: et + int64(time.Millisecond), Size: off})
 	}
-	must(&formats.Summary{Time: t0 + int64(last) + int64(time.Minute), Exchanges: int64(len(exs))})
+	must(&formats.Summary{Time: t0 + int64(last) + int64(time.Minute), Exchanges: int64(len(exs)), Note: note})
 	if werr != nil {
 		return werr
 	}

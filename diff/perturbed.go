@@ -78,6 +78,18 @@ func (c *comparer) judgePerturbed() {
 		}
 		pre = p
 	}
+	if pre == nil {
+		// The first difference lies before every perturbation: an end
+		// state whose last write in the run came before it (the write
+		// that should have followed never came). The run is the
+		// perturbation's: the earliest one explains it.
+		for i := range c.rep.Perturbations {
+			if p := &c.rep.Perturbations[i]; p.Session == side {
+				pre = p
+				break
+			}
+		}
+	}
 	if len(c.rep.Findings) > 0 {
 		for i := range c.rep.Perturbations {
 			if p := &c.rep.Perturbations[i]; p.Finding != "" && (!ok || !p.t.After(first)) {
@@ -125,7 +137,10 @@ func (c *comparer) firstDifference(side string) (time.Time, bool) {
 // reports, which say a write failed where the perturbation failed it
 // (FailedCreate for SuccessfulCreate) — and an object created in the
 // other session with a generated name whose create in the perturbed run
-// was applied and had its answer lost (error:when=after), one for one.
+// was applied and had its answer lost (error:when=after), one for one;
+// and an object one session created and deleted that the other never
+// made (both worlds end without it). A lost create's object no missing
+// one accounts for is a difference (lostAndKept).
 func (c *comparer) excusePerturbed() {
 	if len(c.rep.Perturbations) == 0 {
 		return
@@ -159,6 +174,8 @@ func (c *comparer) excusePerturbed() {
 						why = "deleted in both worlds: what the client wrote last before the deletion is an intermediate state"
 					case wordingOnly(d.Diff):
 						why = "only the reason and message of a condition differ: the path the controller took, not where it ended"
+					case onlyFields(d.Diff, `"observedGeneration":`):
+						why = "only the observed generation differs: how many spec changes the object went through (created at its last spec, or changed to it), not where it ended"
 					}
 				}
 			}
@@ -180,6 +197,7 @@ func (c *comparer) excusePerturbed() {
 		}
 		g.Differences = kept
 	}
+	c.lostAndKept(lost)
 	groups := c.rep.Groups[:0]
 	for _, g := range c.rep.Groups {
 		if len(g.Differences) > 0 {
@@ -205,7 +223,83 @@ func (c *comparer) excuse(o *Object, d Difference, lost map[string]int) string {
 		lost[k]--
 		return "created in the perturbed run by a create whose answer the perturbation lost"
 	}
+	if (d.Kind == KindMissing || d.Kind == KindExtra) && c.madeAndGone[*o] {
+		return "created and deleted in one session, never made in the other: both worlds end without it"
+	}
 	return ""
+}
+
+// lostAndKept adds, as an end-state difference, each object a create
+// whose answer the perturbation lost made in the perturbed session (its
+// watches show it, present at the end) that no excuse paired with an
+// object of the other session: a client that created again after a lost
+// answer, without looking, made one object too many (lost: the lost
+// creates of each collection not excused yet). Without a watch of the
+// collection, nothing shows such an object.
+func (c *comparer) lostAndKept(lost map[string]int) {
+	pert, other := c.b, c.a
+	if c.rep.Perturbations[0].Session == "a" {
+		pert, other = c.a, c.b
+	}
+	var seen, otherSeen map[string]seenEvent
+	for k, n := range lost {
+		if n <= 0 {
+			continue
+		}
+		if seen == nil {
+			seen, otherSeen = c.watched(pert), c.watched(other)
+		}
+		var found []string
+		for key, ev := range seen {
+			name, ok := strings.CutPrefix(key, k+"/")
+			if !ok || strings.Contains(name, "/") || ev.typ == "DELETED" || pert.names.canon[name] != "" {
+				continue
+			}
+			if _, ok := otherSeen[key]; ok {
+				continue // the environment's: in both worlds
+			}
+			if c.wroteName(pert, key) {
+				continue
+			}
+			found = append(found, key)
+		}
+		sort.Slice(found, func(i, j int) bool { return seen[found[i]].time < seen[found[j]].time })
+		for _, key := range found[:min(n, len(found))] {
+			parts := strings.SplitN(key, "/", 4)
+			o := Object{Group: parts[0], Resource: parts[1], Namespace: parts[2], Name: parts[3]}
+			ev := seen[key]
+			d := Difference{Category: CategoryState, Kind: KindExtra, What: string(StateCreated),
+				Detail: "created in the perturbed run by a create whose answer the perturbation lost, and kept: the client created again instead of finding it"}
+			if pert == c.a {
+				d.Kind, d.A = KindMissing, ev.first
+			} else {
+				d.B = ev.first
+			}
+			c.add(o.String(), &o, d)
+			if d.Kind == KindExtra {
+				c.rep.Summary.State.Extra++
+			} else {
+				c.rep.Summary.State.Missing++
+			}
+			c.rep.States = append(c.rep.States, ObjectState{Subject: o.String(), Object: o})
+		}
+	}
+}
+
+// wroteName reports whether the clients of s wrote the object of key
+// (objectKey, the server's name) successfully.
+func (c *comparer) wroteName(s *side, key string) bool {
+	for o, ws := range s.writes {
+		if objectKey(o.Group, o.Resource, o.Namespace, o.Name) != key {
+			continue
+		}
+		for _, w := range ws {
+			if w.status >= 200 && w.status < 300 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func collectionKey(group, resource, ns string) string { return group + "/" + resource + "/" + ns }
@@ -231,11 +325,26 @@ func (c *comparer) goneInBoth() map[string]bool {
 // lastEvents returns the type of the last event (by time) of each object
 // the watches of s show.
 func (c *comparer) lastEvents(s *side) map[string]string {
-	type last struct {
-		time int64
-		typ  string
+	seen := c.watched(s)
+	out := make(map[string]string, len(seen))
+	for k, l := range seen {
+		out[k] = l.typ
 	}
-	seen := map[string]last{}
+	return out
+}
+
+// seenEvent is what the watches of a session show of one object: its
+// last event's type and time, where they first showed it.
+type seenEvent struct {
+	time  int64
+	typ   string
+	first *Place
+}
+
+// watched returns what the watches of s show of each object (objectKey,
+// the server's names).
+func (c *comparer) watched(s *side) map[string]seenEvent {
+	seen := map[string]seenEvent{}
 	for _, k := range s.sOrder {
 		for _, ch := range s.streams[k] {
 			o := ch.req.obj
@@ -250,30 +359,35 @@ func (c *comparer) lastEvents(s *side) map[string]string {
 					continue
 				}
 				key := objectKey(o.Group, o.Resource, m.Namespace, m.Name)
-				if l, ok := seen[key]; !ok || e.time >= l.time {
-					seen[key] = last{e.time, m.Type}
+				l, ok := seen[key]
+				if !ok {
+					l.first = e.place("")
 				}
+				if !ok || e.time >= l.time {
+					l.time, l.typ = e.time, m.Type
+				}
+				seen[key] = l
 			}
 		}
 	}
-	out := make(map[string]string, len(seen))
-	for k, l := range seen {
-		out[k] = l.typ
-	}
-	return out
+	return seen
 }
 
 // wordingOnly reports whether unified diff u changes only "reason" and
 // "message" fields (of status conditions: how a controller worded the
 // path it took to the same condition type and status).
-func wordingOnly(u string) bool {
+func wordingOnly(u string) bool { return onlyFields(u, `"reason":`, `"message":`) }
+
+// onlyFields reports whether unified diff u changes lines of the given
+// fields alone (each a JSON member's opening, `"reason":`), and some.
+func onlyFields(u string, fields ...string) bool {
 	changed := 0
 	for _, line := range strings.Split(u, "\n") {
 		if strings.HasPrefix(line, "---") || strings.HasPrefix(line, "+++") || line == "" || line[0] != '-' && line[0] != '+' {
 			continue
 		}
 		f := strings.TrimSpace(line[1:])
-		if !strings.HasPrefix(f, `"reason":`) && !strings.HasPrefix(f, `"message":`) {
+		if !slices.ContainsFunc(fields, func(p string) bool { return strings.HasPrefix(f, p) }) {
 			return false
 		}
 		changed++

@@ -157,6 +157,14 @@ func (c *comparer) compareState() {
 	for _, o := range union(oa, ma, ob) {
 		x, y := ma[o], mb[o]
 		os := ObjectState{Subject: o.String(), Object: o, A: x.end(), B: y.end()}
+		if (x == nil) != (y == nil) {
+			if z := cmp.Or(x, y); z.created && z.state() == StateDeleted {
+				if c.madeAndGone == nil {
+					c.madeAndGone = map[Object]bool{}
+				}
+				c.madeAndGone[o] = true
+			}
+		}
 		switch {
 		case y == nil:
 			n.Missing++

@@ -33,8 +33,75 @@ import (
 // 404s or failed writes than when recorded, and its run is judged the
 // same as the recording.
 func TestControllerRuntimeReplay(t *testing.T) {
+	path := recordCRTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	// The replay, to the same operator.
+	runPath := filepath.Join(t.TempDir(), "run.wt")
+	rec := replaytest.Record(t, runPath)
+	srv := replaytest.NewServer(t, path, replay.Options{Pace: replay.PaceQuiet, Out: rec})
+	op2, err := crtest.Start(&rest.Config{Host: srv.URL}, crTestNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitElected(t, op2)
+	if !srv.Settle(ctx.Done(), 2*time.Second) {
+		t.Fatal("the run did not settle")
+	}
+	t.Logf("%s", srv.Environment())
+	if err := op2.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	reqs := srv.Requests()
+	defer func() {
+		if t.Failed() {
+			for _, r := range reqs {
+				t.Logf("run: %s %s → %d (%s)", r.Method, r.Target, r.Status, r.How)
+			}
+		}
+	}()
+	srv.Close()
+	if _, err := rec.Close(); err != nil {
+		t.Fatal(err)
+	}
+	recorded404, recordedFailed := statusCounts(t, path)
+	run404 := 0
+	for _, r := range reqs {
+		switch r.Status {
+		case 405, 406:
+			t.Errorf("%s %s: %d (how %s)", r.Method, r.Target, r.Status, r.How)
+		case 404:
+			run404++
+		}
+	}
+	if run404 > recorded404 {
+		t.Errorf("the run got %d 404s; the recording %d", run404, recorded404)
+	}
+	if _, runFailed := statusCounts(t, runPath); runFailed > recordedFailed {
+		t.Errorf("the run's failed writes: %d; the recording's: %d", runFailed, recordedFailed)
+	}
+	rep, err := diff.Sessions(path, runPath, diff.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Same {
+		var sb strings.Builder
+		rep.WriteText(&sb, diff.TextOptions{})
+		t.Errorf("the operator's run is not the same as its recording\n%s", sb.String())
+	}
+}
+
+// crTestNS is the namespace of the operator's recording.
+const crTestNS = "crtest"
+
+// recordCRTest records the operator (testkit/crtest) through record
+// --proxy in front of a real apiserver while ConfigMaps are created,
+// changed and deleted; it returns the session's path.
+func recordCRTest(t *testing.T) string {
+	t.Helper()
 	c := k8stest.Start(t)
-	const ns = "crtest"
+	const ns = crTestNS
 	direct := &rest.Config{Host: c.URL, BearerToken: k8stest.Token, TLSClientConfig: rest.TLSClientConfig{CAData: c.CAPEM}}
 	cs := kubernetes.NewForConfigOrDie(direct)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -87,60 +154,7 @@ func TestControllerRuntimeReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	px.Stop()
-
-	// The replay, to the same operator.
-	runPath := filepath.Join(t.TempDir(), "run.wt")
-	rec := replaytest.Record(t, runPath)
-	srv := replaytest.NewServer(t, path, replay.Options{Pace: replay.PaceQuiet, Out: rec})
-	op2, err := crtest.Start(&rest.Config{Host: srv.URL}, ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitElected(t, op2)
-	if !srv.Settle(ctx.Done(), 2*time.Second) {
-		t.Fatal("the run did not settle")
-	}
-	t.Logf("%s", srv.Environment())
-	if err := op2.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	reqs := srv.Requests()
-	defer func() {
-		if t.Failed() {
-			for _, r := range reqs {
-				t.Logf("run: %s %s → %d (%s)", r.Method, r.Target, r.Status, r.How)
-			}
-		}
-	}()
-	srv.Close()
-	if _, err := rec.Close(); err != nil {
-		t.Fatal(err)
-	}
-	recorded404, recordedFailed := statusCounts(t, path)
-	run404 := 0
-	for _, r := range reqs {
-		switch r.Status {
-		case 405, 406:
-			t.Errorf("%s %s: %d (how %s)", r.Method, r.Target, r.Status, r.How)
-		case 404:
-			run404++
-		}
-	}
-	if run404 > recorded404 {
-		t.Errorf("the run got %d 404s; the recording %d", run404, recorded404)
-	}
-	if _, runFailed := statusCounts(t, runPath); runFailed > recordedFailed {
-		t.Errorf("the run's failed writes: %d; the recording's: %d", runFailed, recordedFailed)
-	}
-	rep, err := diff.Sessions(path, runPath, diff.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !rep.Same {
-		var sb strings.Builder
-		rep.WriteText(&sb, diff.TextOptions{})
-		t.Errorf("the operator's run is not the same as its recording\n%s", sb.String())
-	}
+	return path
 }
 
 // waitElected waits until the operator leads (30 s at most).

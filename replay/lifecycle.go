@@ -91,6 +91,8 @@ func (s *Server) start(useTLS bool) error {
 		if ln, err = net.Listen("tcp", addr); err != nil {
 			return fmt.Errorf("replay: %w", err)
 		}
+		s.listener = newPausable(ln)
+		ln = s.listener
 	}
 	srv := &http.Server{
 		Handler:           s.Handler(),

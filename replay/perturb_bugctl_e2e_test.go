@@ -48,15 +48,14 @@ func bugsOf(name string) bugctl.Bugs {
 
 // TestPerturbPlantedBugs: a client-go controller (testkit/bugctl),
 // recorded correct on a real apiserver, replayed with one planted bug at
-// a time: each bug passes the unperturbed replay, is caught by the
-// perturbation of its class — the diff report naming it — and not by the
-// others; the correct controller passes every one.
+// a time: each bug passes the unperturbed replay and is caught by the
+// perturbation of its class — the diff report naming it; the correct
+// controller passes every perturbation. With WTRACE_PERTURB_MATRIX=full,
+// each bug also runs under the other bugs' catchers, watch-close and gone
+// (20 cells more, each 4-6 s: the replay package's tests share go test's
+// 10-minute limit), which must not flag it.
 func TestPerturbPlantedBugs(t *testing.T) {
-	if os.Getenv("WTRACE_PERTURB_BUGS") == "" {
-		// Not passing yet (issue 33, notes): gone, restart and skip flag
-		// the correct controller; the lost-answer duplicate is not caught.
-		t.Skip("set WTRACE_PERTURB_BUGS=1: the planted-bug matrix does not pass yet")
-	}
+	full := os.Getenv("WTRACE_PERTURB_MATRIX") == "full"
 	recorded := recordBugctl(t)
 	var table []string
 	check := func(bug string, spec string, wantCaught bool) {
@@ -103,10 +102,14 @@ func TestPerturbPlantedBugs(t *testing.T) {
 	for _, bug := range bugNames {
 		check(bug, "none", false)
 		for _, other := range bugNames {
-			check(bug, bugCatchers[other], other == bug)
+			if other == bug || full {
+				check(bug, bugCatchers[other], other == bug)
+			}
 		}
-		for _, spec := range bugOthers[:2] {
-			check(bug, spec, false)
+		if full {
+			for _, spec := range bugOthers[:2] {
+				check(bug, spec, false)
+			}
 		}
 	}
 	t.Logf("controller, perturbation → verdict\n%s", strings.Join(table, "\n"))

@@ -36,13 +36,40 @@ type perturbation struct {
 	mu        sync.Mutex
 	conns     map[net.Conn]struct{} // the connections open (for restart)
 	downUntil time.Time             // restart: refused and not ready until then
-	// The end of the last disruption (a restart's downtime, connections
-	// or watches ended), and whether a request came after it: the run is
-	// not settled until its clients are back (calm).
-	disturbed time.Time
-	back      bool
-	samples   []rvSample     // the world's point over time (stale:age)
-	wg        sync.WaitGroup // ClientRestart's goroutines
+	samples   []rvSample            // the world's point over time (stale:age)
+	held      []func()              // holds released at the clients' next request (holdNext)
+	wg        sync.WaitGroup        // ClientRestart's goroutines
+}
+
+// maxHold bounds how long an action that cut the clients off keeps the
+// run busy waiting for them to come back (holdNext): client-go's
+// reflector backs off 0.8–1.6 s after a failed list or a 410, doubling
+// on each failure in a row, so a few failures during a restart take
+// seconds, not this long.
+const maxHold = 30 * time.Second
+
+// holdNext keeps the run busy (Settle, the quiet pace) from an action
+// that cut the clients off — watches ended, connections closed, the
+// replay down, the controller restarted — until the next request of a
+// client arrives (or maxHold): a client backing off before it comes
+// back is not a client done.
+func (p *perturbation) holdNext() {
+	release := p.s.world.Hold()
+	t := time.AfterFunc(maxHold, release)
+	p.mu.Lock()
+	p.held = append(p.held, func() { t.Stop(); release() })
+	p.mu.Unlock()
+}
+
+// releaseHeld releases the holds of holdNext: a client came back.
+func (p *perturbation) releaseHeld() {
+	p.mu.Lock()
+	held := p.held
+	p.held = nil
+	p.mu.Unlock()
+	for _, release := range held {
+		release()
+	}
 }
 
 // rvSample is the world's point at a time.
@@ -89,13 +116,21 @@ func (s *Server) Perturbations() []perturb.Applied {
 // decides, else as next (Server.route) does.
 func (p *perturbation) route(r *http.Request, q tape.Query, body []byte, next func(*http.Request, tape.Query, []byte) *stream.Answer) *stream.Answer {
 	p.eng.Start()
+	if !(q.Group == "coordination.k8s.io" && q.Resource.Resource == "leases") {
+		// A client came back; a leader elector's renewal, on its own
+		// timer, says nothing of its informers backing off.
+		p.releaseHeld()
+	}
 	p.sample()
-	p.arrived()
 	pr := perturb.Request{Method: q.Method, Verb: q.Verb, Group: q.Group, Resource: q.Resource.Resource,
 		Namespace: q.Namespace, Name: q.Name, Subresource: q.Subresource, IsResource: q.IsResource, Watch: q.Watch,
 		ResourceVersion: q.ResourceVersion, Continue: q.Continue, UserAgent: r.UserAgent(), Target: r.URL.RequestURI(), Body: body}
 	d := p.eng.Request(pr)
 	if d.Delay > 0 {
+		if pr.Watch { // not in flight otherwise: the run is not settled while it is held
+			release := p.s.world.Hold()
+			defer release()
+		}
 		t := time.NewTimer(d.Delay)
 		select {
 		case <-t.C:
@@ -252,25 +287,44 @@ func (p *perturbation) closeConns() {
 // CloseWatches, ExpireWatches, Restart and ClientRestart are the
 // engine's Actions.
 func (p *perturbation) CloseWatches(resource string, reset bool) []string {
-	p.disturb(0)
-	return p.s.world.EndWatches(resource, reset, false)
+	ended := p.s.world.EndWatches(resource, reset, false)
+	if len(ended) > 0 {
+		p.holdNext()
+	}
+	return ended
 }
 
 func (p *perturbation) ExpireWatches(resource string) []string {
-	p.disturb(0)
-	return p.s.world.EndWatches(resource, false, true)
+	ended := p.s.world.EndWatches(resource, false, true)
+	if len(ended) > 0 {
+		p.holdNext()
+	}
+	return ended
 }
 
 func (p *perturbation) Restart(d time.Duration) {
+	p.holdNext()
 	p.mu.Lock()
 	p.downUntil = p.s.clock.Now().Add(d)
 	p.mu.Unlock()
-	p.disturb(d)
+	p.s.mu.Lock()
+	ln := p.s.listener
+	p.s.mu.Unlock()
+	if ln != nil {
+		// Refused while down, as by an apiserver's closed port (else
+		// accepted and closed at once: connState).
+		ln.Pause()
+		time.AfterFunc(d, func() {
+			if !ln.Resume() {
+				p.s.log.Warn("replay: restart: cannot listen again", "addr", ln.Addr().String())
+			}
+		})
+	}
 	p.closeConns()
 }
 
 func (p *perturbation) ClientRestart(sp perturb.Spec) error {
-	p.disturb(0)
+	p.holdNext() // until a client comes back (a restart by signal returns at once)
 	p.closeConns()
 	restart := p.s.opts.ClientRestart
 	if restart == nil {
@@ -279,9 +333,11 @@ func (p *perturbation) ClientRestart(sp perturb.Spec) error {
 	if p.s.opts.ClientRestart == nil && sp.Exec == "" && sp.Signal == "" {
 		return restart(p.s.ctx, sp) // its error says what is missing
 	}
+	release := p.s.world.Hold() // busy while the harness restarts it
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
+		defer release()
 		if err := restart(p.s.ctx, sp); err != nil {
 			p.s.log.Warn("replay: client-restart: restarting the controller failed", "spec", sp.String(), "err", err)
 		}
@@ -289,40 +345,12 @@ func (p *perturbation) ClientRestart(sp perturb.Spec) error {
 	return nil
 }
 
-// disturb notes a disruption that ends d from now: the clients are not
-// back until a request comes after it.
-func (p *perturbation) disturb(d time.Duration) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.disturbed = p.s.clock.Now().Add(d)
-	p.back = false
-}
-
-// arrived notes a request: after the last disruption, the clients are
-// back.
-func (p *perturbation) arrived() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.back && !p.s.clock.Now().Before(p.disturbed) {
-		p.back = true
-	}
-}
-
-// calm reports whether the run may settle as far as the perturbations
-// go: no disruption within window, and the clients back after the last
-// one (a client whose connections a restart refused waits out its
-// backoff in silence, which is no settling).
-func (p *perturbation) calm(window time.Duration) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.disturbed.IsZero() || p.back && !p.s.clock.Now().Before(p.disturbed.Add(window))
-}
-
 // wait waits for the restarts handed to the harness.
 func (p *perturbation) wait() {
 	if p != nil {
 		p.eng.Stop()
 		p.wg.Wait()
+		p.releaseHeld()
 	}
 }
 

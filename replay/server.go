@@ -63,6 +63,7 @@ type Server struct {
 	started   bool
 	conns     sync.WaitGroup
 	srv       *http.Server
+	listener  *pausable // the listener the Server opened itself (restart pauses it); nil: Options.Listener
 	serveDone chan struct{}
 	certPEM   []byte
 }
@@ -204,25 +205,11 @@ func (s *Server) EnvironmentDone() <-chan struct{} { return s.world.EnvironmentD
 // writes) and the clients have then been quiet for window: no request but
 // watches in flight, and none begun or ended (the run is over). It
 // returns false when done is closed first or the server closes. A
-// perturbed run settles no sooner than window after its last disruption
-// (a restart's downtime, watches or connections ended), and only once
-// a request came after it: its clients are back.
+// perturbation that cut the clients off (watches ended, a restart, the
+// controller restarted) keeps the run busy until a client's next request:
+// a client backing off is not a client done.
 func (s *Server) Settle(done <-chan struct{}, window time.Duration) bool {
-	for {
-		if !s.world.Settle(done, window) {
-			return false
-		}
-		if s.pert == nil || s.pert.calm(window) {
-			return true
-		}
-		t := time.NewTimer(max(window/8, 5*time.Millisecond))
-		select {
-		case <-t.C:
-		case <-done:
-			t.Stop()
-			return false
-		}
-	}
+	return s.world.Settle(done, window)
 }
 
 // Environment says what the replay did with the recording's environment

@@ -10,8 +10,9 @@
 // that is gone. After each reconcile, a sweep deletes the children whose
 // parent does not exist.
 //
-// The correct controller: creates a child only after a consistent LIST
-// (resourceVersion "") of the parent's children finds none, requeueing
+// The correct controller: creates a child only for a parent its informer
+// has and not deleting (else it cleans up), and only after a consistent
+// LIST (resourceVersion "") of the parent's children finds none, requeueing
 // on any error; cleans up on the deleting state and on the delete
 // (tombstones too); sweeps from a LIST of parents served from the watch
 // cache (resourceVersion 0) but confirms each orphan with a GET before
@@ -19,7 +20,8 @@
 //
 //	StaleDelete      the sweep deletes an orphan of its LIST without the GET (acts on a stale list)
 //	Intermediate     the cleanup happens only on the deleting state, not on the delete (relies on
-//	                 seeing every intermediate version; a relist's tombstone is ignored)
+//	                 seeing every intermediate version; a relist's tombstone, and a parent its
+//	                 informer no longer has, are ignored)
 //	DuplicateCreate  a create that fails is retried at once, without the LIST (not idempotent after
 //	                 a lost answer: a second child)
 //	IgnoreRetryAfter writes go out without client-go's retries, and a 429 is retried at once
@@ -67,6 +69,7 @@ type Controller struct {
 	bugs   Bugs
 	queue  workqueue.TypedRateLimitingInterface[string]
 	kids   cache.Indexer
+	parent cache.Indexer
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	logf   func(string, ...any)
@@ -95,6 +98,7 @@ func Start(ctx context.Context, cfg *rest.Config, ns string, bugs Bugs, logf fun
 	pinf := parents.Core().V1().ConfigMaps().Informer()
 	kinf := children.Core().V1().ConfigMaps().Informer()
 	c.kids = kinf.GetIndexer()
+	c.parent = pinf.GetIndexer()
 	if _, err := pinf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { c.enqueue(o, false) },
 		UpdateFunc: func(_, o any) { c.enqueue(o, false) },
@@ -189,6 +193,24 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	}
 	if key == "" {
 		return nil
+	}
+	// The parent as the informer has it: a key queued by a child's event,
+	// or by a relist, may name a parent deleting or gone since — no child
+	// for it, the cleanup instead (with Intermediate, only for one seen
+	// deleting).
+	o, exists, err := c.parent.GetByKey(c.ns + "/" + key)
+	if err != nil {
+		return err
+	}
+	p, _ := o.(*corev1.ConfigMap)
+	switch {
+	case !exists || p == nil:
+		if c.bugs.Intermediate {
+			return nil
+		}
+		return c.reconcile(ctx, "delete/"+key)
+	case p.Labels[StateLabel] == Deleting:
+		return c.reconcile(ctx, "delete/"+key)
 	}
 	l, err := cms.List(ctx, metav1.ListOptions{LabelSelector: ParentLabel + "=" + key + "," + ChildrenOnly})
 	if err != nil {

@@ -59,6 +59,7 @@ func ParsePace(s string) (Pace, error) {
 // activity tracks what the clients are doing, for PaceQuiet and Settle.
 type activity struct {
 	inflight atomic.Int64  // requests in flight that are not watches
+	held     atomic.Int64  // perturbations' effects still to come (Hold): Settle waits for them, the quiet pace does not
 	last     atomic.Int64  // UnixNano (the server's clock) of the last activity: a request begun or ended, a change applied
 	wake     chan struct{} // a token when a request ends (buffered, one)
 }

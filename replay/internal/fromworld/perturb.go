@@ -126,3 +126,19 @@ func resourceOf(path string) string {
 	}
 	return ""
 }
+
+// Hold notes a perturbation's effect still to come (a re-watch held, the
+// clients' return after a restart): Settle waits for it until release is
+// called (once; later calls do nothing), and then for the quiet window.
+// The environment's quiet pace does not wait for it: the world goes on
+// while a client is away, which is what a perturbation tests.
+func (a *Answerer) Hold() (release func()) {
+	a.act.held.Add(1)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			a.act.last.Store(a.clock.Now().UnixNano())
+			a.act.held.Add(-1)
+		})
+	}
+}

@@ -37,7 +37,7 @@ func (a *Answerer) Settle(done <-chan struct{}, window time.Duration) bool {
 	defer tick.Stop()
 	for {
 		now := a.clock.Now()
-		if !a.act.quietAt(now, window).After(now) {
+		if a.act.held.Load() == 0 && !a.act.quietAt(now, window).After(now) {
 			return true
 		}
 		select {
