@@ -165,11 +165,19 @@ func (c *comparer) excusePerturbed() {
 			why := ""
 			if d.Category == CategoryState {
 				why = c.excuse(g.Object, d, lost)
-				if why == "" && d.Kind == KindChanged && g.Object.Event == "" {
+				if why == "" && (d.Kind == KindChanged || d.Kind == KindMissing) && g.Object.Event == "" {
 					if gone == nil {
 						gone = c.goneInBoth()
 					}
 					switch {
+					case d.Kind == KindMissing:
+						// Updates the run never made to an object both
+						// worlds deleted (the perturbation held them back
+						// past its deletion); a missing create is not
+						// excused here (madeAndGone, lost creates).
+						if gone[objectKey(g.Object.Group, g.Object.Resource, g.Object.Namespace, g.Object.Name)] && !created(c.a, *g.Object) && !created(c.b, *g.Object) {
+							why = "deleted in both worlds: the client's writes to it before the deletion are intermediate states"
+						}
 					case gone[objectKey(g.Object.Group, g.Object.Resource, g.Object.Namespace, g.Object.Name)]:
 						why = "deleted in both worlds: what the client wrote last before the deletion is an intermediate state"
 					case wordingOnly(d.Diff):
@@ -297,6 +305,18 @@ func (c *comparer) wroteName(s *side, key string) bool {
 			if w.status >= 200 && w.status < 300 {
 				return true
 			}
+		}
+	}
+	return false
+}
+
+// created reports whether the clients of s created object o (a POST of
+// it answered 2xx; o's subresource aside).
+func created(s *side, o Object) bool {
+	o.Subresource = ""
+	for _, w := range s.writes[o] {
+		if w.req.method == "POST" && w.status >= 200 && w.status < 300 {
+			return true
 		}
 	}
 	return false

@@ -32,6 +32,17 @@ func TestPerturbedEndState(t *testing.T) {
 	}
 	lostCreate := sx{method: "POST", target: cmPath, ctype: "application/json", body: gen, status: 503, resp: lostStatus, at: 2 * time.Second}
 	recorded := []sx{watch("c-aaaaa"), create("c-aaaaa", time.Second)}
+	envCM := []byte(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"e","namespace":"demo","resourceVersion":"10"},"data":{"a":"1"}}`)
+	throttled := "perturbation +0.9s @" + when + " throttle:share=0.3,seed=3,on=writes: PUT " + cmPath + "/e refused: 429, Retry-After 1s"
+	// updatedAndGone is the watch of ConfigMap e, made by the
+	// environment, and (deleted) its deletion.
+	updatedAndGone := func(deleted bool) sx {
+		evs := [][]byte{ev("ADDED", obj{name: "e", ns: "demo", rv: 10})}
+		if deleted {
+			evs = append(evs, ev("DELETED", obj{name: "e", ns: "demo", rv: 12}))
+		}
+		return sx{target: cmPath + "?watch=true", events: evs, at: 500 * time.Millisecond}
+	}
 	tests := []struct {
 		name     string
 		a        []sx
@@ -45,6 +56,16 @@ func TestPerturbedEndState(t *testing.T) {
 			{method: "POST", target: cmPath, ctype: "application/json", body: named, status: 201, resp: obj{name: "x", ns: "demo", rv: 10}.json(), at: time.Second},
 			{method: "DELETE", target: cmPath + "/x", status: 200, resp: obj{name: "x", ns: "demo", rv: 11}.json(), at: 2 * time.Second},
 		}, []sx{{target: cmPath + "/y", status: 404, at: time.Second}}, gone, true},
+		// An object of the environment the client updated before both
+		// worlds deleted it: the run, held back by the perturbation,
+		// never updated it (same); kept in both, the update missing is a
+		// write that never happened (differs).
+		{"updated, deleted in both, not updated in the run", []sx{
+			updatedAndGone(true), {method: "PUT", target: cmPath + "/e", ctype: "application/json", body: envCM, status: 200, resp: obj{name: "e", ns: "demo", rv: 11}.json(), at: time.Second},
+		}, []sx{updatedAndGone(true)}, throttled, true},
+		{"updated, kept in both, not updated in the run", []sx{
+			updatedAndGone(false), {method: "PUT", target: cmPath + "/e", ctype: "application/json", body: envCM, status: 200, resp: obj{name: "e", ns: "demo", rv: 11}.json(), at: time.Second},
+		}, []sx{updatedAndGone(false)}, throttled, false},
 		{"created and kept, never made", []sx{
 			{method: "POST", target: cmPath, ctype: "application/json", body: named, status: 201, resp: obj{name: "x", ns: "demo", rv: 10}.json(), at: time.Second},
 		}, []sx{{target: cmPath + "/y", status: 404, at: time.Second}}, gone, false},

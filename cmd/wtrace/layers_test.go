@@ -76,6 +76,7 @@ var layerOf = map[string]struct {
 	"replay/replaytest":         {9, true, nil},
 	"testkit/kcmtest":           {7, true, []string{modK8sAPI, modK8sAPIMachinery, modK8sClientGo}},
 	"testkit/schedtest":         {7, true, []string{modK8sAPI, modK8sAPIMachinery, modK8sClientGo}},
+	"replay/perturb/e2e":        {0, true, nil},
 	"testkit/crtest":            {0, true, []string{modK8sAPI, modK8sAPIMachinery, modK8sClientGo, modControllerRuntime}},
 	"tools/pcapcat":             {6, true, nil},
 	"tools/pcapgen":             {6, true, []string{modGopacket}},
