@@ -50,12 +50,12 @@ func bugsOf(name string) bugctl.Bugs {
 // recorded correct on a real apiserver, replayed with one planted bug at
 // a time: each bug passes the unperturbed replay and is caught by the
 // perturbation of its class — the diff report naming it; the correct
-// controller passes every perturbation. With WTRACE_PERTURB_MATRIX=full,
-// each bug also runs under the other bugs' catchers, watch-close and gone
-// (20 cells more, each 4-6 s: the replay package's tests share go test's
-// 10-minute limit), which must not flag it.
+// controller passes every perturbation; each bug also runs under the
+// other bugs' catchers, watch-close and gone, which must not flag it
+// (20 cells, each 4-6 s: left out with -short, or
+// WTRACE_PERTURB_MATRIX=short).
 func TestPerturbPlantedBugs(t *testing.T) {
-	full := os.Getenv("WTRACE_PERTURB_MATRIX") == "full"
+	full := !testing.Short() && os.Getenv("WTRACE_PERTURB_MATRIX") != "short"
 	recorded := recordBugctl(t)
 	var table []string
 	check := func(bug string, spec string, wantCaught bool) {
