@@ -15,9 +15,7 @@ import (
 	"github.com/wtrace/wtrace/testkit/kcmtest"
 )
 
-// kcmControllers are the controllers of the end-to-end test: what a
-// Deployment needs, what deleting it and its namespace needs.
-var kcmControllers = []string{"deployment", "replicaset", "garbagecollector", "namespace"}
+var kcmControllers = kcmtest.DeploymentControllers
 
 // runKCM replays the session at path to a new kube-controller-manager
 // running controllers, recording the run, until the environment was

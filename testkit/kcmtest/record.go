@@ -17,6 +17,11 @@ import (
 	"github.com/wtrace/wtrace/testkit/proxytest"
 )
 
+// DeploymentControllers are the controllers a Deployment's scenario
+// needs: the deployment and replicaset controllers, and the garbage
+// collector and namespace controller that end it.
+var DeploymentControllers = []string{"deployment", "replicaset", "garbagecollector", "namespace"}
+
 // RecordOptions configure Record.
 type RecordOptions struct {
 	// Controllers are kcm's --controllers (default deployment,replicaset).

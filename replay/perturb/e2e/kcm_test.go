@@ -17,10 +17,7 @@ import (
 	"github.com/wtrace/wtrace/testkit/kcmtest"
 )
 
-// kcmControllers are the controllers of the perturbed runs, as in
-// replay's kcm end-to-end tests: what a Deployment needs, and the
-// garbage collector and namespace controller that end it.
-var kcmControllers = []string{"deployment", "replicaset", "garbagecollector", "namespace"}
+var kcmControllers = kcmtest.DeploymentControllers
 
 // kcmPerturbations are the perturbations TestPerturbKCM applies, each in
 // a run of its own: every class, at several points of the recording (its
