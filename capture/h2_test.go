@@ -291,7 +291,14 @@ func runH2Session(t testing.TB) ([]wirePiece, map[string]*h2Want) {
 		Protocols: &protos,
 		HTTP2:     &http.HTTP2Config{MaxReadFrameSize: 16384, MaxDecoderHeaderTableSize: 16384, MaxEncoderHeaderTableSize: 8192},
 	}
-	client := &http.Client{Transport: tr}
+	// One ClientConn, not the Transport's pool: the test is about streams
+	// interleaved on one connection, and the pool may dial more when
+	// requests start together (6 connections once under -race).
+	cc, err := tr.NewClientConn(context.Background(), "http", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Transport: cc}
 	base := "http://" + ln.Addr().String()
 
 	do := func(ctx context.Context, w *h2Want) (*http.Response, error) {
@@ -321,7 +328,7 @@ func runH2Session(t testing.TB) ([]wirePiece, map[string]*h2Want) {
 		}
 	}
 
-	// One request first, so that everything shares its connection.
+	// One request first, so that the SETTINGS exchange is done before the streams.
 	get(want["GET /api/v1/namespaces/demo/configmaps"])
 	var wg sync.WaitGroup
 	for _, target := range []string{jsonWatch.target, pbWatch.target, "/api/v1/namespaces/a/pods?watch=true", "/api/v1/namespaces/b/pods?watch=true"} {
@@ -346,7 +353,7 @@ func runH2Session(t testing.TB) ([]wirePiece, map[string]*h2Want) {
 	})
 	wg.Wait()
 	get(want["POST /api/v1/namespaces/demo/configmaps"])
-	tr.CloseIdleConnections()
+	cc.Close()
 	handlers.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
