@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/wtrace/wtrace/apiserver/world"
 	"github.com/wtrace/wtrace/replay/perturb"
+	authenticationv1 "k8s.io/api/authentication/v1"
 )
 
 // DefaultListen is the address Start and StartTLS listen on when
@@ -89,6 +90,12 @@ type Options struct {
 	// (the zero value), WritesApply, WritesReject or WritesRecorded (see
 	// the package doc).
 	Writes Writes
+	// User is who every client of the world is taken to be (a replay
+	// authenticates no one): the user SelfSubjectReviews name, self
+	// access and rules reviews ask about and CertificateSigningRequests
+	// are stamped with. nil means world.DefaultUser, an administrator in
+	// system:masters. Not used with WritesRecorded.
+	User *authenticationv1.UserInfo
 	// StateBytes bounds the memory of the session's world (every version
 	// of every object the session shows, and the clients' writes): New
 	// fails beyond it. 0 means world.DefaultMaxBytes (1 GiB). Not used

@@ -130,7 +130,7 @@ func New(f *formats.File, opts Options) (*Server, error) {
 	}
 	if writes != WritesRecorded {
 		st, err := world.Load(f, world.Options{Now: s.clock.Now, MaxBytes: opts.StateBytes, Live: live,
-			Clients: opts.Clients, NoClients: opts.NoClients, Midstream: mids})
+			Clients: opts.Clients, NoClients: opts.NoClients, Midstream: mids, User: opts.User})
 		if err != nil {
 			return nil, fmt.Errorf("replay: loading the session's objects (--writes %s): %w", writes, err)
 		}

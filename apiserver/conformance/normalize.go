@@ -122,6 +122,50 @@ func toJSON(ct string, b []byte) ([]byte, error) {
 	return b, nil
 }
 
+// goValues replaces what a message prints of Go values with their type's
+// name: kube-apiserver prints its internal types (%#v of a
+// core.PodTemplateSpec, a go-cmp diff of a core.PodSpec), which the
+// world, built on k8s.io/api, prints as the versioned ones (v1.…) with
+// other fields, and go-cmp's output is unstable by design (it varies its
+// spaces so that nothing depends on it). A diff, from the line that
+// opens it to the end of the text, becomes "<diff of T>"; a value
+// "pkg.T{…}" becomes "<T>".
+func goValues(x string) string {
+	if m := goDiff.FindStringSubmatchIndex(x); m != nil {
+		x = x[:m[0]] + "\n<diff of " + x[m[2]:m[3]] + ">"
+	}
+	var b strings.Builder
+	for {
+		m := goValue.FindStringSubmatchIndex(x)
+		if m == nil {
+			b.WriteString(x)
+			return b.String()
+		}
+		end, depth := -1, 0
+		for i := m[1] - 1; i < len(x) && end < 0; i++ {
+			switch x[i] {
+			case '{':
+				depth++
+			case '}':
+				if depth--; depth == 0 {
+					end = i + 1
+				}
+			}
+		}
+		if end < 0 {
+			b.WriteString(x)
+			return b.String()
+		}
+		b.WriteString(x[:m[0]] + "<" + x[m[2]:m[3]] + ">")
+		x = x[end:]
+	}
+}
+
+var (
+	goDiff  = regexp.MustCompile(`\n[\s\x{00a0}]*(?:\[\])?\*?[a-z][a-z0-9]*\.([A-Z][A-Za-z0-9]*)\{\n(?s:.*)$`)
+	goValue = regexp.MustCompile(`\b[a-z][a-z0-9]*\.([A-Z][A-Za-z0-9]*)\{`)
+)
+
 var (
 	uuidOnly      = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 	uuidText      = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
@@ -233,6 +277,7 @@ func (v *view) text(x, key string) any {
 			x = uuidText.ReplaceAllStringFunc(x, func(u string) string { return rename(v.uids, u, "uid") })
 		}
 	case "message", "reason":
+		x = goValues(x)
 		x = uuidText.ReplaceAllString(x, "<uuid>")
 		x = pointers.ReplaceAllString(x, "<pointer>")
 		return numbers.ReplaceAllString(x, "<n>")

@@ -141,7 +141,9 @@ func (t Table) Markdown(command string) string {
 		"kube-apiserver's discovery lists it: **same** when every request the harness\n"+
 		"(package apiserver/conformance) makes of it gets the same answer from the replay as from the\n"+
 		"apiserver (status, Content-Type, Warning headers, body; uids, resourceVersion numbers, times,\n"+
-		"generated names, signed tokens and allocated IPs and ports normalized), **differs** when one does\n"+
+		"generated names, signed tokens and allocated IPs and ports normalized, and the Go values an error\n"+
+		"message prints, which kube-apiserver prints of its internal types: their type names are compared),\n"+
+		"**differs** when one does\n"+
 		"not, **not served** when the replay answers 404 or 405 instead, **exception** when the verb needs\n"+
 		"what a replay does not have (see below). A blank cell is a verb the apiserver does not serve.\n\n", command)
 	fmt.Fprintf(&b, "Totals: %s.\n\n", t.TotalsLine())

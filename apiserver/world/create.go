@@ -75,6 +75,7 @@ func (s *Store) createLocked(c *call, h *history, obj runtime.Object, p writePar
 		m.SetGeneration(1)
 	}
 	prepareCreate(obj, info, pol)
+	s.prepareCSR(obj)
 	mgr, err := fieldManager(info.GVK(), "")
 	if err != nil {
 		return s.fail(c, err)

@@ -144,7 +144,7 @@ const jobDeleteWarning = "child pods are preserved by default when jobs are dele
 // object.
 func (resp *Response) withDeleteWarning(c *call, opts *metav1.DeleteOptions) *Response {
 	//nolint:staticcheck // OrphanDependents is part of the API
-	if c.pol.orphanDefault && opts.PropagationPolicy == nil && opts.OrphanDependents == nil {
+	if c.pol.orphanDefault && c.pol.resource == "jobs" && opts.PropagationPolicy == nil && opts.OrphanDependents == nil {
 		resp.Warnings = append(resp.Warnings, jobDeleteWarning)
 	}
 	return resp
@@ -163,6 +163,16 @@ func (s *Store) deleteLocked(info Info, h *history, key Key, cur *entry, opts *m
 		return nil, 0, err
 	}
 	om, _ := meta.Accessor(old)
+	if pc := opts.Preconditions; pc != nil && info.Resource.Group == "" && info.Resource.Resource == "namespaces" {
+		// The namespace registry checks them itself, in words of its own.
+		gr := info.Resource.GroupResource()
+		if pc.UID != nil && *pc.UID != om.GetUID() {
+			return nil, 0, apierrors.NewConflict(gr, key.Name, fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *pc.UID, om.GetUID()))
+		}
+		if pc.ResourceVersion != nil && *pc.ResourceVersion != om.GetResourceVersion() {
+			return nil, 0, apierrors.NewConflict(gr, key.Name, fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *pc.ResourceVersion, om.GetResourceVersion()))
+		}
+	}
 	if pc := opts.Preconditions; pc != nil {
 		// rest.BeforeDelete's early check names the kind, not the resource.
 		gr := schema.GroupResource{Group: info.Resource.Group, Resource: info.Kind}

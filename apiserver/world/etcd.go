@@ -1,6 +1,8 @@
 package world
 
 import (
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/wtrace/wtrace/apiserver/codec"
@@ -26,4 +28,31 @@ func throughStorage(obj runtime.Object) runtime.Object {
 		return obj
 	}
 	return back
+}
+
+// defaultedOnRead reports whether what etcd holds of e (whose object is
+// old) lacks what every read of it defaults, so that an update giving
+// back the object as read still writes a new version. A
+// PersistentVolumeClaim's strategy clears its status on create, after the
+// decoder set phase Pending: etcd holds no phase until the first write
+// of it. The world knows this of the claims it created; of a recorded
+// one, its status is only Pending and no manager ever wrote its status
+// subresource.
+func defaultedOnRead(e *entry, old runtime.Object) bool {
+	if e == nil {
+		return false
+	}
+	if e.defaulted {
+		return true
+	}
+	pvc, ok := old.(*corev1.PersistentVolumeClaim)
+	if !ok || e.synth || !apiequality.Semantic.DeepEqual(pvc.Status, corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimPending}) {
+		return false
+	}
+	for _, mf := range pvc.ManagedFields {
+		if mf.Subresource == "status" {
+			return false
+		}
+	}
+	return true
 }

@@ -53,19 +53,19 @@ func fieldManager(gvk schema.GroupVersionKind, subresource string) (*managedfiel
 		// client-go's schemas have no Scale; its one field is a scalar,
 		// which a deduced schema tracks the same way.
 		m, err = managedfields.NewDefaultFieldManager(deducedTypes, codec.Scheme(), noDefaults{}, codec.Scheme(),
-			gvk, gvk.GroupVersion(), subresource, nil)
+			gvk, gvk.GroupVersion(), subresource, resetFields(gvk, subresource))
 	case codec.Known(gvk) && hasSchema(gvk):
 		m, err = managedfields.NewDefaultFieldManager(builtinTypes(), codec.Scheme(), noDefaults{}, codec.Scheme(),
-			gvk, gvk.GroupVersion(), subresource, nil)
+			gvk, gvk.GroupVersion(), subresource, resetFields(gvk, subresource))
 	case codec.Known(gvk):
 		// A built-in kind client-go has no apply schema of (the reviews, a
 		// TokenRequest): tracked with a deduced one, as the apiserver
 		// tracks what its own schema holds.
 		m, err = managedfields.NewDefaultFieldManager(deducedTypes, codec.Scheme(), noDefaults{}, codec.Scheme(),
-			gvk, gvk.GroupVersion(), subresource, nil)
+			gvk, gvk.GroupVersion(), subresource, resetFields(gvk, subresource))
 	default:
 		m, err = managedfields.NewDefaultCRDFieldManager(deducedTypes, unstructuredConverter{}, noDefaults{},
-			unstructuredCreater{}, gvk, gvk.GroupVersion(), subresource, nil)
+			unstructuredCreater{}, gvk, gvk.GroupVersion(), subresource, resetFields(gvk, subresource))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("state: field manager for %s: %w", gvk, err)

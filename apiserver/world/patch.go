@@ -292,6 +292,7 @@ func (s *Store) applyCreate(c *call, h *history, p writeParams) *Response {
 	}
 	defaultObject(obj)
 	prepareCreate(obj, info, pol)
+	s.prepareCSR(obj)
 	if err := s.admit(obj); err != nil {
 		return s.fail(c, err)
 	}

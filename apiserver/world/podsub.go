@@ -3,6 +3,7 @@ package world
 import (
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -183,8 +184,8 @@ func validatePartialUpdate(subresource string, obj, old runtime.Object) error {
 }
 
 // podSpecUpdateRule is the message of ValidatePodUpdate's refusal of a
-// change to a Pod's spec; kube-apiserver follows it with a diff of its
-// internal types, which the world does not write.
+// change to a Pod's spec, which a diff follows (kube-apiserver's of its
+// internal types, the world's of k8s.io/api's).
 const podSpecUpdateRule = "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)"
 
 // validatePodUpdate is ValidatePodUpdate's rule for a Pod's own update:
@@ -221,8 +222,10 @@ func validatePodUpdate(p, op *corev1.Pod) error {
 	if apiequality.Semantic.DeepEqual(*m, op.Spec) {
 		return nil
 	}
+	// Followed, as ValidatePodUpdate does, by a go-cmp diff of the spec
+	// as it was and as sent (with what may change put back).
 	return apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, p.Name, field.ErrorList{
-		field.Forbidden(field.NewPath("spec"), podSpecUpdateRule)})
+		field.Forbidden(field.NewPath("spec"), podSpecUpdateRule+"\n"+cmp.Diff(op.Spec, *m))})
 }
 
 // tolerationsAdded reports whether now holds every toleration of was

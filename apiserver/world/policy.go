@@ -74,8 +74,9 @@ func policyFor(info Info) policy {
 		generation:          generation[r],
 		scale:               scale[r],
 		gcUnsupported:       r == "events" && (info.Resource.Group == "" || info.Resource.Group == "events.k8s.io"),
-		orphanDefault:       r == "jobs" && info.Resource.Group == "batch" && info.Resource.Version == "v1",
-		resource:            r,
+		orphanDefault: r == "jobs" && info.Resource.Group == "batch" && info.Resource.Version == "v1" ||
+			r == "replicationcontrollers" && info.Resource.Group == "" && info.Resource.Version == "v1",
+		resource: r,
 	}
 	gvk := info.GVK()
 	if codec.Known(gvk) {

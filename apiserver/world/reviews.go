@@ -19,13 +19,32 @@ import (
 // reviews): answered, never stored, as kube-apiserver's REST storages of
 // them do (pkg/registry/authorization, pkg/registry/authentication). A
 // replay authenticates no one: the client asking about itself is taken
-// to be an administrator in system:masters (kubectl auth can-i says
-// yes), as a replay answers every write; other subjects are authorized
+// to be Options.User, by default an administrator in system:masters
+// (kubectl auth can-i says yes), as a replay answers every write; other subjects are authorized
 // by the world's RBAC objects (rbac.go). A token review knows the tokens
 // the world issued (token.go).
 
-// adminUser is who a replay's client is taken to be.
-var adminUser = authenticationv1.UserInfo{Username: "system:admin", Groups: []string{privilegedGroup, "system:authenticated"}}
+// DefaultUser is who a replay's client is taken to be unless
+// Options.User says: an administrator in system:masters.
+var DefaultUser = authenticationv1.UserInfo{Username: "system:admin", Groups: []string{privilegedGroup, "system:authenticated"}}
+
+// user returns who a client is taken to be (Options.User, or DefaultUser),
+// a copy the caller may keep.
+func (s *Store) user() authenticationv1.UserInfo {
+	u := DefaultUser
+	if s.opts.User != nil {
+		u = *s.opts.User
+	}
+	u.Groups = append([]string(nil), u.Groups...)
+	if u.Extra != nil {
+		extra := make(map[string]authenticationv1.ExtraValue, len(u.Extra))
+		for k, v := range u.Extra {
+			extra[k] = append(authenticationv1.ExtraValue(nil), v...)
+		}
+		u.Extra = extra
+	}
+	return u
+}
 
 // reviewREST is one review resource's storage.
 type reviewREST struct{}
@@ -61,7 +80,7 @@ func (s *Store) review(obj runtime.Object) (runtime.Object, error) {
 		if errs := validateAccess(o.ObjectMeta, "", nil, o.Spec.ResourceAttributes, o.Spec.NonResourceAttributes, true); len(errs) > 0 {
 			return nil, invalidReview(authorizationv1.GroupName, errs)
 		}
-		o.Status = s.accessStatus(accessOf(adminUser.Username, adminUser.Groups, o.Spec.ResourceAttributes, o.Spec.NonResourceAttributes))
+		o.Status = s.accessStatus(accessOf(s.user().Username, s.user().Groups, o.Spec.ResourceAttributes, o.Spec.NonResourceAttributes))
 		return o, nil
 	case *authorizationv1.SubjectAccessReview:
 		if errs := validateAccess(o.ObjectMeta, o.Spec.User, o.Spec.Groups, o.Spec.ResourceAttributes, o.Spec.NonResourceAttributes, false); len(errs) > 0 {
@@ -79,13 +98,13 @@ func (s *Store) review(obj runtime.Object) (runtime.Object, error) {
 		if o.Spec.Namespace == "" {
 			return nil, apierrors.NewBadRequest("no namespace on request")
 		}
-		return &authorizationv1.SelfSubjectRulesReview{Status: s.rulesOf(adminUser.Username, adminUser.Groups, o.Spec.Namespace)}, nil
+		return &authorizationv1.SelfSubjectRulesReview{Status: s.rulesOf(s.user().Username, s.user().Groups, o.Spec.Namespace)}, nil
 	case *authenticationv1.TokenReview:
 		o.Status = s.tokenStatus(o.Spec)
 		return o, nil
 	case *authenticationv1.SelfSubjectReview:
 		return &authenticationv1.SelfSubjectReview{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: s.timeNow()},
-			Status: authenticationv1.SelfSubjectReviewStatus{UserInfo: adminUser}}, nil
+			Status: authenticationv1.SelfSubjectReviewStatus{UserInfo: s.user()}}, nil
 	}
 	return nil, apierrors.NewBadRequest("not a review")
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 	"unique"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+
 	"github.com/wtrace/wtrace/apiserver/codec"
 )
 
@@ -66,6 +68,11 @@ type Options struct {
 	// read them already (the replay's matcher needs them too); nil: Load
 	// reads them.
 	Midstream map[int64]string
+	// User is who every client is taken to be (a replay authenticates no
+	// one): the user a SelfSubjectReview names, a SelfSubjectAccessReview
+	// and SelfSubjectRulesReview ask about, and a CertificateSigningRequest
+	// is stamped with as its requestor. nil means DefaultUser.
+	User *authenticationv1.UserInfo
 }
 
 // DefaultHistoryWindow is the HistoryWindow a zero Options means: the
@@ -121,6 +128,12 @@ type entry struct {
 	// as it is (nil when the environment's change was rebased, or for a
 	// client's write).
 	src *entry
+	// defaulted: what etcd would hold of this version lacks what reads
+	// default (a PersistentVolumeClaim the world created: its strategy
+	// cleared the status after the decoder's defaults, and every read
+	// adds phase Pending back), so the next update is a write even when
+	// the object read back is the same.
+	defaulted bool
 }
 
 // Key names an object within a resource.

@@ -10,6 +10,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -51,8 +52,14 @@ func generationChanged(obj, old runtime.Object) (changed, ok bool) {
 
 // prepareKindUpdate is what a kind's PrepareForUpdate keeps or changes
 // besides the world's general rules (prepareUpdate): a DaemonSet's
-// template generation is the old one, one more when the template changed.
+// template generation is the old one, one more when the template changed;
+// a CertificateSigningRequest keeps its spec.
 func prepareKindUpdate(obj, old runtime.Object) {
+	if csr, ok := obj.(*certificatesv1.CertificateSigningRequest); ok {
+		// Immutable but through its subresources: the request as created.
+		csr.Spec = *old.(*certificatesv1.CertificateSigningRequest).Spec.DeepCopy()
+		return
+	}
 	if ds, ok := obj.(*appsv1.DaemonSet); ok {
 		ods := old.(*appsv1.DaemonSet)
 		g, err := strconv.ParseInt(ods.Annotations[appsv1.DeprecatedTemplateGeneration], 10, 64)

@@ -298,7 +298,7 @@ func (s *Store) commitUpdate(c *call, o held, old, obj runtime.Object, p writePa
 	}
 	fixManagedTimes(old, obj, now)
 	m.SetResourceVersion(om.GetResourceVersion())
-	if sameObject(obj, old) {
+	if sameObject(obj, old) && !defaultedOnRead(o.cur, old) {
 		enc, err := codec.Encode(old, frame.JSON)
 		if err != nil {
 			return s.fail(c, err)

@@ -200,6 +200,9 @@ func (s *Store) store(h *history, key Key, obj runtime.Object, typ EventType) (c
 		return codec.Object{}, err
 	}
 	e := &entry{rv: rv, synth: true, time: s.now().UnixNano(), typ: typ, key: key, obj: o, size: int64(len(o.Raw)) + 128}
+	if _, ok := obj.(*corev1.PersistentVolumeClaim); ok && typ == Added {
+		e.defaulted = true
+	}
 	if err := s.addSynth(h, e); err != nil {
 		return codec.Object{}, apierrors.NewInternalError(err)
 	}
