@@ -44,6 +44,10 @@ func (s *Store) createLocked(c *call, h *history, obj runtime.Object, p writePar
 	// The decoder's defaults come before the name is generated (a
 	// Namespace's name label is not a default then).
 	defaultObject(obj)
+	if m.GetName() == "" && m.GetGenerateName() != "" && info.Resource.GroupResource() == ipAddresses.GroupResource() {
+		// The IPAddress strategy's name generator gives back the base.
+		m.SetName(m.GetGenerateName())
+	}
 	if m.GetName() == "" && m.GetGenerateName() != "" {
 		base := m.GetGenerateName()
 		if len(base) > 58 {

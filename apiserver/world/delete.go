@@ -238,6 +238,7 @@ func (s *Store) deleteLocked(info Info, h *history, key Key, cur *entry, opts *m
 	if err != nil {
 		return nil, 0, err
 	}
+	s.afterWrite(h.info.Resource, key)
 	if svc, ok := old.(*corev1.Service); ok {
 		s.releaseIPs(svc)
 	}

@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	certificatesv1 "k8s.io/api/certificates/v1"
 	"net/http"
 	"reflect"
 
 	appsv1 "k8s.io/api/apps/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -72,13 +73,24 @@ func readPut(c *call, gvk schema.GroupVersionKind) (*written, error) {
 // manager sees it (what the rules reset is not the client's).
 func (s *Store) managed(info Info, old, obj runtime.Object, subresource string, p writeParams) (runtime.Object, error) {
 	defaultObject(obj)
-	obj, err := prepareUpdate(obj, old, policyFor(info), subresource)
-	if err != nil {
-		return nil, apierrors.NewInternalError(err)
-	}
 	mgr, err := fieldManager(info.GVK(), subresource)
 	if err != nil {
 		return nil, err
+	}
+	if managedAsSent(info, subresource) {
+		sent := mgr.UpdateNoErrors(old, obj.DeepCopyObject(), p.manager)
+		obj, err = prepareUpdate(obj, old, policyFor(info), subresource)
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		sm, _ := meta.Accessor(sent)
+		m, _ := meta.Accessor(obj)
+		m.SetManagedFields(sm.GetManagedFields())
+		return obj, nil
+	}
+	obj, err = prepareUpdate(obj, old, policyFor(info), subresource)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
 	}
 	obj = mgr.UpdateNoErrors(old, obj, p.manager)
 	if ns, ok := obj.(*corev1.Namespace); ok && subresource == "" {
@@ -88,6 +100,16 @@ func (s *Store) managed(info Info, old, obj runtime.Object, subresource string, 
 		ns.Spec.Finalizers = old.(*corev1.Namespace).Spec.Finalizers
 	}
 	return obj, nil
+}
+
+// managedAsSent reports whether an update's managed fields are those of
+// the object as the client sent it, before the strategy put back what
+// it may not change, as kube-apiserver's field manager (which runs
+// first) sees them where the strategy's reset fields do not cover it: a
+// ServiceCIDR's status strategy puts its labels and annotations back,
+// yet the labels a client sent there count as its own.
+func managedAsSent(info Info, subresource string) bool {
+	return subresource == "status" && info.Resource.Group == networkingv1.GroupName && info.Resource.Resource == "servicecidrs"
 }
 
 // checkRV applies an update's resourceVersion precondition: none (when
