@@ -88,6 +88,7 @@ func (s *Store) compact(keep int) {
 		h.syn = slices.DeleteFunc(h.syn, func(e *entry) bool { return gone[e] })
 	}
 	s.oldest = cut
+	s.compacted = true
 }
 
 // currentIndex is the index in es (one object's versions, in served order)

@@ -97,3 +97,64 @@ func TestCompaction(t *testing.T) {
 		t.Errorf("GET hot: %d %.200s", r.Code, r.Body)
 	}
 }
+
+// TestWatchBeforeSession: a watch from a resourceVersion older than the
+// session is 410 Expired where kube-apiserver serves watches from its
+// watch cache, but every change since for Events, whose watches it serves
+// from etcd — until the store compacts, as etcd does.
+func TestWatchBeforeSession(t *testing.T) {
+	f := wttest.OpenSession(t, wttest.RecordCorpus(t, "basic-json", false))
+	st, err := world.Load(f, world.Options{HistoryWindow: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js := http.Header{"Content-Type": {"application/json"}}
+	if r := do(t, st, "POST", "/api/v1/namespaces", "", js, `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"ev"}}`); r.Code != 201 {
+		t.Fatalf("namespace: %d %s", r.Code, r.Body)
+	}
+	const evs = "/api/v1/namespaces/ev/events"
+	for _, n := range []string{"a", "b"} {
+		if r := do(t, st, "POST", evs, "", js, `{"apiVersion":"v1","kind":"Event","metadata":{"name":"`+n+`"},"involvedObject":{"kind":"Pod","namespace":"ev","name":"p"},"reason":"R","message":"m"}`); r.Code != 201 {
+			t.Fatalf("event %s: %d %s", n, r.Code, r.Body)
+		}
+	}
+	watch := func(path string) *world.Watch {
+		t.Helper()
+		w, refused := st.Watch(&world.Request{Method: "GET", Path: path, Query: url.Values{"watch": {"true"}, "resourceVersion": {"1"}}, Header: http.Header{}})
+		if refused != nil {
+			t.Fatalf("watch %s: %d %s", path, refused.Code, refused.Body)
+		}
+		return w
+	}
+	if w := watch("/api/v1/namespaces/ev/configmaps"); !w.Expired() {
+		t.Error("configmaps from resourceVersion 1: not 410 Expired")
+	}
+	w := watch(evs)
+	if w.Expired() {
+		t.Fatal("events from resourceVersion 1: 410 Expired; want every change since")
+	}
+	var got []string
+	for {
+		ev, ok := w.Next()
+		if !ok {
+			break
+		}
+		b, err := w.Take(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, strings.SplitN(string(b), `"`, 5)[3])
+	}
+	if strings.Join(got, ",") != "ADDED,ADDED" {
+		t.Errorf("events from resourceVersion 1: %v; want the 2 creates", got)
+	}
+	// Compacted (past twice the window): what etcd forgot is gone there too.
+	for i := range 100 {
+		if r := do(t, st, "PATCH", evs+"/a", "", http.Header{"Content-Type": {"application/merge-patch+json"}}, fmt.Sprintf(`{"message":"%d"}`, i)); r.Code != 200 {
+			t.Fatalf("write %d: %d %s", i, r.Code, r.Body)
+		}
+	}
+	if w := watch(evs); !w.Expired() {
+		t.Error("events from resourceVersion 1 after compaction: not 410 Expired")
+	}
+}

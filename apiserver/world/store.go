@@ -185,6 +185,9 @@ type Store struct {
 	bytes   int64
 	changed chan struct{} // closed and replaced when a write lands
 	oldest  uint64        // oldest resourceVersion the store can answer at
+	// compacted: the store has forgotten versions (compact), so what is
+	// older than oldest is not only what the session never showed.
+	compacted bool
 
 	// env is the environment of a Live store (nil otherwise), envNext the
 	// index of its next change; live pairs the objects the clients under

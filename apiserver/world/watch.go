@@ -32,6 +32,10 @@ type Watch struct {
 	ns      string // t.Namespace, interned (see internNS)
 	expired bool
 	all     bool // sel selects everything: matches need not look
+	// beforeSession: a watch from a resourceVersion older than the
+	// session, served as etcd serves it (noWatchCache): the versions the
+	// session showed only in a LIST come as created.
+	beforeSession bool
 	// writesOnly: a Follow watch, which skips the recorded changes (the
 	// replay sends the recording itself).
 	writesOnly bool
@@ -132,7 +136,8 @@ func (s *Store) Watch(r *Request) (*Watch, *Response) {
 		if !ok {
 			return nil, s.errorResponse(r, apierrors.NewBadRequest(fmt.Sprintf("invalid resource version: %s", rv)), HowWatch)
 		}
-		if n < s.oldest {
+		wt.beforeSession = n < s.oldest
+		if n < s.oldest && !(noWatchCache(t.Resource) && !s.compacted) {
 			wt.expired = true
 			st := apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", n, s.oldest)).ErrStatus
 			wt.init = [][]byte{w.Frame(codec.StatusEvent(w.Media.Format, &st))}
@@ -142,6 +147,17 @@ func (s *Store) Watch(r *Request) (*Watch, *Response) {
 	}
 	wt.origin = s.timeAt(h, wt.cursor)
 	return wt, nil
+}
+
+// noWatchCache reports whether kube-apiserver serves r's watches from
+// etcd rather than from its watch cache (--watch-cache-sizes: events have
+// none by default): a watch from a resourceVersion older than the
+// session is then not 410 Expired but every change after it, until etcd
+// compacts (the world: until it compacts), which the world answers with
+// what it knows of them — the versions the session first showed and every
+// later one.
+func noWatchCache(r Resource) bool {
+	return r.Resource == "events" && (r.Group == "" || r.Group == "events.k8s.io")
 }
 
 // newWatch is a watch of t's scope through sel, encoded by w.
@@ -200,7 +216,7 @@ func (wt *Watch) Next() (WatchEvent, bool) {
 	s := wt.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if wt.cursor+1 < s.oldest {
+	if wt.cursor+1 < s.oldest && !(noWatchCache(wt.t.Resource) && !s.compacted) {
 		// Compacted past the watch's position: what it has not sent is
 		// gone; the apiserver ends such a watch with 410 Expired.
 		wt.expired = true
@@ -331,9 +347,10 @@ func (wt *Watch) change(e *entry) (WatchEvent, bool) {
 		// Entering the watch's view is an ADDED, except for a MODIFIED
 		// with no version before it: an object the session never showed
 		// earlier (a watch whose LIST it lacks) existed, and its change
-		// stays a MODIFIED, as recorded.
+		// stays a MODIFIED, as recorded; one a LIST showed, to a watch
+		// from before the session, was created since.
 		ev.typ = Modified
-		if !prevIn && (prev != nil || e.typ != Modified) {
+		if !prevIn && (prev != nil || e.typ != Modified || wt.beforeSession && !e.watched) {
 			ev.typ = Added
 		}
 	case prevIn:
