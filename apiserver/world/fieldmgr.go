@@ -56,7 +56,7 @@ func fieldManager(gvk schema.GroupVersionKind, subresource string) (*managedfiel
 			gvk, gvk.GroupVersion(), subresource, nil)
 	case codec.Known(gvk) && hasSchema(gvk):
 		m, err = managedfields.NewDefaultFieldManager(builtinTypes(), codec.Scheme(), noDefaults{}, codec.Scheme(),
-			gvk, gvk.GroupVersion(), subresource, nil)
+			gvk, gvk.GroupVersion(), subresource, serverKindResetFields(gvk, subresource))
 	case codec.Known(gvk):
 		// A built-in kind client-go has no apply schema of (the reviews, a
 		// TokenRequest): tracked with a deduced one, as the apiserver

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 )
 
 // The kinds kube-apiserver serves from its other in-process servers (the
@@ -125,4 +126,24 @@ func (s *Store) controllerWrite(h *history, key Key, change func(runtime.Object)
 		m.SetResourceVersion("")
 	}
 	_, _ = s.store(h, key, throughStorage(obj), Modified)
+}
+
+// serverKindResetFields is the GetResetFields of these kinds' strategies:
+// what the field manager counts as no one's — the status in a write of
+// the object, the spec and metadata in one of its status (a CRD's status
+// strategy lets labels and annotations change all the same: it resets
+// the new object's metadata to itself). Nil for other kinds.
+func serverKindResetFields(gvk schema.GroupVersionKind, subresource string) map[fieldpath.APIVersion]fieldpath.Filter {
+	if gvk.GroupVersion() != apiextensionsv1.SchemeGroupVersion && gvk.GroupVersion() != apiregistrationv1.SchemeGroupVersion {
+		return nil
+	}
+	set := fieldpath.NewSet(fieldpath.MakePathOrDie("status"))
+	switch subresource {
+	case "":
+	case "status":
+		set = fieldpath.NewSet(fieldpath.MakePathOrDie("metadata"), fieldpath.MakePathOrDie("spec"))
+	default:
+		return nil
+	}
+	return map[fieldpath.APIVersion]fieldpath.Filter{fieldpath.APIVersion(gvk.GroupVersion().String()): fieldpath.NewExcludeSetFilter(set)}
 }
