@@ -44,7 +44,10 @@ func (d *Docs) withLegacyExtensions(b []byte) []byte {
 }
 
 // withAggregatedExtensions returns the aggregated /apis document b with
-// the world's CRD groups appended (those it does not list already).
+// the world's CRD groups appended (those it does not list already). The
+// document's own items are kept as they are; the new ones are written as
+// kube-apiserver writes its groups (a null creationTimestamp, which Go's
+// encoding of ObjectMeta leaves out).
 func (d *Docs) withAggregatedExtensions(b []byte) []byte {
 	if d.store == nil {
 		return b
@@ -53,19 +56,46 @@ func (d *Docs) withAggregatedExtensions(b []byte) []byte {
 	if len(aggregated) == 0 {
 		return b
 	}
-	var l apidiscoveryv2.APIGroupDiscoveryList
-	if json.Unmarshal(b, &l) != nil {
+	var l map[string]json.RawMessage
+	var items []json.RawMessage
+	if json.Unmarshal(b, &l) != nil || json.Unmarshal(l["items"], &items) != nil {
 		return b
 	}
 	have := map[string]bool{}
-	for _, g := range l.Items {
-		have[g.Name] = true
-	}
-	for _, g := range aggregated {
-		if !have[g.Name] {
-			l.Items = append(l.Items, g)
+	for _, it := range items {
+		var g struct {
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+		}
+		if json.Unmarshal(it, &g) == nil {
+			have[g.Metadata.Name] = true
 		}
 	}
+	for _, g := range aggregated {
+		if have[g.Name] {
+			continue
+		}
+		it, err := json.Marshal(struct {
+			Metadata struct {
+				CreationTimestamp *string `json:"creationTimestamp"`
+				Name              string  `json:"name"`
+			} `json:"metadata"`
+			Versions []apidiscoveryv2.APIVersionDiscovery `json:"versions"`
+		}{Metadata: struct {
+			CreationTimestamp *string `json:"creationTimestamp"`
+			Name              string  `json:"name"`
+		}{Name: g.Name}, Versions: g.Versions})
+		if err != nil {
+			return b
+		}
+		items = append(items, it)
+	}
+	raw, err := json.Marshal(items)
+	if err != nil {
+		return b
+	}
+	l["items"] = raw
 	out, err := json.Marshal(l)
 	if err != nil {
 		return b
