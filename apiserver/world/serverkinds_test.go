@@ -228,3 +228,34 @@ func rv(t *testing.T, s string) int {
 	}
 	return n
 }
+
+// TestServedExtensions: /apis' groups of the world's objects — the
+// aggregator's legacy list has the APIServices' groups (a CRD's
+// registered one among them: priority 1000, after a group of higher
+// priority), the aggregated discovery the established CRD's resource.
+func TestServedExtensions(t *testing.T) {
+	st := serverKindsStore(t)
+	if r := do(t, st, "POST", crdsPath, "", jsonHeader(), crdBody("widgets.example.com", "example.com", "widgets", "Widget")); r.Code != http.StatusCreated {
+		t.Fatalf("create CRD: %d %s", r.Code, r.Body)
+	}
+	as := `{"apiVersion":"apiregistration.k8s.io/v1","kind":"APIService","metadata":{"name":"v1.high.example.org"},` +
+		`"spec":{"group":"high.example.org","version":"v1","groupPriorityMinimum":2000,"versionPriority":15}}`
+	if r := do(t, st, "POST", apiServicesPath, "", jsonHeader(), as); r.Code != http.StatusCreated {
+		t.Fatalf("create APIService: %d %s", r.Code, r.Body)
+	}
+	legacy, aggregated := st.ServedExtensions()
+	var names []string
+	for _, g := range legacy {
+		names = append(names, g.Name+" "+g.PreferredVersion.GroupVersion)
+	}
+	if want := []string{"high.example.org high.example.org/v1", "example.com example.com/v1"}; strings.Join(names, ",") != strings.Join(want, ",") {
+		t.Errorf("legacy groups %q, want %q", names, want)
+	}
+	if len(aggregated) != 1 || aggregated[0].Name != "example.com" || len(aggregated[0].Versions) != 1 {
+		t.Fatalf("aggregated %+v, want example.com's v1", aggregated)
+	}
+	r := aggregated[0].Versions[0].Resources
+	if len(r) != 1 || r[0].Resource != "widgets" || r[0].SingularResource != "widget" || r[0].ResponseKind.Kind != "Widget" || r[0].Scope != "Namespaced" {
+		t.Errorf("aggregated resources %+v", r)
+	}
+}
