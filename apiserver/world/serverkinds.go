@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 )
@@ -146,4 +147,43 @@ func serverKindResetFields(gvk schema.GroupVersionKind, subresource string) map[
 		return nil
 	}
 	return map[fieldpath.APIVersion]fieldpath.Filter{fieldpath.APIVersion(gvk.GroupVersion().String()): fieldpath.NewExcludeSetFilter(set)}
+}
+
+// validateServerKindUpdate is the part of these kinds' ValidateUpdate the
+// world models (handled false for other kinds): an APIService is validated as
+// a new one is (ValidateAPIServiceUpdate); a CRD's group and plural, which
+// name it, are immutable, and so are its scope and kind once established
+// (validateCustomResourceDefinitionSpecUpdate; its spec's other rules are
+// not modelled).
+func validateServerKindUpdate(obj, old runtime.Object) (handled bool, err error) {
+	switch o := obj.(type) {
+	case *apiregistrationv1.APIService:
+		if errs := validateAPIService(o); len(errs) > 0 {
+			return true, apierrors.NewInvalid(schema.GroupKind{Group: apiregistrationv1.GroupName, Kind: "APIService"}, o.Name, errs)
+		}
+		return true, nil
+	case *apiextensionsv1.CustomResourceDefinition:
+		oc, _ := old.(*apiextensionsv1.CustomResourceDefinition)
+		if oc == nil {
+			return true, nil
+		}
+		var errs field.ErrorList
+		spec := field.NewPath("spec")
+		immutable := func(v, ov any, p *field.Path) {
+			if v != ov {
+				errs = append(errs, field.Invalid(p, v, "field is immutable"))
+			}
+		}
+		if crdEstablished(oc) {
+			immutable(string(o.Spec.Scope), string(oc.Spec.Scope), spec.Child("scope"))
+			immutable(o.Spec.Names.Kind, oc.Spec.Names.Kind, spec.Child("names", "kind"))
+		}
+		immutable(o.Spec.Group, oc.Spec.Group, spec.Child("group"))
+		immutable(o.Spec.Names.Plural, oc.Spec.Names.Plural, spec.Child("names", "plural"))
+		if len(errs) > 0 {
+			return true, apierrors.NewInvalid(schema.GroupKind{Group: apiextensionsv1.GroupName, Kind: "CustomResourceDefinition"}, o.Name, errs)
+		}
+		return true, nil
+	}
+	return false, nil
 }

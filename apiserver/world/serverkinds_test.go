@@ -259,3 +259,37 @@ func TestServedExtensions(t *testing.T) {
 		t.Errorf("aggregated resources %+v", r)
 	}
 }
+
+// TestServerKindUpdate: a CRD's plural (which names it) cannot change;
+// an APIService is validated on update as on create.
+func TestServerKindUpdate(t *testing.T) {
+	st := serverKindsStore(t)
+	if r := do(t, st, "POST", crdsPath, "", jsonHeader(), crdBody("widgets.example.com", "example.com", "widgets", "Widget")); r.Code != http.StatusCreated {
+		t.Fatalf("create CRD: %d %s", r.Code, r.Body)
+	}
+	as := `{"apiVersion":"apiregistration.k8s.io/v1","kind":"APIService","metadata":{"name":"v1.a.example.org"},` +
+		`"spec":{"group":"a.example.org","version":"v1","groupPriorityMinimum":2000,"versionPriority":15}}`
+	if r := do(t, st, "POST", apiServicesPath, "", jsonHeader(), as); r.Code != http.StatusCreated {
+		t.Fatalf("create APIService: %d %s", r.Code, r.Body)
+	}
+	merge := http.Header{"Content-Type": {"application/merge-patch+json"}}
+	tests := []struct {
+		name, path, patch string
+		code              int
+		message           string
+	}{
+		{"CRD plural", crdsPath + "/widgets.example.com", `{"spec":{"names":{"plural":"gadgets"}}}`, http.StatusUnprocessableEntity,
+			`CustomResourceDefinition.apiextensions.k8s.io "widgets.example.com" is invalid: spec.names.plural: Invalid value: "gadgets": field is immutable`},
+		{"CRD label", crdsPath + "/widgets.example.com", `{"metadata":{"labels":{"a":"1"}}}`, http.StatusOK, ""},
+		{"APIService priority", apiServicesPath + "/v1.a.example.org", `{"spec":{"versionPriority":0}}`, http.StatusUnprocessableEntity,
+			`spec.versionPriority: Invalid value: 0: must be positive and less than 1000`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := do(t, st, "PATCH", tt.path, "", merge, tt.patch)
+			if r.Code != tt.code || !strings.Contains(string(r.Body), jsonEscape(tt.message)) {
+				t.Errorf("patch: %d %s, want %d with %s", r.Code, r.Body, tt.code, tt.message)
+			}
+		})
+	}
+}
