@@ -3,6 +3,7 @@ package world
 import (
 	"fmt"
 	"net/http"
+	"sort"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -116,11 +117,16 @@ func (s *Store) finalizeCRD(h *history, key Key) {
 // finalizers (each given its deletionTimestamp).
 func (s *Store) deleteInstances(crd *apiextensionsv1.CustomResourceDefinition) int {
 	remaining := 0
-	for r, h := range s.res {
-		if r.Group != crd.Spec.Group || r.Resource != crd.Spec.Names.Plural {
-			continue
+	var rs []Resource
+	for r := range s.res {
+		if r.Group == crd.Spec.Group && r.Resource == crd.Spec.Names.Plural {
+			rs = append(rs, r)
 		}
-		for k := range h.objs {
+	}
+	sort.Slice(rs, func(i, j int) bool { return rs[i].Version < rs[j].Version })
+	for _, r := range rs {
+		h := s.res[r]
+		for _, k := range sortedKeys(h.objs) { // etcd's key order, as its deletecollection
 			e := s.current(h, k)
 			if e == nil {
 				continue

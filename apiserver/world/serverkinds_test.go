@@ -293,3 +293,42 @@ func TestServerKindUpdate(t *testing.T) {
 		})
 	}
 }
+
+// TestCRDDeleteInstances: deleting an established CRD deletes its custom
+// resources; one with finalizers of its own only gets its
+// deletionTimestamp, and the CRD waits for it (Terminating,
+// InstanceDeletionInProgress).
+func TestCRDDeleteInstances(t *testing.T) {
+	crd := `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"widgets.example.com","uid":"u1","resourceVersion":"5","creationTimestamp":"2026-11-22T09:00:00Z","generation":1},` +
+		`"spec":{"group":"example.com","scope":"Namespaced","names":{"plural":"widgets","singular":"widget","kind":"Widget","listKind":"WidgetList"},` +
+		`"versions":[{"name":"v1","served":true,"storage":true,"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]},` +
+		`"status":{"acceptedNames":{"plural":"widgets","singular":"widget","kind":"Widget","listKind":"WidgetList"},"storedVersions":["v1"],` +
+		`"conditions":[{"type":"NamesAccepted","status":"True","reason":"NoConflicts","message":"no conflicts found","lastTransitionTime":"2026-11-22T09:00:00Z"},` +
+		`{"type":"Established","status":"True","reason":"InitialNamesAccepted","message":"the initial names have been accepted","lastTransitionTime":"2026-11-22T09:00:00Z"}]}}`
+	widget := func(name, rv, fins string) string {
+		return `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"` + name + `","namespace":"ns","uid":"w-` + name + `","resourceVersion":"` + rv + `"` + fins + `}}`
+	}
+	f := wttest.OpenSession(t, writeListSession(t, [][2]string{
+		{crdsPath, `{"kind":"CustomResourceDefinitionList","apiVersion":"apiextensions.k8s.io/v1","metadata":{"resourceVersion":"10"},"items":[` + crd + `]}`},
+		{"/apis/example.com/v1/namespaces/ns/widgets", `{"kind":"WidgetList","apiVersion":"example.com/v1","metadata":{"resourceVersion":"10"},"items":[` +
+			widget("free", "6", "") + `,` + widget("held", "7", `,"finalizers":["example.com/hold"]`) + `]}`},
+	}))
+	st, err := world.Load(f, world.Options{Now: func() time.Time { return time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := do(t, st, "DELETE", crdsPath+"/widgets.example.com", "", nil, ""); r.Code != http.StatusOK {
+		t.Fatalf("delete: %d %s", r.Code, r.Body)
+	}
+	if r := do(t, st, "GET", "/apis/example.com/v1/namespaces/ns/widgets/free", "", nil, ""); r.Code != http.StatusNotFound {
+		t.Errorf("GET of the widget without finalizers: %d, want 404", r.Code)
+	}
+	r := do(t, st, "GET", "/apis/example.com/v1/namespaces/ns/widgets/held", "", nil, "")
+	if r.Code != http.StatusOK || !strings.Contains(string(r.Body), `"deletionTimestamp"`) {
+		t.Errorf("GET of the widget with finalizers: %d %s, want it being deleted", r.Code, r.Body)
+	}
+	r = do(t, st, "GET", crdsPath+"/widgets.example.com", "", nil, "")
+	if r.Code != http.StatusOK || !strings.Contains(string(r.Body), `"InstanceDeletionInProgress"`) {
+		t.Errorf("GET of the CRD: %d %s, want it waiting (InstanceDeletionInProgress)", r.Code, r.Body)
+	}
+}
