@@ -15,9 +15,9 @@ import (
 // Field managers track metadata.managedFields as the apiserver's do:
 // apimachinery's managedfields.FieldManager with the schemas of the
 // built-in kinds (client-go's applyconfigurations, and those of
-// apiextensions-apiserver and kube-aggregator: fieldmgr_types.go), and schemas deduced
-// from the objects for other kinds (as for custom resources without a
-// structural schema).
+// apiextensions-apiserver and kube-aggregator: fieldmgr_types.go), and
+// schemas deduced from the objects for other kinds (as for custom
+// resources without a structural schema).
 var (
 	// builtinTypes parses client-go's schemas of every built-in kind
 	// (about 150 ms): once, on the first write that needs a field
