@@ -47,10 +47,6 @@ type printer struct {
 	// are printed, as the kind's list printer does (FlowSchemas by
 	// precedence); nil keeps the list's order.
 	order func(objs []runtime.Object)
-	// unstructured says cells takes *unstructured.Unstructured: the kind is
-	// not in the Scheme (APIService). Otherwise an unstructured object of
-	// the kind gets the default columns' cells.
-	unstructured bool
 }
 
 var (
@@ -411,7 +407,7 @@ func tableRows(gk schema.GroupKind, objs []runtime.Object, now time.Time) ([]met
 	rows := make([]metav1.TableRow, 0, len(objs))
 	for _, o := range objs {
 		if ok {
-			if _, u := o.(runtime.Unstructured); u == p.unstructured {
+			if _, u := o.(runtime.Unstructured); !u { // an unstructured one gets the default cells
 				row := metav1.TableRow{Cells: p.cells(o, now)}
 				if p.conditions != nil {
 					row.Conditions = p.conditions(o)

@@ -16,7 +16,7 @@ import (
 
 // TestTableRows: the columns and cells of a few kinds' printers (ported
 // from kube-apiserver v1.33's), a list printer's order (FlowSchemas by
-// precedence) and a kind the Scheme does not know (APIService).
+// precedence) and APIService (a kind of kube-aggregator's).
 func TestTableRows(t *testing.T) {
 	const created = "2026-11-21T12:00:00Z"
 	now := func() time.Time { return time.Date(2026, 11, 21, 12, 10, 0, 0, time.UTC) }
@@ -111,7 +111,7 @@ func TestTableRows(t *testing.T) {
 			cells:   [][]any{{"5m", "Normal", "Pulled", "pod/p", "spec.containers{c}", "kubelet, n1", "pulled", "5m", float64(1), "e"}},
 		},
 		{
-			name: "apiservice, unstructured", apiVersion: "apiregistration.k8s.io/v1", kind: "APIService",
+			name: "apiservice", apiVersion: "apiregistration.k8s.io/v1", kind: "APIService",
 			items: []string{
 				`{` + meta("v1.", "") + `,"spec":{"version":"v1"},"status":{"conditions":[{"type":"Available","status":"True","reason":"Local"}]}}`,
 				`{` + meta("v1.example.com", "") + `,"spec":{"group":"example.com","version":"v1","service":{"namespace":"ns","name":"svc"}},` +

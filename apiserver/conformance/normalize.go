@@ -175,9 +175,15 @@ var (
 	// A name generated from the harness's generateName (a fixture may
 	// put a prefix before it: events.k8s.io's "ev-"), anywhere in a
 	// text: its 5 random characters differ between the two servers.
-	generated   = regexp.MustCompile(`\bwcf-g-[a-z0-9]{5}\b`)
-	tokenVolume = regexp.MustCompile(`^kube-api-access-[a-z0-9]{5}$`) // the ServiceAccount admission's
-	ageCell     = regexp.MustCompile(`^(\d+[smhdy])+$|^<unknown>$`)
+	generated = regexp.MustCompile(`\bwcf-g-[a-z0-9]{5}\b`)
+	// The same after the generateName of a fixture whose names end with
+	// a suffix of its own (fixtures.go: an APIService's
+	// "v1.wcf-g-.example.com", a CRD's "wcfgs.conformance.example.com"):
+	// the random characters come after the suffix. Kept, with a "*" for
+	// the random characters.
+	generatedAfter = regexp.MustCompile(`\b(v1\.wcf-g-\.example\.com|wcfgs\.conformance\.example\.com)[a-z0-9]{5}\b`)
+	tokenVolume    = regexp.MustCompile(`^kube-api-access-[a-z0-9]{5}$`) // the ServiceAccount admission's
+	ageCell        = regexp.MustCompile(`^(\d+[smhdy])+$|^<unknown>$`)
 )
 
 // normalize decodes a JSON answer into plain values with uids and
@@ -250,7 +256,7 @@ func (v *view) walk(x any, key string) any {
 
 // text normalizes one string value under key.
 func (v *view) text(x, key string) any {
-	x = generated.ReplaceAllString(x, "wcf-g-*")
+	x = generatedAfter.ReplaceAllString(generated.ReplaceAllString(x, "wcf-g-*"), "$1*")
 	switch key {
 	case "uid":
 		return rename(v.uids, x, "uid")
@@ -309,7 +315,7 @@ func (v *view) nameMeta(md map[string]any) {
 	if name == "" {
 		return
 	}
-	name = generated.ReplaceAllString(name, "wcf-g-*")
+	name = generatedAfter.ReplaceAllString(generated.ReplaceAllString(name, "wcf-g-*"), "$1*")
 	if ns, _ := md["namespace"].(string); ns != "" {
 		name = ns + "/" + name
 	}

@@ -22,3 +22,18 @@ func TestGoValues(t *testing.T) {
 		}
 	}
 }
+
+// TestStable: a run must reproduce the coverage table but for what "What
+// differs" says of each cell after naming it.
+func TestStable(t *testing.T) {
+	a := "# T\n\n| r | same |\n\n## What differs\n\n- v1 x watch (differs): bookmarks: body differs at 3.object.\n"
+	b := "# T\n\n| r | same |\n\n## What differs\n\n- v1 x watch (differs): expired resourceVersion: body differs at (the whole body).\n"
+	c := "# T\n\n| r | differs |\n\n## What differs\n\n- v1 x watch (differs): bookmarks: body differs at 3.object.\n"
+	d := "# T\n\n| r | same |\n\n## What differs\n\n- v1 x list (differs): bookmarks: body differs at 3.object.\n"
+	if stable(a) != stable(b) {
+		t.Errorf("the details of a differing cell count")
+	}
+	if stable(a) == stable(c) || stable(a) == stable(d) {
+		t.Errorf("a changed grid or a changed cell does not count")
+	}
+}

@@ -417,8 +417,13 @@ func defaultObject(obj runtime.Object) {
 }
 
 // admit runs the default admission plugins the world models on a new
-// object (the lock is held); an error refuses the create.
+// object (the lock is held), and the registry's PrepareForCreate and
+// validation of a CRD or an APIService (createServerKind); an error
+// refuses the create.
 func (s *Store) admit(obj runtime.Object) error {
+	if err := s.createServerKind(obj); err != nil {
+		return err
+	}
 	if p, ok := obj.(*corev1.Pod); ok {
 		return s.admitPod(p)
 	}

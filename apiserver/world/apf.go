@@ -29,14 +29,17 @@ var (
 )
 
 // afterWrite runs what kube-apiserver's own controllers do after a
-// client's write to resource r of the object named key (the lock is
-// held).
-func (s *Store) afterWrite(r Resource, key Key) {
-	switch r {
+// client's write of the object named key in h (the lock is held): the
+// APF configuration controller's, then the CRD naming and establishing
+// controllers' (afterStore).
+func (s *Store) afterWrite(h *history, key Key) {
+	switch r := h.info.Resource; r {
 	case flowSchemas:
 		s.syncDangling(&key)
 	case priorityLevels:
 		s.syncDangling(nil)
+	default:
+		s.afterStore(h, r, key)
 	}
 }
 

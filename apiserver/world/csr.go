@@ -9,7 +9,8 @@ import (
 
 // resetFields returns the fields a kind's strategy resets, which the
 // field manager never counts as the writer's (the registry strategies'
-// GetResetFields), or nil. A CertificateSigningRequest's spec is set
+// GetResetFields), or nil (see also serverKindResetFields). A
+// CertificateSigningRequest's spec is set
 // from the requestor on create and kept on update, its status written
 // only through the subresources: no manager of the main resource owns
 // either.
@@ -20,7 +21,7 @@ func resetFields(gvk schema.GroupVersionKind, subresource string) map[fieldpath.
 				fieldpath.MakePathOrDie("spec"), fieldpath.MakePathOrDie("status"))),
 		}
 	}
-	return nil
+	return serverKindResetFields(gvk, subresource)
 }
 
 var csrGVK = certificatesv1.SchemeGroupVersion.WithKind("CertificateSigningRequest")

@@ -82,5 +82,7 @@ func defaultAPIKind(obj runtime.Object) {
 		defaultFlowSchema(o)
 	case *flowcontrolv1.PriorityLevelConfiguration:
 		defaultPriorityLevel(o)
+	default:
+		defaultServerKind(obj)
 	}
 }

@@ -125,6 +125,14 @@ func (s *Store) delete(c *call) *Response {
 		if o.cur == nil {
 			return s.fail(c, apierrors.NewNotFound(c.info.Resource.GroupResource(), c.t.Name))
 		}
+		if c.info.Resource == crdResource { // the CRD registry's own Delete (not a collection's)
+			if out, code, err, done := s.deleteCRD(o.h, o.key, o.cur, opts); done {
+				if err != nil {
+					return s.fail(c, err)
+				}
+				return s.respondObject(c.r, c.info, code, out, c.how, !dryRun(opts))
+			}
+		}
 		out, code, err := s.deleteLocked(c.info, o.h, o.key, o.cur, opts)
 		if err != nil {
 			return s.fail(c, err)
@@ -238,7 +246,7 @@ func (s *Store) deleteLocked(info Info, h *history, key Key, cur *entry, opts *m
 	if err != nil {
 		return nil, 0, err
 	}
-	s.afterWrite(h.info.Resource, key)
+	s.afterWrite(h, key)
 	if svc, ok := old.(*corev1.Service); ok {
 		s.releaseIPs(svc)
 	}

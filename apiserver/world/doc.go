@@ -94,7 +94,15 @@
 // Ignore: unknown and duplicate fields of built-in kinds); the registries'
 // status strategies (the object as sent but its spec) and a Namespace's
 // life (the first DELETE starts its termination, the finalize subresource
-// ends it). Not modelled: other admission (quotas, webhooks, policies),
+// ends it); CustomResourceDefinitions and APIServices as kube-apiserver's
+// in-process servers keep them (their modules' types, defaults and apply
+// schemas, the validation of their names, their strategies), with the
+// controllers it runs on them: a CRD's naming and establishing (its
+// status written as kube-apiserver's right after each change), its
+// deletion (the cleanup finalizer, its custom resources deleted), a local
+// APIService Available at once (crd.go, crd_delete.go, apiservice.go);
+// /apis lists their groups (ServedExtensions). Not modelled: other
+// admission (quotas, webhooks, policies),
 // defaulting and validation of other kinds,
 // controllers (nothing is garbage-collected, no Pod is scheduled), custom
 // resources' schemas (they are taken to have a status subresource and no

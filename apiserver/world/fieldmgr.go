@@ -8,22 +8,22 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
-	"k8s.io/client-go/applyconfigurations"
 
 	"github.com/wtrace/wtrace/apiserver/codec"
 )
 
 // Field managers track metadata.managedFields as the apiserver's do:
 // apimachinery's managedfields.FieldManager with the schemas of the
-// built-in kinds (client-go's applyconfigurations), and schemas deduced
-// from the objects for other kinds (as for custom resources without a
-// structural schema).
+// built-in kinds (client-go's applyconfigurations, and those of
+// apiextensions-apiserver and kube-aggregator: fieldmgr_types.go), and
+// schemas deduced from the objects for other kinds (as for custom
+// resources without a structural schema).
 var (
 	// builtinTypes parses client-go's schemas of every built-in kind
 	// (about 150 ms): once, on the first write that needs a field
 	// manager, not when a program that links this package starts.
 	builtinTypes = sync.OnceValue(func() managedfields.TypeConverter {
-		return applyconfigurations.NewTypeConverter(codec.Scheme())
+		return newBuiltinTypes(codec.Scheme())
 	})
 	deducedTypes = managedfields.NewDeducedTypeConverter()
 

@@ -36,6 +36,7 @@ var (
 		"validatingadmissionpolicies": true, "mutatingadmissionpolicies": true,
 		"mutatingwebhookconfigurations": true, "validatingwebhookconfigurations": true,
 		"mutatingadmissionpolicybindings": true, "validatingadmissionpolicybindings": true,
+		"customresourcedefinitions": true, "apiservices": true,
 	}
 	returnDeleted = map[string]bool{
 		"resourceclaimtemplates": true, "resourceslices": true, "resourceclaims": true, "deviceclasses": true,
@@ -53,6 +54,7 @@ var (
 		"validatingadmissionpolicies": true, "mutatingadmissionpolicies": true,
 		"mutatingwebhookconfigurations": true, "validatingwebhookconfigurations": true,
 		"mutatingadmissionpolicybindings": true, "validatingadmissionpolicybindings": true,
+		"customresourcedefinitions": true,
 	}
 	scale = map[string]bool{
 		"deployments": true, "replicasets": true, "statefulsets": true, "replicationcontrollers": true,

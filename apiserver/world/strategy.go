@@ -113,7 +113,8 @@ func dig(m map[string]any, path ...string) (map[string]any, bool) {
 	return m, true
 }
 
-// validateUpdate is the part of a kind's ValidateUpdate the world models:
+// validateUpdate is the part of a kind's ValidateUpdate the world models
+// (a CRD's and an APIService's: validateServerKindUpdate):
 // a Pod's spec immutable but for what ValidatePodUpdate lets change
 // (validatePodUpdate);
 // a Job's selector is required and immutable, its template immutable
@@ -122,6 +123,9 @@ func dig(m map[string]any, path ...string) (map[string]any, bool) {
 func validateUpdate(obj, old runtime.Object) error {
 	if p, op, typed := pods(obj, old); typed {
 		return validatePodUpdate(p, op)
+	}
+	if handled, err := validateServerKindUpdate(obj, old); handled {
+		return err
 	}
 	j, ok := obj.(*batchv1.Job)
 	if !ok {

@@ -215,7 +215,7 @@ func hasSpec(obj runtime.Object) bool {
 var statusKeepsMeta = map[string]bool{
 	"servicecidrs": true, "storageversionmigrations": true, "resourceclaims": true, "storageversions": true,
 	"volumeattachments": true, "validatingadmissionpolicies": true, "flowschemas": true,
-	"prioritylevelconfigurations": true,
+	"prioritylevelconfigurations": true, "apiservices": true,
 }
 
 // statusUpdate is what a built-in kind's status strategy (PrepareForUpdate)

@@ -151,7 +151,7 @@ func (s *Store) commit(c *call, h *history, key Key, obj runtime.Object, ev Even
 	if err != nil {
 		return s.fail(c, err)
 	}
-	s.afterWrite(h.info.Resource, key)
+	s.afterWrite(h, key)
 	return s.respond(c.r, c.info, code, o, c.how, true)
 }
 

@@ -22,24 +22,25 @@ var layerOf = map[string]struct {
 	testOnly bool
 	modules  []string
 }{
-	"internal/jsonscan":         {0, false, nil},
-	"internal/cborscan":         {0, false, nil},
-	"internal/selfsigned":       {0, false, nil},
-	"internal/apipath":          {0, false, nil},
-	"internal/healthz":          {0, false, []string{modPrometheus}},
-	"internal/kscheme":          {0, false, []string{modK8sAPIMachinery, modK8sClientGo}},
-	"internal/outfile":          {0, false, nil},
-	"internal/hostfilter":       {0, false, nil},
-	"internal/units":            {0, false, nil},
-	"internal/logline":          {0, false, nil},
-	"internal/progress":         {0, false, nil},
-	"internal/ident":            {0, false, nil},
-	"chunked":                   {1, false, nil},
-	"frame":                     {1, false, []string{modProtobuf}},
-	"formats":                   {2, false, []string{modZstd, modXsys}},
-	"apiserver/openapi":         {2, false, []string{modZstd}},
-	"apiserver/codec":           {2, false, []string{modGoautoneg, modK8sAPI, modK8sAPIMachinery, modSigsYAML}},
-	"apiserver/world":           {3, false, []string{modZstd, modUuid, modJsonPatch, modK8sAPI, modK8sAPIMachinery, modK8sClientGo, modK8sUtils, modSmd, modSigsYAML, modSigsJSON}},
+	"internal/jsonscan":   {0, false, nil},
+	"internal/cborscan":   {0, false, nil},
+	"internal/selfsigned": {0, false, nil},
+	"internal/apipath":    {0, false, nil},
+	"internal/healthz":    {0, false, []string{modPrometheus}},
+	"internal/kscheme":    {0, false, []string{modK8sAPIMachinery, modK8sClientGo, modK8sAPIExtensions, modK8sAggregator}},
+	"internal/outfile":    {0, false, nil},
+	"internal/hostfilter": {0, false, nil},
+	"internal/units":      {0, false, nil},
+	"internal/logline":    {0, false, nil},
+	"internal/progress":   {0, false, nil},
+	"internal/ident":      {0, false, nil},
+	"chunked":             {1, false, nil},
+	"frame":               {1, false, []string{modProtobuf}},
+	"formats":             {2, false, []string{modZstd, modXsys}},
+	"apiserver/openapi":   {2, false, []string{modZstd}},
+	"apiserver/codec":     {2, false, []string{modGoautoneg, modK8sAPI, modK8sAPIMachinery, modK8sAggregator, modSigsYAML}},
+	"apiserver/world": {3, false, []string{modZstd, modUuid, modJsonPatch, modGoCmp, modK8sAPI, modK8sAPIMachinery, modK8sClientGo,
+		modK8sAPIExtensions, modK8sAggregator, modK8sUtils, modSmd, modSigsYAML, modSigsJSON}},
 	"capture/pcapfile":          {3, false, []string{modZstd}},
 	"capture/tlsdec":            {3, false, []string{modXcrypto}},
 	"capture/redact":            {3, false, []string{modProtobuf}},
@@ -56,7 +57,7 @@ var layerOf = map[string]struct {
 	"replay/internal/fromworld": {5, false, []string{modK8sAPIMachinery}},
 	"replay/internal/fromtape":  {6, false, []string{modZstd, modGoautoneg, modK8sAPIMachinery}},
 	"capture":                   {4, false, []string{modXxhash, modZstd, modXnet}},
-	"replay":                    {7, false, []string{modPrometheus, modK8sAPIMachinery}},
+	"replay":                    {7, false, []string{modPrometheus, modK8sAPI, modK8sAPIMachinery}},
 	"export":                    {4, false, []string{modZstd, modXnet}},
 	"edit":                      {4, false, []string{modZstd, modK8sAPIMachinery}},
 	"capture/live":              {5, false, []string{modXnet, modXsys}},
@@ -94,6 +95,9 @@ const (
 	modCobra             = "github.com/spf13/cobra"
 	modControllerRuntime = "sigs.k8s.io/controller-runtime"
 	modGoautoneg         = "github.com/munnerz/goautoneg"
+	modGoCmp             = "github.com/google/go-cmp"
+	modK8sAPIExtensions  = "k8s.io/apiextensions-apiserver"
+	modK8sAggregator     = "k8s.io/kube-aggregator"
 	modGopacket          = "github.com/google/gopacket"
 	modGGCR              = "github.com/google/go-containerregistry"
 	modJsonPatch         = "gopkg.in/evanphx/json-patch.v4"

@@ -17,6 +17,8 @@ func TestScheme(t *testing.T) {
 		{Version: "v1", Kind: "Pod"},
 		{Version: "v1", Kind: "Secret"},
 		{Group: "apps", Version: "v1", Kind: "Deployment"},
+		{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinitionList"},
+		{Group: "apiregistration.k8s.io", Version: "v1", Kind: "APIService"},
 		{Group: "meta.k8s.io", Version: "v1", Kind: "Table"},
 		{Group: "meta.k8s.io", Version: "v1", Kind: "PartialObjectMetadataList"},
 		{Group: "meta.k8s.io", Version: "v1beta1", Kind: "PartialObjectMetadata"},

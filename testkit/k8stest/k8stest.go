@@ -33,8 +33,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	authenticationv1 "k8s.io/api/authentication/v1"
 )
 
 // Env names the directory holding kube-apiserver and etcd.
@@ -44,10 +42,15 @@ const Env = "WTRACE_K8SBIN"
 // system:masters).
 const Token = "wtrace-k8stest-token-0f9e5d21"
 
-// User is who Token authenticates as (the apiserver adds
-// system:authenticated to the groups of the token file).
-var User = authenticationv1.UserInfo{Username: "wtrace-admin", UID: "wtrace-admin-uid",
-	Groups: []string{"system:masters", "system:authenticated"}}
+// UserName, UserUID and UserGroups are who Token authenticates as (the
+// apiserver adds system:authenticated to the groups of the token file).
+const (
+	UserName = "wtrace-admin"
+	UserUID  = "wtrace-admin-uid"
+)
+
+// UserGroups: see UserName.
+var UserGroups = []string{"system:masters", "system:authenticated"}
 
 // Cluster is a running etcd + kube-apiserver; both stop when the test
 // ends.
@@ -92,7 +95,7 @@ func Start(t testing.TB) *Cluster {
 	apiserverBin, etcdBin := Binaries(t)
 	dir := t.TempDir()
 	caPEM := pki(t, dir)
-	if err := os.WriteFile(filepath.Join(dir, "tokens.csv"), []byte(Token+","+User.Username+","+User.UID+`,"system:masters"`+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "tokens.csv"), []byte(Token+","+UserName+","+UserUID+`,"system:masters"`+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ports := freePorts(t, 3)

@@ -107,6 +107,7 @@ func guessKind(name string) string {
 type Docs struct {
 	byPath     map[string][]byte
 	aggregated map[string][]byte
+	store      *world.Store // the world whose CRDs and APIServices /apis adds (extensions.go), or nil
 }
 
 // readVerbs and allVerbs are the verbs discovery lists: a replay without a
@@ -136,6 +137,7 @@ func New(f *formats.File, m *tape.Matcher, store *world.Store) *Docs {
 		return d
 	}
 	d.served(found, order)
+	d.store = store
 	return d
 }
 
@@ -327,6 +329,9 @@ func (d *Docs) Serve(w http.ResponseWriter, r *http.Request) bool {
 	b, ok := d.byPath[path]
 	if !ok {
 		return false
+	}
+	if path == "/apis" {
+		b = d.withLegacyExtensions(b)
 	}
 	if path == "/api" && d.aggregated != nil {
 		// kube-apiserver's, naming the address it is reached at.

@@ -191,6 +191,9 @@ func (d *Docs) serveAggregated(w http.ResponseWriter, r *http.Request, path stri
 	if !ok || !wantsAggregated(r.Header.Get("Accept")) {
 		return false
 	}
+	if path == "/apis" {
+		b = d.withAggregatedExtensions(b)
+	}
 	write(w, aggregatedType, b)
 	return true
 }
