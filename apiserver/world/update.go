@@ -36,7 +36,7 @@ func (s *Store) put(c *call, sub string, createOnUpdate bool) *Response {
 			}
 			return s.fail(c, apierrors.NewNotFound(c.info.Resource.GroupResource(), c.t.Name))
 		}
-		old, err := s.decodeEntry(o.cur)
+		old, err := s.decodeAs(o.cur, c.info.GVK())
 		if err != nil {
 			return s.fail(c, err)
 		}
