@@ -74,6 +74,10 @@ func convertible(from, to schema.GroupVersionKind) bool {
 	return ok
 }
 
+// sharedKinds are the kinds of the objects of storages served in more
+// than one version.
+var sharedKinds = map[string]bool{"Event": true, "HorizontalPodAutoscaler": true}
+
 var (
 	coreEventGVK   = corev1.SchemeGroupVersion.WithKind("Event")
 	eventsEventGVK = eventsv1.SchemeGroupVersion.WithKind("Event")
@@ -118,7 +122,8 @@ func convertObject(obj runtime.Object, to schema.GroupVersionKind) (runtime.Obje
 // when it is of that kind already, or not of the other version of it (a
 // metadata-only view, a Status). converted says it was converted.
 func convertTo(o codec.Object, to schema.GroupVersionKind) (out codec.Object, converted bool, err error) {
-	if !convertible(o.GVK(), to) {
+	// Most objects are of no such kind: known without parsing apiVersion.
+	if o.Kind != to.Kind || !sharedKinds[o.Kind] || !convertible(o.GVK(), to) {
 		return o, false, nil
 	}
 	obj, err := codec.Decode(o)
@@ -141,14 +146,10 @@ func convertTo(o codec.Object, to schema.GroupVersionKind) (out codec.Object, co
 // f when the session holds it so, converted to gvk when e holds the other
 // version of its storage.
 func (s *Store) servedAs(e *entry, f frame.Format, gvk schema.GroupVersionKind) (o codec.Object, rewritten bool, err error) {
+	// (An entry's formats are of one version: Load keeps no other.)
 	o, rewritten, err = s.servedObject(e, f)
 	if err != nil {
 		return o, rewritten, err
-	}
-	if e.alt.Raw != nil && e.alt.GVK() == gvk && e.obj.GVK() != gvk {
-		// Not the case today (an entry's formats are one version's), but
-		// cheap to honour.
-		o = e.alt
 	}
 	o, converted, err := convertTo(o, gvk)
 	return o, rewritten || converted, err
