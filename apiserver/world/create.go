@@ -58,7 +58,7 @@ func (s *Store) createLocked(c *call, h *history, obj runtime.Object, p writePar
 		}
 	}
 	if m.GetName() == "" {
-		return s.fail(c, apierrors.NewInvalid(info.GVK().GroupKind(), "", field.ErrorList{
+		return s.fail(c, apierrors.NewInvalid(storageKind(info), "", field.ErrorList{
 			field.Required(field.NewPath("metadata", "name"), "name or generateName is required")}))
 	}
 	key := Key{m.GetNamespace(), m.GetName()}

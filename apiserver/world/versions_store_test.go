@@ -265,13 +265,17 @@ func TestEventsFieldSelectors(t *testing.T) {
 	}
 }
 
-// TestEventsPreconditionKind deletes an events.k8s.io Event with a failing
-// precondition: the Conflict names the storage's kind, core's Event, with
-// no group.
-func TestEventsPreconditionKind(t *testing.T) {
+// TestEventsStorageKind fails a delete precondition and a create of an
+// events.k8s.io Event: the registry's BeforeDelete and BeforeCreate name
+// the storage's kind, core's Event, with no group.
+func TestEventsStorageKind(t *testing.T) {
 	st := versionsStore(t)
 	r := do(t, st, "DELETE", eventsEvents+"/seed", "", jsonHeader, `{"kind":"DeleteOptions","apiVersion":"v1","preconditions":{"resourceVersion":"1"}}`)
 	if r.Code != 409 || !strings.Contains(string(r.Body), `Operation cannot be fulfilled on Event \"seed\"`) || strings.Contains(string(r.Body), `"group"`) {
-		t.Errorf("%d %s", r.Code, r.Body)
+		t.Errorf("precondition: %d %s", r.Code, r.Body)
+	}
+	r = do(t, st, "POST", eventsEvents, "", jsonHeader, `{"apiVersion":"events.k8s.io/v1","kind":"Event","metadata":{}}`)
+	if r.Code != 422 || !strings.Contains(string(r.Body), `Event \"\" is invalid`) || strings.Contains(string(r.Body), `"group"`) {
+		t.Errorf("no name: %d %s", r.Code, r.Body)
 	}
 }
