@@ -44,6 +44,8 @@ func (s *Store) createLocked(c *call, h *history, obj runtime.Object, p writePar
 	// The decoder's defaults come before the name is generated (a
 	// Namespace's name label is not a default then).
 	defaultObject(obj)
+	obj = asStored(info, obj)
+	m, _ = meta.Accessor(obj)
 	if m.GetName() == "" && m.GetGenerateName() != "" {
 		base := m.GetGenerateName()
 		if len(base) > 58 {

@@ -72,7 +72,7 @@ func readPut(c *call, gvk schema.GroupVersionKind) (*written, error) {
 // manager sees it (what the rules reset is not the client's).
 func (s *Store) managed(info Info, old, obj runtime.Object, subresource string, p writeParams) (runtime.Object, error) {
 	defaultObject(obj)
-	obj, err := prepareUpdate(obj, old, policyFor(info), subresource)
+	obj, err := prepareUpdate(asStored(info, obj), old, policyFor(info), subresource)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}

@@ -2,6 +2,7 @@ package world
 
 import (
 	"fmt"
+	"reflect"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -186,15 +187,42 @@ func roundTrip(obj runtime.Object, storage schema.GroupVersionKind) (runtime.Obj
 	return convertObject(stored, gvk)
 }
 
+// asStored is roundTrip for a write of a resource of info: obj, written
+// through info's version, as its storage's round trip makes it. The
+// apiserver decodes a write into its internal version at once, so its
+// field manager counts what the round trip adds as the writer's (a v1
+// HPA's default CPU target); an error leaves obj as it is (the store
+// reports it when it stores obj).
+func asStored(info Info, obj runtime.Object) runtime.Object {
+	if !sharesStorage(info.Resource) {
+		return obj
+	}
+	st := storageOf(info.Resource)
+	out, err := roundTrip(obj, schema.GroupVersionKind{Group: st.Group, Version: st.Version, Kind: info.Kind})
+	if err != nil {
+		return obj
+	}
+	return out
+}
+
 // versionConvertor is the field manager's object convertor: the scheme's,
-// and the conversions between the versions of one storage, so that a
-// write through one version tracks the fields of managers that wrote
-// through the other (each managedFields entry is kept in its own version).
+// and the conversions between the versions of one storage within a group,
+// so that a write through autoscaling/v2 tracks the fields of managers
+// that wrote through autoscaling/v1 (each managedFields entry is kept in
+// its own version). Between groups it converts nothing, as the
+// apiserver's, whose field manager converts through the request group's
+// internal version: it reports the other group's version as not
+// registered, and the field manager drops that version's entries (a write
+// through core's Events forgets the managers that wrote through
+// events.k8s.io, and the other way).
 type versionConvertor struct{ runtime.ObjectConvertor }
 
 func (c versionConvertor) ConvertToVersion(in runtime.Object, gv runtime.GroupVersioner) (runtime.Object, error) {
 	from := in.GetObjectKind().GroupVersionKind()
 	if to, ok := gv.KindForGroupVersionKinds([]schema.GroupVersionKind{from, otherVersion(from)}); ok && convertible(from, to) {
+		if to.Group != from.Group {
+			return nil, runtime.NewNotRegisteredErrForTarget("wtrace", reflect.TypeOf(in), gv)
+		}
 		if u, isU := in.(runtime.Unstructured); isU {
 			typed, err := codec.Scheme().New(from)
 			if err != nil {

@@ -279,3 +279,34 @@ func TestEventsStorageKind(t *testing.T) {
 		t.Errorf("no name: %d %s", r.Code, r.Body)
 	}
 }
+
+// TestVersionsApply writes through one group an Event another group's
+// manager wrote: the apiserver's field manager cannot convert between the
+// groups (it converts through the request group's internal version), so
+// the other group's entries are dropped and nothing conflicts; within a
+// group (autoscaling) both versions' entries stay (TestVersionsShareStorage).
+func TestVersionsApply(t *testing.T) {
+	st := versionsStore(t)
+	h := http.Header{"Content-Type": {"application/json"}, "User-Agent": {"events-writer/v1"}}
+	if r := do(t, st, "POST", eventsEvents, "", h, `{"apiVersion":"events.k8s.io/v1","kind":"Event","metadata":{"name":"x"},"eventTime":"2026-12-01T10:00:00.000000Z","reportingController":"example.com/c","reportingInstance":"i","action":"A","reason":"R","type":"Normal","regarding":{"kind":"Pod","namespace":"vs","name":"q"},"note":"events'"}`); r.Code != 201 {
+		t.Fatalf("POST: %d %s", r.Code, r.Body)
+	}
+	apply := `{"apiVersion":"v1","kind":"Event","metadata":{"name":"x"},"message":"applied"}`
+	r := do(t, st, "PATCH", coreEvents+"/x", "fieldManager=applier", http.Header{"Content-Type": {"application/apply-patch+yaml"}}, apply)
+	if r.Code != 200 {
+		t.Fatalf("apply: %d %s", r.Code, r.Body)
+	}
+	var ev struct {
+		Message  string
+		Metadata struct{ ManagedFields []struct{ Manager, APIVersion string } }
+	}
+	if err := json.Unmarshal(r.Body, &ev); err != nil {
+		t.Fatal(err)
+	}
+	if mf := ev.Metadata.ManagedFields; ev.Message != "applied" || len(mf) != 1 || mf[0].Manager != "applier" || mf[0].APIVersion != "v1" {
+		t.Errorf("message %q, managedFields %+v", ev.Message, mf)
+	}
+	if got := do(t, st, "GET", eventsEvents+"/x", "", nil, ""); !strings.Contains(string(got.Body), `"note":"applied"`) {
+		t.Errorf("events.k8s.io reads %s", got.Body)
+	}
+}
