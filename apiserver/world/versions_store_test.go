@@ -139,7 +139,7 @@ func TestVersionsShareStorage(t *testing.T) {
 	if a, _ := ann["autoscaling.alpha.kubernetes.io/metrics"].(string); !strings.Contains(a, `"targetAverageValue":"100Mi"`) {
 		t.Errorf("v2's HPA through v1: annotations %v", ann)
 	}
-	if u1, u2 := one["metadata"].(map[string]any)["uid"], get(hpaV1+"/one")["metadata"].(map[string]any)["uid"]; u1 != u2 {
+	if u1, u2 := one["metadata"].(map[string]any)["uid"], get(hpaV1 + "/one")["metadata"].(map[string]any)["uid"]; u1 != u2 {
 		t.Errorf("uids %v and %v", u1, u2)
 	}
 
@@ -298,7 +298,9 @@ func TestVersionsApply(t *testing.T) {
 	}
 	var ev struct {
 		Message  string
-		Metadata struct{ ManagedFields []struct{ Manager, APIVersion string } }
+		Metadata struct {
+			ManagedFields []struct{ Manager, APIVersion string }
+		}
 	}
 	if err := json.Unmarshal(r.Body, &ev); err != nil {
 		t.Fatal(err)
