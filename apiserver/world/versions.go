@@ -24,7 +24,8 @@ import (
 // are autoscaling/v2's (stored as autoscaling/v2). An object written
 // through one version is listed, watched, got and deleted through the
 // other, with one uid, one resourceVersion sequence and one set of
-// managedFields (each entry keeps the apiVersion it was written with).
+// managedFields (each entry keeps the apiVersion it was written with; a
+// write through one group drops the other group's, see versionConvertor).
 //
 // The store keeps one history per such pair, keyed by the storage's
 // resource (storageOf). Its entries hold each version as the session or a
