@@ -622,7 +622,15 @@ func (l *loader) objectMeta(r Resource, o codec.Object, typ EventType, t int64, 
 			e.obj, e.alt = o, codec.Object{}
 			return l.checkSize()
 		}
-		if e.obj.Format != o.Format && e.alt.Raw == nil && e.obj.APIVersion == o.APIVersion {
+		if e.obj.APIVersion != o.APIVersion && !partial(o) {
+			// The other version of its storage (versions.go).
+			if e.other.Raw == nil {
+				e.other = o
+				l.s.bytes += int64(len(o.Raw))
+			}
+			return l.checkSize()
+		}
+		if e.obj.Format != o.Format && e.alt.Raw == nil {
 			e.alt = o
 			l.s.bytes += int64(len(o.Raw))
 		}
@@ -746,7 +754,7 @@ func (l *loader) finish() {
 			if ok, err := sel.matches(last.obj); err != nil || !ok {
 				continue
 			}
-			d := &entry{rv: sn.rv, time: sn.time, typ: Deleted, key: k, obj: last.obj, alt: last.alt,
+			d := &entry{rv: sn.rv, time: sn.time, typ: Deleted, key: k, obj: last.obj, alt: last.alt, other: last.other,
 				size: 128, inScope: !sel.empty(), inferred: true}
 			h.rec = append(h.rec, d)
 			h.objs[k] = append(h.objs[k], d)

@@ -121,6 +121,10 @@ type entry struct {
 	// as it is (nil when the environment's change was rebased, or for a
 	// client's write).
 	src *entry
+
+	// other is the same version of the object as the other version of its
+	// storage showed it (versions.go), if the session holds it.
+	other codec.Object
 }
 
 // Key names an object within a resource.

@@ -312,3 +312,16 @@ func TestVersionsApply(t *testing.T) {
 		t.Errorf("events.k8s.io reads %s", got.Body)
 	}
 }
+
+// TestVersionsRecordedAsRecorded GETs the objects the session LISTed in
+// both versions through each: each version is served as recorded, not
+// converted from the other.
+func TestVersionsRecordedAsRecorded(t *testing.T) {
+	st := versionsStore(t)
+	for _, p := range []string{coreEvents, eventsEvents, hpaV1, hpaV2} {
+		r := do(t, st, "GET", p+"/seed", "", nil, "")
+		if r.Code != 200 || r.Transcoded {
+			t.Errorf("GET %s/seed: %d, transcoded %v: %s", p, r.Code, r.Transcoded, r.Body)
+		}
+	}
+}
