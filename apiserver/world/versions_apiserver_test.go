@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/wtrace/wtrace/apiserver/world"
 	"github.com/wtrace/wtrace/testkit/k8stest"
@@ -108,5 +109,107 @@ func TestVersionsAgainstAPIServer(t *testing.T) {
 				t.Errorf("bodies differ\nmine: %s\nreal: %s", jb, ja)
 			}
 		})
+	}
+}
+
+// versionWatchWrites write through one version of each storage while
+// watches of the other are open.
+var versionWatchWrites = []compareStep{
+	{method: "POST", path: coreEvents, contentType: jsonCT, body: `{"apiVersion":"v1","kind":"Event","metadata":{"name":"w1"},"involvedObject":{"kind":"Pod","namespace":"vs","name":"p"},"reason":"R","message":"m","type":"Normal","source":{"component":"c"}}`},
+	{method: "PATCH", path: coreEvents + "/w1", contentType: mergeCT, body: `{"count":3,"metadata":{"labels":{"l":"1"}}}`},
+	{method: "DELETE", path: coreEvents + "/w1"},
+	{method: "POST", path: hpaV2, contentType: jsonCT, body: `{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","metadata":{"name":"w2"},"spec":{"scaleTargetRef":{"apiVersion":"apps/v1","kind":"Deployment","name":"d"},"maxReplicas":3,"metrics":[{"type":"Resource","resource":{"name":"memory","target":{"type":"AverageValue","averageValue":"1Gi"}}}]}}`},
+	{method: "PATCH", path: hpaV2 + "/w2", contentType: mergeCT, body: `{"spec":{"behavior":{"scaleUp":{"stabilizationWindowSeconds":10}}}}`},
+	{method: "POST", path: hpaV1, contentType: jsonCT, body: `{"apiVersion":"autoscaling/v1","kind":"HorizontalPodAutoscaler","metadata":{"name":"w3"},"spec":{"scaleTargetRef":{"apiVersion":"apps/v1","kind":"Deployment","name":"d"},"maxReplicas":2}}`},
+	{method: "DELETE", path: hpaV2 + "/w2"},
+}
+
+// TestVersionsWatchAgainstAPIServer watches each storage through the
+// version versionWatchWrites do not write through, on a real
+// kube-apiserver and on a Store, and compares the events.
+func TestVersionsWatchAgainstAPIServer(t *testing.T) {
+	c := k8stest.Start(t)
+	hdr := http.Header{"Content-Type": {jsonCT}, "User-Agent": {"wtrace-compare/1.0"}}
+	if resp, b := c.Do("POST", "/api/v1/namespaces", hdr, []byte(`{"metadata":{"name":"vs"}}`)); resp.StatusCode != 201 {
+		t.Fatalf("create namespace: %d %s", resp.StatusCode, b)
+	}
+	var lists [][2]string
+	rvs := map[string]string{}
+	for _, p := range []string{coreEvents, eventsEvents, hpaV1, hpaV2, "/api/v1/namespaces"} {
+		resp, b := c.Do("GET", p, http.Header{"Accept": {jsonCT}}, nil)
+		if resp.StatusCode != 200 {
+			t.Fatalf("LIST %s: %d %s", p, resp.StatusCode, b)
+		}
+		var lm struct {
+			Metadata struct{ ResourceVersion string }
+		}
+		if err := json.Unmarshal(b, &lm); err != nil {
+			t.Fatal(err)
+		}
+		rvs[p] = lm.Metadata.ResourceVersion
+		lists = append(lists, [2]string{p, string(b)})
+	}
+	st, err := world.Load(wttest.OpenSession(t, writeListSession(t, lists)), world.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type opened struct {
+		name string
+		real chan []watchEv
+		mine *world.Watch
+	}
+	var ws []opened
+	for _, wc := range []struct{ path, accept string }{{eventsEvents, jsonCT}, {hpaV1, jsonCT}, {hpaV1, pbAcc}} {
+		h := http.Header{"User-Agent": {"wtrace-compare/1.0"}, "Accept": {wc.accept}}
+		q := "resourceVersion=" + rvs[wc.path]
+		o := opened{name: wc.path + " " + wc.accept, real: make(chan []watchEv, 1)}
+		go func(path string) { o.real <- readWatch(t, c, path, h) }(wc.path + "?watch=true&timeoutSeconds=8&" + q)
+		qq, _ := url.ParseQuery(q)
+		qq.Set("watch", "true")
+		w, refused := st.Watch(&world.Request{Method: "GET", Path: wc.path, Query: qq, Header: h})
+		if refused != nil || w == nil {
+			t.Fatalf("%s: the store refused the watch: %+v", o.name, refused)
+		}
+		o.mine = w
+		ws = append(ws, o)
+	}
+	time.Sleep(500 * time.Millisecond) // the apiserver's watches are established
+	for _, s := range versionWatchWrites {
+		h := http.Header{"User-Agent": {"wtrace-compare/1.0"}, "Content-Type": {s.contentType}}
+		if resp, b := c.Do(s.method, s.path, h, []byte(s.body)); resp.StatusCode >= 300 {
+			t.Fatalf("%s %s: %d %s", s.method, s.path, resp.StatusCode, b)
+		}
+		if r, ok := st.Serve(&world.Request{Method: s.method, Path: s.path, Query: url.Values{}, Header: h, Body: []byte(s.body)}); !ok || r.Code >= 300 {
+			t.Fatalf("store: %s %s: %+v", s.method, s.path, r)
+		}
+	}
+	real, mine := newSide(), newSide()
+	for _, o := range ws {
+		var got []watchEv
+		for {
+			ev, ok := o.mine.Next()
+			if !ok {
+				break
+			}
+			b, err := o.mine.Take(ev)
+			if err != nil {
+				t.Fatalf("%s: Take: %v", o.name, err)
+			}
+			got = append(got, splitEvents(t, o.mine.ContentType(), b)...)
+		}
+		var want []watchEv
+		select {
+		case want = <-o.real:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: the apiserver's watch did not end", o.name)
+		}
+		if len(want) < 3 {
+			t.Errorf("%s: the apiserver sent %d events", o.name, len(want))
+		}
+		if a, b := real.events(t, want), mine.events(t, got); !reflect.DeepEqual(a, b) {
+			ja, _ := json.Marshal(a)
+			jb, _ := json.Marshal(b)
+			t.Errorf("%s: events differ\nmine: %s\nreal: %s", o.name, jb, ja)
+		}
 	}
 }
