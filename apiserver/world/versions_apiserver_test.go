@@ -57,7 +57,8 @@ var versionSteps = []compareStep{
 
 // TestVersionsAgainstAPIServer makes versionSteps on a real kube-apiserver
 // and on a Store loaded from its LISTs, and compares the answers
-// normalized as TestAgainstAPIServer compares them.
+// normalized as TestAgainstAPIServer compares them; then the watches of
+// versionsWatch.
 func TestVersionsAgainstAPIServer(t *testing.T) {
 	c := k8stest.Start(t)
 	hdr := http.Header{"Content-Type": {jsonCT}, "User-Agent": {"wtrace-compare/1.0"}}
@@ -76,6 +77,7 @@ func TestVersionsAgainstAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer t.Run("watch", func(t *testing.T) { versionsWatch(t, c) })
 	real, mine := newSide(), newSide()
 	for _, s := range versionSteps {
 		t.Run(s.name, func(t *testing.T) {
@@ -124,15 +126,10 @@ var versionWatchWrites = []compareStep{
 	{method: "DELETE", path: hpaV2 + "/w2"},
 }
 
-// TestVersionsWatchAgainstAPIServer watches each storage through the
-// version versionWatchWrites do not write through, on a real
-// kube-apiserver and on a Store, and compares the events.
-func TestVersionsWatchAgainstAPIServer(t *testing.T) {
-	c := k8stest.Start(t)
-	hdr := http.Header{"Content-Type": {jsonCT}, "User-Agent": {"wtrace-compare/1.0"}}
-	if resp, b := c.Do("POST", "/api/v1/namespaces", hdr, []byte(`{"metadata":{"name":"vs"}}`)); resp.StatusCode != 201 {
-		t.Fatalf("create namespace: %d %s", resp.StatusCode, b)
-	}
+// versionsWatch watches each storage through the version
+// versionWatchWrites do not write through, on c and on a Store loaded
+// from c's LISTs, and compares the events.
+func versionsWatch(t *testing.T, c *k8stest.Cluster) {
 	var lists [][2]string
 	rvs := map[string]string{}
 	for _, p := range []string{coreEvents, eventsEvents, hpaV1, hpaV2, "/api/v1/namespaces"} {
