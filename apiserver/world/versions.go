@@ -66,8 +66,8 @@ func storageKind(info Info) schema.GroupKind {
 	return schema.GroupKind{Group: storageOf(info.Resource).Group, Kind: info.Kind}
 }
 
-// convertible reports whether objects of kind from convert to kind to:
-// the same kind, or the two versions of one storage.
+// convertible reports whether objects of kind from convert to kind to,
+// another: the two versions of one storage.
 func convertible(from, to schema.GroupVersionKind) bool {
 	if from == to {
 		return false
@@ -104,13 +104,25 @@ var converters = map[[2]schema.GroupVersionKind]func(runtime.Object) (runtime.Ob
 	},
 }
 
-// convertObject converts a typed object to kind to, which must be
-// convertible from its own. The result has its kind set.
+// convertObject converts an object (typed, or unstructured) to kind to,
+// which must be convertible from its own. The result is typed, its kind
+// set.
 func convertObject(obj runtime.Object, to schema.GroupVersionKind) (runtime.Object, error) {
 	from := obj.GetObjectKind().GroupVersionKind()
 	conv, ok := converters[[2]schema.GroupVersionKind{from, to}]
 	if !ok {
 		return nil, fmt.Errorf("state: no conversion from %s to %s", from, to)
+	}
+	if u, isU := obj.(runtime.Unstructured); isU {
+		typed, err := codec.Scheme().New(from)
+		if err != nil {
+			return nil, err
+		}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.UnstructuredContent(), typed); err != nil {
+			return nil, err
+		}
+		typed.GetObjectKind().SetGroupVersionKind(from)
+		obj = typed
 	}
 	out, err := conv(obj)
 	if err != nil {
@@ -226,17 +238,6 @@ func (c versionConvertor) ConvertToVersion(in runtime.Object, gv runtime.GroupVe
 	if to, ok := gv.KindForGroupVersionKinds([]schema.GroupVersionKind{from, otherVersion(from)}); ok && convertible(from, to) {
 		if to.Group != from.Group {
 			return nil, runtime.NewNotRegisteredErrForTarget("wtrace", reflect.TypeOf(in), gv)
-		}
-		if u, isU := in.(runtime.Unstructured); isU {
-			typed, err := codec.Scheme().New(from)
-			if err != nil {
-				return nil, err
-			}
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.UnstructuredContent(), typed); err != nil {
-				return nil, err
-			}
-			typed.GetObjectKind().SetGroupVersionKind(from)
-			in = typed
 		}
 		return convertObject(in, to)
 	}

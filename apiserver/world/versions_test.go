@@ -12,6 +12,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
@@ -235,3 +236,18 @@ func mustJSON(t *testing.T, v any) string {
 }
 
 func equalJSON(t *testing.T, a, b any) bool { return mustJSON(t, a) == mustJSON(t, b) }
+
+// TestConvertUnstructured converts an unstructured object (the field
+// manager's form) as its typed form.
+func TestConvertUnstructured(t *testing.T) {
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
+		"metadata": map[string]any{"name": "h"}, "spec": map[string]any{"maxReplicas": int64(3), "targetCPUUtilizationPercentage": int64(70)}}}
+	out, err := convertObject(u, hpaV2GVK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, ok := out.(*autoscalingv2.HorizontalPodAutoscaler)
+	if !ok || !equalJSON(t, h.Spec.Metrics, []autoscalingv2.MetricSpec{cpuUtilization(70)}) || h.GetObjectKind().GroupVersionKind() != hpaV2GVK {
+		t.Errorf("%T %+v", out, out)
+	}
+}
