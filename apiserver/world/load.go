@@ -624,8 +624,9 @@ func (l *loader) objectMeta(r Resource, o codec.Object, typ EventType, t int64, 
 		}
 		if e.obj.APIVersion != o.APIVersion && !partial(o) {
 			// The other version of its storage (versions.go).
-			if e.other.Raw == nil {
-				e.other = o
+			if e.other == nil {
+				other := o // (not &o: o would escape on every call)
+				e.other = &other
 				l.s.bytes += int64(len(o.Raw))
 			}
 			return l.checkSize()

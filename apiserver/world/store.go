@@ -123,8 +123,9 @@ type entry struct {
 	src *entry
 
 	// other is the same version of the object as the other version of its
-	// storage showed it (versions.go), if the session holds it.
-	other codec.Object
+	// storage showed it (versions.go), if the session holds it (a
+	// pointer: most entries have none).
+	other *codec.Object
 }
 
 // Key names an object within a resource.

@@ -160,9 +160,9 @@ func convertTo(o codec.Object, to schema.GroupVersionKind) (out codec.Object, co
 // f when the session holds it so, converted to gvk when e holds the other
 // version of its storage.
 func (s *Store) servedAs(e *entry, f frame.Format, gvk schema.GroupVersionKind) (o codec.Object, rewritten bool, err error) {
-	if o := e.other; o.Raw != nil && o.Kind == gvk.Kind && o.APIVersion == gvk.GroupVersion().String() {
+	if o := e.other; o != nil && o.Kind == gvk.Kind && o.APIVersion == gvk.GroupVersion().String() {
 		// The session showed this version as the client's version shows it.
-		return s.withServedRV(e, o)
+		return s.withServedRV(e, *o)
 	}
 	o, rewritten, err = s.servedObject(e, f)
 	if err != nil {
