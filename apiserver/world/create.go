@@ -44,6 +44,8 @@ func (s *Store) createLocked(c *call, h *history, obj runtime.Object, p writePar
 	// The decoder's defaults come before the name is generated (a
 	// Namespace's name label is not a default then).
 	defaultObject(obj)
+	obj = asStored(info, obj)
+	m, _ = meta.Accessor(obj)
 	if m.GetName() == "" && m.GetGenerateName() != "" && info.Resource.GroupResource() == ipAddresses.GroupResource() {
 		// The IPAddress strategy's name generator gives back the base.
 		m.SetName(m.GetGenerateName())
@@ -62,7 +64,7 @@ func (s *Store) createLocked(c *call, h *history, obj runtime.Object, p writePar
 		}
 	}
 	if m.GetName() == "" {
-		return s.fail(c, apierrors.NewInvalid(info.GVK().GroupKind(), "", field.ErrorList{
+		return s.fail(c, apierrors.NewInvalid(storageKind(info), "", field.ErrorList{
 			field.Required(field.NewPath("metadata", "name"), "name or generateName is required")}))
 	}
 	key := Key{m.GetNamespace(), m.GetName()}

@@ -166,7 +166,7 @@ func (resp *Response) withDeleteWarning(c *call, opts *metav1.DeleteOptions) *Re
 // its own). It returns what the apiserver answers with.
 func (s *Store) deleteLocked(info Info, h *history, key Key, cur *entry, opts *metav1.DeleteOptions) (runtime.Object, int, error) {
 	pol := policyFor(info)
-	old, err := s.decodeEntry(cur)
+	old, err := s.decodeAs(cur, info.GVK())
 	if err != nil {
 		return nil, 0, err
 	}
@@ -183,7 +183,9 @@ func (s *Store) deleteLocked(info Info, h *history, key Key, cur *entry, opts *m
 	}
 	if pc := opts.Preconditions; pc != nil {
 		// rest.BeforeDelete's early check names the kind, not the resource.
-		gr := schema.GroupResource{Group: info.Resource.Group, Resource: info.Kind}
+		// Its kind is the storage's (core's Event for events.k8s.io's).
+		sk := storageKind(info)
+		gr := schema.GroupResource{Group: sk.Group, Resource: sk.Kind}
 		if pc.UID != nil && *pc.UID != om.GetUID() {
 			return nil, 0, apierrors.NewConflict(gr, key.Name, fmt.Errorf("the UID in the precondition (%s) does not match the UID in record (%s). The object might have been deleted and then recreated", *pc.UID, om.GetUID()))
 		}

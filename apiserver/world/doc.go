@@ -181,6 +181,16 @@
 // update.go (PUT), patch.go, delete.go, read.go; write.go holds what every
 // write shares (its parameters, its body, the commit).
 //
+// # One resource, several versions
+//
+// Core v1 Events and events.k8s.io/v1 Events, autoscaling/v1 and
+// autoscaling/v2 HorizontalPodAutoscalers are each one storage, as in
+// kube-apiserver: one history (keyed by the storage's resource), its
+// entries in the version they were shown in, converted on every read,
+// watch and write through the other (versions.go), so each version lists,
+// watches and deletes the other's objects with one uid and one
+// resourceVersion sequence.
+//
 // # Memory and concurrency
 //
 // The store holds every version of every object the session shows (object

@@ -517,7 +517,7 @@ func (b *envBuilder) split(s *Store, start uint64, firstWatch map[Resource]int64
 	sort.Slice(byTime, func(i, j int) bool { return byTime[i].time < byTime[j].time })
 	behaviour := map[*entry]bool{}
 	for _, e := range byTime {
-		h := s.res[e.res]
+		h := s.res[storageOf(e.res)]
 		if h == nil {
 			continue
 		}

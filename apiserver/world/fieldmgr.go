@@ -55,7 +55,7 @@ func fieldManager(gvk schema.GroupVersionKind, subresource string) (*managedfiel
 		m, err = managedfields.NewDefaultFieldManager(deducedTypes, codec.Scheme(), noDefaults{}, codec.Scheme(),
 			gvk, gvk.GroupVersion(), subresource, resetFields(gvk, subresource))
 	case codec.Known(gvk) && hasSchema(gvk):
-		m, err = managedfields.NewDefaultFieldManager(builtinTypes(), codec.Scheme(), noDefaults{}, codec.Scheme(),
+		m, err = managedfields.NewDefaultFieldManager(builtinTypes(), versionConvertor{codec.Scheme()}, noDefaults{}, codec.Scheme(),
 			gvk, gvk.GroupVersion(), subresource, resetFields(gvk, subresource))
 	case codec.Known(gvk):
 		// A built-in kind client-go has no apply schema of (the reviews, a

@@ -121,7 +121,7 @@ func (s *Store) applyLocked(c Change) Applied {
 	}
 	h, ok := s.hist(c.Resource)
 	if !ok {
-		h = s.res[c.Resource]
+		h = s.res[storageOf(c.Resource)]
 	}
 	if h == nil {
 		return drop("unknown resource %s", c.Resource)
@@ -345,7 +345,7 @@ func (s *Store) rebaseLocked(h *history, key Key, cur *entry, c Change) (string,
 	if err != nil {
 		return "", false, err
 	}
-	curObj, err := s.decodeEntry(cur)
+	curObj, err := s.decodeAs(cur, c.e.obj.GVK())
 	if err != nil {
 		return "", false, err
 	}

@@ -574,6 +574,9 @@ func (l *loader) objectMeta(r Resource, o codec.Object, typ EventType, t int64, 
 	if !ok || name == "" {
 		return nil
 	}
+	// The versions of one storage share its history: a LIST of each
+	// shows the same objects once.
+	r = storageOf(r)
 	h := l.history(r, o)
 	if ns != "" {
 		h.info.Namespaced = true
@@ -619,6 +622,15 @@ func (l *loader) objectMeta(r Resource, o codec.Object, typ EventType, t int64, 
 			e.obj, e.alt = o, codec.Object{}
 			return l.checkSize()
 		}
+		if e.obj.APIVersion != o.APIVersion && !partial(o) {
+			// The other version of its storage (versions.go).
+			if e.other == nil {
+				other := o // (not &o: o would escape on every call)
+				e.other = &other
+				l.s.bytes += int64(len(o.Raw))
+			}
+			return l.checkSize()
+		}
 		if e.obj.Format != o.Format && e.alt.Raw == nil {
 			e.alt = o
 			l.s.bytes += int64(len(o.Raw))
@@ -644,6 +656,7 @@ func (l *loader) checkSize() error {
 
 // history returns r's history, learning its kind from o.
 func (l *loader) history(r Resource, o codec.Object) *history {
+	r = storageOf(r)
 	h := l.s.res[r]
 	if h == nil {
 		info, ok := schemeInfo(r)
@@ -714,11 +727,15 @@ func (l *loader) finish() {
 		}
 	}
 	for _, sn := range l.snaps {
-		h := l.s.res[sn.res]
+		h := l.s.res[storageOf(sn.res)]
 		if h == nil {
 			continue
 		}
-		sel, err := newSelector(sn.selector, sn.fields, h.info)
+		info, ok := schemeInfo(sn.res)
+		if !ok {
+			info = h.info
+		}
+		sel, err := newSelector(sn.selector, sn.fields, info)
 		if err != nil {
 			continue
 		}
@@ -738,7 +755,7 @@ func (l *loader) finish() {
 			if ok, err := sel.matches(last.obj); err != nil || !ok {
 				continue
 			}
-			d := &entry{rv: sn.rv, time: sn.time, typ: Deleted, key: k, obj: last.obj, alt: last.alt,
+			d := &entry{rv: sn.rv, time: sn.time, typ: Deleted, key: k, obj: last.obj, alt: last.alt, other: last.other,
 				size: 128, inScope: !sel.empty(), inferred: true}
 			h.rec = append(h.rec, d)
 			h.objs[k] = append(h.objs[k], d)

@@ -130,7 +130,7 @@ func (s *Store) patch(c *call, sub string) *Response {
 			}
 			return s.applyCreate(c, o.h, pr.p)
 		}
-		old, err := s.decodeEntry(o.cur)
+		old, err := s.decodeAs(o.cur, c.info.GVK())
 		if err != nil {
 			return s.fail(c, err)
 		}

@@ -76,7 +76,7 @@ func (wt *Watch) Compact() (int, error) {
 		default:
 			continue
 		}
-		o, _, err := s.servedObject(src, wt.w.Media.Format)
+		o, _, err := s.servedAs(src, wt.w.Media.Format, wt.info.GVK())
 		if err == nil {
 			o, err = setRV(o, formatRV(s.order(after)))
 		}

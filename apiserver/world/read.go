@@ -35,7 +35,7 @@ func (s *Store) served(c *call) (o codec.Object, rewritten bool, err error) {
 	if e == nil {
 		return o, false, apierrors.NewNotFound(c.info.Resource.GroupResource(), c.t.Name)
 	}
-	return s.servedObject(e, wantFormat(c.r, c.info))
+	return s.servedAs(e, wantFormat(c.r, c.info), c.info.GVK())
 }
 
 // wantFormat guesses the format a client's Accept header prefers, to
@@ -143,7 +143,7 @@ func (s *Store) collectOf(t Target, info Info, sel *selector, at uint64, f frame
 		if !ok {
 			continue
 		}
-		o, _, err := s.servedObject(e, f)
+		o, _, err := s.servedAs(e, f, info.GVK())
 		if err != nil {
 			return nil, err
 		}

@@ -238,6 +238,12 @@ func (s *Store) servedObject(e *entry, f frame.Format) (o codec.Object, rewritte
 	if e.alt.Raw != nil && e.alt.Format == f {
 		o = e.alt
 	}
+	return s.withServedRV(e, o)
+}
+
+// withServedRV returns o, one of e's forms, with the resourceVersion e is
+// served with; rewritten says that is not the recorded one.
+func (s *Store) withServedRV(e *entry, o codec.Object) (_ codec.Object, rewritten bool, err error) {
 	want := e.rv
 	if !e.synth {
 		want = s.clk.served(e.rv)

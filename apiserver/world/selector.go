@@ -30,9 +30,13 @@ type selector struct {
 
 // selectable lists each kind's field labels beyond metadata.name and
 // metadata.namespace (kube-apiserver v1.33's field label conversions),
-// and the message for one it does not know.
+// and the message for one it does not know. rename maps the labels of a
+// kind served from another's storage to the storage's (events.k8s.io's
+// regarding.kind is core's involvedObject.kind: its storage selects on
+// core's fields).
 var selectable = map[schema.GroupKind]struct {
 	fields  []string
+	rename  map[string]string
 	message func(label string) string
 }{
 	{Kind: "Pod"}: {fields: []string{"metadata.name", "metadata.namespace", "spec.nodeName", "spec.restartPolicy",
@@ -50,9 +54,11 @@ var selectable = map[schema.GroupKind]struct {
 		message: func(l string) string { return fmt.Sprintf("field label %q not supported for Job", l) }},
 	{Group: "certificates.k8s.io", Kind: "CertificateSigningRequest"}: {fields: []string{"metadata.name", "spec.signerName"},
 		message: func(l string) string { return fmt.Sprintf("field label not supported: %s", l) }},
-	{Group: "events.k8s.io", Kind: "Event"}: {fields: []string{"involvedObject.kind", "involvedObject.namespace",
-		"involvedObject.name", "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
-		"involvedObject.fieldPath", "reason", "reportingComponent", "source", "type", "metadata.namespace", "metadata.name"}},
+	{Group: "events.k8s.io", Kind: "Event"}: {fields: []string{"reason", "type", "metadata.namespace", "metadata.name"},
+		rename: map[string]string{"regarding.kind": "involvedObject.kind", "regarding.namespace": "involvedObject.namespace",
+			"regarding.name": "involvedObject.name", "regarding.uid": "involvedObject.uid",
+			"regarding.apiVersion": "involvedObject.apiVersion", "regarding.resourceVersion": "involvedObject.resourceVersion",
+			"regarding.fieldPath": "involvedObject.fieldPath", "reportingController": "reportingComponent"}},
 }
 
 // newSelector parses a labelSelector and a fieldSelector for resource
@@ -84,6 +90,9 @@ func newSelector(labelSel, fieldSel string, info Info) (*selector, error) {
 				if l == label {
 					return label, value, nil
 				}
+			}
+			if to, ok := sel.rename[label]; ok {
+				return to, value, nil
 			}
 			if sel.message != nil {
 				return "", "", fmt.Errorf("%s", sel.message(label))
@@ -183,6 +192,9 @@ func eventFields(set fields.Set, ref *corev1.ObjectReference, reason, reporting,
 	set["involvedObject.fieldPath"] = ref.FieldPath
 	set["reason"] = reason
 	set["reportingComponent"] = reporting
+	if source == "" {
+		source = reporting // ToSelectableFields: the reporting controller stands in
+	}
 	set["source"] = source
 	set["type"] = typ
 }

@@ -134,6 +134,11 @@ type entry struct {
 	// adds phase Pending back), so the next update is a write even when
 	// the object read back is the same.
 	defaulted bool
+
+	// other is the same version of the object as the other version of its
+	// storage showed it (versions.go), if the session holds it (a
+	// pointer: most entries have none).
+	other *codec.Object
 }
 
 // Key names an object within a resource.
@@ -225,14 +230,21 @@ func (s *Store) Info(r Resource) (Info, bool) {
 }
 
 func (s *Store) infoLocked(r Resource) (Info, bool) {
+	if sharesStorage(r) {
+		// Its history is its storage's, whose info is the other version's.
+		return builtinInfo(r)
+	}
 	if h, ok := s.res[r]; ok && h.info.Kind != "" {
 		return h.info, true
 	}
 	return builtinInfo(r)
 }
 
-// hist returns the history of r, creating it when the resource is known.
+// hist returns the history of r, creating it when the resource is known:
+// its storage's (storageOf), which holds the objects of every version it
+// serves.
 func (s *Store) hist(r Resource) (*history, bool) {
+	r = storageOf(r)
 	if h, ok := s.res[r]; ok && h.info.Kind != "" {
 		return h, true
 	}
@@ -320,7 +332,7 @@ func (s *Store) Wrote(path string) bool {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	h, ok := s.res[t.Resource]
+	h, ok := s.res[storageOf(t.Resource)]
 	return ok && len(h.syn) > 0
 }
 

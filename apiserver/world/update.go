@@ -37,7 +37,7 @@ func (s *Store) put(c *call, sub string, createOnUpdate bool) *Response {
 			}
 			return s.fail(c, apierrors.NewNotFound(c.info.Resource.GroupResource(), c.t.Name))
 		}
-		old, err := s.decodeEntry(o.cur)
+		old, err := s.decodeAs(o.cur, c.info.GVK())
 		if err != nil {
 			return s.fail(c, err)
 		}
@@ -73,6 +73,7 @@ func readPut(c *call, gvk schema.GroupVersionKind) (*written, error) {
 // manager sees it (what the rules reset is not the client's).
 func (s *Store) managed(info Info, old, obj runtime.Object, subresource string, p writeParams) (runtime.Object, error) {
 	defaultObject(obj)
+	obj = asStored(info, obj)
 	mgr, err := fieldManager(info.GVK(), subresource)
 	if err != nil {
 		return nil, err

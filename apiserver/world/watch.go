@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/wtrace/wtrace/apiserver/codec"
 	"github.com/wtrace/wtrace/frame"
@@ -411,7 +412,7 @@ func (wt *Watch) Take(ev WatchEvent) ([]byte, error) {
 	// A plain encoding depends on the change, its type and served
 	// resourceVersion alone (a Table's rows, on the watch's columns and
 	// the time: not shared).
-	key := frameKey{e: ev.e, prev: ev.prev, typ: ev.typ, served: served, media: wt.w.Media}
+	key := frameKey{e: ev.e, prev: ev.prev, typ: ev.typ, served: served, media: wt.w.Media, gvk: wt.info.GVK()}
 	shared := wt.w.Media.Plain()
 	if shared {
 		if b, ok := s.frames.get(key); ok {
@@ -423,7 +424,7 @@ func (wt *Watch) Take(ev WatchEvent) ([]byte, error) {
 	if ev.prev != nil {
 		src = ev.prev
 	}
-	o, _, err := s.servedObject(src, wt.w.Media.Format)
+	o, _, err := s.servedAs(src, wt.w.Media.Format, wt.info.GVK())
 	if err == nil && (ev.prev != nil || !ev.e.synth && served != ev.e.rv) {
 		o, err = setRV(o, formatRV(served))
 	}
@@ -452,6 +453,7 @@ type frameKey struct {
 	typ     EventType
 	served  uint64
 	media   codec.Media
+	gvk     schema.GroupVersionKind // the watch's kind: one storage serves several
 }
 
 // frameCacheSize is how many framed events a Store keeps for watches to

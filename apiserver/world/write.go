@@ -192,6 +192,12 @@ func readWrite(c *call, optionsKind string, gvk schema.GroupVersionKind) (*writt
 // store assigns the next resourceVersion to obj and adds it to the history
 // (the lock is held). It returns the stored object.
 func (s *Store) store(h *history, key Key, obj runtime.Object, typ EventType) (codec.Object, error) {
+	// Written through another version than its storage's: as the
+	// storage's round trip makes it.
+	obj, err := roundTrip(obj, h.info.GVK())
+	if err != nil {
+		return codec.Object{}, apierrors.NewInternalError(err)
+	}
 	m, _ := meta.Accessor(obj)
 	rv := s.clk.next()
 	s.publish()
