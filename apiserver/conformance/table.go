@@ -23,6 +23,9 @@ type Cell struct {
 	State string
 	// Failed are the cases whose answers differ, each with why.
 	Failed []string
+	// NotCompared are the cases that do not count (Case.NotCompared),
+	// each with why.
+	NotCompared []string
 }
 
 // Table is the coverage of the API by a replay.
@@ -84,6 +87,10 @@ func cellOf(rs []Result) Cell {
 	c := Cell{State: Same}
 	notServed := true
 	for _, r := range rs {
+		if r.Case.NotCompared != "" {
+			c.NotCompared = append(c.NotCompared, r.Case.Name+": "+r.Case.NotCompared)
+			continue
+		}
 		if r.Same {
 			notServed = false
 			continue
@@ -174,6 +181,21 @@ func (t Table) Markdown(command string) string {
 				fmt.Fprintf(&b, "- %s: %s.\n", r.Name, r.Exception)
 			}
 		}
+	}
+	b.WriteString("\n## Cases not compared\n\n")
+	none := true
+	for _, rows := range t.sections() {
+		for _, r := range rows {
+			for _, v := range Verbs {
+				for _, n := range r.Cells[v].NotCompared {
+					none = false
+					fmt.Fprintf(&b, "- %s %s, case %s.\n", r.Name, v, n)
+				}
+			}
+		}
+	}
+	if none {
+		b.WriteString("None.\n")
 	}
 	b.WriteString("\n## What differs\n\n")
 	any := false

@@ -101,7 +101,15 @@
 // status written as kube-apiserver's right after each change), its
 // deletion (the cleanup finalizer, its custom resources deleted), a local
 // APIService Available at once (crd.go, crd_delete.go, apiservice.go);
-// /apis lists their groups (ServedExtensions). Not modelled: other
+// /apis lists their groups (ServedExtensions); the APF configuration
+// controller's Dangling condition on FlowSchemas (apf.go); the
+// registries' own ways where the harness found them (a CSR stamped with
+// its requestor, Options.User, with the spec and status reset fields;
+// a ReplicationController's delete orphaning; the namespace registry's
+// precondition words; an IPAddress's name generator; a new PVC's first
+// update a write, etcd holding no phase until then: csr.go, etcd.go);
+// Events' and CRDs' watches served as etcd serves them (noWatchCache:
+// from before the session, what the session shows since). Not modelled: other
 // admission (quotas, webhooks, policies),
 // defaulting and validation of other kinds,
 // controllers (nothing is garbage-collected, no Pod is scheduled), custom

@@ -50,7 +50,6 @@ func versionsStore(t *testing.T) *world.Store {
 	return st
 }
 
-
 // listed is a LIST's items: apiVersion, name and the object.
 type listed struct {
 	APIVersion string `json:"apiVersion"`

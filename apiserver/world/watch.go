@@ -152,13 +152,20 @@ func (s *Store) Watch(r *Request) (*Watch, *Response) {
 
 // noWatchCache reports whether kube-apiserver serves r's watches from
 // etcd rather than from its watch cache (--watch-cache-sizes: events have
-// none by default): a watch from a resourceVersion older than the
+// none by default; nor, as v1.33 answers, CustomResourceDefinitions): a watch from a resourceVersion older than the
 // session is then not 410 Expired but every change after it, until etcd
 // compacts (the world: until it compacts), which the world answers with
 // what it knows of them — the versions the session first showed and every
 // later one.
 func noWatchCache(r Resource) bool {
-	return r.Resource == "events" && (r.Group == "" || r.Group == "events.k8s.io")
+	switch r.Resource {
+	case "events":
+		return r.Group == "" || r.Group == "events.k8s.io"
+	case "customresourcedefinitions":
+		// The apiextensions apiserver's, as kube-apiserver v1.33 answers.
+		return r.Group == "apiextensions.k8s.io"
+	}
+	return false
 }
 
 // newWatch is a watch of t's scope through sel, encoded by w.
