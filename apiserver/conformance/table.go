@@ -95,7 +95,8 @@ func cellOf(rs []Result) Cell {
 			notServed = false
 			continue
 		}
-		c.Failed = append(c.Failed, r.Case.Name+": "+r.Why)
+		// (The first line: WTRACE_CONFORMANCE_DEBUG adds the bodies after it.)
+		c.Failed = append(c.Failed, r.Case.Name+": "+strings.SplitN(r.Why, "\n", 2)[0])
 		notServed = notServed && r.NotServed
 	}
 	switch {
