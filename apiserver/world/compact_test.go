@@ -63,18 +63,7 @@ func TestCompaction(t *testing.T) {
 	if refused != nil || recent.Expired() {
 		t.Fatalf("watch from %d in the window: refused %v", from, refused)
 	}
-	n := 0
-	for {
-		ev, ok := recent.Next()
-		if !ok {
-			break
-		}
-		if _, err := recent.Take(ev); err != nil {
-			t.Fatal(err)
-		}
-		n++
-	}
-	if n != 20 {
+	if n := len(takeAll(t, recent)); n != 20 {
 		t.Errorf("watch from %d: %d events; want the 20 writes since", from, n)
 	}
 	// The left-behind watch: one ERROR event, then nothing.
@@ -134,15 +123,7 @@ func TestWatchBeforeSession(t *testing.T) {
 		t.Fatal("events from resourceVersion 1: 410 Expired; want every change since")
 	}
 	var got []string
-	for {
-		ev, ok := w.Next()
-		if !ok {
-			break
-		}
-		b, err := w.Take(ev)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, b := range takeAll(t, w) {
 		got = append(got, strings.SplitN(string(b), `"`, 5)[3])
 	}
 	if strings.Join(got, ",") != "ADDED,ADDED" {
@@ -156,5 +137,22 @@ func TestWatchBeforeSession(t *testing.T) {
 	}
 	if w := watch(evs); !w.Expired() {
 		t.Error("events from resourceVersion 1 after compaction: not 410 Expired")
+	}
+}
+
+// takeAll takes every event a watch has now, framed.
+func takeAll(t *testing.T, w *world.Watch) [][]byte {
+	t.Helper()
+	var out [][]byte
+	for {
+		ev, ok := w.Next()
+		if !ok {
+			return out
+		}
+		b, err := w.Take(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, b)
 	}
 }
