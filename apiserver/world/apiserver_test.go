@@ -320,20 +320,27 @@ func TestAgainstAPIServer(t *testing.T) {
 			if r.ContentType != realCT {
 				t.Errorf("Content-Type %q; the apiserver's %q", r.ContentType, realCT)
 			}
-			a, err := real.normalize(realCT, gotReal, s.skip)
-			if err != nil {
-				t.Fatalf("apiserver body: %v\n%s", err, gotReal)
-			}
-			b, err := mine.normalize(r.ContentType, r.Body, s.skip)
-			if err != nil {
-				t.Fatalf("store body: %v\n%s", err, r.Body)
-			}
-			if !reflect.DeepEqual(a, b) {
-				ja, _ := json.MarshalIndent(a, "", " ")
-				jb, _ := json.MarshalIndent(b, "", " ")
-				t.Errorf("bodies differ\nmine: %s\nreal: %s", jb, ja)
-			}
+			sameBody(t, real, mine, s.skip, realCT, gotReal, r)
 		})
+	}
+}
+
+// sameBody fails t unless the apiserver's answer (of Content-Type
+// realCT) and the store's are the same once each side normalized its own.
+func sameBody(t *testing.T, real, mine *side, skip []string, realCT string, gotReal []byte, r *world.Response) {
+	t.Helper()
+	a, err := real.normalize(realCT, gotReal, skip)
+	if err != nil {
+		t.Fatalf("apiserver body: %v\n%s", err, gotReal)
+	}
+	b, err := mine.normalize(r.ContentType, r.Body, skip)
+	if err != nil {
+		t.Fatalf("store body: %v\n%s", err, r.Body)
+	}
+	if !reflect.DeepEqual(a, b) {
+		ja, _ := json.MarshalIndent(a, "", " ")
+		jb, _ := json.MarshalIndent(b, "", " ")
+		t.Errorf("bodies differ\nmine: %s\nreal: %s", jb, ja)
 	}
 }
 

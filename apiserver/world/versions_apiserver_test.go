@@ -97,19 +97,7 @@ func TestVersionsAgainstAPIServer(t *testing.T) {
 			if r.Code != resp.StatusCode {
 				t.Errorf("status %d; the apiserver answered %d\nmine: %s\nreal: %s", r.Code, resp.StatusCode, r.Body, gotReal)
 			}
-			a, err := real.normalize(resp.Header.Get("Content-Type"), gotReal, s.skip)
-			if err != nil {
-				t.Fatalf("apiserver body: %v\n%s", err, gotReal)
-			}
-			b, err := mine.normalize(r.ContentType, r.Body, s.skip)
-			if err != nil {
-				t.Fatalf("store body: %v\n%s", err, r.Body)
-			}
-			if !reflect.DeepEqual(a, b) {
-				ja, _ := json.Marshal(a)
-				jb, _ := json.Marshal(b)
-				t.Errorf("bodies differ\nmine: %s\nreal: %s", jb, ja)
-			}
+			sameBody(t, real, mine, s.skip, resp.Header.Get("Content-Type"), gotReal, r)
 		})
 	}
 }
