@@ -14,7 +14,7 @@
 // generated names, signed tokens, the Go values error messages print (of
 // kube-apiserver's internal types: compared by type name), and, for
 // resources kube-apiserver's own controllers write behind a client's
-// write (CustomResourceDefinitions, FlowSchemas), the interleaving of watch events
+// write (CustomResourceDefinitions, APIServices, FlowSchemas), the interleaving of watch events
 // across objects (compared per object, in order).
 //
 // The result is a coverage table (Table, rendered as docs/COVERAGE.md):

@@ -259,13 +259,15 @@ func comparable(c Case, body any) any {
 // asyncControllers are the rows of resources whose objects
 // kube-apiserver's own controllers change moments after a client's write,
 // from a work queue (a CustomResourceDefinition's naming and establishing
-// controllers, a FlowSchema's APF configuration controller): how their
+// controllers, an APIService's availability controller, a FlowSchema's
+// APF configuration controller): how their
 // writes interleave with the harness's next requests across objects is a
 // race inside the apiserver (seen in both: a FlowSchema created just
 // before another got its Dangling condition after the other's create),
 // not something a replay can reproduce.
 var asyncControllers = map[string]bool{
 	"apiextensions.k8s.io/v1 customresourcedefinitions": true,
+	"apiregistration.k8s.io/v1 apiservices":             true,
 	"flowcontrol.apiserver.k8s.io/v1 flowschemas":       true,
 }
 
