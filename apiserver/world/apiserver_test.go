@@ -700,15 +700,7 @@ func TestWatchAgainstAPIServer(t *testing.T) {
 		for _, b := range o.mine.Initial() {
 			got = append(got, splitEvents(t, o.ct, b)...)
 		}
-		for {
-			ev, ok := o.mine.Next()
-			if !ok {
-				break
-			}
-			b, err := o.mine.Take(ev)
-			if err != nil {
-				t.Fatalf("%s: Take: %v", wc.name, err)
-			}
+		for _, b := range takeAll(t, o.mine) {
 			got = append(got, splitEvents(t, o.ct, b)...)
 		}
 		var want []watchEv

@@ -80,8 +80,7 @@ func (s *Store) createLocked(c *call, h *history, obj runtime.Object, p writePar
 	if pol.generation {
 		m.SetGeneration(1)
 	}
-	prepareCreate(obj, info, pol)
-	s.prepareCSR(obj)
+	s.prepareNew(obj, info, pol)
 	mgr, err := fieldManager(info.GVK(), "")
 	if err != nil {
 		return s.fail(c, err)
@@ -124,6 +123,14 @@ func (s *Store) created(r Resource, obj runtime.Object, ips []string) {
 		s.recordIPs(svc, ips)
 	}
 	s.pairCreated(r, obj)
+}
+
+// prepareNew is the strategies' PrepareForCreate of a new object, by
+// every path that creates one (a POST, an apply, a PUT that creates):
+// prepareCreate's rules, then a CSR's requestor (the lock is held).
+func (s *Store) prepareNew(obj runtime.Object, info Info, pol policy) {
+	prepareCreate(obj, info, pol)
+	s.prepareCSR(obj)
 }
 
 // prepareCreate does what the registry's strategies do to every new

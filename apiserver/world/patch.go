@@ -291,8 +291,7 @@ func (s *Store) applyCreate(c *call, h *history, p writeParams) *Response {
 		m.SetGeneration(1)
 	}
 	defaultObject(obj)
-	prepareCreate(obj, info, pol)
-	s.prepareCSR(obj)
+	s.prepareNew(obj, info, pol)
 	if err := s.admit(obj); err != nil {
 		return s.fail(c, err)
 	}

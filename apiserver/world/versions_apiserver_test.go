@@ -171,15 +171,7 @@ func versionsWatch(t *testing.T, c *k8stest.Cluster) {
 	real, mine := newSide(), newSide()
 	for _, o := range ws {
 		var got []watchEv
-		for {
-			ev, ok := o.mine.Next()
-			if !ok {
-				break
-			}
-			b, err := o.mine.Take(ev)
-			if err != nil {
-				t.Fatalf("%s: Take: %v", o.name, err)
-			}
+		for _, b := range takeAll(t, o.mine) {
 			got = append(got, splitEvents(t, o.mine.ContentType(), b)...)
 		}
 		var want []watchEv

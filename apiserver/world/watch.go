@@ -138,7 +138,7 @@ func (s *Store) Watch(r *Request) (*Watch, *Response) {
 			return nil, s.errorResponse(r, apierrors.NewBadRequest(fmt.Sprintf("invalid resource version: %s", rv)), HowWatch)
 		}
 		wt.beforeSession = n < s.oldest
-		if n < s.oldest && !(noWatchCache(t.Resource) && !s.compacted) {
+		if s.expired(t.Resource, n) {
 			wt.expired = true
 			st := apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", n, s.oldest)).ErrStatus
 			wt.init = [][]byte{w.Frame(codec.StatusEvent(w.Media.Format, &st))}
@@ -157,6 +157,14 @@ func (s *Store) Watch(r *Request) (*Watch, *Response) {
 // compacts (the world: until it compacts), which the world answers with
 // what it knows of them — the versions the session first showed and every
 // later one.
+// expired reports whether a watch of r can no longer be served from
+// resourceVersion rv (the lock is held): rv is older than what the store
+// answers at, and r's watches are not served as etcd serves them from a
+// store that has forgotten nothing.
+func (s *Store) expired(r Resource, rv uint64) bool {
+	return rv < s.oldest && !(noWatchCache(r) && !s.compacted)
+}
+
 func noWatchCache(r Resource) bool {
 	switch r.Resource {
 	case "events":
@@ -224,7 +232,7 @@ func (wt *Watch) Next() (WatchEvent, bool) {
 	s := wt.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if wt.cursor+1 < s.oldest && !(noWatchCache(wt.t.Resource) && !s.compacted) {
+	if s.expired(wt.t.Resource, wt.cursor+1) {
 		// Compacted past the watch's position: what it has not sent is
 		// gone; the apiserver ends such a watch with 410 Expired.
 		wt.expired = true
