@@ -294,7 +294,7 @@ func (s *Store) translateOwners(e *entry) (out *entry, translated bool, reason s
 		return nil, false, err.Error()
 	}
 	c := *e
-	c.obj, c.alt = o, codec.Object{}
+	c.obj, c.alt, c.attrs = o, codec.Object{}, nil
 	return &c, true, ""
 }
 

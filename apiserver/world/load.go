@@ -606,7 +606,7 @@ func (l *loader) objectMeta(r Resource, o codec.Object, typ EventType, t int64, 
 			e.typ, e.inScope = typ, false
 			if e.obj.Format == o.Format {
 				l.s.bytes += int64(len(o.Raw) - len(e.obj.Raw))
-				e.obj = o
+				e.obj, e.attrs = o, nil
 			}
 		}
 		if t < e.time {
@@ -619,7 +619,7 @@ func (l *loader) objectMeta(r Resource, o codec.Object, typ EventType, t int64, 
 			// The whole object of a version a metadata informer saw
 			// first: it takes the partial view's place.
 			l.s.bytes += int64(len(o.Raw) - len(e.obj.Raw) - len(e.alt.Raw))
-			e.obj, e.alt = o, codec.Object{}
+			e.obj, e.alt, e.attrs = o, codec.Object{}, nil
 			return l.checkSize()
 		}
 		if e.obj.APIVersion != o.APIVersion && !partial(o) {

@@ -136,7 +136,7 @@ func (s *Store) collectOf(t Target, info Info, sel *selector, at uint64, f frame
 		if e == nil || e.typ == Deleted {
 			continue
 		}
-		ok, err := sel.matches(e.obj)
+		ok, err := sel.matchesEntry(e)
 		if err != nil {
 			return nil, err
 		}

@@ -121,6 +121,43 @@ func (s *selector) matches(o codec.Object) (bool, error) {
 	return s.matchesObject(obj), nil
 }
 
+// matchesEntry evaluates the selector on a stored version (the lock is
+// held), decoding its object once for every selector that looks at it:
+// a hundred watches with selectors over one resource cost one decoding
+// of each change, not a hundred, as the apiserver's watch cache keeps
+// each object's labels and fields beside it.
+func (s *selector) matchesEntry(e *entry) (bool, error) {
+	if s.empty() {
+		return true, nil
+	}
+	if e.attrs == nil {
+		obj, err := codec.Decode(e.obj)
+		if err != nil {
+			return false, err
+		}
+		e.attrs = attrsOf(obj, s.info.Namespaced)
+	}
+	return e.attrs.ok && s.labels.Matches(e.attrs.labels) &&
+		(s.fields.Empty() || s.fields.Matches(e.attrs.fields)), nil
+}
+
+// attrs are what selectors see of an object: its labels and its
+// selectable fields; ok is false for an object without metadata, which
+// no selector matches.
+type attrs struct {
+	labels labels.Set
+	fields fields.Set
+	ok     bool
+}
+
+func attrsOf(obj runtime.Object, namespaced bool) *attrs {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return &attrs{}
+	}
+	return &attrs{labels: labels.Set(m.GetLabels()), fields: fieldSet(obj, m, namespaced), ok: true}
+}
+
 // matchesObject evaluates the selector on a decoded object.
 func (s *selector) matchesObject(obj runtime.Object) bool {
 	m, err := meta.Accessor(obj)

@@ -139,6 +139,12 @@ type entry struct {
 	// storage showed it (versions.go), if the session holds it (a
 	// pointer: most entries have none).
 	other *codec.Object
+
+	// attrs are obj's labels and selectable fields, decoded once, when a
+	// selector first looks at this version (see selector.matchesEntry;
+	// the lock is held): nil until then, and reset wherever obj is
+	// replaced.
+	attrs *attrs
 }
 
 // Key names an object within a resource.

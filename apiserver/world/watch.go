@@ -396,7 +396,7 @@ func (wt *Watch) matches(e *entry) bool {
 	if wt.all {
 		return true
 	}
-	ok, err := wt.sel.matches(e.obj)
+	ok, err := wt.sel.matchesEntry(e)
 	return err == nil && ok
 }
 
