@@ -262,6 +262,7 @@ func TestMetrics(t *testing.T) {
 			// last byte went out, and a connection a stream took over
 			// may see its client leave before that.
 			createLabels := map[string]string{"verb": "create", "resource": "configmaps", "code": strconv.Itoa(c.createCode), "how": c.createHow}
+			watchLabels := map[string]string{"verb": "watch", "resource": "configmaps", "code": "200", "how": "recorded"}
 			var fams map[string]*dto.MetricFamily
 			deadline := time.Now().Add(10 * time.Second)
 			for {
@@ -270,12 +271,15 @@ func TestMetrics(t *testing.T) {
 				open, _ := metricValue(fams, "wtrace_replay_connections", nil)
 				created, _ := metricValue(fams, "wtrace_replay_requests_total", createLabels)
 				watching, _ := metricValue(fams, "wtrace_replay_watchers", nil)
-				if open <= 1 && created >= 1 && watching == 0 { // the scrape's own connection
+				// A watch is counted once its stream ended, which may be
+				// after the gauge of open watches fell.
+				watched, _ := metricValue(fams, "wtrace_replay_requests_total", watchLabels)
+				if open <= 1 && created >= 1 && watching == 0 && (!c.watches || watched >= watchers) { // the scrape's own connection
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("10 s after the clients left: wtrace_replay_connections = %v, want at most 1 (the scrape); wtrace_replay_watchers = %v, want 0; the create counted %v times, want 1",
-						open, watching, created)
+					t.Fatalf("10 s after the clients left: wtrace_replay_connections = %v, want at most 1 (the scrape); wtrace_replay_watchers = %v, want 0; the create counted %v times, want 1; the watches %v times, want %d",
+						open, watching, created, watched, watchers)
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
@@ -303,7 +307,7 @@ func TestMetrics(t *testing.T) {
 			}
 			check("wtrace_replay_watch_events_sent_total", nil, watchers*events)
 			check("wtrace_replay_event_lateness_seconds", nil, watchers*events)
-			check("wtrace_replay_requests_total", map[string]string{"verb": "watch", "resource": "configmaps", "code": "200", "how": "recorded"}, watchers)
+			check("wtrace_replay_requests_total", watchLabels, watchers)
 			if v, _ := metricValue(fams, "wtrace_replay_sent_bytes_total", nil); v < float64(got) {
 				t.Errorf("wtrace_replay_sent_bytes_total = %v; want at least the %d body bytes the watchers read", v, got)
 			}
